@@ -1,0 +1,190 @@
+"""The bidirectional language model: token encoder + forward and backward LSTMP stacks."""
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .config import BiLMConfig
+from .lstm import LSTMPStack, State
+from .token_encoder import CharCNNEncoder
+
+# (forward states, backward states), one (h, c) per layer, rows in input order
+BiLMState = Tuple[List[State], List[State]]
+
+
+@dataclass
+class BiLMOutput:
+    """layers (Tensor): (L+1, B, T, 2 * projection_dim), zero at padding positions.
+    lengths (Tensor): (B,) number of positions of each row (boundaries included if the ids had them).
+    state (BiLMState): the LSTM state each row ended in.
+    """
+
+    layers: torch.Tensor
+    lengths: torch.Tensor
+    state: BiLMState
+
+
+class BiLM(nn.Module):
+    """A character-level biLM (Peters et al. 2018) with freshly initialized weights.
+
+    config (BiLMConfig): the architecture. Importers (``spacy_elmo.io``) fill in weights.
+    """
+
+    def __init__(self, config: BiLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = CharCNNEncoder(config)
+        stack_args = (
+            config.projection_dim,
+            config.dim,
+            config.projection_dim,
+            config.n_layers,
+            config.cell_clip,
+            config.proj_clip,
+            config.use_skip_connections,
+        )
+        self.forward_lstm = LSTMPStack(*stack_args)
+        self.backward_lstm = LSTMPStack(*stack_args)
+        self.stateful = False
+        self._carried: Optional[BiLMState] = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.token_encoder.char_embedding.weight.device
+
+    def zero_state(self, batch: int) -> BiLMState:
+        cfg = self.config
+        weight = self.token_encoder.char_embedding.weight
+
+        def zeros() -> List[State]:
+            return [
+                (weight.new_zeros(batch, cfg.projection_dim), weight.new_zeros(batch, cfg.dim))
+                for _ in range(cfg.n_layers)
+            ]
+
+        return zeros(), zeros()
+
+    def reset_states(self) -> None:
+        """Forget the state carried between calls in stateful mode."""
+        self._carried = None
+
+    def forward(
+        self,
+        char_ids: torch.Tensor,
+        lengths: Optional[torch.Tensor] = None,
+        initial_state: Optional[BiLMState] = None,
+    ) -> BiLMOutput:
+        """Run the biLM.
+
+        char_ids (LongTensor): (B, T, max_chars); each row's tokens left-aligned, 0 rows for padding.
+            Sentence boundaries are whatever the ids contain (see ``chars.batch_char_ids``).
+        lengths (Optional[LongTensor]): (B,) tokens per row; derived from the padding if None.
+        initial_state (Optional[BiLMState]): start state; zeros unless given, or, in stateful mode,
+            the state the previous call left (as the original TensorFlow code ran).
+        RETURNS (BiLMOutput): all L+1 layers.
+        """
+        batch, steps, _ = char_ids.shape
+        if lengths is None:
+            lengths = (char_ids > 0).any(dim=-1).sum(dim=-1)
+        lengths = lengths.to(torch.long).cpu()
+        if initial_state is None:
+            initial_state = self._carried_state(batch) if self.stateful else self.zero_state(batch)
+
+        mask = torch.arange(steps)[None, :] < lengths[:, None]
+        mask_dev = mask.to(char_ids.device)
+        encoded_valid = self.token_encoder(char_ids[mask_dev])
+        tokens = encoded_valid.new_zeros(batch, steps, self.config.projection_dim)
+        tokens = tokens.masked_scatter(mask_dev[..., None], encoded_valid)
+
+        order = torch.argsort(lengths, descending=True, stable=True)
+        sorted_lengths = lengths[order]
+        batch_sizes = _batch_sizes(sorted_lengths.numpy(), steps)
+        order_dev = order.to(char_ids.device)
+        sorted_tokens = tokens.index_select(0, order_dev)
+        reverse = _reversal_index(sorted_lengths, steps).to(char_ids.device)
+
+        fwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[0]]
+        bwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[1]]
+        fwd_out, fwd_final = self.forward_lstm(sorted_tokens, batch_sizes, fwd_state)
+        bwd_in = _gather_time(sorted_tokens, reverse)
+        bwd_out, bwd_final = self.backward_lstm(bwd_in, batch_sizes, bwd_state)
+        bwd_out = [_gather_time(y, reverse) for y in bwd_out]
+
+        unsort = torch.argsort(order_dev)
+        layers = [torch.cat([tokens, tokens], dim=-1) * mask_dev[..., None].to(tokens.dtype)]
+        layers += [torch.cat([f, b], dim=-1).index_select(0, unsort) for f, b in zip(fwd_out, bwd_out)]
+        final: BiLMState = (
+            [(h.index_select(0, unsort), c.index_select(0, unsort)) for h, c in fwd_final],
+            [(h.index_select(0, unsort), c.index_select(0, unsort)) for h, c in bwd_final],
+        )
+        if self.stateful:
+            self._store_state(final)
+        return BiLMOutput(layers=torch.stack(layers), lengths=lengths, state=final)
+
+    def _carried_state(self, batch: int) -> BiLMState:
+        state = self.zero_state(batch)
+        if self._carried is None:
+            return state
+        merged = []
+        for zero_dir, carried_dir in zip(state, self._carried):
+            rows = []
+            for (h0, c0), (h1, c1) in zip(zero_dir, carried_dir):
+                n = min(batch, h1.shape[0])
+                rows.append((torch.cat([h1[:n], h0[n:]]), torch.cat([c1[:n], c0[n:]])))
+            merged.append(rows)
+        return merged[0], merged[1]
+
+    def _store_state(self, final: BiLMState) -> None:
+        # Rows of earlier, larger batches that this call did not use keep their state.
+        previous = self._carried
+        stored = []
+        for d, direction in enumerate(final):
+            rows = []
+            for k, (h, c) in enumerate(direction):
+                h, c = h.detach(), c.detach()
+                if previous is not None and previous[d][k][0].shape[0] > h.shape[0]:
+                    old_h, old_c = previous[d][k]
+                    h = torch.cat([h, old_h[h.shape[0] :]])
+                    c = torch.cat([c, old_c[c.shape[0] :]])
+                rows.append((h, c))
+            stored.append(rows)
+        self._carried = (stored[0], stored[1])
+
+    def embed(
+        self,
+        sentences: Sequence[Sequence[str]],
+        *,
+        batch_size: int = 64,
+        max_batch_items: Optional[int] = None,
+        boundaries: bool = False,
+    ) -> List[np.ndarray]:
+        """Contextual representations of pre-tokenized sentences.
+
+        sentences (Sequence[Sequence[str]]): lists of token strings.
+        batch_size (int): most sentences per forward pass.
+        max_batch_items (Optional[int]): most padded positions per forward pass.
+        boundaries (bool): keep the <S> and </S> positions in the output.
+        RETURNS (List[np.ndarray]): per sentence, in input order, float32 (L+1, n_tokens, 2 * projection_dim).
+        """
+        from .embedding import embed_sentences
+
+        return embed_sentences(
+            self, sentences, batch_size=batch_size, max_batch_items=max_batch_items, boundaries=boundaries
+        )
+
+
+def _batch_sizes(sorted_lengths: np.ndarray, steps: int) -> List[int]:
+    return [int((sorted_lengths > t).sum()) for t in range(steps)]
+
+
+def _reversal_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """(B, T) index that reverses each row's first ``length`` positions and leaves padding in place."""
+    positions = torch.arange(steps)[None, :].expand(len(lengths), steps)
+    reversed_positions = lengths[:, None] - 1 - positions
+    return torch.where(positions < lengths[:, None], reversed_positions, positions)
+
+
+def _gather_time(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))

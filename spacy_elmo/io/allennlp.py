@@ -1,0 +1,185 @@
+"""The published weight format of bilm-tf / AllenNLP: options.json + HDF5.
+
+Quirks handled here (see tests/io/test_allennlp.py): ``char_embed`` has no row for the
+padding id 0; convolutions are stored (1, width, in, out); TensorFlow's LSTM gate order
+is [i, j, f, o] with a forget bias of +1 that is not stored; dense weights are stored
+(in, out); the LSTM kernel ``W_0`` stacks the input rows over the recurrent rows.
+Our highway layers use bilm-tf's carry-gate convention, so highway weights map directly.
+"""
+import json
+from pathlib import Path
+from typing import Callable, Iterator, List, NamedTuple, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..bilm import BiLM, BiLMConfig
+from ..bilm.lstm import LSTMPLayer
+from .errors import ModelFileError
+
+PathLike = Union[str, Path]
+FORGET_BIAS = 1.0
+
+
+class Tensor(NamedTuple):
+    """One HDF5 dataset and how it maps onto torch parameters.
+
+    name (str): dataset path in the HDF5 file.
+    shape (Tuple[int, ...]): the shape the file must have.
+    read (Callable): numpy array from the file -> writes it into the model.
+    write (Callable): model -> numpy array for the file.
+    """
+
+    name: str
+    shape: Tuple[int, ...]
+    read: Callable[[np.ndarray], None]
+    write: Callable[[], np.ndarray]
+
+
+def read_options(path: PathLike) -> BiLMConfig:
+    """Read a published options.json into a BiLMConfig, with errors that name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelFileError(path, "options file not found")
+    try:
+        options = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelFileError(path, f"not a valid options JSON file ({err})") from err
+    if not isinstance(options, dict):
+        raise ModelFileError(path, "options JSON must be an object with 'lstm' and 'char_cnn' sections")
+    try:
+        return BiLMConfig.from_options(options)
+    except ValueError as err:
+        raise ModelFileError(path, str(err)) from err
+
+
+def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
+    """Build a biLM from a published options.json + HDF5 weights pair.
+
+    options (PathLike): the options JSON.
+    weights (PathLike): the HDF5 weights (no softmax; it is not in published files).
+    RETURNS (BiLM): the model in eval mode, on CPU.
+    """
+    import h5py
+
+    config = read_options(options)
+    weights = Path(weights)
+    if not weights.is_file():
+        raise ModelFileError(weights, "weights file not found")
+    bilm = BiLM(config)
+    try:
+        handle = h5py.File(weights, "r")
+    except OSError as err:
+        raise ModelFileError(weights, f"not a readable HDF5 file, perhaps truncated or damaged ({err})") from err
+    with handle, torch.no_grad():
+        for tensor in _tensors(bilm):
+            if tensor.name not in handle or not isinstance(handle[tensor.name], h5py.Dataset):
+                raise ModelFileError(
+                    weights, f"dataset {tensor.name!r} is missing; is this a biLM weights file for {options}?"
+                )
+            dataset = handle[tensor.name]
+            if tuple(dataset.shape) != tensor.shape:
+                raise ModelFileError(
+                    weights,
+                    f"dataset {tensor.name!r} has shape {tuple(dataset.shape)} but the options file "
+                    f"{options} implies {tensor.shape}: the options do not match these weights",
+                )
+            if dataset.dtype.kind != "f":
+                raise ModelFileError(weights, f"dataset {tensor.name!r} has dtype {dataset.dtype}, not float")
+            try:
+                values = np.asarray(dataset[...], dtype=np.float32)
+            except OSError as err:
+                raise ModelFileError(weights, f"dataset {tensor.name!r} cannot be read ({err})") from err
+            if not np.isfinite(values).all():
+                raise ModelFileError(weights, f"dataset {tensor.name!r} holds NaN or infinite values")
+            tensor.read(values)
+    return bilm.eval()
+
+
+def export_allennlp(bilm: BiLM, options: PathLike, weights: PathLike) -> None:
+    """Write a biLM as options.json + HDF5 in the published layout (dtype float32, 261-row char_embed).
+
+    The original tools (bilm-tf, AllenNLP) read the result.
+    """
+    import h5py
+
+    options, weights = Path(options), Path(weights)
+    options.parent.mkdir(parents=True, exist_ok=True)
+    weights.parent.mkdir(parents=True, exist_ok=True)
+    options.write_text(json.dumps(bilm.config.to_options(), indent=2), encoding="utf-8")
+    with h5py.File(weights, "w") as handle, torch.no_grad():
+        for tensor in _tensors(bilm):
+            handle.create_dataset(tensor.name, data=tensor.write().astype(np.float32))
+
+
+def _tensors(bilm: BiLM) -> Iterator[Tensor]:
+    cfg = bilm.config
+    enc = bilm.token_encoder
+    emb = enc.char_embedding.weight
+    yield Tensor(
+        "char_embed",
+        (cfg.n_characters - 1, cfg.char_embedding_dim),
+        lambda a: emb.copy_(torch.from_numpy(np.concatenate([np.zeros((1, a.shape[1]), np.float32), a]))),
+        lambda: emb[1:].cpu().numpy(),
+    )
+    for i, ((width, count), conv) in enumerate(zip(cfg.filters, enc.convolutions)):
+        yield Tensor(
+            f"CNN/W_cnn_{i}",
+            (1, width, cfg.char_embedding_dim, count),
+            _setter(conv.weight, lambda a: a[0].transpose(2, 1, 0)),
+            lambda conv=conv: conv.weight.cpu().numpy().transpose(2, 1, 0)[None],
+        )
+        yield Tensor(f"CNN/b_cnn_{i}", (count,), _setter(conv.bias), _getter(conv.bias))
+    n = cfg.n_filters
+    for k in range(cfg.n_highway):
+        for part, linear in (("transform", enc.highway.transform[k]), ("carry", enc.highway.carry[k])):
+            yield from _dense(f"CNN_high_{k}/W_{part}", f"CNN_high_{k}/b_{part}", linear, (n, n))
+    yield from _dense("CNN_proj/W_proj", "CNN_proj/b_proj", enc.projection, (n, cfg.projection_dim))
+    for direction, stack in enumerate((bilm.forward_lstm, bilm.backward_lstm)):
+        for k, layer in enumerate(stack.layers):
+            prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
+            yield from _lstm_tensors(prefix, layer)
+
+
+def _lstm_tensors(prefix: str, layer: LSTMPLayer) -> Iterator[Tensor]:
+    w_in, w_state = layer.input_linearity.weight, layer.state_linearity.weight
+    n_in, dim = w_in.shape[1], layer.dim
+
+    def read_kernel(a: np.ndarray) -> None:
+        w_in.copy_(torch.from_numpy(np.ascontiguousarray(a[:n_in].T)))
+        w_state.copy_(torch.from_numpy(np.ascontiguousarray(a[n_in:].T)))
+
+    def read_bias(a: np.ndarray) -> None:
+        bias = a.copy()
+        bias[2 * dim : 3 * dim] += FORGET_BIAS
+        layer.input_linearity.bias.copy_(torch.from_numpy(bias))
+
+    def write_bias() -> np.ndarray:
+        bias = layer.input_linearity.bias.cpu().numpy().copy()
+        bias[2 * dim : 3 * dim] -= FORGET_BIAS
+        return bias
+
+    yield Tensor(
+        f"{prefix}/W_0",
+        (n_in + layer.projection_dim, 4 * dim),
+        read_kernel,
+        lambda: np.concatenate([w_in.cpu().numpy().T, w_state.cpu().numpy().T]),
+    )
+    yield Tensor(f"{prefix}/B", (4 * dim,), read_bias, write_bias)
+    proj = layer.projection.weight
+    yield Tensor(f"{prefix}/W_P_0", (dim, layer.projection_dim), _setter(proj, np.transpose), _getter(proj, True))
+
+
+def _dense(w_name: str, b_name: str, linear: torch.nn.Linear, shape: Tuple[int, int]) -> List[Tensor]:
+    return [
+        Tensor(w_name, shape, _setter(linear.weight, np.transpose), _getter(linear.weight, True)),
+        Tensor(b_name, (shape[1],), _setter(linear.bias), _getter(linear.bias)),
+    ]
+
+
+def _setter(param: torch.Tensor, transform: Callable[[np.ndarray], np.ndarray] = lambda a: a):
+    return lambda a: param.copy_(torch.from_numpy(np.ascontiguousarray(transform(a))))
+
+
+def _getter(param: torch.Tensor, transpose: bool = False):
+    return lambda: param.detach().cpu().numpy().T if transpose else param.detach().cpu().numpy()

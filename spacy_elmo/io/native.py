@@ -1,0 +1,131 @@
+"""Our own model directory: ``config.json`` (options + checksum) and ``model.safetensors``.
+
+Nothing here unpickles: weights are safetensors, the config is JSON, and the weights'
+SHA-256 is checked before they are parsed, so a damaged or swapped file is refused.
+"""
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors_bytes
+from safetensors.torch import save as save_safetensors_bytes
+
+from ..bilm import BiLM, BiLMConfig
+from .errors import ModelFileError
+
+PathLike = Union[str, Path]
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+FORMAT = "spacy-elmo.bilm"
+FORMAT_VERSION = 1
+
+
+def bilm_to_bytes(bilm: BiLM) -> bytes:
+    """The weights as safetensors bytes (contiguous CPU float32 copies)."""
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in bilm.state_dict().items()}
+    return save_safetensors_bytes(state)
+
+
+def bilm_from_bytes(config: BiLMConfig, data: bytes, *, source: PathLike = "<bytes>") -> BiLM:
+    """Build a biLM from its config and safetensors bytes, checking names and shapes."""
+    try:
+        state = load_safetensors_bytes(data)
+    except (SafetensorError, ValueError, RuntimeError) as err:
+        raise ModelFileError(source, f"not a valid safetensors file ({err})") from err
+    bilm = BiLM(config)
+    expected = bilm.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ModelFileError(
+            source, f"weights do not match the config: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    for name, value in state.items():
+        if tuple(value.shape) != tuple(expected[name].shape):
+            raise ModelFileError(
+                source, f"tensor {name!r} has shape {tuple(value.shape)}, config implies {tuple(expected[name].shape)}"
+            )
+        if not value.is_floating_point():
+            raise ModelFileError(source, f"tensor {name!r} has dtype {value.dtype}, not float")
+    bilm.load_state_dict({k: v.float() for k, v in state.items()})
+    return bilm.eval()
+
+
+def save_bilm(bilm: BiLM, path: PathLike, *, extra: Optional[Dict[str, Any]] = None) -> Path:
+    """Write a biLM directory. Files are written under temporary names, fsynced, then renamed.
+
+    path (PathLike): the directory (created if needed).
+    extra (Optional[dict]): JSON-serializable metadata stored in config.json under "extra".
+    RETURNS (Path): the directory.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    data = bilm_to_bytes(bilm)
+    config = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "options": bilm.config.to_options(),
+        "weights_sha256": hashlib.sha256(data).hexdigest(),
+        "extra": extra or {},
+    }
+    write_atomic(path / WEIGHTS_NAME, data)
+    write_atomic(path / CONFIG_NAME, json.dumps(config, indent=2).encode("utf-8"))
+    return path
+
+
+def read_config(path: PathLike) -> Dict[str, Any]:
+    """Read and validate a model directory's config.json."""
+    config_path = Path(path) / CONFIG_NAME
+    if not Path(path).is_dir():
+        raise ModelFileError(path, "model directory not found")
+    if not config_path.is_file():
+        raise ModelFileError(config_path, f"missing; a spacy-elmo model directory holds {CONFIG_NAME} and {WEIGHTS_NAME}")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelFileError(config_path, f"not valid JSON ({err})") from err
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise ModelFileError(config_path, f"not a spacy-elmo biLM config (expected format {FORMAT!r})")
+    if config.get("format_version", 0) > FORMAT_VERSION:
+        raise ModelFileError(config_path, "written by a newer spacy-elmo; upgrade the package to read it")
+    return config
+
+
+def load_native(path: PathLike) -> BiLM:
+    """Load a biLM directory written by ``save_bilm``. RETURNS (BiLM): in eval mode, on CPU."""
+    config = read_config(path)
+    try:
+        bilm_config = BiLMConfig.from_options(config["options"])
+    except (KeyError, ValueError) as err:
+        raise ModelFileError(Path(path) / CONFIG_NAME, f"bad options ({err})") from err
+    weights_path = Path(path) / WEIGHTS_NAME
+    if not weights_path.is_file():
+        raise ModelFileError(weights_path, "weights file not found")
+    data = weights_path.read_bytes()
+    expected = config.get("weights_sha256")
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise ModelFileError(weights_path, "checksum mismatch: the file is damaged or was replaced")
+    return bilm_from_bytes(bilm_config, data, source=weights_path)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write bytes so that a crash leaves either the old file or the new one, never a mix."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
