@@ -1,0 +1,14 @@
+"""The `elmo` command group, shared by `python -m spacy_elmo` and `python -m spacy elmo`."""
+import typer
+
+app = typer.Typer(
+    name="elmo",
+    help="ELMo biLMs for spaCy: convert, dump, pretrain, fine-tune, evaluate.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _group() -> None:
+    """ELMo biLMs for spaCy."""

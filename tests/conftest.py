@@ -1,0 +1,66 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.io import load_allennlp
+
+DATA = Path(__file__).parent / "data"
+TINY = DATA / "allennlp" / "tiny"
+TRAINED = DATA / "allennlp" / "trained"
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_paths():
+    return TINY / "options.json", TINY / "weights.hdf5"
+
+
+@pytest.fixture(scope="session")
+def tiny_sentences():
+    return json.loads((TINY / "sentences.json").read_text(encoding="utf-8"))["tokens"]
+
+
+@pytest.fixture(scope="session")
+def tiny_names():
+    return json.loads((TINY / "sentences.json").read_text(encoding="utf-8"))["names"]
+
+
+@pytest.fixture(scope="session")
+def tiny_expected():
+    with np.load(TINY / "expected.npz") as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.fixture()
+def tiny_bilm(tiny_paths):
+    return load_allennlp(*tiny_paths)
+
+
+@pytest.fixture(scope="session")
+def trained_paths():
+    return TRAINED / "options.json", TRAINED / "lm_weights.hdf5"
+
+
+def random_bilm(seed: int = 0, **changes) -> BiLM:
+    """A small randomly initialized biLM (recurrent weights scaled down for stable numerics)."""
+    base = dict(
+        char_embedding_dim=4, filters=((1, 4), (2, 4), (3, 8)), n_highway=1, dim=24, projection_dim=8, n_layers=2
+    )
+    base.update(changes)
+    torch.manual_seed(seed)
+    bilm = BiLM(BiLMConfig(**base))
+    with torch.no_grad():
+        for name, param in bilm.named_parameters():
+            if "state_linearity" in name:
+                param.mul_(0.5)
+    return bilm.eval()
+
+
+@pytest.fixture()
+def small_bilm():
+    return random_bilm()
