@@ -1,0 +1,41 @@
+import json
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+
+def test_dump_json_and_txt(tmp_path, tiny_paths, tiny_sentences, tiny_expected):
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(tiny_sentences[:4]))
+    out = tmp_path / "out.hdf5"
+    options, weights = tiny_paths
+    cmd = [sys.executable, "-m", "spacy_elmo", "dump", "--input", str(source), "--output", str(out)]
+    subprocess.run(cmd + ["--options", str(options), "--weights", str(weights)], check=True, capture_output=True)
+    with h5py.File(out, "r") as handle:
+        assert sorted(handle.keys()) == ["0", "1", "2", "3"]
+        for i in range(4):
+            np.testing.assert_allclose(handle[str(i)][...], tiny_expected[f"layers_{i}"], atol=1e-5)
+    text = tmp_path / "in.txt"
+    text.write_text("The quick brown fox\n\nbank\n", encoding="utf-8")
+    subprocess.run(
+        cmd[:4] + ["--input", str(text), "--output", str(out), "--options", str(options), "--weights", str(weights)],
+        check=True,
+        capture_output=True,
+    )
+    with h5py.File(out, "r") as handle:
+        assert [handle[k].shape for k in ("0", "1", "2")] == [(3, 4, 32), (3, 0, 32), (3, 1, 32)]
+
+
+def test_dump_bad_input_is_a_clear_error(tmp_path, tiny_paths):
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps({"not": "a list"}))
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "dump", "--input", str(source), "--output", str(tmp_path / "o.hdf5"),
+         "--options", str(tiny_paths[0]), "--weights", str(tiny_paths[1])],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "list of lists of token strings" in result.stderr

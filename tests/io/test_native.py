@@ -1,0 +1,72 @@
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from spacy_elmo import load_bilm, save_bilm
+from spacy_elmo.io import ModelFileError
+from spacy_elmo.io.native import CONFIG_NAME, WEIGHTS_NAME
+
+from ..conftest import random_bilm
+
+
+def test_round_trip_is_exact(tmp_path, tiny_bilm, tiny_sentences):
+    save_bilm(tiny_bilm, tmp_path / "model", extra={"note": "tiny"})
+    again = load_bilm(tmp_path / "model")
+    for a, b in zip(tiny_bilm.embed(tiny_sentences), again.embed(tiny_sentences)):
+        np.testing.assert_array_equal(a, b)
+    config = json.loads((tmp_path / "model" / CONFIG_NAME).read_text())
+    assert config["extra"] == {"note": "tiny"} and config["options"]["lstm"]["dim"] == 64
+    assert not list((tmp_path / "model").glob(".*tmp*"))
+
+
+def test_bit_flip_is_detected(tmp_path):
+    save_bilm(random_bilm(), tmp_path)
+    weights = tmp_path / WEIGHTS_NAME
+    data = bytearray(weights.read_bytes())
+    data[-10] ^= 0x01
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="checksum mismatch") as err:
+        load_bilm(tmp_path)
+    assert WEIGHTS_NAME in str(err.value)
+
+
+def test_pickle_in_place_of_weights_is_never_executed(tmp_path):
+    save_bilm(random_bilm(), tmp_path)
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    (tmp_path / WEIGHTS_NAME).write_bytes(pickle.dumps(Payload()))
+    config = json.loads((tmp_path / CONFIG_NAME).read_text())
+    del config["weights_sha256"]  # even without the checksum, nothing is unpickled
+    (tmp_path / CONFIG_NAME).write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match="safetensors"):
+        load_bilm(tmp_path)
+    assert not marker.exists()
+
+
+def test_wrong_shapes_and_missing_files(tmp_path):
+    save_bilm(random_bilm(dim=24), tmp_path / "a")
+    save_bilm(random_bilm(dim=32), tmp_path / "b")
+    (tmp_path / "a" / WEIGHTS_NAME).write_bytes((tmp_path / "b" / WEIGHTS_NAME).read_bytes())
+    config = json.loads((tmp_path / "a" / CONFIG_NAME).read_text())
+    del config["weights_sha256"]
+    (tmp_path / "a" / CONFIG_NAME).write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match="shape"):
+        load_bilm(tmp_path / "a")
+    with pytest.raises(ModelFileError, match="not found"):
+        load_bilm(tmp_path / "missing")
+    (tmp_path / "b" / CONFIG_NAME).write_text("[]")
+    with pytest.raises(ModelFileError, match="not a spacy-elmo"):
+        load_bilm(tmp_path / "b")
+
+
+def test_load_bilm_argument_errors(tmp_path):
+    with pytest.raises(ValueError, match="both"):
+        load_bilm()
+    with pytest.raises(ValueError, match="not both"):
+        load_bilm(tmp_path, options=tmp_path / "o.json", weights=tmp_path / "w")
