@@ -33,7 +33,11 @@ def dump_cli(
     weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights"),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
 ) -> None:
-    """Dataset "i" of OUTPUT holds sentence i's layers, shape (L+1, n_tokens, width)."""
+    """Write every biLM layer of every input sentence to HDF5.
+
+    Dataset "i" of OUTPUT holds sentence i's layers, shape (L+1, n_tokens, width), as
+    bilm-tf's dump_bilm_embeddings wrote them.
+    """
     import h5py
 
     bilm = load_bilm(model, options=options, weights=weights)
