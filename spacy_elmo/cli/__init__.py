@@ -1,5 +1,5 @@
 """Command-line interface. Each command lives in its own module and registers on ``_app.app``."""
 from ._app import app
-from . import dump  # noqa: F401  (registers the command)
+from . import dump, neighbors  # noqa: F401  (registers the commands)
 
 __all__ = ["app"]

@@ -1,0 +1,47 @@
+"""`neighbors`: corpus sentences that use a word in the same sense as a query sentence."""
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..api import load_bilm
+from ..neighbors import SenseIndex, static_neighbors
+from ._app import app
+
+
+@app.command("neighbors")
+def neighbors_cli(
+    corpus: Path = typer.Option(..., "--corpus", help="text file, one sentence or paragraph per line"),
+    query: str = typer.Option(..., "--query", help="the query sentence"),
+    word: str = typer.Option(..., "--word", help="the target word (its first occurrence in the query)"),
+    model: Optional[Path] = typer.Option(None, "--model", help="spacy-elmo model directory"),
+    options: Optional[Path] = typer.Option(None, "--options", help="published options.json"),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights"),
+    k: int = typer.Option(5, "--k", min=1, help="neighbours to show"),
+    lang: str = typer.Option("en", "--lang", help="spaCy language whose tokenizer splits the text"),
+    max_lines: int = typer.Option(50000, "--max-lines", min=1, help="read at most this many corpus lines"),
+) -> None:
+    """Show the corpus uses of WORD closest to its use in QUERY (ELMo), and layer 0's nearest words (static)."""
+    import spacy
+
+    tokenizer = spacy.blank(lang).tokenizer
+    if not corpus.is_file():
+        raise typer.BadParameter(f"{corpus}: corpus file not found")
+    query_tokens = [t.text for t in tokenizer(query)]
+    lowered = [t.lower() for t in query_tokens]
+    if word.lower() not in lowered:
+        raise typer.BadParameter(f"{word!r} is not a token of the query {query_tokens}")
+    position = lowered.index(word.lower())
+    bilm = load_bilm(model, options=options, weights=weights)
+    with corpus.open(encoding="utf-8", errors="replace") as handle:
+        lines = [line.strip() for _, line in zip(range(max_lines), handle)]
+    sentences = [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(line for line in lines if line)]
+    index = SenseIndex(bilm, sentences, words=[word])
+    typer.echo(f"Query: {' '.join(query_tokens)}  (target: {query_tokens[position]})")
+    typer.echo(f"ELMo (mean of layers), {len(index)} corpus sentences use {word!r}:")
+    for hit in index.query(query_tokens, position, k=k):
+        typer.echo(f"  {hit.score:.3f}  {hit.highlighted()}")
+    vocabulary = {t for s in sentences for t in s if t.isalpha()}
+    typer.echo("Static (layer 0 alone), nearest words:")
+    for other, score in static_neighbors(bilm, word, vocabulary, k=k):
+        typer.echo(f"  {score:.3f}  {other}")

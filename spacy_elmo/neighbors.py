@@ -1,0 +1,137 @@
+"""Sense neighbours: corpus sentences whose use of a word is closest to a query's (cosine on ELMo vectors).
+
+Peters et al. (2018, table 4) show that GloVe's neighbours of "play" are all sports words,
+while the biLM's contextual vectors retrieve sentences that use "play" in the same sense
+and part of speech. ``SenseIndex`` does that retrieval for any word of a query sentence;
+``static_neighbors`` gives the context-free comparison (layer 0, the char-CNN alone).
+"""
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .bilm import BiLM
+
+Layer = Union[int, str]  # an index into the L+1 layers, or "mean"
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    """score (float): cosine similarity. sentence (Tuple[str, ...]): the corpus sentence.
+    position (int): index of the matching token in the sentence."""
+
+    score: float
+    sentence: Tuple[str, ...]
+    position: int
+
+    def highlighted(self) -> str:
+        words = list(self.sentence)
+        words[self.position] = f"[{words[self.position]}]"
+        return " ".join(words)
+
+
+def _select(layers: np.ndarray, layer: Layer) -> np.ndarray:
+    if layer == "mean":
+        return layers.mean(axis=0)
+    if isinstance(layer, int) and -layers.shape[0] <= layer < layers.shape[0]:
+        return layers[layer]
+    raise ValueError(f"layer must be 'mean' or an index below {layers.shape[0]}, not {layer!r}")
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+class SenseIndex:
+    """Contextual vectors of every occurrence of every word (lower-cased) in a corpus.
+
+    bilm (BiLM): the model.
+    sentences (Iterable[Sequence[str]]): the tokenized corpus.
+    layer (Layer): which representation to compare: "mean" of all layers (default), or a layer index.
+    words (Optional[Iterable[str]]): index only these words (lower-cased); all words if None.
+    batch_size (int): sentences per biLM batch.
+    """
+
+    def __init__(
+        self,
+        bilm: BiLM,
+        sentences: Iterable[Sequence[str]],
+        *,
+        layer: Layer = "mean",
+        words: Optional[Iterable[str]] = None,
+        batch_size: int = 64,
+    ) -> None:
+        self.bilm = bilm
+        self.layer = layer
+        wanted = None if words is None else {w.lower() for w in words}
+        self.sentences: List[Tuple[str, ...]] = []
+        occurrences: Dict[str, List[Tuple[int, int]]] = {}
+        vectors: Dict[str, List[np.ndarray]] = {}
+        chunk: List[Tuple[str, ...]] = []
+        for sentence in sentences:
+            chunk.append(tuple(sentence))
+            if len(chunk) >= batch_size * 4:
+                self._add(chunk, wanted, occurrences, vectors, batch_size)
+                chunk = []
+        if chunk:
+            self._add(chunk, wanted, occurrences, vectors, batch_size)
+        self._occurrences = occurrences
+        self._vectors = {w: _unit(np.stack(v)) for w, v in vectors.items()}
+
+    def _add(self, chunk, wanted, occurrences, vectors, batch_size) -> None:
+        keep = [s for s in chunk if wanted is None or any(t.lower() in wanted for t in s)]
+        for layers, sentence in zip(self.bilm.embed(keep, batch_size=batch_size), keep):
+            index = len(self.sentences)
+            self.sentences.append(sentence)
+            selected = _select(layers, self.layer)
+            for position, token in enumerate(sentence):
+                key = token.lower()
+                if wanted is None or key in wanted:
+                    occurrences.setdefault(key, []).append((index, position))
+                    vectors.setdefault(key, []).append(selected[position])
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def query(self, sentence: Sequence[str], position: int, *, k: int = 5) -> List[Neighbor]:
+        """The k corpus uses of ``sentence[position]`` closest to this one, best first.
+
+        sentence (Sequence[str]): the query sentence, tokenized.
+        position (int): index of the target word in it.
+        k (int): how many neighbours.
+        RETURNS (List[Neighbor]): empty if the corpus never uses the word.
+        """
+        if not 0 <= position < len(sentence):
+            raise ValueError(f"position {position} is outside the query sentence of {len(sentence)} tokens")
+        key = sentence[position].lower()
+        if key not in self._vectors:
+            return []
+        [layers] = self.bilm.embed([list(sentence)])
+        target = _unit(_select(layers, self.layer)[position])
+        scores = self._vectors[key] @ target
+        best = np.argsort(-scores, kind="stable")
+        found: List[Neighbor] = []
+        for i in best:
+            sent_index, pos = self._occurrences[key][i]
+            if self.sentences[sent_index] == tuple(sentence) and pos == position:
+                continue  # the query itself, when it is in the corpus
+            found.append(Neighbor(float(scores[i]), self.sentences[sent_index], pos))
+            if len(found) == k:
+                break
+        return found
+
+
+def static_neighbors(bilm: BiLM, word: str, vocabulary: Iterable[str], *, k: int = 5) -> List[Tuple[str, float]]:
+    """Nearest other words by layer 0 (the context-free char-CNN vector), like a static embedding.
+
+    RETURNS (List[Tuple[str, float]]): (word, cosine), best first.
+    """
+    words = sorted({w for w in vocabulary if w.lower() != word.lower()})
+    if not words:
+        return []
+    encoded = bilm.embed([[word]] + [[w] for w in words], batch_size=256)
+    vectors = _unit(np.stack([e[0, 0] for e in encoded]))
+    scores = vectors[1:] @ vectors[0]
+    best = np.argsort(-scores, kind="stable")[:k]
+    return [(words[i], float(scores[i])) for i in best]

@@ -1,0 +1,30 @@
+import subprocess
+import sys
+
+
+def test_neighbors_cli_prints_contextual_and_static(tmp_path, tiny_paths):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(
+        "We sat on the river bank.\nThe bank raised rates.\n\nNo match here.\nA tank rolled by.\n", encoding="utf-8"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "neighbors", "--corpus", str(corpus), "--query",
+         "I deposited cash at the bank.", "--word", "bank", "--options", str(tiny_paths[0]),
+         "--weights", str(tiny_paths[1]), "--k", "2"],
+        capture_output=True, text=True, check=True,
+    )
+    out = result.stdout
+    assert "2 corpus sentences use 'bank'" in out
+    assert out.count("[bank]") == 2
+    assert "Static (layer 0 alone)" in out and "tank" in out.split("Static")[1]
+
+
+def test_neighbors_cli_word_not_in_query(tmp_path, tiny_paths):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("bank\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "neighbors", "--corpus", str(corpus), "--query", "hello there",
+         "--word", "bank", "--options", str(tiny_paths[0]), "--weights", str(tiny_paths[1])],
+        capture_output=True, text=True,
+    )
+    assert result.returncode != 0 and "not a token of the query" in result.stderr
