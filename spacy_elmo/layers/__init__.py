@@ -1,0 +1,15 @@
+"""thinc glue: Docs -> biLM -> ElmoOutput, and the listener contract."""
+from .bilm_model import ElmoBiLM, get_bilm, set_bilm
+from .listener_protocol import ANY_UPSTREAM, UPSTREAM_ATTR, get_batch_id, is_listener_for
+from .segments import doc_segments
+
+__all__ = [
+    "ANY_UPSTREAM",
+    "UPSTREAM_ATTR",
+    "ElmoBiLM",
+    "doc_segments",
+    "get_batch_id",
+    "get_bilm",
+    "is_listener_for",
+    "set_bilm",
+]

@@ -1,0 +1,406 @@
+"""The `elmo` pipeline component: runs the biLM and sets doc._.elmo, token._.elmo and span._.elmo."""
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+
+import numpy as np
+import srsly
+from spacy import util
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.pipeline.pipe import deserialize_config
+from spacy.tokens import Doc, Span, Token
+from spacy.training import Example, validate_examples
+from spacy.vocab import Vocab
+from thinc.api import Model, Optimizer, set_dropout_rate
+from thinc.types import Floats1d, Floats3d
+from thinc.util import to_numpy
+
+from .bilm import BiLM, BiLMConfig
+from .data_classes import ElmoOutput, softmax_weights
+from .io import ModelFileError, bilm_from_bytes, bilm_to_bytes, load_allennlp, load_native, save_bilm
+from .io.native import CONFIG_NAME
+from .layers import get_batch_id, get_bilm, is_listener_for, set_bilm
+
+PathLike = Union[str, Path]
+ARCHITECTURE = "spacy-elmo.BiLM.v1"
+FACTORY = "elmo"
+NO_WEIGHTS = (
+    "The '{name}' component has no biLM weights yet. Import them at initialization: in the "
+    "training config set [initialize.components.{name}] options = \"options.json\" and "
+    "weights = \"weights.hdf5\" (a published AllenNLP/bilm-tf pair) or model = \"DIR\" (a "
+    "spacy-elmo model directory, or a pipeline holding an elmo component), or call "
+    "nlp.initialize() after setting them, or nlp.get_pipe('{name}').initialize(lambda: [], "
+    "options=..., weights=...). `python -m spacy_elmo convert` builds a ready pipeline."
+)
+
+
+@Language.factory(
+    FACTORY,
+    assigns=["doc._.elmo", "token._.elmo", "span._.elmo"],
+    default_config={
+        "model": {"@architectures": ARCHITECTURE},
+        "mix_weights": None,
+        "gamma": 1.0,
+        "set_vector_hooks": False,
+    },
+)
+def make_elmo(
+    nlp: Language,
+    name: str,
+    model: Model[List[Doc], List[ElmoOutput]],
+    mix_weights: Optional[List[float]],
+    gamma: float,
+    set_vector_hooks: bool,
+) -> "Elmo":
+    """Create an `elmo` component (see ``Elmo``)."""
+    return Elmo(nlp.vocab, model, name, mix_weights=mix_weights, gamma=gamma, set_vector_hooks=set_vector_hooks)
+
+
+def bilm_model_config(config: BiLMConfig, **settings: Any) -> Dict[str, Any]:
+    """The ``[components.elmo.model]`` block that builds a biLM of this shape.
+
+    settings: other arguments of the architecture (max_window, batch_size, ...).
+    """
+    shape = asdict(config)
+    shape["filters"] = [list(f) for f in config.filters]
+    return {"@architectures": ARCHITECTURE, **shape, **settings}
+
+
+class Elmo(TrainablePipe):
+    """Run a character-level biLM over Docs and store all its layers on them.
+
+    Sets ``doc._.elmo`` (an ``ElmoOutput``: float32 numpy layers of shape
+    (L+1, n_tokens, width) on CPU), ``token._.elmo`` (the component's own mix:
+    gamma * sum_j softmax(mix_weights)_j * layer_j; the mean of the layers by
+    default) and ``span._.elmo`` (the mean of its tokens' mixes). With
+    ``set_vector_hooks`` the Doc's user hooks make ``.vector`` and ``.similarity``
+    of Docs, Spans and Tokens use that mix; the hooks are functions on the Doc and
+    are not kept by ``Doc.to_bytes`` (call ``install_vector_hooks(doc)`` again).
+
+    Downstream components use the layers through listener layers (see
+    ``spacy_elmo.layers.listener_protocol``): during ``update`` this component
+    sends every listener the batch's outputs and a backprop callback.
+
+    The biLM shape and weights are imported at ``initialize`` and saved with the
+    pipeline: the stored options decide the shape on loading, whatever the
+    ``[components.elmo.model]`` block says.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model[List[Doc], List[ElmoOutput]],
+        name: str = FACTORY,
+        *,
+        mix_weights: Optional[Sequence[float]] = None,
+        gamma: float = 1.0,
+        set_vector_hooks: bool = False,
+    ) -> None:
+        """vocab (Vocab): the shared vocabulary.
+        model (Model[List[Doc], List[ElmoOutput]]): e.g. built by "spacy-elmo.BiLM.v1".
+        name (str): the component instance name.
+        mix_weights (Optional[Sequence[float]]): pre-softmax weight of each of the L+1 layers in
+            ``token._.elmo``; None means equal weights.
+        gamma (float): scale of the mix.
+        set_vector_hooks (bool): make ``.vector`` and ``.similarity`` use ELMo.
+        """
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.mix_weights = tuple(float(w) for w in mix_weights or ())
+        self.gamma = float(gamma)
+        self.set_vector_hooks = set_vector_hooks
+        self.listener_map: Dict[str, List[Model]] = {}
+        self.cfg: Dict[str, Any] = {"bilm_options": self.bilm.config.to_options(), "has_weights": False}
+        install_extensions()
+
+    @property
+    def bilm(self) -> BiLM:
+        """The torch biLM (``.embed(sentences)`` works on it directly)."""
+        return get_bilm(self.model)
+
+    @property
+    def listeners(self) -> List[Model]:
+        """RETURNS (List[Model]): the listener layers of all downstream components, in order."""
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        """RETURNS (List[str]): names of the downstream components that listen to this one."""
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: Model, component_name: str) -> None:
+        """Register a listener layer of a downstream component."""
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+
+    def remove_listener(self, listener: Model, component_name: str) -> bool:
+        """Forget a listener layer. RETURNS (bool): whether it was registered."""
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            return True
+        return False
+
+    def find_listeners(self, component: Any) -> None:
+        """Register the listener layers in a component's model whose upstream is this component
+        (``node.attrs["elmo_upstream"]`` is this component's name or "*"). spaCy calls this
+        for every component after this one when the pipeline is built or loaded."""
+        if isinstance(getattr(component, "model", None), Model):
+            for node in component.model.walk():
+                if is_listener_for(node, self.name):
+                    self.add_listener(node, component.name)
+
+    def predict(self, docs: Iterable[Doc]) -> List[ElmoOutput]:
+        """Run the biLM on a batch of Docs without changing them.
+
+        RETURNS (List[ElmoOutput]): per Doc, layers on the model's device.
+        """
+        self._require_weights()
+        return self.model.predict(list(docs))
+
+    def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
+        """Store the outputs on the Docs (as float32 numpy on CPU) and install hooks if configured."""
+        for doc, output in zip(docs, outputs):
+            doc._.elmo = ElmoOutput(
+                layers=np.ascontiguousarray(to_numpy(output.layers), dtype=np.float32),
+                segments=output.segments,
+                mix_weights=self.mix_weights,
+                gamma=self.gamma,
+            )
+            if self.set_vector_hooks:
+                install_vector_hooks(doc)
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Run the biLM on the batch and hand the outputs to every listener.
+
+        Each listener gets ``receive(batch_id, outputs, backprop)``. ``backprop(d_layers)``
+        takes one gradient array per Doc, shaped like that Doc's ``outputs[i].layers``;
+        gradients of all listeners are summed, and the callback given to the last
+        listener runs the biLM's backward pass and, if ``sgd`` is given, the optimizer
+        step. With a frozen biLM (``trainable = false``, the default) the callbacks only
+        record the loss. losses[name] accumulates the squared norm of the gradients.
+
+        RETURNS (Dict[str, float]): the updated losses.
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, "Elmo.update")
+        self._require_weights()
+        listeners = self.listeners
+        if not listeners:
+            return losses
+        docs = [eg.predicted for eg in examples]
+        set_dropout_rate(self.model, drop)
+        outputs, backprop_layers = self.model.begin_update(docs)
+        d_layers: List[Floats3d] = [self.model.ops.alloc3f(*out.layers.shape) for out in outputs]
+
+        def accumulate_gradient(one_d_layers: Sequence[Floats3d]) -> List[Doc]:
+            for total, d in zip(d_layers, one_d_layers):
+                total += d
+                losses[self.name] += float((d**2).sum())
+            return []
+
+        def backprop(one_d_layers: Sequence[Floats3d]) -> List[Doc]:
+            accumulate_gradient(one_d_layers)
+            d_docs = backprop_layers(d_layers)
+            if sgd not in (None, False):
+                self.finish_update(sgd)
+            return d_docs
+
+        batch_id = get_batch_id(docs)
+        for listener in listeners[:-1]:
+            listener.receive(batch_id, outputs, accumulate_gradient)
+        listeners[-1].receive(batch_id, outputs, backprop)
+        return losses
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """Apply the optimizer to the biLM, unless it is frozen."""
+        if self.model.attrs["trainable"]:
+            self.model.finish_update(sgd)
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        options: Optional[Path] = None,
+        weights: Optional[Path] = None,
+        model: Optional[Path] = None,
+    ) -> None:
+        """Import the biLM weights (and with them the biLM shape).
+
+        Settings of ``[initialize.components.elmo]``: ``options`` and ``weights`` (a
+        published options.json + HDF5 pair), or ``model`` (a spacy-elmo model
+        directory, or a pipeline directory holding an elmo component). Without
+        settings, weights already loaded (e.g. from disk) are kept.
+
+        get_examples (Callable[[], Iterable[Example]]): unused: the weights come from the files.
+        nlp (Optional[Language]): the pipeline (unused).
+        """
+        if options is None and weights is None and model is None and self.cfg["has_weights"]:
+            return
+        self._use_bilm(initial_bilm(name=self.name, options=options, weights=weights, model=model))
+        self.cfg["has_weights"] = True
+
+    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        """Serialize: cfg (with the biLM options) as JSON, weights as safetensors."""
+        serialize = {
+            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
+            "model": lambda: bilm_to_bytes(self.bilm),
+        }
+        return util.to_bytes(serialize, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
+        """Load what ``to_bytes`` wrote, rebuilding the biLM in the stored shape."""
+
+        def load_model(data: bytes) -> None:
+            config = BiLMConfig.from_options(self.cfg["bilm_options"])
+            self._use_bilm(bilm_from_bytes(config, data, source=f"bytes of the '{self.name}' component"))
+
+        deserialize = {
+            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
+            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
+            "model": load_model,
+        }
+        util.from_bytes(bytes_data, deserialize, exclude)
+        return self
+
+    def to_disk(self, path: PathLike, *, exclude: Iterable[str] = tuple()) -> None:
+        """Write cfg, vocab, and the biLM as a spacy-elmo model directory (``model/``)."""
+        serialize = {
+            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
+            "model": lambda p: save_bilm(self.bilm, p),
+        }
+        util.to_disk(path, serialize, exclude)
+
+    def from_disk(self, path: PathLike, *, exclude: Iterable[str] = tuple()) -> "Elmo":
+        """Load what ``to_disk`` wrote (checksummed safetensors; nothing is unpickled)."""
+        deserialize = {
+            "cfg": lambda p: self.cfg.update(deserialize_config(p)),
+            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
+            "model": lambda p: self._use_bilm(load_native(p)),
+        }
+        util.from_disk(path, deserialize, exclude)
+        return self
+
+    def _use_bilm(self, bilm: BiLM) -> None:
+        softmax_weights(self.mix_weights, bilm.config.n_output_layers)  # raises if the count is wrong
+        set_bilm(self.model, bilm)
+        self.cfg["bilm_options"] = bilm.config.to_options()
+
+    def _require_weights(self) -> None:
+        if not self.cfg["has_weights"]:
+            raise ValueError(NO_WEIGHTS.format(name=self.name))
+
+
+def initial_bilm(
+    *, name: str = FACTORY, options: Optional[PathLike], weights: Optional[PathLike], model: Optional[PathLike]
+) -> BiLM:
+    """The biLM that ``Elmo.initialize`` imports. A shipped default model would plug in here,
+    where no source is given.
+
+    RETURNS (BiLM): loaded on CPU, in eval mode.
+    """
+    if model is not None:
+        if options is not None or weights is not None:
+            raise ValueError(f"[initialize.components.{name}]: give either model, or options and weights, not both")
+        return load_native(find_bilm_directory(model))
+    if options is not None and weights is not None:
+        return load_allennlp(options, weights)
+    if options is not None or weights is not None:
+        raise ValueError(f"[initialize.components.{name}]: options and weights must be given together")
+    raise ValueError(NO_WEIGHTS.format(name=name))
+
+
+def find_bilm_directory(path: PathLike) -> Path:
+    """The spacy-elmo model directory at ``path``: the path itself, or, for a spaCy pipeline
+    directory, the ``model`` directory its single elmo component saved."""
+    path = Path(path)
+    if not (path / "config.cfg").is_file() or (path / CONFIG_NAME).is_file():
+        return path  # load_native says what is wrong if it is not a model directory either
+    config = util.load_config(path / "config.cfg", interpolate=False)
+    components = config.get("components", {})
+    names = [n for n in config.get("nlp", {}).get("pipeline", []) if components.get(n, {}).get("factory") == FACTORY]
+    if len(names) != 1:
+        found = f"components {names}" if names else "no elmo component"
+        raise ModelFileError(path, f"a spaCy pipeline with {found}; give the directory DIR/<component>/model")
+    return path / names[0] / "model"
+
+
+def install_extensions() -> None:
+    """Register doc._.elmo, token._.elmo and span._.elmo (once)."""
+    if not Doc.has_extension("elmo"):
+        Doc.set_extension("elmo", default=None)
+    if not Token.has_extension("elmo"):
+        Token.set_extension("elmo", getter=_token_elmo)
+    if not Span.has_extension("elmo"):
+        Span.set_extension("elmo", getter=_span_elmo)
+
+
+def install_vector_hooks(doc: Doc) -> None:
+    """Make ``.vector``, ``.vector_norm``, ``.has_vector`` and ``.similarity`` of the Doc, its
+    Spans and Tokens use the component's ELMo mix (the Doc must have ``doc._.elmo``)."""
+    for hooks, vector in (
+        (doc.user_hooks, _span_elmo),
+        (doc.user_span_hooks, _span_elmo),
+        (doc.user_token_hooks, _token_elmo),
+    ):
+        hooks["vector"] = vector
+        hooks["vector_norm"] = _vector_norm
+        hooks["has_vector"] = _has_vector
+        hooks["similarity"] = _similarity
+
+
+def _token_elmo(token: Token) -> Optional[Floats1d]:
+    output = token.doc._.elmo
+    return None if output is None else output.mixed[token.i]
+
+
+def _span_elmo(span: Union[Span, Doc]) -> Optional[Floats1d]:
+    """Mean of the tokens' mixes (a Doc counts as the span of all its tokens); zeros if empty."""
+    doc = span if isinstance(span, Doc) else span.doc
+    output = doc._.elmo
+    if output is None:
+        return None
+    start, end = (0, len(doc)) if isinstance(span, Doc) else (span.start, span.end)
+    if end <= start:
+        return np.zeros(output.width, dtype=np.float32)
+    return output.mixed[start:end].mean(axis=0)
+
+
+def _has_vector(obj: Union[Doc, Span, Token]) -> bool:
+    return True
+
+
+def _vector_norm(obj: Union[Doc, Span, Token]) -> float:
+    return float(np.linalg.norm(obj.vector))
+
+
+def _similarity(obj: Union[Doc, Span, Token], other: Any) -> float:
+    """Cosine similarity of the ELMo vectors; 0.0 (with a warning) when one is all zeros."""
+    a, b = obj.vector, other.vector
+    if a.shape != b.shape:
+        raise ValueError(
+            f"Cannot compare an ELMo vector of width {a.shape} with a vector of width {b.shape}: "
+            "compare objects from Docs processed by the same elmo component"
+        )
+    norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    if norms == 0.0:
+        warnings.warn(f"similarity of {obj!r} and {other!r}: one of the vectors is all zeros, returning 0.0")
+        return 0.0
+    return float(np.dot(a, b) / norms)
