@@ -1,5 +1,6 @@
 """Command-line interface. Each command lives in its own module and registers on ``_app.app``."""
 from ._app import app
 from . import dump, neighbors  # noqa: F401  (registers the commands)
+from . import convert  # noqa: F401
 
 __all__ = ["app"]
