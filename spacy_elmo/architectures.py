@@ -3,11 +3,15 @@ from typing import List, Optional, Sequence
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model
+from thinc.api import Maxout, Model, chain, with_array
+from thinc.types import Floats2d
 
 from .bilm import BiLM, BiLMConfig
 from .data_classes import ElmoOutput
 from .layers import ElmoBiLM
+from .layers.listener import ElmoListener
+from .layers.mix import ElmoMix, mix_like
+from .layers.tok2vec import ElmoTok2Vec
 
 
 @registry.architectures("spacy-elmo.BiLM.v1")
@@ -67,3 +71,70 @@ def bilm_v1(
         max_batch_items=max_batch_items,
         trainable=trainable,
     )
+
+
+@registry.architectures("spacy-elmo.ElmoListener.v1")
+def elmo_listener_v1(
+    *,
+    upstream: str = "*",
+    grad_factor: float = 1.0,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    layer_dropout: float = 0.0,
+    l2: float = 0.0,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A downstream component's ELMo: the upstream `elmo` component's layers, mixed with the
+    component's own learned softmax weights and gamma (ELMo_k of the paper).
+
+    upstream (str): name of the `elmo` component, or "*" for any.
+    grad_factor (float): scale of the gradient sent into the biLM; it is only fine-tuned when
+        the elmo component's model has ``trainable = true`` (feature-based by default).
+    layer_norm (bool): normalize each layer over the Doc before mixing.
+    dropout (float): dropout on the mixed vectors (not changed by ``[training] dropout``).
+    layer_dropout (float): probability of dropping a whole layer from the mix during training.
+    l2 (float): L2 penalty on the pre-softmax layer weights.
+    RETURNS (Model[List[Doc], List[Floats2d]]): per Doc (n_tokens, biLM width).
+    """
+    listener = ElmoListener(upstream, grad_factor=grad_factor)
+    mix = ElmoMix(layer_norm=layer_norm, dropout=dropout, layer_dropout=layer_dropout, l2=l2)
+    model = chain(listener, mix)
+    model.set_ref("listener", listener)
+    model.set_ref("mix", mix)
+    return model
+
+
+@registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
+def elmo_tok2vec_v1(
+    *,
+    elmo: Model[List[Doc], List[Floats2d]],
+    embed: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    encode: Optional[Model[Floats2d, Floats2d]] = None,
+    elmo_input: bool = True,
+    elmo_output: bool = False,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A tok2vec with ELMo where the paper puts it: [x_k ; ELMo_k] into the encoder and/or
+    [h_k ; ELMo_k] out of it, x_k being a classic embedding (e.g. spacy.MultiHashEmbed.v2).
+
+    elmo (Model): built by "spacy-elmo.ElmoListener.v1"; with both ``elmo_input`` and
+        ``elmo_output`` the output gets a second mix with the same settings (its own weights).
+    embed (Optional[Model]): the classic embedding, or None for ELMo alone at the input.
+    encode (Optional[Model[Floats2d, Floats2d]]): the context encoder (e.g.
+        spacy.MaxoutWindowEncoder.v2), or None. With ELMo at the input, a Maxout layer
+        projects [x_k ; ELMo_k] to the encoder's width first.
+    elmo_input (bool): concatenate ELMo with the embedding before the encoder.
+    elmo_output (bool): concatenate ELMo with the encoder's output.
+    RETURNS (Model[List[Doc], List[Floats2d]]): per Doc (n_tokens, width).
+    """
+    listener, mix = elmo.get_ref("listener"), elmo.get_ref("mix")
+    if elmo_input and elmo_output:
+        input_mix, output_mix = mix, mix_like(mix)
+    elif elmo_input:
+        input_mix, output_mix = mix, None
+    else:
+        input_mix, output_mix = None, mix
+    if encode is not None:
+        receptive_field = encode.attrs.get("receptive_field", 0)
+        if input_mix is not None:
+            encode = chain(Maxout(nO=encode.get_dim("nO"), nP=3, normalize=True), encode)
+        encode = with_array(encode, pad=receptive_field)
+    return ElmoTok2Vec(listener, input_mix, output_mix, embed, encode)
