@@ -1,5 +1,4 @@
 """The `elmo` pipeline component: runs the biLM and sets doc._.elmo, token._.elmo and span._.elmo."""
-import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
@@ -10,15 +9,16 @@ from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.pipeline.pipe import deserialize_config
-from spacy.tokens import Doc, Span, Token
+from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer, set_dropout_rate
-from thinc.types import Floats1d, Floats3d
+from thinc.types import Floats3d
 from thinc.util import to_numpy
 
 from .bilm import BiLM, BiLMConfig
 from .data_classes import ElmoOutput, softmax_weights
+from .extensions import install_extensions, install_vector_hooks
 from .io import ModelFileError, bilm_from_bytes, bilm_to_bytes, load_allennlp, load_native, save_bilm
 from .io.native import CONFIG_NAME
 from .layers import get_batch_id, get_bilm, is_listener_for, set_bilm
@@ -66,6 +66,23 @@ def bilm_model_config(config: BiLMConfig, **settings: Any) -> Dict[str, Any]:
     shape = asdict(config)
     shape["filters"] = [list(f) for f in config.filters]
     return {"@architectures": ARCHITECTURE, **shape, **settings}
+
+
+def create_pipeline(bilm: BiLM, *, lang: str = "en", config: Optional[Dict[str, Any]] = None) -> Language:
+    """A blank pipeline of ``lang`` with an `elmo` component holding this biLM.
+
+    bilm (BiLM): the weights; the component's model block is written in its shape.
+    config (Optional[Dict[str, Any]]): other settings of the component (``mix_weights``,
+        ``set_vector_hooks``, ...; ``model`` entries other than the shape, such as ``max_window``).
+    RETURNS (Language): the pipeline, ready to run and to save.
+    """
+    import spacy
+
+    config = dict(config or {})
+    config["model"] = bilm_model_config(bilm.config, **config.get("model", {}))
+    nlp = spacy.blank(lang)
+    nlp.add_pipe(FACTORY, config=config).use_bilm(bilm)
+    return nlp
 
 
 class Elmo(TrainablePipe):
@@ -252,8 +269,7 @@ class Elmo(TrainablePipe):
         """
         if options is None and weights is None and model is None and self.cfg["has_weights"]:
             return
-        self._use_bilm(initial_bilm(name=self.name, options=options, weights=weights, model=model))
-        self.cfg["has_weights"] = True
+        self.use_bilm(initial_bilm(name=self.name, options=options, weights=weights, model=model))
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         """Serialize: cfg (with the biLM options) as JSON, weights as safetensors."""
@@ -269,7 +285,7 @@ class Elmo(TrainablePipe):
 
         def load_model(data: bytes) -> None:
             config = BiLMConfig.from_options(self.cfg["bilm_options"])
-            self._use_bilm(bilm_from_bytes(config, data, source=f"bytes of the '{self.name}' component"))
+            self._swap_bilm(bilm_from_bytes(config, data, source=f"bytes of the '{self.name}' component"))
 
         deserialize = {
             "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
@@ -293,12 +309,17 @@ class Elmo(TrainablePipe):
         deserialize = {
             "cfg": lambda p: self.cfg.update(deserialize_config(p)),
             "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
-            "model": lambda p: self._use_bilm(load_native(p)),
+            "model": lambda p: self._swap_bilm(load_native(p)),
         }
         util.from_disk(path, deserialize, exclude)
         return self
 
-    def _use_bilm(self, bilm: BiLM) -> None:
+    def use_bilm(self, bilm: BiLM) -> None:
+        """Use this biLM (its shape and its weights) from now on; it is saved with the pipeline."""
+        self._swap_bilm(bilm)
+        self.cfg["has_weights"] = True
+
+    def _swap_bilm(self, bilm: BiLM) -> None:
         softmax_weights(self.mix_weights, bilm.config.n_output_layers)  # raises if the count is wrong
         set_bilm(self.model, bilm)
         self.cfg["bilm_options"] = bilm.config.to_options()
@@ -340,67 +361,3 @@ def find_bilm_directory(path: PathLike) -> Path:
         found = f"components {names}" if names else "no elmo component"
         raise ModelFileError(path, f"a spaCy pipeline with {found}; give the directory DIR/<component>/model")
     return path / names[0] / "model"
-
-
-def install_extensions() -> None:
-    """Register doc._.elmo, token._.elmo and span._.elmo (once)."""
-    if not Doc.has_extension("elmo"):
-        Doc.set_extension("elmo", default=None)
-    if not Token.has_extension("elmo"):
-        Token.set_extension("elmo", getter=_token_elmo)
-    if not Span.has_extension("elmo"):
-        Span.set_extension("elmo", getter=_span_elmo)
-
-
-def install_vector_hooks(doc: Doc) -> None:
-    """Make ``.vector``, ``.vector_norm``, ``.has_vector`` and ``.similarity`` of the Doc, its
-    Spans and Tokens use the component's ELMo mix (the Doc must have ``doc._.elmo``)."""
-    for hooks, vector in (
-        (doc.user_hooks, _span_elmo),
-        (doc.user_span_hooks, _span_elmo),
-        (doc.user_token_hooks, _token_elmo),
-    ):
-        hooks["vector"] = vector
-        hooks["vector_norm"] = _vector_norm
-        hooks["has_vector"] = _has_vector
-        hooks["similarity"] = _similarity
-
-
-def _token_elmo(token: Token) -> Optional[Floats1d]:
-    output = token.doc._.elmo
-    return None if output is None else output.mixed[token.i]
-
-
-def _span_elmo(span: Union[Span, Doc]) -> Optional[Floats1d]:
-    """Mean of the tokens' mixes (a Doc counts as the span of all its tokens); zeros if empty."""
-    doc = span if isinstance(span, Doc) else span.doc
-    output = doc._.elmo
-    if output is None:
-        return None
-    start, end = (0, len(doc)) if isinstance(span, Doc) else (span.start, span.end)
-    if end <= start:
-        return np.zeros(output.width, dtype=np.float32)
-    return output.mixed[start:end].mean(axis=0)
-
-
-def _has_vector(obj: Union[Doc, Span, Token]) -> bool:
-    return True
-
-
-def _vector_norm(obj: Union[Doc, Span, Token]) -> float:
-    return float(np.linalg.norm(obj.vector))
-
-
-def _similarity(obj: Union[Doc, Span, Token], other: Any) -> float:
-    """Cosine similarity of the ELMo vectors; 0.0 (with a warning) when one is all zeros."""
-    a, b = obj.vector, other.vector
-    if a.shape != b.shape:
-        raise ValueError(
-            f"Cannot compare an ELMo vector of width {a.shape} with a vector of width {b.shape}: "
-            "compare objects from Docs processed by the same elmo component"
-        )
-    norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
-    if norms == 0.0:
-        warnings.warn(f"similarity of {obj!r} and {other!r}: one of the vectors is all zeros, returning 0.0")
-        return 0.0
-    return float(np.dot(a, b) / norms)

@@ -1,0 +1,241 @@
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc
+from spacy.training import Example
+from thinc.api import Adam, Model
+
+from spacy_elmo.io import ModelFileError, load_allennlp
+from spacy_elmo.layers import UPSTREAM_ATTR, get_batch_id
+from spacy_elmo.pipeline import create_pipeline
+
+from .conftest import TRAINED
+
+ATOL = 1e-5
+
+
+@pytest.fixture()
+def nlp(tiny_paths):
+    return create_pipeline(load_allennlp(*tiny_paths))
+
+
+def _initialized(tiny_paths, **config):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config=config)
+    options, weights = tiny_paths
+    nlp.config["initialize"]["components"]["elmo"] = {"options": str(options), "weights": str(weights)}
+    nlp.initialize()
+    return nlp
+
+
+def test_add_initialize_matches_reference(tiny_paths, tiny_sentences, tiny_expected):
+    nlp = _initialized(tiny_paths)
+    for i, doc in enumerate(nlp.pipe(Doc(nlp.vocab, words=w) for w in tiny_sentences)):
+        np.testing.assert_allclose(doc._.elmo.layers, tiny_expected[f"layers_{i}"], atol=ATOL, err_msg=str(i))
+        np.testing.assert_allclose(doc._.elmo.mixed, tiny_expected[f"elmo_{i}"], atol=ATOL)
+        assert doc._.elmo.layers.dtype == np.float32 and isinstance(doc._.elmo.layers, np.ndarray)
+
+
+def test_imported_shape_replaces_configured_one(tiny_paths):
+    nlp = _initialized(tiny_paths)
+    elmo = nlp.get_pipe("elmo")
+    assert nlp.config["components"]["elmo"]["model"]["projection_dim"] == 128  # the configured default
+    assert elmo.bilm.config.projection_dim == 16 and elmo.cfg["bilm_options"]["lstm"]["projection_dim"] == 16
+    assert nlp("a b")._.elmo.width == 32
+
+
+def test_sentence_boundaries_run_per_sentence(nlp, tiny_sentences, tiny_expected):
+    nlp.add_pipe("sentencizer", first=True)
+    words = tiny_sentences[0] + tiny_sentences[1]  # both end with "."
+    doc = nlp(Doc(nlp.vocab, words=words))
+    assert doc._.elmo.segments == ((0, 10), (10, 21))
+    expected = np.concatenate([tiny_expected["layers_0"], tiny_expected["layers_1"]], axis=1)
+    np.testing.assert_allclose(doc._.elmo.layers, expected, atol=ATOL)
+
+
+def test_token_and_span_extensions(tiny_paths):
+    nlp = create_pipeline(load_allennlp(*tiny_paths), config={"mix_weights": [1.0, 0.0, -1.0], "gamma": 0.5})
+    doc = nlp("The bank by the river flooded .")
+    weights = np.exp([1.0, 0.0, -1.0]) / np.exp([1.0, 0.0, -1.0]).sum()
+    mixed = 0.5 * np.tensordot(weights, doc._.elmo.layers, axes=1)
+    np.testing.assert_allclose(doc[1]._.elmo, mixed[1], atol=ATOL)
+    np.testing.assert_allclose(doc[1:4]._.elmo, mixed[1:4].mean(axis=0), atol=ATOL)
+    assert doc[2:2]._.elmo.shape == (32,) and not doc[2:2]._.elmo.any()
+    assert spacy.blank("en")("unprocessed")[0]._.elmo is None
+
+
+def test_mix_weights_must_match_layer_count(tiny_paths):
+    with pytest.raises(ValueError, match="mix_weights has 2 values but the biLM has 3 layers"):
+        _initialized(tiny_paths, mix_weights=[0.0, 1.0])
+
+
+def test_vector_hooks(tiny_paths, tiny_sentences):
+    nlp = create_pipeline(load_allennlp(*tiny_paths), config={"set_vector_hooks": True})
+    money, river = (nlp(Doc(nlp.vocab, words=tiny_sentences[i])) for i in (2, 3))
+    bank_money, bank_river = money[5], river[5]
+    assert bank_money.text == bank_river.text == "bank"
+    np.testing.assert_array_equal(bank_money.vector, bank_money._.elmo)
+    np.testing.assert_allclose(money[1:3].vector, money[1:3]._.elmo, atol=ATOL)
+    np.testing.assert_allclose(money.vector, money._.elmo.mixed.mean(axis=0), atol=ATOL)
+    assert bank_money.has_vector and money.has_vector
+    assert bank_money.vector_norm == pytest.approx(float(np.linalg.norm(bank_money._.elmo)))
+    a, b = bank_money._.elmo, bank_river._.elmo
+    assert bank_money.similarity(bank_river) == pytest.approx(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)))
+    assert bank_money.similarity(bank_river) < 0.9999
+    assert bank_money.similarity(bank_money) == pytest.approx(1.0)
+    assert money.similarity(river) == pytest.approx(
+        float(money.vector @ river.vector / np.linalg.norm(money.vector) / np.linalg.norm(river.vector))
+    )
+    plain = create_pipeline(load_allennlp(*tiny_paths))("bank")
+    assert plain[0].vector.shape != (32,)  # no hooks: spaCy's static (here empty) vectors
+
+
+def test_uninitialized_component_says_what_to_do():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"dim": 8, "projection_dim": 4, "filters": [[1, 4]]}})
+    with pytest.raises(ValueError, match=r"initialize\.components\.elmo"):
+        nlp("no weights")
+    with pytest.raises(ValueError, match="no biLM weights"):
+        nlp.initialize()
+
+
+def test_bad_model_files_name_the_file(tiny_paths, tmp_path):
+    options, weights = tiny_paths
+    missing = tmp_path / "missing.hdf5"
+    truncated = tmp_path / "truncated.hdf5"
+    truncated.write_bytes(weights.read_bytes()[:1000])
+    cases = [
+        ({"options": options, "weights": missing}, str(missing), "not found"),
+        ({"options": options, "weights": truncated}, str(truncated), "truncated"),
+        ({"options": TRAINED / "options.json", "weights": weights}, str(weights), "do not match"),
+        ({"model": tmp_path / "nodir"}, str(tmp_path / "nodir"), "not found"),
+    ]
+    for settings, path, problem in cases:
+        nlp = spacy.blank("en")
+        elmo = nlp.add_pipe("elmo")
+        with pytest.raises(ModelFileError, match=problem) as err:
+            elmo.initialize(lambda: [], **settings)
+        assert err.value.path == path
+    with pytest.raises(ValueError, match="together"):
+        elmo.initialize(lambda: [], options=options)
+
+
+def test_bad_inputs_give_finite_vectors_of_the_right_shape(nlp):
+    cases = {
+        "empty": [],
+        "whitespace": [" ", "\n\n", "\t", "\u3000"],
+        "nul": ["\x00", "a\x00b"],
+        "long_token": ["x" * 1000, "é" * 1000],
+        "odd_unicode": ["e\u0301", "👩‍👩‍👧", "\u202e", "\ufeff"],
+        "5000_tokens": [f"t{i % 97}" for i in range(5000)],
+    }
+    docs = list(nlp.pipe(Doc(nlp.vocab, words=words) for words in cases.values()))
+    for (name, words), doc in zip(cases.items(), docs):
+        assert doc._.elmo.layers.shape == (3, len(words), 32), name
+        assert np.isfinite(doc._.elmo.layers).all(), name
+        assert np.isfinite(doc._.elmo.mixed).all(), name
+    assert docs[-1]._.elmo.segments[:2] == ((0, 200), (200, 400)) and len(docs[-1]._.elmo.segments) == 25
+    assert nlp("")._.elmo.layers.shape == (3, 0, 32)
+
+
+def test_lone_surrogates_stop_at_spacy_and_the_bilm_takes_them(nlp):
+    # spaCy's StringStore cannot hold a lone surrogate, so no Doc (and no elmo call) can have one
+    with pytest.raises(UnicodeEncodeError):
+        nlp("a \ud800 b")
+    [layers] = nlp.get_pipe("elmo").bilm.embed([["a", "\ud800", "b\udfff"]])
+    assert layers.shape == (3, 3, 32) and np.isfinite(layers).all()
+
+
+def test_pipe_streams(nlp):
+    pulled = []
+
+    def texts():
+        for i in range(1000):
+            pulled.append(i)
+            yield f"text number {i}"
+
+    stream = nlp.pipe(texts(), batch_size=4)
+    first = next(stream)
+    assert first._.elmo.layers.shape == (3, 3, 32)
+    assert len(pulled) < 100
+
+
+class RecordingListener(Model):
+    """The smallest listener of the protocol: keeps what the upstream component sends."""
+
+    def __init__(self, upstream="elmo"):
+        super().__init__("recording_listener", lambda model, X, is_train: (X, lambda d: d), attrs={UPSTREAM_ATTR: upstream})
+        self.received = None
+
+    def receive(self, batch_id, outputs, backprop):
+        self.received = (batch_id, outputs, backprop)
+
+
+class _Downstream:
+    def __init__(self, name, *listeners):
+        self.name = name
+        self.model = Model("downstream", lambda model, X, is_train: (X, lambda d: d), layers=list(listeners))
+
+
+def test_find_listeners(nlp):
+    elmo = nlp.get_pipe("elmo")
+    mine, wildcard, other = RecordingListener("elmo"), RecordingListener("*"), RecordingListener("elmo2")
+    elmo.find_listeners(_Downstream("tagger", mine, wildcard, other))
+    assert elmo.listening_components == ["tagger"] and elmo.listeners == [mine, wildcard]
+    assert elmo.remove_listener(mine, "tagger") and elmo.remove_listener(wildcard, "tagger")
+    assert elmo.listening_components == [] and not elmo.remove_listener(mine, "tagger")
+
+
+def _examples(nlp, texts):
+    return [Example(nlp.make_doc(t), nlp.make_doc(t)) for t in texts]
+
+
+def test_update_sends_outputs_and_frozen_bilm_does_not_change(nlp):
+    elmo = nlp.get_pipe("elmo")
+    first, last = RecordingListener(), RecordingListener()
+    elmo.add_listener(first, "a")
+    elmo.add_listener(last, "b")
+    examples = _examples(nlp, ["the bank .", "", "a river bank"])
+    before = {k: v.clone() for k, v in elmo.bilm.state_dict().items()}
+    losses = elmo.update(examples, sgd=Adam(0.1))
+    batch_id, outputs, backprop = last.received
+    assert first.received[0] == batch_id == get_batch_id([eg.predicted for eg in examples])
+    predicted = elmo.predict([eg.predicted for eg in examples])
+    for out, pred in zip(outputs, predicted):
+        np.testing.assert_allclose(out.layers, pred.layers, atol=ATOL)
+    first.received[2]([np.ones_like(o.layers) for o in outputs])
+    backprop([np.ones_like(o.layers) for o in outputs])
+    assert losses["elmo"] == pytest.approx(2 * sum(o.layers.size for o in outputs))
+    for k, v in elmo.bilm.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_trainable_bilm_sums_listener_gradients(tiny_paths):
+    def grads(gradient_lists):
+        nlp = create_pipeline(load_allennlp(*tiny_paths), config={"model": {"trainable": True}})
+        elmo = nlp.get_pipe("elmo")
+        listeners = [RecordingListener() for _ in gradient_lists]
+        for i, listener in enumerate(listeners):
+            elmo.add_listener(listener, f"c{i}")
+        elmo.update(_examples(nlp, ["the bank .", "a river bank"]))
+        for listener, make in zip(listeners, gradient_lists):
+            _, outputs, backprop = listener.received
+            backprop([make(o.layers) for o in outputs])
+        return {k: p.grad.clone() for k, p in elmo.bilm.named_parameters()}, elmo
+
+    split, _ = grads([lambda x: np.full_like(x, 0.25), lambda x: np.full_like(x, 0.75)])
+    whole, elmo = grads([np.ones_like])
+    for name in whole:
+        torch.testing.assert_close(split[name], whole[name], msg=name)
+    before = {k: v.clone() for k, v in elmo.bilm.state_dict().items()}
+    elmo.finish_update(Adam(0.01))
+    assert any(not torch.equal(v, before[k]) for k, v in elmo.bilm.state_dict().items())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bilm_on_gpu_gives_cpu_numpy_and_same_vectors(nlp, tiny_sentences, tiny_expected):
+    nlp.get_pipe("elmo").bilm.to("cuda")
+    doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
+    assert isinstance(doc._.elmo.layers, np.ndarray)
+    np.testing.assert_allclose(doc._.elmo.layers, tiny_expected["layers_0"], atol=1e-4)
