@@ -1,0 +1,134 @@
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc, DocBin
+from spacy.util import load_model_from_config
+
+from spacy_elmo import load_bilm
+from spacy_elmo.data_classes import ElmoOutput
+from spacy_elmo.io import ModelFileError, load_allennlp
+from spacy_elmo.pipeline import create_pipeline
+
+# Runs in a fresh interpreter: spacy.load must find the component through the entry points.
+# One torch thread as in the tests (conftest), so the float sums run in the same order.
+LOAD_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import spacy
+    import torch
+    torch.set_num_threads(1)
+    from spacy.tokens import Doc
+    assert "spacy_elmo" not in sys.modules
+    nlp = spacy.load(sys.argv[1])
+    sentences = json.loads(open(sys.argv[2], encoding="utf-8").read())
+    docs = nlp.pipe(Doc(nlp.vocab, words=words) for words in sentences)
+    np.savez(sys.argv[3], *[doc._.elmo.layers for doc in docs])
+    """
+)
+
+
+def _layers(nlp, sentences):
+    return [doc._.elmo.layers for doc in nlp.pipe(Doc(nlp.vocab, words=w) for w in sentences)]
+
+
+def test_saved_pipeline_runs_in_fresh_process_without_the_hdf5(tiny_paths, tiny_sentences, tmp_path):
+    options = shutil.copy(tiny_paths[0], tmp_path / "options.json")
+    weights = shutil.copy(tiny_paths[1], tmp_path / "weights.hdf5")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    nlp.config["initialize"]["components"]["elmo"] = {"options": str(options), "weights": str(weights)}
+    nlp.initialize()
+    expected = _layers(nlp, tiny_sentences)
+    nlp.to_disk(tmp_path / "pipeline")
+    (tmp_path / "weights.hdf5").unlink()
+    (tmp_path / "options.json").unlink()
+    (tmp_path / "sentences.json").write_text(json.dumps(tiny_sentences), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_SCRIPT, str(tmp_path / "pipeline"), str(tmp_path / "sentences.json"), str(tmp_path / "out.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "out.npz") as loaded:
+        for i, layers in enumerate(expected):
+            np.testing.assert_array_equal(loaded[f"arr_{i}"], layers)
+
+
+def test_to_disk_from_disk_is_exact_and_keeps_a_model_directory(tiny_paths, tiny_sentences, tmp_path):
+    nlp = create_pipeline(load_allennlp(*tiny_paths), config={"mix_weights": [0.5, 0.0, 1.0], "gamma": 2.0})
+    nlp.to_disk(tmp_path)
+    loaded = spacy.load(tmp_path)
+    for a, b in zip(_layers(nlp, tiny_sentences), _layers(loaded, tiny_sentences)):
+        np.testing.assert_array_equal(a, b)
+    doc_a, doc_b = nlp("a bank"), loaded("a bank")
+    np.testing.assert_array_equal(doc_a[1]._.elmo, doc_b[1]._.elmo)
+    # the component's weights are a spacy-elmo model directory any tool can load
+    bilm = load_bilm(tmp_path / "elmo" / "model")
+    np.testing.assert_array_equal(bilm.embed([tiny_sentences[0]])[0], _layers(nlp, tiny_sentences[:1])[0])
+
+
+def test_to_bytes_from_bytes_rebuilds_the_stored_shape(tiny_paths, tiny_sentences):
+    nlp = create_pipeline(load_allennlp(*tiny_paths))
+    data = nlp.to_bytes()
+    # a pipeline from the default config (the large default shape) takes the stored shape
+    fresh = spacy.blank("en")
+    fresh.add_pipe("elmo")
+    fresh.from_bytes(data)
+    assert fresh.get_pipe("elmo").bilm.config == nlp.get_pipe("elmo").bilm.config
+    for a, b in zip(_layers(nlp, tiny_sentences), _layers(fresh, tiny_sentences)):
+        np.testing.assert_array_equal(a, b)
+    again = load_model_from_config(nlp.config, auto_fill=True).from_bytes(data)
+    np.testing.assert_array_equal(_layers(again, tiny_sentences[:1])[0], _layers(nlp, tiny_sentences[:1])[0])
+
+
+def test_component_bytes_exclude_and_unitialized_state(tiny_paths):
+    nlp = create_pipeline(load_allennlp(*tiny_paths))
+    elmo_bytes = nlp.get_pipe("elmo").to_bytes()
+    other = spacy.blank("en")
+    elmo = other.add_pipe("elmo")
+    elmo.from_bytes(elmo_bytes, exclude=["model"])
+    assert elmo.cfg["has_weights"] and elmo.bilm.config.projection_dim == 128
+    elmo.from_bytes(elmo_bytes)
+    assert elmo.bilm.config.projection_dim == 16
+    assert other("ok")._.elmo.width == 32
+
+
+def test_damaged_saved_weights_are_refused(tiny_paths, tmp_path):
+    create_pipeline(load_allennlp(*tiny_paths)).to_disk(tmp_path)
+    weights = tmp_path / "elmo" / "model" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="checksum") as err:
+        spacy.load(tmp_path)
+    assert err.value.path == str(weights)
+
+
+def test_doc_serialization_keeps_elmo(tiny_paths):
+    nlp = create_pipeline(load_allennlp(*tiny_paths))
+    doc = nlp("The bank by the river .")
+    restored = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert isinstance(restored._.elmo, ElmoOutput)
+    np.testing.assert_array_equal(restored._.elmo.layers, doc._.elmo.layers)
+    assert restored._.elmo.segments == doc._.elmo.segments
+    np.testing.assert_array_equal(restored[1]._.elmo, doc[1]._.elmo)
+    [from_bin] = DocBin(docs=[doc], store_user_data=True).get_docs(nlp.vocab)
+    np.testing.assert_array_equal(from_bin._.elmo.layers, doc._.elmo.layers)
+
+
+@pytest.mark.slow
+def test_multiprocess_pipe_matches_single_process(tiny_paths, tiny_sentences):
+    nlp = create_pipeline(load_allennlp(*tiny_paths))
+    texts = [" ".join(words) for words in tiny_sentences]
+    single = [doc._.elmo.layers for doc in nlp.pipe(texts)]
+    multi = [doc._.elmo.layers for doc in nlp.pipe(texts, n_process=2, batch_size=4)]
+    for a, b in zip(single, multi):
+        np.testing.assert_allclose(a, b, atol=1e-5)  # other batches: float sums in another order
