@@ -153,6 +153,7 @@ class Elmo(TrainablePipe):
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
+        self._tell_shape(listener)
 
     def remove_listener(self, listener: Model, component_name: str) -> bool:
         """Forget a listener layer. RETURNS (bool): whether it was registered."""
@@ -323,6 +324,15 @@ class Elmo(TrainablePipe):
         softmax_weights(self.mix_weights, bilm.config.n_output_layers)  # raises if the count is wrong
         set_bilm(self.model, bilm)
         self.cfg["bilm_options"] = bilm.config.to_options()
+        for listener in self.listeners:
+            self._tell_shape(listener)
+
+    def _tell_shape(self, listener: Model) -> None:
+        # Downstream components are initialized on Docs the biLM has not seen, so their
+        # listeners learn the biLM's output shape from here (it changes when weights are imported).
+        set_upstream_shape = getattr(listener, "set_upstream_shape", None)
+        if callable(set_upstream_shape):
+            set_upstream_shape(self.bilm.config.n_output_layers, self.bilm.config.output_dim)
 
     def _require_weights(self) -> None:
         if not self.cfg["has_weights"]:
