@@ -1,0 +1,84 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import spacy
+from spacy.tokens import Doc
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.io import load_allennlp, save_bilm
+
+runner = CliRunner()
+
+
+def _layers(nlp, sentences):
+    return [doc._.elmo.layers for doc in nlp.pipe(Doc(nlp.vocab, words=w) for w in sentences)]
+
+
+def test_convert_end_to_end_without_the_original_files(tiny_paths, tiny_sentences, tiny_expected, tmp_path):
+    options = shutil.copy(tiny_paths[0], tmp_path / "options.json")
+    weights = shutil.copy(tiny_paths[1], tmp_path / "weights.hdf5")
+    out = tmp_path / "pipeline"
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "convert", "--options", str(options), "--weights", str(weights), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "options.json").unlink()
+    (tmp_path / "weights.hdf5").unlink()
+    nlp = spacy.load(out)
+    assert nlp.lang == "en" and nlp.pipe_names == ["elmo"]
+    # the saved config describes the imported shape
+    assert nlp.config["components"]["elmo"]["model"]["projection_dim"] == 16
+    for i, layers in enumerate(_layers(nlp, tiny_sentences)):
+        np.testing.assert_allclose(layers, tiny_expected[f"layers_{i}"], atol=1e-5)
+
+
+def test_convert_from_our_directory_with_another_language(tiny_paths, tmp_path):
+    bilm = load_allennlp(*tiny_paths)
+    save_bilm(bilm, tmp_path / "model")
+    result = runner.invoke(app, ["convert", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "de"), "--lang", "de"])
+    assert result.exit_code == 0, result.output
+    nlp = spacy.load(tmp_path / "de")
+    assert nlp.lang == "de"
+    doc = nlp("Die Bank am Fluss .")
+    np.testing.assert_array_equal(doc._.elmo.layers, bilm.embed([[t.text for t in doc]])[0])
+
+
+def test_to_allennlp_round_trip_from_pipeline_and_model_dir(tiny_paths, tiny_sentences, tmp_path):
+    options, weights = tiny_paths
+    assert runner.invoke(app, ["convert", "--options", str(options), "--weights", str(weights), "--output", str(tmp_path / "p")]).exit_code == 0
+    original = load_allennlp(*tiny_paths).embed(tiny_sentences)
+    for source in (tmp_path / "p", tmp_path / "p" / "elmo" / "model"):
+        out = tmp_path / f"published_{source.name}"
+        result = runner.invoke(app, ["convert", "--to-allennlp", "--model", str(source), "--output", str(out)])
+        assert result.exit_code == 0, result.output
+        assert json.loads((out / "options.json").read_text()) == json.loads(options.read_text())
+        with h5py.File(out / "weights.hdf5", "r") as exported, h5py.File(weights, "r") as published:
+            names = []
+            published.visit(lambda name: names.append(name) if isinstance(published[name], h5py.Dataset) else None)
+            for name in names:
+                assert exported[name].shape == published[name].shape and exported[name].dtype == np.float32, name
+        for a, b in zip(load_allennlp(out / "options.json", out / "weights.hdf5").embed(tiny_sentences), original):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_convert_errors_name_the_problem(tiny_paths, tmp_path):
+    options, _ = tiny_paths
+    missing = tmp_path / "missing.hdf5"
+    result = runner.invoke(app, ["convert", "--options", str(options), "--weights", str(missing), "--output", str(tmp_path / "x")])
+    assert result.exit_code == 1 and str(missing) in result.output and "not found" in result.output
+    assert not (tmp_path / "x").exists()
+    result = runner.invoke(app, ["convert", "--options", str(options), "--output", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "--weights" in result.output
+    result = runner.invoke(app, ["convert", "--to-allennlp", "--output", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "--model" in result.output
+    spacy.blank("en").to_disk(tmp_path / "no_elmo")
+    result = runner.invoke(app, ["convert", "--to-allennlp", "--model", str(tmp_path / "no_elmo"), "--output", str(tmp_path / "y")])
+    assert result.exit_code == 1 and "no elmo component" in result.output
