@@ -16,7 +16,10 @@ def test_neighbors_cli_prints_contextual_and_static(tmp_path, tiny_paths):
     out = result.stdout
     assert "2 corpus sentences use 'bank'" in out
     assert out.count("[bank]") == 2
-    assert "Static (layer 0 alone)" in out and "tank" in out.split("Static")[1]
+    static = out.split("Static (layer 0 alone), nearest words:\n")[1].splitlines()
+    vocabulary = {"We", "sat", "on", "the", "river", "The", "raised", "rates", "No", "match", "here", "A", "tank",
+                  "rolled", "by"}
+    assert len(static) == 2 and all(line.split()[1] in vocabulary for line in static)
 
 
 def test_neighbors_cli_word_not_in_query(tmp_path, tiny_paths):
