@@ -1,0 +1,124 @@
+"""Generated Docs of messy Unicode and the checks every `elmo` output must pass.
+
+Shared by ``test_component_fuzz.py`` (CI-sized) and ``scripts/fuzz_long.py`` (>= 10,000 Docs).
+A Doc is described by a spec (``("words", words, spaces, sent_starts)`` or ``("text", text)``)
+so that the same Doc can be rebuilt to run alone and be compared with its batched run.
+"""
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+from hypothesis import strategies as st
+from spacy.language import Language
+from spacy.tokens import Doc
+
+from spacy_elmo.io import load_allennlp
+from spacy_elmo.pipeline import create_pipeline
+
+TINY = Path(__file__).parent.parent / "data" / "allennlp" / "tiny"
+ATOL = 1e-5
+
+# Pipelines whose batching differs: the library defaults, and settings that force many windows,
+# many forward passes and a cap on padded positions.
+PIPELINE_SETTINGS: Dict[str, dict] = {
+    "defaults": {},
+    "small_windows": {"model": {"max_window": 7, "batch_size": 3, "max_batch_items": 40}, "set_vector_hooks": True},
+}
+
+TROUBLEMAKERS = [
+    " ", "\n", "\r\n", "\t", "\u3000", "\u00a0", "\x00", "a\x00b", "\x7f", "\x1b[31m", "\u0301", "e\u0301\u0301",
+    "\u200d", "👩\u200d👩\u200d👧", "🏳\ufe0f\u200d🌈", "🇫🇷", "\ufeff", "\u202e", "\ufffe", "\uffff", "\U0010ffff",
+    "<S>", "</S>", "x" * 1000, "é" * 500, "👍" * 30, "ﷺ", "\u0e01\u0e33",
+]
+# Every code point that UTF-8 (and so spaCy's StringStore) can hold: all but the surrogates.
+CHARACTERS = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=("Cs",))
+tokens = st.one_of(st.text(alphabet=CHARACTERS, min_size=1, max_size=60), st.sampled_from(TROUBLEMAKERS))
+Spec = Tuple
+
+
+@st.composite
+def doc_specs(draw, max_long: int = 3000) -> Spec:
+    """A Doc: words with spaces and (sometimes) sentence starts, or raw text for the tokenizer.
+    One Doc in ten is long (up to ``max_long`` tokens, built by repeating a drawn pattern)."""
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return ("text", draw(st.text(alphabet=CHARACTERS, max_size=200)))
+    if kind == 1 and max_long > 0:
+        pattern = draw(st.lists(tokens, min_size=1, max_size=12))
+        n = draw(st.integers(0, max_long))
+        words = [pattern[i % len(pattern)] for i in range(n)]
+    else:
+        words = draw(st.lists(tokens, min_size=0, max_size=40))
+    spaces = draw(st.lists(st.booleans(), min_size=len(words), max_size=len(words)))
+    sent_starts = None
+    if words and draw(st.booleans()):
+        sent_starts = draw(st.lists(st.sampled_from([True, False, None]), min_size=len(words), max_size=len(words)))
+    return ("words", words, spaces, sent_starts)
+
+
+batches = st.lists(doc_specs(), min_size=1, max_size=8)
+
+
+def build_doc(nlp: Language, spec: Spec) -> Doc:
+    if spec[0] == "text":
+        return nlp.make_doc(spec[1])
+    _, words, spaces, sent_starts = spec
+    return Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
+
+
+def tiny_pipelines() -> Dict[str, Language]:
+    """One tiny `elmo` pipeline per entry of PIPELINE_SETTINGS (weights from tests/data/allennlp/tiny)."""
+    return {
+        name: create_pipeline(load_allennlp(TINY / "options.json", TINY / "weights.hdf5"), config=settings)
+        for name, settings in PIPELINE_SETTINGS.items()
+    }
+
+
+def check_batch(nlp: Language, specs: Sequence[Spec], batch_size: int) -> int:
+    """Run the Docs through ``nlp.pipe`` together and check every output. RETURNS (int): tokens seen.
+
+    Checks: right shape and dtype, numpy on CPU, finite; segments cover every token once, in
+    order, never longer than max_window nor across a sentence start; each Doc equals the same
+    Doc run alone (batch mates do not matter) and each segment equals ``BiLM.embed`` of its
+    words alone (segments do not see each other), both to 1e-5.
+    """
+    elmo = nlp.get_pipe("elmo")
+    bilm = elmo.bilm
+    n_layers, width = bilm.config.n_output_layers, bilm.config.output_dim
+    max_window = elmo.model.attrs["max_window"]
+    docs = list(nlp.pipe((build_doc(nlp, s) for s in specs), batch_size=batch_size))
+    assert len(docs) == len(specs)
+    n_tokens = 0
+    for spec, doc in zip(specs, docs):
+        n_tokens += len(doc)
+        out = doc._.elmo
+        layers = out.layers
+        assert type(layers) is np.ndarray and layers.dtype == np.float32, type(layers)
+        assert layers.shape == (n_layers, len(doc), width), (layers.shape, len(doc))
+        assert np.isfinite(layers).all()
+        _check_segments(doc, out.segments, max_window)
+        [alone] = nlp.pipe([build_doc(nlp, spec)])
+        np.testing.assert_allclose(layers, alone._.elmo.layers, atol=ATOL, err_msg="depends on batch mates")
+        words = [t.text for t in doc]
+        # BiLM.embed's own independence of batch mates is tested in tests/bilm/test_fuzz.py
+        expected = bilm.embed([words[s:e] for s, e in out.segments], batch_size=64)
+        for (start, end), segment in zip(out.segments, expected):
+            np.testing.assert_allclose(layers[:, start:end], segment, atol=ATOL, err_msg=f"segment {start}:{end}")
+        if len(doc):
+            mixed = np.stack([doc[0]._.elmo, doc[-1]._.elmo, doc[:]._.elmo])
+            assert mixed.shape == (3, width) and np.isfinite(mixed).all()
+        if elmo.set_vector_hooks:
+            assert doc.vector.shape == (width,) and np.isfinite(doc.vector).all()
+    return n_tokens
+
+
+def _check_segments(doc: Doc, segments: Sequence[Tuple[int, int]], max_window: int) -> None:
+    ends: List[int] = [0]
+    for start, end in segments:
+        assert start == ends[-1] and 0 < end - start <= max_window, segments
+        ends.append(end)
+    assert ends[-1] == len(doc), (segments, len(doc))
+    if len(doc) and doc.has_annotation("SENT_START"):
+        starts = {s for s, _ in segments}
+        assert {sent.start for sent in doc.sents} <= starts, "a segment crosses a sentence start"
+

@@ -1,0 +1,49 @@
+"""Property-based tests of the `elmo` component on messy Docs (issue 5, part 1).
+
+The long run of the same checks: ``python scripts/fuzz_long.py --docs 10000``.
+"""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spacy.tokens import Doc
+
+from .fuzz_docs import PIPELINE_SETTINGS, batches, build_doc, check_batch, tiny_pipelines
+
+PIPELINES = tiny_pipelines()
+FUZZ = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+@pytest.mark.slow
+@FUZZ
+@given(specs=batches, batch_size=st.integers(1, 9), name=st.sampled_from(sorted(PIPELINE_SETTINGS)))
+def test_any_docs_in_any_batch_give_finite_vectors_independent_of_batch_mates(specs, batch_size, name):
+    check_batch(PIPELINES[name], specs, batch_size)
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINE_SETTINGS))
+def test_hand_picked_batch(name):
+    # the cases the generator reaches only by luck, all in one batch with a long Doc among short ones
+    specs = [
+        ("words", [], [], None),
+        ("text", ""),
+        ("text", " \n\t\u3000 "),
+        ("text", "a\x00b \x1b[0m e\u0301 👩\u200d👩\u200d👧 \u202eabc \ufeff"),
+        ("words", ["\x00"], [False], None),
+        ("words", [" ", "\n", "x" * 1000, "é" * 500], [True, False, True, False], [True, False, True, None]),
+        ("words", [f"w{i % 13}" for i in range(2500)], [True] * 2500, [i % 9 == 0 for i in range(2500)]),
+        ("words", ["<S>", "</S>", "<S>"], [True, True, False], None),
+    ]
+    nlp = PIPELINES[name]
+    assert check_batch(nlp, specs, batch_size=3) == sum(len(build_doc(nlp, spec)) for spec in specs) > 1500
+
+
+def test_lone_surrogates_are_stopped_by_spacy_and_the_pipeline_keeps_working():
+    nlp = PIPELINES["defaults"]
+    for words in (["\ud800"], ["a", "b\udfff"], ["\udc80\ud800"]):
+        with pytest.raises(UnicodeEncodeError):
+            Doc(nlp.vocab, words=words)
+    with pytest.raises(UnicodeEncodeError):
+        list(nlp.pipe(["fine", "not \ud800 fine"]))
+    doc = nlp("still fine")
+    assert doc._.elmo.layers.shape == (3, 2, 32) and np.isfinite(doc._.elmo.layers).all()
