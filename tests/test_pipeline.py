@@ -165,7 +165,8 @@ class RecordingListener(Model):
     """The smallest listener of the protocol: keeps what the upstream component sends."""
 
     def __init__(self, upstream="elmo"):
-        super().__init__("recording_listener", lambda model, X, is_train: (X, lambda d: d), attrs={UPSTREAM_ATTR: upstream})
+        forward = lambda model, X, is_train: (X, lambda d: d)  # noqa: E731
+        super().__init__("recording_listener", forward, attrs={UPSTREAM_ATTR: upstream})
         self.received = None
 
     def receive(self, batch_id, outputs, backprop):

@@ -51,7 +51,7 @@ def test_saved_pipeline_runs_in_fresh_process_without_the_hdf5(tiny_paths, tiny_
     (tmp_path / "options.json").unlink()
     (tmp_path / "sentences.json").write_text(json.dumps(tiny_sentences), encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-c", LOAD_SCRIPT, str(tmp_path / "pipeline"), str(tmp_path / "sentences.json"), str(tmp_path / "out.npz")],
+        [sys.executable, "-c", LOAD_SCRIPT, *(str(tmp_path / n) for n in ("pipeline", "sentences.json", "out.npz"))],
         capture_output=True,
         text=True,
         timeout=300,
@@ -70,9 +70,22 @@ def test_to_disk_from_disk_is_exact_and_keeps_a_model_directory(tiny_paths, tiny
         np.testing.assert_array_equal(a, b)
     doc_a, doc_b = nlp("a bank"), loaded("a bank")
     np.testing.assert_array_equal(doc_a[1]._.elmo, doc_b[1]._.elmo)
+    # initializing a loaded pipeline (e.g. to add a downstream component) keeps the weights
+    loaded.initialize()
+    np.testing.assert_array_equal(loaded("a bank")._.elmo.layers, doc_a._.elmo.layers)
     # the component's weights are a spacy-elmo model directory any tool can load
     bilm = load_bilm(tmp_path / "elmo" / "model")
     np.testing.assert_array_equal(bilm.embed([tiny_sentences[0]])[0], _layers(nlp, tiny_sentences[:1])[0])
+
+
+def test_initialize_from_a_saved_pipeline_or_model_directory(tiny_paths, tmp_path):
+    nlp = create_pipeline(load_allennlp(*tiny_paths))
+    nlp.to_disk(tmp_path / "pipeline")
+    expected = nlp("one more text")._.elmo.layers
+    for source in (tmp_path / "pipeline", tmp_path / "pipeline" / "elmo" / "model"):
+        other = spacy.blank("en")
+        other.add_pipe("elmo").initialize(lambda: [], model=source)
+        np.testing.assert_array_equal(other("one more text")._.elmo.layers, expected)
 
 
 def test_to_bytes_from_bytes_rebuilds_the_stored_shape(tiny_paths, tiny_sentences):

@@ -23,8 +23,9 @@ def test_convert_end_to_end_without_the_original_files(tiny_paths, tiny_sentence
     options = shutil.copy(tiny_paths[0], tmp_path / "options.json")
     weights = shutil.copy(tiny_paths[1], tmp_path / "weights.hdf5")
     out = tmp_path / "pipeline"
+    args = ["convert", "--options", str(options), "--weights", str(weights), "--output", str(out)]
     result = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "convert", "--options", str(options), "--weights", str(weights), "--output", str(out)],
+        [sys.executable, "-m", "spacy_elmo", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -43,7 +44,8 @@ def test_convert_end_to_end_without_the_original_files(tiny_paths, tiny_sentence
 def test_convert_from_our_directory_with_another_language(tiny_paths, tmp_path):
     bilm = load_allennlp(*tiny_paths)
     save_bilm(bilm, tmp_path / "model")
-    result = runner.invoke(app, ["convert", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "de"), "--lang", "de"])
+    args = ["convert", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "de"), "--lang", "de"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     nlp = spacy.load(tmp_path / "de")
     assert nlp.lang == "de"
@@ -53,7 +55,8 @@ def test_convert_from_our_directory_with_another_language(tiny_paths, tmp_path):
 
 def test_to_allennlp_round_trip_from_pipeline_and_model_dir(tiny_paths, tiny_sentences, tmp_path):
     options, weights = tiny_paths
-    assert runner.invoke(app, ["convert", "--options", str(options), "--weights", str(weights), "--output", str(tmp_path / "p")]).exit_code == 0
+    args = ["convert", "--options", str(options), "--weights", str(weights), "--output", str(tmp_path / "p")]
+    assert runner.invoke(app, args).exit_code == 0
     original = load_allennlp(*tiny_paths).embed(tiny_sentences)
     for source in (tmp_path / "p", tmp_path / "p" / "elmo" / "model"):
         out = tmp_path / f"published_{source.name}"
@@ -72,7 +75,8 @@ def test_to_allennlp_round_trip_from_pipeline_and_model_dir(tiny_paths, tiny_sen
 def test_convert_errors_name_the_problem(tiny_paths, tmp_path):
     options, _ = tiny_paths
     missing = tmp_path / "missing.hdf5"
-    result = runner.invoke(app, ["convert", "--options", str(options), "--weights", str(missing), "--output", str(tmp_path / "x")])
+    args = ["convert", "--options", str(options), "--weights", str(missing), "--output", str(tmp_path / "x")]
+    result = runner.invoke(app, args)
     assert result.exit_code == 1 and str(missing) in result.output and "not found" in result.output
     assert not (tmp_path / "x").exists()
     result = runner.invoke(app, ["convert", "--options", str(options), "--output", str(tmp_path / "x")])
@@ -80,5 +84,6 @@ def test_convert_errors_name_the_problem(tiny_paths, tmp_path):
     result = runner.invoke(app, ["convert", "--to-allennlp", "--output", str(tmp_path / "x")])
     assert result.exit_code == 2 and "--model" in result.output
     spacy.blank("en").to_disk(tmp_path / "no_elmo")
-    result = runner.invoke(app, ["convert", "--to-allennlp", "--model", str(tmp_path / "no_elmo"), "--output", str(tmp_path / "y")])
+    args = ["convert", "--to-allennlp", "--model", str(tmp_path / "no_elmo"), "--output", str(tmp_path / "y")]
+    result = runner.invoke(app, args)
     assert result.exit_code == 1 and "no elmo component" in result.output

@@ -30,7 +30,8 @@ def _words(n, seed=0):
 def test_sentences_run_separately(tiny_bilm, tiny_sentences):
     vocab = Vocab()
     first, second = tiny_sentences[0], tiny_sentences[2]
-    doc = Doc(vocab, words=first + second, sent_starts=[True] + [False] * (len(first) - 1) + [True] + [False] * (len(second) - 1))
+    starts = [i in (0, len(first)) for i in range(len(first) + len(second))]
+    doc = Doc(vocab, words=first + second, sent_starts=starts)
     [out] = _model(tiny_bilm).predict([doc])
     expected = np.concatenate(tiny_bilm.embed([first, second]), axis=1)
     assert out.segments == ((0, len(first)), (len(first), len(doc)))
