@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
+import spacy
 import srsly
 from spacy import util
 from spacy.language import Language
@@ -27,12 +28,11 @@ PathLike = Union[str, Path]
 ARCHITECTURE = "spacy-elmo.BiLM.v1"
 FACTORY = "elmo"
 NO_WEIGHTS = (
-    "The '{name}' component has no biLM weights yet. Import them at initialization: in the "
-    "training config set [initialize.components.{name}] options = \"options.json\" and "
-    "weights = \"weights.hdf5\" (a published AllenNLP/bilm-tf pair) or model = \"DIR\" (a "
-    "spacy-elmo model directory, or a pipeline holding an elmo component), or call "
-    "nlp.initialize() after setting them, or nlp.get_pipe('{name}').initialize(lambda: [], "
-    "options=..., weights=...). `python -m spacy_elmo convert` builds a ready pipeline."
+    "The '{name}' component has no biLM weights. Set [initialize.components.{name}] "
+    "options = \"options.json\" and weights = \"weights.hdf5\" (a published AllenNLP/bilm-tf "
+    "pair) or model = \"DIR\" (a spacy-elmo model directory, or a pipeline with an elmo "
+    "component) and call nlp.initialize(); or call nlp.get_pipe('{name}').initialize(lambda: [], "
+    "options=..., weights=...); or build a ready pipeline with `python -m spacy_elmo convert`."
 )
 
 
@@ -76,8 +76,6 @@ def create_pipeline(bilm: BiLM, *, lang: str = "en", config: Optional[Dict[str, 
         ``set_vector_hooks``, ...; ``model`` entries other than the shape, such as ``max_window``).
     RETURNS (Language): the pipeline, ready to run and to save.
     """
-    import spacy
-
     config = dict(config or {})
     config["model"] = bilm_model_config(bilm.config, **config.get("model", {}))
     nlp = spacy.blank(lang)
@@ -94,7 +92,8 @@ class Elmo(TrainablePipe):
     default) and ``span._.elmo`` (the mean of its tokens' mixes). With
     ``set_vector_hooks`` the Doc's user hooks make ``.vector`` and ``.similarity``
     of Docs, Spans and Tokens use that mix; the hooks are functions on the Doc and
-    are not kept by ``Doc.to_bytes`` (call ``install_vector_hooks(doc)`` again).
+    are not kept by ``Doc.to_bytes`` (call ``spacy_elmo.extensions.install_vector_hooks(doc)``
+    again).
 
     Downstream components use the layers through listener layers (see
     ``spacy_elmo.layers.listener_protocol``): during ``update`` this component
