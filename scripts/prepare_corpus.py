@@ -1,0 +1,131 @@
+"""Build the biLM corpora from open-licence raw text: one tokenized sentence per line.
+
+Sources (see each folder's SOURCE.md): Project Gutenberg selections (public
+domain) and Pang & Lee's movie reviews (CC BY 4.0) for pretraining; UD English
+EWT raw sentences (CC BY-SA 4.0) as the fine-tuning domain; WikiText-2 test as
+an extra held-out set (only with --wikitext, never in the bundled sample).
+
+    python scripts/prepare_corpus.py --datasets ../shared/datasets --output assets/corpus
+    python scripts/prepare_corpus.py --datasets ../shared/datasets --output corpus_sample --max-sentences 1500
+
+Writes OUTPUT/pretrain/train-XX.txt, OUTPUT/pretrain/dev.txt, OUTPUT/domain/ewt-{train,dev}.txt,
+OUTPUT/eval/wikitext2-test.txt (with --wikitext) and OUTPUT/ATTRIBUTION.md.
+"""
+import argparse
+import random
+import re
+import zipfile
+from pathlib import Path
+from typing import Iterator, List
+
+import spacy
+
+ATTRIBUTION = """# Attribution and licences of this corpus
+
+Built by `scripts/prepare_corpus.py` (spacy-elmo): sentences split and tokenized with
+spaCy's rule-based English tokenizer and sentencizer; nothing else changed.
+
+- `pretrain/`: Project Gutenberg selections as packaged by NLTK (2008): texts by Jane Austen,
+  William Blake, G. K. Chesterton, Herman Melville, John Milton, William Shakespeare and
+  Walt Whitman. Public domain (https://www.gutenberg.org). Mixed with:
+  Movie Review Data, sentence polarity dataset v2.0, (c) 2004 Bo Pang and Lillian Lee,
+  Creative Commons Attribution 4.0 International (CC BY 4.0),
+  https://www.cs.cornell.edu/people/pabo/movie-review-data/ (NLTK packaging).
+- `domain/`: Universal Dependencies English Web Treebank (UD_English-EWT), raw sentence text
+  (the `# text` comments), train and dev splits. Creative Commons Attribution-ShareAlike 4.0
+  International (CC BY-SA 4.0), https://github.com/UniversalDependencies/UD_English-EWT;
+  the English Web Treebank (LDC2012T13) text by Google Inc. / LDC, UD annotation by the UD
+  contributors (Silveira et al. 2014). These files are under CC BY-SA 4.0 as well.
+{wikitext}"""
+
+WIKITEXT = """- `eval/wikitext2-test.txt`: WikiText-2 (v1) test set, Merity et al. 2016 (Salesforce), as
+  distributed in pytorch/examples; WikiText is distributed under CC BY-SA 3.0. Used for
+  evaluation only.
+"""
+
+
+def gutenberg_paragraphs(folder: Path) -> Iterator[str]:
+    """Paragraphs of the hard-wrapped etexts (blank-line separated), wrapped lines joined."""
+    for path in sorted(folder.glob("*.txt")):
+        text = path.read_text(encoding="latin-1")
+        for block in re.split(r"\n\s*\n", text):
+            paragraph = " ".join(block.split())
+            if paragraph:
+                yield paragraph
+
+
+def movie_review_sentences(zip_path: Path) -> Iterator[List[str]]:
+    """Already lower-cased, tokenized, one sentence per line."""
+    with zipfile.ZipFile(zip_path) as archive:
+        for name in sorted(n for n in archive.namelist() if n.endswith(".txt")):
+            for line in archive.read(name).decode("utf-8", errors="replace").splitlines():
+                tokens = line.split()
+                if tokens:
+                    yield tokens
+
+
+def spacy_sentences(nlp, texts: Iterator[str], *, split: bool) -> Iterator[List[str]]:
+    for doc in nlp.pipe(texts, batch_size=256):
+        spans = doc.sents if split else [doc[:]]
+        for span in spans:
+            tokens = [t.text for t in span if not t.is_space]
+            if tokens:
+                yield tokens
+
+
+def write_lines(path: Path, sentences: List[List[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", type=Path, required=True, help="the shared datasets folder")
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--max-sentences", type=int, default=0, help="per source (0: all); for a small sample")
+    parser.add_argument("--shards", type=int, default=8, help="pretraining files")
+    parser.add_argument("--dev-fraction", type=float, default=0.01)
+    parser.add_argument("--wikitext", action="store_true", help="also copy WikiText-2 test (evaluation only)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    limit = args.max_sentences or None
+    rng = random.Random(args.seed)
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    gutenberg = list(spacy_sentences(nlp, gutenberg_paragraphs(args.datasets / "lm_gutenberg_nltk2008"), split=True))
+    reviews = list(movie_review_sentences(args.datasets / "domain_movie_reviews" / "movie_reviews.zip"))
+    if limit:
+        # a spread-out sample, not the first book only
+        gutenberg = rng.sample(gutenberg, min(limit, len(gutenberg)))
+        reviews = rng.sample(reviews, min(limit, len(reviews)))
+    pretrain = gutenberg + reviews
+    rng.shuffle(pretrain)
+    n_dev = max(1, int(len(pretrain) * args.dev_fraction)) if not limit else max(1, len(pretrain) // 20)
+    write_lines(args.output / "pretrain" / "dev.txt", pretrain[:n_dev])
+    train = pretrain[n_dev:]
+    shards = max(1, min(args.shards, len(train)))
+    for k in range(shards):
+        write_lines(args.output / "pretrain" / f"train-{k:02d}.txt", train[k::shards])
+
+    ewt = args.datasets / "ud_english_ewt"
+    for split in ("train", "dev"):
+        lines = (ewt / f"derived_en_ewt_raw_{split}.txt").read_text(encoding="utf-8").splitlines()
+        if limit:
+            lines = lines[: limit if split == "train" else max(limit // 4, 1)]
+        write_lines(args.output / "domain" / f"ewt-{split}.txt", list(spacy_sentences(nlp, iter(lines), split=False)))
+
+    wikitext = ""
+    if args.wikitext:
+        lines = (args.datasets / "lm_wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
+        write_lines(args.output / "eval" / "wikitext2-test.txt", [l.split() for l in lines if l.split()])
+        wikitext = WIKITEXT
+    (args.output / "ATTRIBUTION.md").write_text(ATTRIBUTION.format(wikitext=wikitext), encoding="utf-8")
+    print(
+        f"{args.output}: pretrain {len(train)} train / {n_dev} dev sentences "
+        f"({len(gutenberg)} Gutenberg, {len(reviews)} movie reviews), EWT train/dev, shards {shards}"
+    )
+
+
+if __name__ == "__main__":
+    main()

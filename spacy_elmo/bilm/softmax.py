@@ -1,0 +1,109 @@
+"""The word softmax shared by both directions of the biLM (training only).
+
+Two heads with the same parameters (``weight`` (V, P), ``bias`` (V,)): the full
+softmax, exact and used for every evaluation, and the sampled softmax (Jean et
+al. 2015) with TensorFlow's log-uniform candidate sampler, as the published
+models were trained: unique candidates, true-class and sampled logits corrected
+by the log of their expected counts, accidental hits removed.
+"""
+import math
+from typing import Tuple
+
+import torch
+from torch import nn
+
+
+class LogUniformSampler:
+    """Draw unique word ids from P(k) = log((k + 2) / (k + 1)) / log(V + 1).
+
+    The vocabulary must be sorted by decreasing frequency for this Zipfian
+    proposal to be a good one. Random numbers come from torch's global
+    generator, so a saved and restored RNG state replays the same samples.
+
+    n_classes (int): vocabulary size V.
+    n_samples (int): unique candidates per draw (at most V).
+    """
+
+    def __init__(self, n_classes: int, n_samples: int) -> None:
+        if not 0 < n_samples <= n_classes:
+            raise ValueError(f"n_samples must be in [1, {n_classes}], not {n_samples}")
+        self.n_classes = n_classes
+        self.n_samples = n_samples
+        self._log_range = math.log(n_classes + 1)
+
+    def probability(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = ids.to(torch.float64)
+        return (torch.log(ids + 2.0) - torch.log(ids + 1.0)) / self._log_range
+
+    def expected_count(self, ids: torch.Tensor, n_tries: int) -> torch.Tensor:
+        """Expected number of times each id appears in ``n_tries`` draws (unique sampling, as TF)."""
+        return -torch.expm1(n_tries * torch.log1p(-self.probability(ids)))
+
+    def sample(self) -> Tuple[torch.Tensor, int]:
+        """RETURNS (Tuple[LongTensor, int]): ``n_samples`` distinct ids and the number of draws it took."""
+        draws = torch.empty(0, dtype=torch.long)
+        chunk = max(2 * self.n_samples, 64)
+        while True:
+            uniform = torch.rand(chunk, dtype=torch.float64)
+            new = (torch.exp(uniform * self._log_range).floor().long() - 1).clamp_(0, self.n_classes - 1)
+            draws = torch.cat([draws, new])
+            _, inverse = torch.unique(draws, return_inverse=True)
+            # position of each id's first draw, in draw order
+            first = torch.full((int(inverse.max()) + 1,), len(draws), dtype=torch.long)
+            first = first.scatter_reduce(0, inverse, torch.arange(len(draws)), reduce="amin")
+            first = first.sort().values
+            if len(first) >= self.n_samples:
+                positions = first[: self.n_samples]
+                return draws[positions], int(positions[-1]) + 1
+
+
+class WordSoftmax(nn.Module):
+    """Softmax over a word vocabulary: full (exact) or sampled (training of large vocabularies).
+
+    n_classes (int): vocabulary size.
+    dim (int): width of the hidden states (the biLM's projection_dim).
+    n_samples (int): candidates of the sampled softmax; 0 (or >= n_classes) trains with the full softmax.
+    """
+
+    def __init__(self, n_classes: int, dim: int, *, n_samples: int = 0) -> None:
+        super().__init__()
+        self.n_classes = n_classes
+        self.weight = nn.Parameter(torch.empty(n_classes, dim))
+        self.bias = nn.Parameter(torch.zeros(n_classes))
+        # bilm-tf's initialization of the softmax weights
+        nn.init.normal_(self.weight, std=1.0 / math.sqrt(dim))
+        sampled = 0 < n_samples < n_classes
+        self.sampler = LogUniformSampler(n_classes, n_samples) if sampled else None
+
+    @property
+    def is_sampled(self) -> bool:
+        return self.sampler is not None
+
+    def full_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Exact negative log-likelihood of each target. hidden (N, P), targets (N,). RETURNS (N,)."""
+        logits = hidden @ self.weight.t() + self.bias
+        return nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+
+    def sampled_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Sampled-softmax loss of each target (a biased estimate of the full NLL, cheap to train on)."""
+        if self.sampler is None:
+            return self.full_nll(hidden, targets)
+        candidates, tries = self.sampler.sample()
+        candidates = candidates.to(hidden.device)
+        log_q_true = torch.log(self.sampler.expected_count(targets.cpu(), tries)).to(hidden.device)
+        log_q_sampled = torch.log(self.sampler.expected_count(candidates.cpu(), tries)).to(hidden.device)
+        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets] - log_q_true.to(hidden.dtype)
+        sampled_logits = hidden @ self.weight[candidates].t() + self.bias[candidates] - log_q_sampled.to(hidden.dtype)
+        # A sampled candidate equal to the target would count the right answer as a negative.
+        hits = candidates[None, :] == targets[:, None]
+        sampled_logits = sampled_logits.masked_fill(hits, float("-inf"))
+        logits = torch.cat([true_logits[:, None], sampled_logits], dim=1).float()
+        zeros = torch.zeros(len(targets), dtype=torch.long, device=hidden.device)
+        return nn.functional.cross_entropy(logits, zeros, reduction="none")
+
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Per-target loss: sampled while training a sampled head, exact otherwise."""
+        if self.training and self.is_sampled:
+            return self.sampled_nll(hidden, targets)
+        return self.full_nll(hidden, targets)
+

@@ -1,0 +1,60 @@
+"""`evaluate`: exact held-out perplexity (forward, backward, geometric mean) of a trained biLM."""
+import json
+from itertools import islice
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import app
+
+
+@app.command("evaluate")
+def evaluate_cli(
+    model: Path = typer.Option(..., "--model", help="a pretrain/finetune output model directory (with vocab.txt and softmax)"),
+    data: str = typer.Option(..., "--data", help="held-out text: files, directories, globs (comma-separated)"),
+    tokenizer: str = typer.Option("whitespace", "--tokenizer", help="'whitespace' or a spaCy language code"),
+    fmt: str = typer.Option("auto", "--format", help="auto, txt, jsonl or spacy"),
+    max_sentence_tokens: Optional[int] = typer.Option(None, "--max-sentence-tokens", help="cut longer lines (default: as trained)"),
+    max_segments: int = typer.Option(0, "--max-segments", help="score only the first N segments (0: all)"),
+    batch_size: int = typer.Option(64, "--batch-size", min=1),
+    output: Optional[Path] = typer.Option(None, "--output", help="also write the numbers as JSON"),
+) -> None:
+    """Score every line as a sentence <S> .. </S> with the full softmax; words outside the model's
+    vocabulary count as <UNK> (the OOV rate is reported: perplexities over different vocabularies
+    do not compare)."""
+    from ..io import ModelFileError
+    from ..io.native import read_config
+    from ..training.corpus import Corpus, CorpusStats, split_long
+    from ..training.lm import LanguageModel
+    from ..training.model_dir import load_lm_parts
+    from ..bilm.softmax import WordSoftmax
+    from ..training.perplexity import evaluate_perplexity
+
+    try:
+        bilm, vocab, weights = load_lm_parts(model)
+    except ModelFileError as err:
+        raise typer.BadParameter(str(err)) from err
+    if vocab is None or weights is None:
+        raise typer.BadParameter(
+            f"{model} has no vocab.txt/softmax.safetensors (an imported model?): fine-tune it first to get a softmax"
+        )
+    softmax = WordSoftmax(len(vocab), bilm.config.projection_dim)
+    softmax.load_state_dict(weights)
+    lm = LanguageModel(bilm, softmax)
+    if max_sentence_tokens is None:
+        trained = read_config(model).get("extra", {}).get("training_config", {})
+        max_sentence_tokens = int(trained.get("corpus", {}).get("max_sentence_tokens", 64))
+    corpus = Corpus(data, fmt=fmt, tokenizer=tokenizer)
+    stats = CorpusStats()
+    segments = split_long(corpus.segments(stats), max_sentence_tokens)
+    result = evaluate_perplexity(lm, islice(segments, max_segments or None), vocab, batch_size=batch_size).to_dict()
+    result.update({"model": str(model), "data": data, "vocab_size": len(vocab), "corpus": stats.to_dict()})
+    typer.echo(
+        f"perplexity {result['ppl']:.2f} (forward {result['forward_ppl']:.2f}, backward {result['backward_ppl']:.2f}) "
+        f"over {result['tokens']} tokens; OOV {100 * result['oov_rate']:.2f}% of a {len(vocab)}-word vocabulary; "
+        f"{stats.summary()}"
+    )
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(result, indent=2), encoding="utf-8")

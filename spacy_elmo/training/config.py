@@ -1,0 +1,142 @@
+"""The pretraining config: a spaCy-style .cfg file, with `--section.key value` overrides as `spacy train`."""
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
+
+from thinc.api import Config
+
+from ..bilm import BiLMConfig
+
+SECTIONS = ("paths", "system", "corpus", "vocab", "model", "softmax", "training", "finetune")
+
+
+@dataclass(frozen=True)
+class CorpusSettings:
+    format: str = "auto"
+    tokenizer: str = "whitespace"
+    max_line_chars: int = 20000
+    max_sentence_tokens: int = 100
+    buffer_size: int = 20000
+    dev_max_segments: int = 0
+
+
+@dataclass(frozen=True)
+class VocabSettings:
+    size: int = 50000
+    min_count: int = 2
+
+
+@dataclass(frozen=True)
+class SoftmaxSettings:
+    n_samples: int = 0
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    mode: str = "sentences"
+    batch_size: int = 64
+    max_batch_tokens: int = 2048
+    unroll_steps: int = 20
+    optimizer: str = "adagrad"
+    learning_rate: float = 0.2
+    initial_accumulator: float = 1.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    grad_clip: float = 10.0
+    dropout: float = 0.1
+    max_epochs: int = 10
+    max_steps: int = 0
+    max_time: float = 0.0
+    eval_frequency: int = 500
+    checkpoint_frequency: int = 500
+    keep_checkpoints: int = 3
+    log_frequency: int = 10
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.mode not in ("sentences", "windows"):
+            problems.append(f"training.mode must be 'sentences' or 'windows', not {self.mode!r}")
+        if self.optimizer not in ("adagrad", "adam"):
+            problems.append(f"training.optimizer must be 'adagrad' or 'adam', not {self.optimizer!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            problems.append("training.dropout must be in [0, 1)")
+        for name in ("batch_size", "unroll_steps", "eval_frequency", "checkpoint_frequency", "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                problems.append(f"training.{name} must be >= 1")
+        if problems:
+            raise ValueError("Invalid training config: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    warmup_steps: int = 100
+    warmup_learning_rate: float = 0.2
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """Everything a pretraining or fine-tuning run needs, resolved from the .cfg."""
+
+    train: Optional[str]
+    dev: Optional[str]
+    seed: int
+    threads: int
+    corpus: CorpusSettings
+    vocab: VocabSettings
+    model: BiLMConfig
+    softmax: SoftmaxSettings
+    training: TrainingSettings
+    finetune: FinetuneSettings
+    raw: Dict[str, Any]
+
+
+def _section(cls: type, values: Dict[str, Any], name: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"[{name}] has unknown settings {unknown}; known: {sorted(known)}")
+    return cls(**values)
+
+
+def load_lm_config(path: Union[str, Path], overrides: Optional[Dict[str, Any]] = None) -> LMConfig:
+    """Read a biLM training .cfg. overrides: {"training.max_steps": 10, "paths.train": "..."}."""
+    config = Config().from_disk(path, overrides=overrides or {}, interpolate=True)
+    return lm_config_from_dict(dict(config))
+
+
+def lm_config_from_dict(config: Dict[str, Any]) -> LMConfig:
+    unknown = sorted(set(config) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown config sections {unknown}; known: {list(SECTIONS)}")
+    paths = dict(config.get("paths", {}))
+    system = dict(config.get("system", {}))
+    model = dict(config.get("model", {}))
+    model["filters"] = tuple(tuple(f) for f in model.get("filters", BiLMConfig.filters))
+    return LMConfig(
+        train=_optional_str(paths.get("train")),
+        dev=_optional_str(paths.get("dev")),
+        seed=int(system.get("seed", 0)),
+        threads=int(system.get("threads", 0)),
+        corpus=_section(CorpusSettings, dict(config.get("corpus", {})), "corpus"),
+        vocab=_section(VocabSettings, dict(config.get("vocab", {})), "vocab"),
+        model=_section(BiLMConfig, model, "model"),
+        softmax=_section(SoftmaxSettings, dict(config.get("softmax", {})), "softmax"),
+        training=_section(TrainingSettings, dict(config.get("training", {})), "training"),
+        finetune=_section(FinetuneSettings, dict(config.get("finetune", {})), "finetune"),
+        raw=_plain(config),
+    )
+
+
+def _optional_str(value: Any) -> Optional[str]:
+    if value is None or str(value).strip() in ("", "null", "None"):
+        return None
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-serializable copy of the config (stored in checkpoints and the model's config.json)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

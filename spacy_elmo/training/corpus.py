@@ -1,0 +1,252 @@
+"""Streaming corpus readers: plain text, JSONL and .spacy DocBin, from files, directories and globs.
+
+Nothing here holds more than one line (bounded by ``max_line_chars``) or one
+DocBin file in memory, so memory does not grow with the corpus. Lines that are
+empty, not valid UTF-8, too long or malformed JSON are skipped and counted in a
+``CorpusStats``, never fatal.
+"""
+import glob
+import gzip
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+
+PathLike = Union[str, Path]
+Tokenizer = Callable[[str], List[str]]
+FORMATS = ("auto", "txt", "jsonl", "spacy")
+_SUFFIX_FORMATS = {".txt": "txt", ".text": "txt", ".tokens": "txt", ".jsonl": "jsonl", ".spacy": "spacy"}
+
+
+@dataclass
+class CorpusStats:
+    """Counts of what a pass over a corpus read and skipped.
+
+    lines (int): lines (or DocBin docs) seen.
+    segments (int): lines/docs kept (each becomes one or more sentences).
+    tokens (int): tokens of the kept segments.
+    skipped (Counter): skipped lines by reason: "empty", "undecodable", "too_long", "bad_json", "no_text".
+    """
+
+    lines: int = 0
+    segments: int = 0
+    tokens: int = 0
+    skipped: Counter = field(default_factory=Counter)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    def to_dict(self) -> Dict[str, object]:
+        return {"lines": self.lines, "segments": self.segments, "tokens": self.tokens, "skipped": dict(self.skipped)}
+
+    def summary(self) -> str:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+        skipped = f"; skipped {self.n_skipped} lines ({reasons})" if self.skipped else ""
+        return f"{self.segments} segments, {self.tokens} tokens from {self.lines} lines{skipped}"
+
+
+def resolve_paths(spec: Union[PathLike, Sequence[PathLike]]) -> List[Path]:
+    """Files named by a path, a directory (recursively), a glob, or a comma-separated / list of these.
+
+    RETURNS (List[Path]): sorted, de-duplicated files. Raises FileNotFoundError naming what matched nothing.
+    """
+    if isinstance(spec, (str, Path)):
+        parts = [p for p in str(spec).split(",") if p.strip()]
+    else:
+        parts = [str(p) for p in spec]
+    files: List[Path] = []
+    for part in parts:
+        part = part.strip()
+        path = Path(part).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        elif path.is_file():
+            found = [path]
+        else:
+            found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+        if not found:
+            raise FileNotFoundError(f"corpus path {part!r} matches no file")
+        files.extend(found)
+    return list(dict.fromkeys(files))
+
+
+def file_format(path: Path, fmt: str = "auto") -> str:
+    """The reader for a file: ``fmt`` unless "auto", else from the suffix (before any .gz); txt by default."""
+    if fmt not in FORMATS:
+        raise ValueError(f"corpus format must be one of {FORMATS}, not {fmt!r}")
+    if fmt != "auto":
+        return fmt
+    suffixes = [s for s in path.suffixes if s != ".gz"]
+    return _SUFFIX_FORMATS.get(suffixes[-1] if suffixes else "", "txt")
+
+
+def _open_binary(path: Path) -> io.BufferedIOBase:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def bounded_lines(handle: io.BufferedIOBase, max_bytes: int) -> Iterator[Optional[bytes]]:
+    """Lines of a binary file; a line longer than ``max_bytes`` yields None and is never held whole."""
+    while True:
+        line = handle.readline(max_bytes + 1)
+        if not line:
+            return
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            # drain the rest of the over-long line in bounded chunks
+            while True:
+                rest = handle.readline(max_bytes + 1)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield None
+            continue
+        yield line
+
+
+def iter_texts(path: Path, fmt: str, stats: CorpusStats, *, max_line_chars: int) -> Iterator[str]:
+    """The text of each good line (txt), record (jsonl) or doc (spacy) of one file."""
+    if fmt == "spacy":
+        yield from _iter_docbin_texts(path, stats)
+        return
+    with _open_binary(path) as handle:
+        for raw in bounded_lines(handle, 4 * max_line_chars):
+            stats.lines += 1
+            if raw is None:
+                stats.skip("too_long")
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                stats.skip("undecodable")
+                continue
+            if len(line) > max_line_chars:
+                stats.skip("too_long")
+                continue
+            if fmt == "jsonl":
+                text = _jsonl_text(line, stats)
+                if text is None:
+                    continue
+            else:
+                text = line
+            if not text.strip():
+                stats.skip("empty")
+                continue
+            yield text.strip()
+
+
+def _jsonl_text(line: str, stats: CorpusStats) -> Optional[str]:
+    if not line.strip():
+        stats.skip("empty")
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        stats.skip("bad_json")
+        return None
+    text = record.get("text") if isinstance(record, dict) else None
+    if not isinstance(text, str):
+        stats.skip("no_text")
+        return None
+    return text
+
+
+def _iter_docbin_texts(path: Path, stats: CorpusStats) -> Iterator[str]:
+    # a DocBin is one serialized blob: bounded by the file, not by the corpus
+    from spacy.tokens import DocBin
+    from spacy.vocab import Vocab
+
+    with _open_binary(path) as handle:
+        data = handle.read()
+    for doc in DocBin().from_bytes(data).get_docs(Vocab()):
+        stats.lines += 1
+        words = [t.text for t in doc if not t.is_space]
+        if not words:
+            stats.skip("empty")
+            continue
+        # pre-tokenized: joined with single spaces and split again by the whitespace tokenizer
+        yield " ".join(words)
+
+
+def whitespace_tokenizer(text: str) -> List[str]:
+    return text.split()
+
+
+def make_tokenizer(name: str) -> Tokenizer:
+    """"whitespace" splits on spaces; any other name is a spaCy language code (e.g. "en") whose tokenizer is used."""
+    if name == "whitespace":
+        return whitespace_tokenizer
+    import spacy
+
+    nlp = spacy.blank(name)
+
+    def tokenize(text: str) -> List[str]:
+        return [t.text for t in nlp.tokenizer(text) if not t.is_space]
+
+    return tokenize
+
+
+class Corpus:
+    """A re-iterable stream of tokenized segments (sentences or paragraphs) from one or more files.
+
+    paths (str | Path | Sequence): files, directories, globs (comma-separated or a list).
+    fmt (str): "auto" (by suffix), "txt", "jsonl" or "spacy".
+    tokenizer (str): "whitespace" or a spaCy language code.
+    max_line_chars (int): longer lines are skipped as "too_long".
+    """
+
+    def __init__(
+        self,
+        paths: Union[PathLike, Sequence[PathLike]],
+        *,
+        fmt: str = "auto",
+        tokenizer: str = "whitespace",
+        max_line_chars: int = 20000,
+    ) -> None:
+        self.files = resolve_paths(paths)
+        self.fmt = fmt
+        self.tokenizer_name = tokenizer
+        self.tokenize = make_tokenizer(tokenizer)
+        self.max_line_chars = max_line_chars
+        self.stats = CorpusStats()
+
+    def texts(self, stats: Optional[CorpusStats] = None, *, files: Optional[Sequence[Path]] = None) -> Iterator[str]:
+        """Good raw lines of ``files`` (default: all, in order)."""
+        stats = self.stats if stats is None else stats
+        for path in self.files if files is None else files:
+            yield from iter_texts(path, file_format(path, self.fmt), stats, max_line_chars=self.max_line_chars)
+
+    def segments(
+        self,
+        stats: Optional[CorpusStats] = None,
+        *,
+        files: Optional[Sequence[Path]] = None,
+        shard: int = 0,
+        n_shards: int = 1,
+    ) -> Iterator[List[str]]:
+        """Token lists of ``files`` (default: all, in order); with ``n_shards`` > 1 only every n-th
+        good line, starting at ``shard``.
+
+        Lines are sharded before tokenizing, so each process tokenizes only its own part.
+        """
+        stats = self.stats if stats is None else stats
+        for index, text in enumerate(self.texts(stats, files=files)):
+            if index % n_shards != shard:
+                continue
+            tokens = self.tokenize(text)
+            if not tokens:
+                stats.skip("empty")
+                continue
+            stats.segments += 1
+            stats.tokens += len(tokens)
+            yield tokens
+
+
+def split_long(segments: Iterable[List[str]], max_tokens: int) -> Iterator[List[str]]:
+    """Cut segments longer than ``max_tokens`` into consecutive pieces (paragraph-per-line corpora)."""
+    for tokens in segments:
+        for start in range(0, len(tokens), max_tokens):
+            yield tokens[start : start + max_tokens]

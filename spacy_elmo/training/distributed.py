@@ -1,0 +1,83 @@
+"""torch.distributed for pretraining launched by ``torchrun`` (gloo on CPU, nccl on GPU).
+
+Without torchrun's environment (WORLD_SIZE unset or 1) everything here is a
+no-op, so the same loop runs on one process.
+"""
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        """Only the main process writes checkpoints, models and logs."""
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed(device: torch.device) -> DistInfo:
+    """Join the process group torchrun describes in the environment (RANK, WORLD_SIZE, MASTER_ADDR...)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return DistInfo()
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend)
+    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def all_reduce_sum(info: DistInfo, values: torch.Tensor) -> torch.Tensor:
+    """Sum a (small) tensor over ranks, e.g. token counts and losses for logging."""
+    if info.enabled:
+        values = values.clone()
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    return values
+
+
+def stop_flags(info: DistInfo, out_of_data: bool, out_of_time: bool, device: torch.device) -> Tuple[bool, bool]:
+    """Whether any rank ran out of data or of time, in one collective per step.
+
+    Shards differ a little in size and DDP needs every rank in every step, so an epoch ends for
+    all ranks when the first runs dry; each rank measures its own clock.
+    """
+    if not info.enabled:
+        return out_of_data, out_of_time
+    flags = torch.tensor([int(out_of_data), int(out_of_time)], device=device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return bool(flags[0].item()), bool(flags[1].item())
+
+
+def gather_to_main(info: DistInfo, tensors: Dict[str, torch.Tensor]) -> List[Dict[str, torch.Tensor]]:
+    """Every rank's tensors (same names and shapes on all ranks) as a list by rank, on every rank."""
+    if not info.enabled:
+        return [{k: v.detach().cpu() for k, v in tensors.items()}]
+    gathered: List[Dict[str, torch.Tensor]] = [{} for _ in range(info.world_size)]
+    for name in sorted(tensors):
+        value = tensors[name].detach()
+        parts = [torch.empty_like(value) for _ in range(info.world_size)]
+        dist.all_gather(parts, value.contiguous())
+        for rank, part in enumerate(parts):
+            gathered[rank][name] = part.cpu()
+    return gathered
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,158 @@
+"""Domain fine-tuning: continue language-model training of a trained biLM on new unlabeled text.
+
+From one of our model directories, training continues with the model's own
+vocabulary and softmax (as bilm-tf's restart-from-checkpoint did). A published
+options + HDF5 pair has no softmax, so a vocabulary is counted from the domain
+text and a new softmax built for it; with ``[finetune] warmup_steps`` > 0 that
+softmax first trains alone with the biLM frozen (else the random head's
+gradients would wreck the pretrained LSTMs in the first steps). Held-out
+perplexity on ``[paths] dev`` is reported before and after.
+"""
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from ..bilm.softmax import WordSoftmax
+from ..io import load_allennlp
+from ..io.native import write_atomic
+from .config import LMConfig
+from .distributed import DistInfo, barrier, shutdown
+from .lm import LanguageModel
+from .loop import CHECKPOINTS, RunSummary, train_lm
+from .model_dir import load_lm_parts
+from .perplexity import evaluate_perplexity
+from .pretrain import _logger, dev_reader, prepare_vocab, setup_process, train_corpus
+from .vocab import Vocab
+
+REPORT_NAME = "finetune-report.json"
+BEFORE_NAME = "before.json"
+WARMUP_DIR = "warmup"
+
+
+@dataclass
+class FinetuneResult:
+    before: Optional[Dict[str, float]]
+    after: Optional[Dict[str, float]]
+    summary: RunSummary
+    new_softmax: bool
+
+
+def load_start(model: Optional[Path], options: Optional[Path], weights: Optional[Path]) -> tuple:
+    """(biLM, vocab or None, softmax weights or None) from our directory or a published pair."""
+    if model is not None:
+        return load_lm_parts(model)
+    if options is None or weights is None:
+        raise ValueError("fine-tuning starts from --model DIR, or from --options and --weights")
+    return load_allennlp(options, weights), None, None
+
+
+def finetune(
+    config: LMConfig,
+    output: Path,
+    *,
+    model: Optional[Path] = None,
+    options: Optional[Path] = None,
+    weights: Optional[Path] = None,
+    resume: bool = False,
+    max_time: Optional[float] = None,
+    device: str = "cpu",
+    stream=None,
+) -> FinetuneResult:
+    """Fine-tune on ``config.train``; DIR gets model-last/, model-best/, checkpoints/ and finetune-report.json.
+
+    The biLM architecture comes from the starting model; the config's [model] section is not used.
+    max_time (Optional[float]): seconds for the whole invocation (warm-up included).
+    """
+    output = Path(output)
+    if not resume and (output / CHECKPOINTS).is_dir() and any((output / CHECKPOINTS).iterdir()):
+        raise FileExistsError(f"{output} already has checkpoints: pass --resume to continue, or use a new directory")
+    started = time.monotonic()
+    torch_device, info = setup_process(config, device)
+    try:
+        if info.is_main:
+            output.mkdir(parents=True, exist_ok=True)
+        barrier(info)
+        log = _logger(info, stream)
+        bilm, vocab, softmax_weights = load_start(model, options, weights)
+        corpus = train_corpus(config)
+        new_softmax = softmax_weights is None
+        if new_softmax:
+            vocab, _ = prepare_vocab(corpus, config, output, info, resume=resume, log=log)
+        else:
+            if info.is_main:
+                vocab.to_disk(output)
+        softmax = WordSoftmax(len(vocab), bilm.config.projection_dim, n_samples=config.softmax.n_samples)
+        if softmax_weights is not None:
+            softmax.load_state_dict(softmax_weights)
+        lm = LanguageModel(bilm, softmax, dropout=config.training.dropout).to(torch_device)
+        dev = dev_reader(config)
+        resuming = resume and (output / CHECKPOINTS).is_dir() and any((output / CHECKPOINTS).iterdir())
+        if resuming:
+            before = _saved_before(output)
+        else:
+            before = _report_dev(lm, vocab, dev, info, log, "before fine-tuning")
+            if before is not None:
+                write_atomic(output / BEFORE_NAME, json.dumps(before).encode("utf-8"))
+        remaining = _remaining(config.training.max_time if max_time is None else max_time, started)
+        if new_softmax and not resuming and config.finetune.warmup_steps > 0:
+            _warm_up(lm, vocab, corpus, config, output, info, remaining, stream)
+            remaining = _remaining(config.training.max_time if max_time is None else max_time, started)
+        extra = {"training_config": config.raw, "stage": "finetune", "start": str(model or options)}
+        summary = train_lm(
+            lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
+            output=output, info=info, dev_segments=dev, resume=resume, max_time=remaining, extra=extra,
+            stream=stream, steps_per_epoch=None,
+        )
+        after = summary.best_dev
+        if info.is_main:
+            report = {"before": before, "after_best": after, "after_last": summary.last_dev, "steps": summary.steps,
+                      "tokens": summary.tokens, "seconds": summary.seconds, "new_softmax": new_softmax}
+            write_atomic(output / REPORT_NAME, json.dumps(report, indent=2).encode("utf-8"))
+            if before and after and "ppl" in after:
+                log(f"held-out perplexity: {before['ppl']:.2f} before, {after['ppl']:.2f} after fine-tuning")
+        barrier(info)
+        return FinetuneResult(before=before, after=after, summary=summary, new_softmax=new_softmax)
+    finally:
+        shutdown(info)
+
+
+def _warm_up(lm: LanguageModel, vocab: Vocab, corpus, config: LMConfig, output: Path, info: DistInfo, max_time, stream) -> None:
+    """Train only the new softmax for ``warmup_steps`` steps (no held-out checks, no dropout on a frozen biLM)."""
+    for param in lm.bilm.parameters():
+        param.requires_grad_(False)
+    steps = config.finetune.warmup_steps
+    settings = replace(
+        config.training, max_steps=steps, max_epochs=max(config.training.max_epochs, 1),
+        learning_rate=config.finetune.warmup_learning_rate, eval_frequency=steps + 1, checkpoint_frequency=steps + 1,
+    )
+    try:
+        train_lm(
+            lm, vocab, corpus, settings=settings, corpus_settings=config.corpus, seed=config.seed,
+            output=output / WARMUP_DIR, info=info, max_time=max_time, extra={"stage": "finetune-warmup"}, stream=stream,
+        )
+    finally:
+        for param in lm.bilm.parameters():
+            param.requires_grad_(True)
+
+
+def _report_dev(lm: LanguageModel, vocab: Vocab, dev, info: DistInfo, log, when: str) -> Optional[Dict[str, Any]]:
+    if dev is None or not info.is_main:
+        return None
+    result = evaluate_perplexity(lm, dev(), vocab).to_dict()
+    log(f"held-out perplexity {when}: {result['ppl']:.2f} (forward {result['forward_ppl']:.2f}, "
+        f"backward {result['backward_ppl']:.2f})")
+    return result
+
+
+def _saved_before(output: Path) -> Optional[Dict[str, Any]]:
+    path = output / BEFORE_NAME
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _remaining(limit: Optional[float], started: float) -> float:
+    if not limit:
+        return 0.0
+    # 0 means "no limit" to the loop, so a spent budget becomes the smallest positive one
+    return max(limit - (time.monotonic() - started), 1e-6)

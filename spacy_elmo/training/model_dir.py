@@ -1,0 +1,58 @@
+"""A trained model directory: the biLM in the core format plus the training-only parts.
+
+``config.json`` + ``model.safetensors`` are the plain biLM directory (what
+``load_bilm``, the ``elmo`` component and ``convert`` read); ``vocab.txt`` and
+``softmax.safetensors`` (checksummed in config.json's "extra") are only needed
+to continue language-model training.
+"""
+import hashlib
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+from ..bilm import BiLM
+from ..io import ModelFileError, load_native, save_bilm
+from ..io.native import read_config, write_atomic
+from .lm import LanguageModel
+from .vocab import VOCAB_NAME, Vocab
+
+SOFTMAX_NAME = "softmax.safetensors"
+
+
+def save_lm(lm: LanguageModel, vocab: Vocab, path: Path, *, extra: Optional[Dict[str, Any]] = None) -> Path:
+    """Write the biLM directory with the vocabulary and softmax next to it."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    softmax = {k: v.detach().cpu().float().contiguous() for k, v in lm.softmax.state_dict().items()}
+    data = save_tensors(softmax)
+    write_atomic(path / SOFTMAX_NAME, data)
+    vocab.to_disk(path)
+    info = {
+        **(extra or {}),
+        "vocab_size": len(vocab),
+        "softmax": SOFTMAX_NAME,
+        "softmax_sha256": hashlib.sha256(data).hexdigest(),
+    }
+    # config.json last (inside save_bilm): it names the softmax checksum
+    return save_bilm(lm.bilm, path, extra=info)
+
+
+def load_lm_parts(path: Path) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]:
+    """The biLM and, when the directory has them, its vocabulary and softmax weights (checksum verified)."""
+    path = Path(path)
+    bilm = load_native(path)
+    extra = read_config(path).get("extra", {})
+    vocab = Vocab.from_disk(path) if (path / VOCAB_NAME).is_file() else None
+    softmax_path = path / SOFTMAX_NAME
+    if vocab is None or not softmax_path.is_file():
+        return bilm, vocab, None
+    data = softmax_path.read_bytes()
+    if extra.get("softmax_sha256") not in (None, hashlib.sha256(data).hexdigest()):
+        raise ModelFileError(softmax_path, "checksum mismatch: the file is damaged or was replaced")
+    weights = load_tensors(data)
+    if weights.get("weight") is None or weights["weight"].shape[0] != len(vocab):
+        raise ModelFileError(softmax_path, f"softmax does not match {VOCAB_NAME} ({len(vocab)} words)")
+    return bilm, vocab, weights

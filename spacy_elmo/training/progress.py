@@ -1,0 +1,106 @@
+"""What a run tells its user: a progress line, a JSONL metrics log and a PNG learning curve."""
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Dict, List, Optional
+
+
+def format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+class ProgressLine:
+    """Step, tokens/s, loss, perplexity and ETA; rewritten in place on a terminal, one line per report otherwise.
+
+    total_steps (Optional[int]): for the percentage and ETA; None when unknown.
+    max_time (float): a time limit in seconds (0: none); the ETA is the nearer of the two ends.
+    stream (IO): where to write (stderr by default).
+    """
+
+    def __init__(self, total_steps: Optional[int], *, max_time: float = 0.0, stream: Optional[IO[str]] = None) -> None:
+        self.total_steps = total_steps
+        self.max_time = max_time
+        self.stream = stream if stream is not None else sys.stderr
+        self.start = time.monotonic()
+        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def line(self, *, step: int, start_step: int, tokens_per_s: float, loss: float, elapsed: float) -> str:
+        ppl = math.exp(min(loss, 50.0))
+        eta = float("inf")
+        if self.total_steps and step > start_step:
+            per_step = elapsed / (step - start_step)
+            eta = per_step * max(self.total_steps - step, 0)
+        if self.max_time > 0:
+            eta = min(eta, max(self.max_time - elapsed, 0.0))
+        total = f"/{self.total_steps}" if self.total_steps else ""
+        percent = f" {100.0 * step / self.total_steps:5.1f}%" if self.total_steps else ""
+        return (
+            f"step {step}{total}{percent} | {tokens_per_s:,.0f} tok/s | loss {loss:.3f} | ppl {ppl:,.1f}"
+            f" | elapsed {format_duration(elapsed)} | ETA {format_duration(eta)}"
+        )
+
+    def report(self, **values: Any) -> None:
+        text = self.line(**values)
+        if self._tty:
+            self.stream.write("\r\x1b[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def message(self, text: str) -> None:
+        if self._tty:
+            self.stream.write("\r\x1b[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+class MetricsLog:
+    """Appends one JSON object per line (a resumed run keeps appending to the same file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: Dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def read(self) -> List[Dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_learning_curve(records: List[Dict[str, Any]], path: Path, *, title: str = "biLM training") -> Optional[Path]:
+    """Training and held-out perplexity against step, as a PNG. RETURNS None if nothing to plot."""
+    train = [(r["step"], r["train_ppl"]) for r in records if r.get("kind") == "train"]
+    dev = [(r["step"], r["dev_ppl"]) for r in records if r.get("kind") == "eval"]
+    if not train and not dev:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    if train:
+        ax.plot(*zip(*train), label="train (sampled/full loss)", linewidth=1)
+    if dev:
+        ax.plot(*zip(*dev), "o-", label="held-out (full softmax)", linewidth=1.5)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("perplexity (geometric mean of both directions)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
