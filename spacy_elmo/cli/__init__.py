@@ -2,5 +2,6 @@
 from ._app import app
 from . import dump, neighbors  # noqa: F401  (registers the commands)
 from . import convert  # noqa: F401
+from . import evaluate, finetune, pretrain  # noqa: F401  (biLM training commands)
 
 __all__ = ["app"]
