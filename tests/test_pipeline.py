@@ -10,7 +10,7 @@ from spacy_elmo.io import ModelFileError, load_allennlp
 from spacy_elmo.layers import UPSTREAM_ATTR, get_batch_id
 from spacy_elmo.pipeline import create_pipeline
 
-from .conftest import TRAINED
+from .conftest import TRAINED, random_bilm
 
 ATOL = 1e-5
 
@@ -172,6 +172,9 @@ class RecordingListener(Model):
     def receive(self, batch_id, outputs, backprop):
         self.received = (batch_id, outputs, backprop)
 
+    def set_upstream_shape(self, n_layers, width):
+        self.shape = (n_layers, width)
+
 
 class _Downstream:
     def __init__(self, name, *listeners):
@@ -184,6 +187,9 @@ def test_find_listeners(nlp):
     mine, wildcard, other = RecordingListener("elmo"), RecordingListener("*"), RecordingListener("elmo2")
     elmo.find_listeners(_Downstream("tagger", mine, wildcard, other))
     assert elmo.listening_components == ["tagger"] and elmo.listeners == [mine, wildcard]
+    assert mine.shape == (3, 32) and not hasattr(other, "shape")
+    elmo.use_bilm(random_bilm(n_layers=1))  # importing weights of another shape tells the listeners
+    assert mine.shape == wildcard.shape == (2, 16)
     assert elmo.remove_listener(mine, "tagger") and elmo.remove_listener(wildcard, "tagger")
     assert elmo.listening_components == [] and not elmo.remove_listener(mine, "tagger")
 

@@ -4,7 +4,10 @@ A listener is a thinc ``Model`` node inside a downstream component's model that
 
 - carries ``node.attrs[UPSTREAM_ATTR]``: the name of the `elmo` component it listens to,
   or ``"*"`` for any;
-- has a method ``receive(batch_id: int, outputs: List[ElmoOutput], backprop: Callable)``.
+- has a method ``receive(batch_id: int, outputs: List[ElmoOutput], backprop: Callable)``;
+- may have a method ``set_upstream_shape(n_layers: int, width: int)``: the component calls
+  it when the listener registers and whenever imported weights change the biLM's shape,
+  so downstream models can size themselves before seeing any output.
 
 During ``Elmo.update`` the component runs the biLM once on the batch and calls
 ``receive`` on every listener (all the listeners of all downstream components, in
