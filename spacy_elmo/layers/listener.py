@@ -6,6 +6,7 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..data_classes import ElmoOutput
+from ..extensions import install_extensions
 from .listener_protocol import UPSTREAM_ATTR, get_batch_id
 
 NOT_ANNOTATED = (
@@ -42,6 +43,7 @@ class ElmoListener(Model):
             dims={"nL": None, "nO": None},
             attrs={UPSTREAM_ATTR: upstream_name, "grad_factor": float(grad_factor)},
         )
+        install_extensions()  # doc._.elmo is read even in pipelines without an elmo component yet
         self._batch_id: Optional[int] = None
         self._outputs: Optional[List[ElmoOutput]] = None
         self._backprop: Optional[Callable] = None
