@@ -73,11 +73,11 @@ def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
         raise ModelFileError(weights, f"not a readable HDF5 file, perhaps truncated or damaged ({err})") from err
     with handle, torch.no_grad():
         for tensor in _tensors(bilm):
-            if tensor.name not in handle or not isinstance(handle[tensor.name], h5py.Dataset):
+            dataset = _own_dataset(handle, tensor.name, weights)
+            if dataset is None:
                 raise ModelFileError(
                     weights, f"dataset {tensor.name!r} is missing; is this a biLM weights file for {options}?"
                 )
-            dataset = handle[tensor.name]
             if tuple(dataset.shape) != tensor.shape:
                 raise ModelFileError(
                     weights,
@@ -94,6 +94,28 @@ def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
                 raise ModelFileError(weights, f"dataset {tensor.name!r} holds NaN or infinite values")
             tensor.read(values)
     return bilm.eval()
+
+
+def _own_dataset(handle, name: str, weights: Path):
+    """The dataset at ``name`` (None if missing or not a dataset), refusing anything that would read
+    outside this file: an untrusted HDF5 file could otherwise point a name at another file on the
+    machine through an external or soft link, a virtual dataset, or external raw storage."""
+    import h5py
+
+    node = handle
+    for part in name.split("/"):
+        link = node.get(part, getlink=True) if isinstance(node, h5py.Group) else None
+        if link is None:
+            return None
+        if not isinstance(link, h5py.HardLink):
+            kind = type(link).__name__
+            raise ModelFileError(weights, f"{name!r} is reached through a {kind}; weights must be stored in the file")
+        node = node[part]
+    if not isinstance(node, h5py.Dataset):
+        return None
+    if node.is_virtual or node.external:
+        raise ModelFileError(weights, f"dataset {name!r} keeps its data outside the file; it must be stored in it")
+    return node
 
 
 def export_allennlp(bilm: BiLM, options: PathLike, weights: PathLike) -> None:

@@ -51,6 +51,8 @@ def bilm_from_bytes(config: BiLMConfig, data: bytes, *, source: PathLike = "<byt
             )
         if not value.is_floating_point():
             raise ModelFileError(source, f"tensor {name!r} has dtype {value.dtype}, not float")
+        if not torch.isfinite(value).all():
+            raise ModelFileError(source, f"tensor {name!r} holds NaN or infinite values")
     bilm.load_state_dict({k: v.float() for k, v in state.items()})
     return bilm.eval()
 
