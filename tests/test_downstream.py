@@ -1,0 +1,137 @@
+"""Real `spacy train` runs of downstream components with and without ELMo, on a few dozen sentences
+of the bundled sample and the tiny biLM of tests/data/allennlp/tiny."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.cli.train import train
+from spacy.tokens import DocBin, Span
+from spacy.training import Example
+from spacy.util import load_config
+
+from spacy_elmo.io import load_allennlp, save_bilm
+
+ROOT = Path(__file__).parent.parent
+CONFIGS = ROOT / "configs"
+SAMPLE = ROOT / "sample" / "ewt"
+TINY = Path(__file__).parent / "data" / "allennlp" / "tiny"
+STEPS = 40
+
+pytestmark = pytest.mark.slow
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A tiny biLM directory and corpora: 40 training and 20 dev sentences of UD EWT (UPOS)."""
+    root = tmp_path_factory.mktemp("downstream")
+    save_bilm(load_allennlp(TINY / "options.json", TINY / "weights.hdf5"), root / "bilm")
+    convert = _script("convert_corpus").convert
+    convert("ud", SAMPLE / "train.conllu", root / "train.spacy", fraction=0.04, n_sents=5)
+    convert("ud", SAMPLE / "dev.conllu", root / "dev.spacy", fraction=0.1, n_sents=5)
+    return root
+
+
+def _train(config, data, output, **overrides):
+    settings = {
+        "paths.train": str(data / "train.spacy"),
+        "paths.dev": str(data / "dev.spacy"),
+        "training.max_steps": STEPS,
+        "training.eval_frequency": STEPS,
+    }
+    if "elmo" in load_config(config)["nlp"]["pipeline"]:
+        settings["paths.elmo"] = str(data / "bilm")
+    train(config, output, overrides={**settings, **overrides})
+    return spacy.load(output / "model-last")
+
+
+def _gold(data, nlp, name="dev.spacy"):
+    return list(DocBin().from_disk(data / name).get_docs(nlp.vocab))
+
+
+def _tag_accuracy(nlp, gold_docs):
+    examples = [Example(spacy.tokens.Doc(nlp.vocab, words=[t.text for t in g]), g) for g in gold_docs]
+    return nlp.evaluate(examples)["tag_acc"]
+
+
+@pytest.fixture(scope="module")
+def frozen(data):
+    return _train(CONFIGS / "tagger-elmo.cfg", data, data / "frozen")
+
+
+def _elmo_tok2vec(component):
+    return next(node for node in component.model.walk() if node.name == "elmo_tok2vec")
+
+
+def _bilm_params(nlp):
+    return {k: v.detach().clone() for k, v in nlp.get_pipe("elmo").bilm.state_dict().items()}
+
+
+def test_plain_and_elmo_taggers_learn(data, frozen):
+    plain = _train(CONFIGS / "tagger.cfg", data, data / "plain")
+    assert plain.pipe_names == ["tagger"] and frozen.pipe_names == ["elmo", "tagger"]
+    for nlp in (plain, frozen):
+        # 17 UPOS tags: chance is far below this after 40 steps on 40 sentences
+        assert _tag_accuracy(nlp, _gold(data, nlp, "train.spacy")) > 0.6
+
+
+def test_prediction_reads_doc_elmo(frozen):
+    tagger = frozen.get_pipe("tagger")
+    doc = frozen("The bank by the river was closed on Sunday .")
+    assert doc._.elmo is not None and doc._.elmo.layers.shape[:2] == (3, len(doc))
+    scores = tagger.model.predict([doc])[0].copy()
+    doc._.elmo.layers = np.zeros_like(doc._.elmo.layers)
+    changed = tagger.model.predict([doc])[0]
+    assert not np.allclose(scores, changed)
+    # the mix was trained away from its initial equal weights
+    mix = _elmo_tok2vec(tagger).get_ref("input_mix")
+    assert mix.get_param("weights").any()
+
+
+def test_biLM_changes_only_when_fine_tuning_is_asked_for(data, frozen):
+    original = load_allennlp(TINY / "options.json", TINY / "weights.hdf5").state_dict()
+    for name, value in _bilm_params(frozen).items():
+        assert torch.equal(value, original[name]), name
+    tuned = _train(
+        CONFIGS / "tagger-elmo.cfg",
+        data,
+        data / "tuned",
+        **{"components.elmo.model.trainable": True, "components.tagger.model.tok2vec.elmo_output": True},
+    )
+    changed = [name for name, value in _bilm_params(tuned).items() if not torch.equal(value, original[name])]
+    assert len(changed) > len(original) // 2
+    # [h ; ELMo] as well as [x ; ELMo]: two mixes, each trained
+    tok2vec = _elmo_tok2vec(tuned.get_pipe("tagger"))
+    assert tok2vec.get_ref("input_mix") is not tok2vec.get_ref("output_mix")
+    assert tok2vec.get_ref("output_mix").get_param("weights").any()
+
+
+def test_two_components_learn_their_own_mix(data, tmp_path):
+    config = load_config(CONFIGS / "tagger-elmo.cfg")
+    ner = load_config(CONFIGS / "ner-elmo.cfg")
+    config["components"]["ner"] = ner["components"]["ner"]
+    config["nlp"]["pipeline"] = ["elmo", "tagger", "ner"]
+    config["training"]["score_weights"] = {"tag_acc": 0.5, "ents_f": 0.5}
+    config.to_disk(tmp_path / "both.cfg")
+    # entities for the test: runs of proper nouns
+    nlp = spacy.blank("en")
+    for name in ("train.spacy", "dev.spacy"):
+        docs = _gold(data, nlp, name)
+        for doc in docs:
+            doc.ents = [Span(doc, t.i, t.i + 1, label="NAME") for t in doc if t.tag_ == "PROPN"]
+        DocBin(docs=docs).to_disk(tmp_path / name)
+    both = _train(tmp_path / "both.cfg", tmp_path, tmp_path / "out", **{"paths.elmo": str(data / "bilm")})
+    assert both.get_pipe("elmo").listening_components == ["tagger", "ner"]
+    mixes = [_elmo_tok2vec(both.get_pipe(name)) for name in ("tagger", "ner")]
+    weights = [m.get_ref("input_mix").get_param("weights") for m in mixes]
+    assert all(w.any() for w in weights)
+    assert not np.allclose(weights[0], weights[1])
