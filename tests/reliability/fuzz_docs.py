@@ -27,7 +27,8 @@ PIPELINE_SETTINGS: Dict[str, dict] = {
 
 TROUBLEMAKERS = [
     " ", "\n", "\r\n", "\t", "\u3000", "\u00a0", "\x00", "a\x00b", "\x7f", "\x1b[31m", "\u0301", "e\u0301\u0301",
-    "\u200d", "👩\u200d👩\u200d👧", "🏳\ufe0f\u200d🌈", "🇫🇷", "\ufeff", "\u202e", "\ufffe", "\uffff", "\U0010ffff",
+    "\u200d", "👩\u200d👩\u200d👧", "🏳\ufe0f\u200d🌈", "🇫🇷", "\ufeff", "\u202e",
+    "\ufffe", "\uffff", "\U0010ffff",
     "<S>", "</S>", "x" * 1000, "é" * 500, "👍" * 30, "ﷺ", "\u0e01\u0e33",
 ]
 # Every code point that UTF-8 (and so spaCy's StringStore) can hold: all but the surrogates.
