@@ -1,57 +1,20 @@
-"""Real `spacy train` runs of downstream components with and without ELMo, on a few dozen sentences
-of the bundled sample and the tiny biLM of tests/data/allennlp/tiny."""
-import importlib.util
-from pathlib import Path
-
+"""Real `spacy train` runs of downstream components with and without ELMo (see training_runs)."""
 import numpy as np
 import pytest
 import spacy
 import torch
-from spacy.cli.train import train
 from spacy.tokens import DocBin, Span
 from spacy.training import Example
 from spacy.util import load_config
 
-from spacy_elmo.io import load_allennlp, save_bilm
-
-ROOT = Path(__file__).parent.parent
-CONFIGS = ROOT / "configs"
-SAMPLE = ROOT / "sample" / "ewt"
-TINY = Path(__file__).parent / "data" / "allennlp" / "tiny"
-STEPS = 40
+from .training_runs import CONFIGS, make_data, tiny_bilm, train
 
 pytestmark = pytest.mark.slow
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """A tiny biLM directory and corpora: 40 training and 20 dev sentences of UD EWT (UPOS)."""
-    root = tmp_path_factory.mktemp("downstream")
-    save_bilm(load_allennlp(TINY / "options.json", TINY / "weights.hdf5"), root / "bilm")
-    convert = _script("convert_corpus").convert
-    convert("ud", SAMPLE / "train.conllu", root / "train.spacy", fraction=0.04, n_sents=5)
-    convert("ud", SAMPLE / "dev.conllu", root / "dev.spacy", fraction=0.1, n_sents=5)
-    return root
-
-
-def _train(config, data, output, **overrides):
-    settings = {
-        "paths.train": str(data / "train.spacy"),
-        "paths.dev": str(data / "dev.spacy"),
-        "training.max_steps": STEPS,
-        "training.eval_frequency": STEPS,
-    }
-    if "elmo" in load_config(config)["nlp"]["pipeline"]:
-        settings["paths.elmo"] = str(data / "bilm")
-    train(config, output, overrides={**settings, **overrides})
-    return spacy.load(output / "model-last")
+    return make_data(tmp_path_factory.mktemp("downstream"))
 
 
 def _gold(data, nlp, name="dev.spacy"):
@@ -65,7 +28,7 @@ def _tag_accuracy(nlp, gold_docs):
 
 @pytest.fixture(scope="module")
 def frozen(data):
-    return _train(CONFIGS / "tagger-elmo.cfg", data, data / "frozen")
+    return train(CONFIGS / "tagger-elmo.cfg", data, data / "frozen")
 
 
 def _elmo_tok2vec(component):
@@ -77,7 +40,7 @@ def _bilm_params(nlp):
 
 
 def test_plain_and_elmo_taggers_learn(data, frozen):
-    plain = _train(CONFIGS / "tagger.cfg", data, data / "plain")
+    plain = train(CONFIGS / "tagger.cfg", data, data / "plain")
     assert plain.pipe_names == ["tagger"] and frozen.pipe_names == ["elmo", "tagger"]
     for nlp in (plain, frozen):
         # 17 UPOS tags: chance is far below this after 40 steps on 40 sentences
@@ -98,10 +61,10 @@ def test_prediction_reads_doc_elmo(frozen):
 
 
 def test_biLM_changes_only_when_fine_tuning_is_asked_for(data, frozen):
-    original = load_allennlp(TINY / "options.json", TINY / "weights.hdf5").state_dict()
+    original = tiny_bilm().state_dict()
     for name, value in _bilm_params(frozen).items():
         assert torch.equal(value, original[name]), name
-    tuned = _train(
+    tuned = train(
         CONFIGS / "tagger-elmo.cfg",
         data,
         data / "tuned",
@@ -129,7 +92,7 @@ def test_two_components_learn_their_own_mix(data, tmp_path):
         for doc in docs:
             doc.ents = [Span(doc, t.i, t.i + 1, label="NAME") for t in doc if t.tag_ == "PROPN"]
         DocBin(docs=docs).to_disk(tmp_path / name)
-    both = _train(tmp_path / "both.cfg", tmp_path, tmp_path / "out", **{"paths.elmo": str(data / "bilm")})
+    both = train(tmp_path / "both.cfg", tmp_path, tmp_path / "out", **{"paths.elmo": str(data / "bilm")})
     assert both.get_pipe("elmo").listening_components == ["tagger", "ner"]
     mixes = [_elmo_tok2vec(both.get_pipe(name)) for name in ("tagger", "ner")]
     weights = [m.get_ref("input_mix").get_param("weights") for m in mixes]

@@ -1,0 +1,53 @@
+"""Small real `spacy train` runs shared by the downstream and packaging tests: a few dozen
+sentences of the bundled UD EWT sample and the tiny biLM of tests/data/allennlp/tiny."""
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import spacy
+from spacy.cli.train import train as spacy_train
+from spacy.language import Language
+from spacy.util import load_config
+
+from spacy_elmo.io import load_allennlp, save_bilm
+
+ROOT = Path(__file__).parent.parent
+CONFIGS = ROOT / "configs"
+SAMPLE = ROOT / "sample" / "ewt"
+TINY = Path(__file__).parent / "data" / "allennlp" / "tiny"
+STEPS = 40
+
+
+def script(name: str) -> ModuleType:
+    """Import scripts/NAME.py (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tiny_bilm():
+    return load_allennlp(TINY / "options.json", TINY / "weights.hdf5")
+
+
+def make_data(root: Path) -> Path:
+    """root/bilm (the tiny biLM), root/train.spacy (40 sentences), root/dev.spacy (20). RETURNS root."""
+    save_bilm(tiny_bilm(), root / "bilm")
+    convert = script("convert_corpus").convert
+    convert("ud", SAMPLE / "train.conllu", root / "train.spacy", fraction=0.04, n_sents=5)
+    convert("ud", SAMPLE / "dev.conllu", root / "dev.spacy", fraction=0.1, n_sents=5)
+    return root
+
+
+def train(config: Path, data: Path, output: Path, **overrides) -> Language:
+    """Train with ``config`` for STEPS steps on ``data``; RETURNS the loaded model-last."""
+    settings = {
+        "paths.train": str(data / "train.spacy"),
+        "paths.dev": str(data / "dev.spacy"),
+        "training.max_steps": STEPS,
+        "training.eval_frequency": STEPS,
+    }
+    if "elmo" in load_config(config)["nlp"]["pipeline"]:
+        settings["paths.elmo"] = str(data / "bilm")
+    spacy_train(config, output, overrides={**settings, **overrides})
+    return spacy.load(output / "model-last")
