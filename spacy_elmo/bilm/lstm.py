@@ -3,6 +3,11 @@
 Gate order and conventions follow TensorFlow's LSTMCell, which the published
 weights use: gates are [i, j, f, o]; the forget bias of +1 is folded into the
 stored bias; the cell is clipped before the tanh, then the projection is clipped.
+
+Speed (see bench/): the input projections of all timesteps are one matrix product;
+rows that have ended drop out of each step (the batch is sorted by length); without
+autograd the step runs in place on preallocated time-major buffers, so each timestep
+is one fused recurrent product, a few in-place elementwise ops and the projection.
 """
 from typing import List, Optional, Sequence, Tuple
 
@@ -43,19 +48,69 @@ class LSTMPLayer(nn.Module):
         RETURNS (Tuple[Tensor, State]): outputs (B, T, projection_dim), zero past each row's end,
             and the final state of every row (taken at its own last timestep).
         """
-        batch, steps, _ = inputs.shape
-        # All timesteps' input projections in one matrix product.
-        projected_inputs = self.input_linearity(inputs)
-        h, c = state
-        outputs: List[torch.Tensor] = []
+        # Time-major: each step reads one contiguous block of input projections.
+        projected = self.input_linearity(inputs.transpose(0, 1))
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (projected, state[0], state[1])):
+            out, final = self._run_autograd(projected, batch_sizes, state)
+        else:
+            out, final = self._run_in_place(projected, batch_sizes, state)
+        return out.transpose(0, 1), final
+
+    def _run_in_place(
+        self, projected: torch.Tensor, batch_sizes: Sequence[int], state: State
+    ) -> Tuple[torch.Tensor, State]:
+        steps, batch, _ = projected.shape
         dim = self.dim
+        h0, c0 = state
+        c = c0.clone()  # updated in place; a row that has ended keeps its final cell
+        out = projected.new_zeros(steps, batch, self.projection_dim)
+        gates_buffer = projected.new_empty(batch, 4 * dim)
+        hidden_buffer = projected.new_empty(batch, dim)
+        fused = type(self.state_linearity) is nn.Linear and self.state_linearity.weight.dtype == projected.dtype
+        h = h0
         for t in range(steps):
             n = batch_sizes[t]
-            gates = projected_inputs[:n, t] + self.state_linearity(h[:n])
+            if n == 0:
+                break
+            gates = gates_buffer[:n]
+            if fused:
+                torch.addmm(projected[t, :n], h[:n], self.state_linearity.weight.t(), out=gates)
+            else:  # a reduced-precision stand-in for the linear layer (see fast.py)
+                torch.add(self.state_linearity(h[:n]), projected[t, :n], out=gates)
+            gates[:, :dim].sigmoid_()
+            gates[:, dim : 2 * dim].tanh_()
+            gates[:, 2 * dim :].sigmoid_()
+            cell = c[:n]
+            # f * c + i * j rounded like the autograd path (addcmul_ would fuse the multiply-add)
+            product = torch.mul(gates[:, :dim], gates[:, dim : 2 * dim], out=hidden_buffer[:n])
+            cell.mul_(gates[:, 2 * dim : 3 * dim]).add_(product)
+            if self.cell_clip is not None:
+                cell.clamp_(-self.cell_clip, self.cell_clip)
+            hidden = torch.tanh(cell, out=hidden_buffer[:n]).mul_(gates[:, 3 * dim :])
+            if type(self.projection) is nn.Linear:
+                h_new = torch.mm(hidden, self.projection.weight.t(), out=out[t, :n])
+            else:
+                h_new = out[t, :n]
+                h_new.copy_(self.projection(hidden))
+            if self.proj_clip is not None:
+                h_new.clamp_(-self.proj_clip, self.proj_clip)
+            h = out[t]
+        return out, (_final_hidden(out, h0, batch_sizes), c)
+
+    def _run_autograd(
+        self, projected: torch.Tensor, batch_sizes: Sequence[int], state: State
+    ) -> Tuple[torch.Tensor, State]:
+        steps, batch, _ = projected.shape
+        dim = self.dim
+        h, c = state
+        outputs: List[torch.Tensor] = []
+        weight = self.state_linearity.weight.t()
+        for t in range(steps):
+            n = batch_sizes[t]
+            gates = torch.addmm(projected[t, :n], h[:n], weight)
             i = torch.sigmoid(gates[:, :dim])
             j = torch.tanh(gates[:, dim : 2 * dim])
-            f = torch.sigmoid(gates[:, 2 * dim : 3 * dim])
-            o = torch.sigmoid(gates[:, 3 * dim :])
+            f, o = torch.sigmoid(gates[:, 2 * dim :]).chunk(2, dim=1)
             c_new = f * c[:n] + i * j
             if self.cell_clip is not None:
                 c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
@@ -63,17 +118,32 @@ class LSTMPLayer(nn.Module):
             if self.proj_clip is not None:
                 h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
             if n < batch:
-                outputs.append(torch.nn.functional.pad(h_new, (0, 0, 0, batch - n)))
+                outputs.append(nn.functional.pad(h_new, (0, 0, 0, batch - n)))
                 h = torch.cat([h_new, h[n:]])
                 c = torch.cat([c_new, c[n:]])
             else:
                 outputs.append(h_new)
                 h, c = h_new, c_new
         if outputs:
-            out = torch.stack(outputs, dim=1)
+            out = torch.stack(outputs)
         else:
-            out = inputs.new_zeros(batch, 0, self.projection_dim)
+            out = projected.new_zeros(0, batch, self.projection_dim)
         return out, (h, c)
+
+
+def _final_hidden(out: torch.Tensor, h0: torch.Tensor, batch_sizes: Sequence[int]) -> torch.Tensor:
+    """Each row's output at its own last timestep (time-major ``out``), or its initial h if it never ran."""
+    batch = h0.shape[0]
+    steps_run = torch.zeros(batch, dtype=torch.long)
+    for n in batch_sizes:
+        steps_run[:n] += 1
+    final = h0.clone()
+    rows = torch.nonzero(steps_run > 0).flatten()
+    if len(rows):
+        last = (steps_run[rows] - 1).to(out.device)
+        rows = rows.to(out.device)
+        final[rows] = out[last, rows]
+    return final
 
 
 class LSTMPStack(nn.Module):

@@ -1,9 +1,28 @@
-"""The character-level token encoder: char embedding -> CNN -> max-pool -> highway -> projection."""
+"""The character-level token encoder: char embedding -> CNN -> max-pool -> highway -> projection.
+
+Two savings that leave the results unchanged: a batch's distinct tokens are encoded once
+(``<S>``, "the" and "," recur in every batch), and the convolutions only run over the part
+of a token that holds characters. A token's ids end in a run of one filler id (PAD, or 0 in
+an all-padding row); every convolution window that lies inside that run sees the same input
+and gives the same value, so one such window stands for all of them in the max-pool. Most
+tokens need 8-16 of the 50 positions. An optional ``CharCNNCache`` (see ``char_cache.py``)
+keeps encodings of frequent tokens across calls at inference time.
+"""
+from typing import TYPE_CHECKING, List, Optional
+
 import torch
 from torch import nn
 
 from .config import BiLMConfig
 from .highway import Highway
+
+if TYPE_CHECKING:
+    from .char_cache import CharCNNCache
+
+# Spans are rounded up to a multiple of this, so tokens of similar length share one convolution call.
+SPAN_STEP = 4
+# Convolution outputs held at once (rows x filters x positions), to bound memory on large batches.
+MAX_CONV_ELEMENTS = 1 << 23
 
 
 class CharCNNEncoder(nn.Module):
@@ -23,12 +42,66 @@ class CharCNNEncoder(nn.Module):
         self.highway = Highway(config.n_filters, config.n_highway)
         self.projection = nn.Linear(config.n_filters, config.projection_dim, bias=True)
         self._activation = torch.relu if config.activation == "relu" else torch.tanh
+        # Not a submodule: holds no parameters and is never saved (see fast.optimize_for_inference).
+        self.cache: Optional["CharCNNCache"] = None
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (LongTensor): (..., max_chars). RETURNS (Tensor): (..., projection_dim)."""
         lead = char_ids.shape[:-1]
         flat = char_ids.reshape(-1, char_ids.shape[-1])
-        embedded = self.char_embedding(flat).transpose(1, 2)  # (N, emb, chars)
-        pooled = [self._activation(conv(embedded).max(dim=-1).values) for conv in self.convolutions]
-        encoded = self.projection(self.highway(torch.cat(pooled, dim=-1)))
-        return encoded.reshape(*lead, -1)
+        if flat.shape[0] == 0:
+            return self.projection.weight.new_zeros(*lead, self.config.projection_dim)
+        distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
+        if self.cache is not None and not self.training and not torch.is_grad_enabled():
+            encoded = self.cache.encode(self, distinct)
+        else:
+            encoded = self.encode_rows(distinct)
+        return encoded[inverse].reshape(*lead, -1)
+
+    def train(self, mode: bool = True) -> "CharCNNEncoder":
+        # Training changes the weights: drop cached encodings now rather than trusting version counters.
+        if mode and self.cache is not None:
+            self.cache.clear()
+        return super().train(mode)
+
+    def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """Encode every row of ``rows`` (N, max_chars): (N, projection_dim), no deduplication or cache."""
+        pooled = self._pool(rows)
+        return self.projection(self.highway(pooled))
+
+    def _pool(self, rows: torch.Tensor) -> torch.Tensor:
+        """Max-pooled, activated convolution features (N, n_filters), over each row's needed span only."""
+        n_rows, width = rows.shape
+        spans = _spans(rows, max(w for w, _ in self.config.filters))
+        pieces: List[torch.Tensor] = []
+        indices: List[torch.Tensor] = []
+        for span in sorted(set(spans.tolist())):
+            index = torch.nonzero(spans == span).flatten().to(rows.device)
+            chunk = max(1, MAX_CONV_ELEMENTS // (self.config.n_filters * span))
+            for start in range(0, len(index), chunk):
+                part = index[start : start + chunk]
+                embedded = self.char_embedding(rows[part, :span]).transpose(1, 2)  # (n, emb, span)
+                pooled = [self._activation(conv(embedded).amax(dim=-1)) for conv in self.convolutions]
+                pieces.append(torch.cat(pooled, dim=-1))
+                indices.append(part)
+        if len(pieces) == 1:
+            return pieces[0]
+        result = pieces[0].new_empty(n_rows, pieces[0].shape[1])
+        result[torch.cat(indices)] = torch.cat(pieces)
+        return result
+
+
+def _spans(rows: torch.Tensor, widest: int) -> torch.Tensor:
+    """Positions each row needs (N,), rounded up to SPAN_STEP and at most the row width.
+
+    ``used`` positions hold something other than the row's trailing filler id; the windows that
+    touch them start before ``used``. The window starting at ``used`` is filler only and stands
+    for every other such window; the full-width convolution has one whenever ``used + width_of_filter
+    <= chars``, and a span of ``used + widest`` positions keeps it for every filter width.
+    """
+    chars = rows.shape[1]
+    differs = rows != rows[:, -1:]
+    positions = torch.arange(1, chars + 1, device=rows.device)
+    used = (differs * positions).amax(dim=1)
+    spans = ((used + widest + SPAN_STEP - 1) // SPAN_STEP) * SPAN_STEP
+    return spans.clamp(max=chars).cpu()

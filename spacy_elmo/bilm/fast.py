@@ -1,0 +1,72 @@
+"""Inference settings for a biLM: weight layout, char-CNN cache, reduced precision.
+
+Every biLM already computes all timesteps' input projections in one product, drops
+finished rows from each step, runs the recurrent step in place and encodes each batch's
+distinct tokens once over their used characters only. ``optimize_for_inference`` adds the
+options that cost memory or accuracy. Measured in ``bench/`` (README "Speed").
+
+Threads: torch uses one intra-op thread per core by default. With other work on the
+machine, set ``torch.set_num_threads(n)`` to the cores you mean to give it (the benchmark
+uses 2). With ``nlp.pipe(n_process=k)`` give each process ``cores // k`` threads; more
+threads than cores makes the per-timestep products much slower, not faster.
+"""
+from typing import Iterable, Optional
+
+import torch
+
+from .char_cache import CharCNNCache
+from .model import BiLM
+from .quantize import CPU_ONLY, PRECISIONS, reduce_precision
+
+
+def optimize_for_inference(
+    bilm: BiLM,
+    *,
+    precision: str = "fp32",
+    char_cache_size: int = 0,
+    vocab: Optional[Iterable[str]] = None,
+    transpose_recurrent: bool = True,
+) -> BiLM:
+    """Prepare a biLM for fast inference, in place. Training still works afterwards (in float32).
+
+    bilm (BiLM): the model; put in eval mode.
+    precision (str): "fp32" (outputs equal to the plain model to about 1e-6), or a fast mode:
+        "fp16" (float16 weights, CPU), "int8" (dynamic quantization, CPU) or "bf16" (for hardware
+        with bf16 arithmetic). Applies to every linear layer of the LSTMs and the token encoder's
+        highway and projection; the reduced-precision copies are made on first use and remade when
+        the weights change. "fp32" also undoes an earlier fast mode.
+    char_cache_size (int): keep the token encodings of up to this many tokens across calls
+        (0 disables). 20000 tokens take about 50 MB with the published models.
+    vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
+        (at most char_cache_size); the cache then keeps exactly these. Without a vocabulary the
+        cache fills as tokens are seen and evicts the least recently used.
+    transpose_recurrent (bool): store the recurrent weights column-major (same values). On CPU this
+        streams them about twice as fast when one sentence runs at a time; results move by float32
+        rounding (about 1e-6).
+    RETURNS (BiLM): the same model.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    if precision in CPU_ONLY and bilm.device.type != "cpu":
+        raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" or "fp32" on {bilm.device.type}')
+    if char_cache_size < 0:
+        raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
+    bilm.eval()
+    reduce_precision(bilm, precision)
+    encoder = bilm.token_encoder
+    if transpose_recurrent:
+        _column_major_recurrent(bilm)
+    encoder.cache = CharCNNCache(char_cache_size, admit_new=vocab is None) if char_cache_size else None
+    if encoder.cache is not None and vocab is not None:
+        encoder.cache.fill(encoder, vocab)
+    return bilm
+
+
+def _column_major_recurrent(bilm: BiLM) -> None:
+    with torch.no_grad():
+        for stack in (bilm.forward_lstm, bilm.backward_lstm):
+            for layer in stack.layers:
+                weight = layer.state_linearity.weight
+                if not weight.t().is_contiguous():
+                    # .data keeps the Parameter object (optimizers and shared layers still hold it)
+                    weight.data = weight.t().contiguous().t()
