@@ -1,7 +1,9 @@
 """The language-model training loop shared by pretraining and fine-tuning.
 
-One step: a batch per process, the mean of the forward and backward mean NLL,
-backward, global-norm clipping, an Adagrad or Adam update. Every
+One step: a batch per process; the gradient of the forward plus backward NLL
+summed over each row and averaged over rows (as bilm-tf: mean token loss times
+unroll_steps), global-norm clipping, an Adagrad or Adam update; the loss
+reported is the mean token NLL of the two directions. Every
 ``checkpoint_frequency`` steps (and at the end) a checkpoint and ``model-last``
 are written; every ``eval_frequency`` steps the held-out perplexity is computed
 with the full softmax and the best model kept as ``model-best``. Only rank 0
@@ -148,9 +150,12 @@ def train_lm(
                 break
             initial = _initial_state(lm, batch, carry)
             out = lm.run_batch(batch, initial, module=module)
+            # bilm-tf differentiates the mean token loss times unroll_steps, i.e. the summed loss of
+            # a row's window averaged over rows; with sentences, the summed loss of each sentence
+            objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
             loss = 0.5 * (out["forward_nll"] / max(out["forward_n"], 1) + out["backward_nll"] / max(out["backward_n"], 1))
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            objective.backward()
             if settings.grad_clip > 0:
                 nn.utils.clip_grad_norm_([p for p in lm.parameters() if p.requires_grad], settings.grad_clip)
             optimizer.step()

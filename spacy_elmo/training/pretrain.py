@@ -4,7 +4,7 @@ import random
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -115,6 +115,22 @@ def prepare_vocab(corpus: Corpus, config: LMConfig, output: Path, info: DistInfo
     return Vocab.from_disk(output), saved
 
 
+def build_pretraining(
+    config: LMConfig, output: Path, info: DistInfo, device: torch.device, *, resume: bool, stream=None
+) -> Tuple[LanguageModel, Vocab, Corpus, int]:
+    """The vocabulary (counted, or read back on resume), a freshly initialized model and the corpus.
+
+    RETURNS (Tuple): (language model on ``device``, vocab, training corpus, estimated steps per epoch).
+    """
+    log = _logger(info, stream)
+    corpus = train_corpus(config)
+    vocab, saved = prepare_vocab(corpus, config, output, info, resume=resume, log=log)
+    bilm = init_for_training(BiLM(config.model))
+    softmax = WordSoftmax(len(vocab), config.model.projection_dim, n_samples=config.softmax.n_samples)
+    lm = LanguageModel(bilm, softmax, dropout=config.training.dropout).to(device)
+    return lm, vocab, corpus, max(saved["batches"] // info.world_size, 1)
+
+
 def pretrain(
     config: LMConfig,
     output: Path,
@@ -137,13 +153,7 @@ def pretrain(
         if info.is_main:
             output.mkdir(parents=True, exist_ok=True)
         barrier(info)
-        log = _logger(info, stream)
-        corpus = train_corpus(config)
-        vocab, saved = prepare_vocab(corpus, config, output, info, resume=resume, log=log)
-        bilm = init_for_training(BiLM(config.model))
-        softmax = WordSoftmax(len(vocab), config.model.projection_dim, n_samples=config.softmax.n_samples)
-        lm = LanguageModel(bilm, softmax, dropout=config.training.dropout).to(torch_device)
-        steps_per_epoch = max(saved["batches"] // info.world_size, 1)
+        lm, vocab, corpus, steps_per_epoch = build_pretraining(config, output, info, torch_device, resume=resume, stream=stream)
         return train_lm(
             lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
             output=output, info=info, dev_segments=dev_reader(config), steps_per_epoch=steps_per_epoch,
