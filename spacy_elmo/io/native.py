@@ -123,6 +123,9 @@ def write_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        # "No space left on device" alone does not say which write failed
+        raise OSError(err.errno, err.strerror, str(path)) from err
     finally:
         if tmp.exists():
             tmp.unlink()
