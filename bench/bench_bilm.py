@@ -1,0 +1,224 @@
+"""biLM inference throughput against the straightforward baseline and against the hardware limits.
+
+    python -m bench.bench_bilm --shapes full small --threads 2 --json bench/results/bilm.json \
+        --markdown bench/results/bilm.md
+    python -m bench.bench_bilm --quick      # tiny model, seconds (the smoke test runs this)
+
+For each shape: random weights are written in the published format and read back; the
+baseline (bench/baseline.py), our default forward, our optimized fp32 forward and the fast
+modes all run on the same sentences in the same process, interleaved, best of --repeats.
+Workloads: "batch" is one forward pass over --sentences sentences of 20-30 tokens; "single"
+runs --single of them one at a time. Also measured here: GEMM peak (torch.mm) and the
+matrix-vector bandwidth over the model's own recurrent weight shapes.
+"""
+import argparse
+import copy
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm.fast import optimize_for_inference
+
+from .baseline import BaselineBiLM
+from .hardware import gemm_peak, matvec_bandwidth
+from .report import markdown_tables
+from .workloads import (
+    PUBLISHED_NAMES,
+    benchmark_sentences,
+    char_batch,
+    cosines,
+    flops_per_position,
+    frequent_tokens,
+    published_bilm,
+    recurrent_bytes_per_step,
+)
+
+FAST_MODES = ("fp16", "int8", "bf16")
+# bf16 is only fast with bf16 arithmetic in hardware; without it a full-model batch takes minutes.
+BF16_HARDWARE = ("avx512_bf16", "amx_bf16")
+EQUAL_ATOL = 1e-4
+
+
+def main(argv: Optional[List[str]] = None) -> Dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    started = time.time()
+    report: Dict = {"command": "python -m bench.bench_bilm " + " ".join(argv if argv is not None else sys.argv[1:])}
+    report["machine"] = machine_info(args.threads)
+    gemm_shapes = [(256, 256, 256)] if args.quick else [(2048, 2048, 2048), (1024, 512, 16384), (4096, 512, 2048)]
+    report["gemm"] = gemm_peak(gemm_shapes)
+    sentences, source = benchmark_sentences(args.sentences)
+    report["sentences"] = {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences))}
+    vocab = frequent_tokens(args.cache_size) if args.cache_size and not args.quick else []
+    vocab_source = "the most frequent tokens of the EWT training set"
+    if not vocab and args.cache_size:
+        vocab_source = "every other distinct token of the benchmark sentences"
+        # No training text (or a smoke run): half the benchmark's own tokens, so hits and misses both occur.
+        distinct = sorted({t for s in sentences for t in s})
+        vocab = distinct[::2]
+    report["cache"] = {"size": args.cache_size, "vocab_tokens": len(vocab), "vocab_source": vocab_source}
+    report["shapes"] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in args.shapes:
+            report["shapes"][shape] = bench_shape(shape, Path(tmp), sentences, vocab, args, report["gemm"]["peak"])
+    report["seconds"] = time.time() - started
+    text = markdown_tables(report)
+    print(text)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(text, encoding="utf-8")
+    return report
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", default=["full", "small"], choices=sorted(PUBLISHED_NAMES))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=64, help="sentences in the batch workload")
+    parser.add_argument("--single", type=int, default=8, help="of those, how many run one at a time")
+    parser.add_argument("--cache-size", type=int, default=20000, help="char-CNN cache entries (0: none)")
+    parser.add_argument("--modes", nargs="*", default=None, choices=FAST_MODES, help="default: fp16 int8, and bf16 "
+                        "where the CPU has bf16 arithmetic")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--markdown", default=None)
+    parser.add_argument("--quick", action="store_true", help="tiny model, few sentences: a smoke run")
+    args = parser.parse_args(argv)
+    if args.modes is None:
+        args.modes = list(FAST_MODES) if _has_bf16() else [m for m in FAST_MODES if m != "bf16"]
+    if args.quick:
+        args.shapes, args.repeats, args.sentences, args.single = ["tiny"], 1, 8, 2
+        args.cache_size = min(args.cache_size, 500)
+    return args
+
+
+def _cpu_flags() -> List[str]:
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        return []
+    line = next((line for line in cpuinfo.read_text().splitlines() if line.startswith("flags")), "")
+    return line.split(":", 1)[-1].split()
+
+
+def _has_bf16() -> bool:
+    return torch.cuda.is_available() or any(flag in _cpu_flags() for flag in BF16_HARDWARE)
+
+
+def machine_info(threads: int) -> Dict:
+    flags = _cpu_flags()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": threads,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))),
+        "quantized_engine": torch.backends.quantized.engine,
+        "cuda": torch.cuda.is_available(),
+    }
+
+
+def bench_shape(shape: str, workdir: Path, sentences, vocab, args, peak_gflops: float) -> Dict:
+    plain = published_bilm(shape, workdir)
+    config = plain.config
+    models: Dict[str, Callable] = {}
+    baseline = BaselineBiLM(plain).eval()
+    models["baseline"] = lambda ids, lengths: baseline(ids, lengths)
+    models["ours"] = lambda ids, lengths: plain(ids, lengths).layers
+    # Same weights, re-laid out and with the char cache: a copy, so "ours" keeps the default layout.
+    optimized = optimize_for_inference(copy.deepcopy(plain), char_cache_size=args.cache_size, vocab=vocab or None)
+    models["ours_opt"] = lambda ids, lengths: optimized(ids, lengths).layers
+    for mode in args.modes:
+        # Shares the optimized model's parameters; only the linear layers' wrappers are new.
+        twin = copy.deepcopy(optimized, memo={id(p): p for p in optimized.parameters()})
+        optimize_for_inference(twin, precision=mode, char_cache_size=args.cache_size, vocab=vocab or None)
+        models[mode] = (lambda m: lambda ids, lengths: m(ids, lengths).layers)(twin)
+
+    batch = char_batch(sentences, config.max_characters_per_token)
+    singles = [char_batch([s], config.max_characters_per_token) for s in sentences[: args.single]]
+    workloads = {"batch": [batch], "single": singles}
+    result: Dict = {"published_name": PUBLISHED_NAMES[shape], "config": config.to_options()}
+    flops = flops_per_position(config)
+    result["flops_per_position"] = flops
+    result["matvec"] = matvec_bandwidth(
+        [(config.projection_dim, 4 * config.dim)] * (2 * config.n_layers)
+        + [(config.dim, config.projection_dim)] * (2 * config.n_layers)
+    )
+    bandwidth = result["matvec"]["bandwidth"]
+    for name, runs in workloads.items():
+        entry = run_workload(models, runs, args.repeats, flops, config)
+        for stats in entry["modes"].values():
+            seconds = stats["seconds"]
+            # Fractions of the hardware limit: the time the limit allows over the time taken.
+            stats["pct_gemm_bound"] = 100 * entry["positions"] * flops["total"] / (peak_gflops * 1e9) / seconds
+            stats["pct_gemm_bound_lstm_only"] = 100 * entry["positions"] * flops["lstm"] / (peak_gflops * 1e9) / seconds
+            stats["pct_bandwidth_bound"] = 100 * stats["recurrent_gb_per_s"] / bandwidth
+        result[name] = entry
+    result["char_cache"] = optimized.token_encoder.cache.stats() if optimized.token_encoder.cache else None
+    return result
+
+
+def run_workload(models: Dict[str, Callable], runs, repeats: int, flops, config) -> Dict:
+    outputs: Dict[str, List[torch.Tensor]] = {}
+    times: Dict[str, List[float]] = {name: [] for name in models}
+    with torch.no_grad():
+        for name, model in models.items():  # warm-up, and the outputs to compare
+            outputs[name] = [model(ids, lengths) for ids, lengths in runs]
+        for _ in range(repeats):
+            for name, model in models.items():
+                start = time.perf_counter()
+                for ids, lengths in runs:
+                    model(ids, lengths)
+                times[name].append(time.perf_counter() - start)
+    tokens = sum(int(lengths.sum()) - 2 * len(lengths) for _, lengths in runs)
+    positions = sum(int(lengths.sum()) for _, lengths in runs)
+    steps = sum(int(lengths.max()) for _, lengths in runs)
+    entry: Dict = {"tokens": tokens, "positions": positions, "timesteps": steps, "modes": {}}
+    for name in models:
+        best = min(times[name])
+        stats = {
+            "seconds": best,
+            "median_seconds": float(np.median(times[name])),
+            "tokens_per_s": tokens / best,
+            "speedup_vs_baseline": min(times["baseline"]) / best,
+            "gflops_nominal": positions * flops["total"] / best / 1e9,
+            "recurrent_gb_per_s": steps * recurrent_bytes_per_step(config) / best / 1e9,
+        }
+        stats.update(compare(outputs["ours"], outputs[name], runs))
+        if name != "baseline":
+            stats["max_abs_diff_vs_baseline"] = max_abs_diff(outputs["baseline"], outputs[name], runs)
+        entry["modes"][name] = stats
+    return entry
+
+
+def compare(reference: List[torch.Tensor], other: List[torch.Tensor], runs) -> Dict[str, float]:
+    """Cosine of each token vector (every layer) to our float32 output."""
+    cos: List[np.ndarray] = []
+    for ref, out, (_, lengths) in zip(reference, other, runs):
+        for row, n in enumerate(lengths.tolist()):
+            cos.append(cosines(ref[:, row, :n].float().numpy(), out[:, row, :n].float().numpy()).ravel())
+    values = np.concatenate(cos)
+    return {"cosine_mean": float(values.mean()), "cosine_min": float(values.min())}
+
+
+def max_abs_diff(reference: List[torch.Tensor], other: List[torch.Tensor], runs) -> float:
+    worst = 0.0
+    for ref, out, (_, lengths) in zip(reference, other, runs):
+        for row, n in enumerate(lengths.tolist()):
+            worst = max(worst, float((ref[:, row, :n] - out[:, row, :n]).abs().max()))
+    return worst
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Models and sentences for the benchmarks: published shapes with random weights, real English text."""
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids
+from spacy_elmo.io import export_allennlp, load_allennlp
+
+FULL_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+# The published architectures (file names of the AllenNLP downloads), and a tiny one for smoke tests.
+SHAPES: Dict[str, BiLMConfig] = {
+    "full": BiLMConfig(filters=FULL_FILTERS, n_highway=2, dim=4096, projection_dim=512),
+    "small": BiLMConfig(filters=FULL_FILTERS, n_highway=1, dim=1024, projection_dim=128),
+    "tiny": BiLMConfig(char_embedding_dim=4, filters=((1, 8), (2, 8), (3, 16)), n_highway=1, dim=32, projection_dim=16),
+}
+PUBLISHED_NAMES = {"full": "2x4096_512_2048cnn_2xhighway", "small": "2x1024_128_2048cnn_1xhighway", "tiny": "tiny"}
+EWT = Path("/work/shared/datasets/ud_english_ewt")
+# Used when the treebank is not there (a clean clone): a few real sentences, cut into the same lengths.
+FALLBACK_TEXT = (
+    "From the AP comes this story : President Bush on Tuesday nominated two individuals to replace retiring "
+    "jurists on federal courts in the Washington area . The sheikh in wheel - chair has been attacked with a "
+    "F - 16 - launched bomb . He could be killed years ago and the israelians have all the reasons , since he "
+    "founded and he is the spiritual leader of Hamas , but they did n't . Today 's incident proves that Sharon "
+    "has lost his patience and his hope in peace . I 'd like to thank everyone who came out to the meeting last "
+    "night , and especially those of you who stayed to help clean up the room afterwards ."
+)
+
+
+def published_bilm(shape: str, workdir: Path, *, seed: int = 0) -> BiLM:
+    """A biLM of a published shape with random weights, written in the published format and read back."""
+    torch.manual_seed(seed)
+    bilm = BiLM(SHAPES[shape])
+    options, weights = workdir / f"{shape}_options.json", workdir / f"{shape}_weights.hdf5"
+    export_allennlp(bilm, options, weights)
+    del bilm
+    return load_allennlp(options, weights)
+
+
+def conllu_sentences(path: Path) -> List[List[str]]:
+    sentences, current = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            if current:
+                sentences.append(current)
+            current = []
+        elif not line.startswith("#"):
+            cols = line.split("\t")
+            if cols[0].isdigit():
+                current.append(cols[1])
+    if current:
+        sentences.append(current)
+    return sentences
+
+
+def benchmark_sentences(n: int, *, min_len: int = 20, max_len: int = 30, seed: int = 0) -> Tuple[List[List[str]], str]:
+    """``n`` sentences of min_len..max_len tokens (EWT test set if present). RETURNS (sentences, source)."""
+    test = EWT / "en_ewt-ud-test.conllu"
+    if test.is_file():
+        pool = [s for s in conllu_sentences(test) if min_len <= len(s) <= max_len]
+        source = f"{test.name}, first {n} sentences of {min_len}-{max_len} tokens"
+        return pool[:n], source
+    rng = random.Random(seed)
+    words = FALLBACK_TEXT.split()
+    out = []
+    for _ in range(n):
+        length = rng.randint(min_len, max_len)
+        start = rng.randrange(len(words))
+        out.append([words[(start + k) % len(words)] for k in range(length)])
+    return out, "built-in sample text (treebank not found)"
+
+
+def frequent_tokens(limit: int) -> List[str]:
+    """The ``limit`` most frequent tokens of the EWT training set (disjoint from the test sentences), or []."""
+    train = EWT / "en_ewt-ud-train.conllu"
+    if not train.is_file():
+        return []
+    counts = Counter(token for sentence in conllu_sentences(train) for token in sentence)
+    return [token for token, _ in counts.most_common(limit)]
+
+
+def char_batch(sentences: Sequence[Sequence[str]], max_chars: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    ids, lengths = batch_char_ids(sentences, max_chars)
+    return torch.from_numpy(ids), torch.from_numpy(lengths)
+
+
+def flops_per_position(config: BiLMConfig) -> Dict[str, float]:
+    """Multiply-adds x 2 of one position (token or boundary): "char_cnn", "lstm", "total"."""
+    chars, emb = config.max_characters_per_token, config.char_embedding_dim
+    conv = sum(2 * (chars - w + 1) * w * emb * n for w, n in config.filters)
+    f, p, d = config.n_filters, config.projection_dim, config.dim
+    char_cnn = conv + config.n_highway * 2 * (2 * f * f) + 2 * f * p
+    lstm = 2 * config.n_layers * 2 * (p * 4 * d + p * 4 * d + d * p)
+    return {"char_cnn": float(char_cnn), "lstm": float(lstm), "total": float(char_cnn + lstm)}
+
+
+def recurrent_bytes_per_step(config: BiLMConfig, bytes_per_weight: int = 4) -> int:
+    """Bytes of recurrent weights (state product and projection, all layers, both directions) per timestep."""
+    p, d = config.projection_dim, config.dim
+    return 2 * config.n_layers * (p * 4 * d + d * p) * bytes_per_weight
+
+
+def cosines(reference: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Per-vector cosine along the last axis."""
+    num = (reference * other).sum(-1)
+    den = np.linalg.norm(reference, axis=-1) * np.linalg.norm(other, axis=-1)
+    return num / np.maximum(den, 1e-30)

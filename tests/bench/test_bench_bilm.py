@@ -1,0 +1,44 @@
+"""Smoke test of the benchmark scripts on a tiny model: they run, check equality, and report."""
+import json
+
+import pytest
+
+from bench import bench_bilm
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    argv = ["--quick", "--threads", "1", "--json", str(out / "r.json"), "--markdown", str(out / "r.md")]
+    result = bench_bilm.main(argv)
+    assert json.loads((out / "r.json").read_text()) == json.loads(json.dumps(result))
+    result["markdown"] = (out / "r.md").read_text()
+    return result
+
+
+def test_every_mode_measured_on_both_workloads(report):
+    tiny = report["shapes"]["tiny"]
+    for workload in ("batch", "single"):
+        modes = tiny[workload]["modes"]
+        assert {"baseline", "ours", "ours_opt", "fp16", "int8"} <= set(modes)
+        assert all(m["tokens_per_s"] > 0 and m["seconds"] > 0 for m in modes.values())
+        assert modes["baseline"]["speedup_vs_baseline"] == 1.0
+    assert tiny["batch"]["tokens"] == report["sentences"]["tokens"]
+    assert report["gemm"]["peak"] > 0 and tiny["matvec"]["bandwidth"] > 0
+
+
+def test_outputs_checked_against_baseline_and_fp32(report):
+    tiny = report["shapes"]["tiny"]
+    for workload in ("batch", "single"):
+        modes = tiny[workload]["modes"]
+        assert modes["ours"]["max_abs_diff_vs_baseline"] < bench_bilm.EQUAL_ATOL
+        assert modes["ours_opt"]["max_abs_diff_vs_baseline"] < bench_bilm.EQUAL_ATOL
+        assert modes["fp16"]["cosine_mean"] > 0.999
+        assert 0.99 < modes["int8"]["cosine_mean"] < 1.0
+    assert 0 < tiny["char_cache"]["hit_rate"] < 1
+
+
+def test_markdown_has_tables_and_targets(report):
+    text = report["markdown"]
+    assert "| workload | mode | tokens/s |" in text and "| target | measured | met |" in text
+    assert "python -m bench.bench_bilm --quick" in text
