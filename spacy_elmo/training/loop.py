@@ -108,6 +108,9 @@ def train_lm(
         step, epoch, batch_index = checkpoint.step, checkpoint.position["epoch"], checkpoint.position["batch"]
         best = checkpoint.extra.get("best_dev")
         carry = _carry_from_tensors(checkpoint.carry, info.rank, lm)
+    elif info.enabled:
+        # same initial weights everywhere (DDP checks), but each rank its own dropout masks and samples
+        torch.manual_seed(seed * 1009 + info.rank)
     module: nn.Module = lm
     if info.enabled:
         module = nn.parallel.DistributedDataParallel(lm, device_ids=[device.index] if device.type == "cuda" else None)

@@ -1,0 +1,34 @@
+"""Run by test_distributed.py under torchrun: tiny pretraining, then every rank saves its own weights."""
+import sys
+from pathlib import Path
+
+from safetensors.torch import save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import tiny_config  # noqa: E402
+
+from spacy_elmo.training.distributed import barrier, shutdown  # noqa: E402
+from spacy_elmo.training.loop import train_lm  # noqa: E402
+from spacy_elmo.training.pretrain import build_pretraining, dev_reader, setup_process  # noqa: E402
+
+
+def main(train: str, dev: str, output: str) -> None:
+    config = tiny_config(train, dev, training__max_steps=12, training__checkpoint_frequency=5, training__eval_frequency=6,
+                         training__log_frequency=3, training__dropout=0.1, softmax__n_samples=8)
+    out = Path(output)
+    device, info = setup_process(config, "cpu")
+    assert info.world_size == 2, "run under torchrun --nproc_per_node 2"
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+    barrier(info)
+    lm, vocab, corpus, steps = build_pretraining(config, out, info, device, resume=False)
+    summary = train_lm(lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
+                       output=out, info=info, dev_segments=dev_reader(config), steps_per_epoch=steps)
+    state = {k: v.detach().contiguous() for k, v in lm.state_dict().items()}
+    save_file(state, str(out / f"rank{info.rank}.safetensors"))
+    print(f"rank {info.rank}: {summary.steps} steps, {summary.tokens} tokens")
+    shutdown(info)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

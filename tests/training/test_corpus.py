@@ -1,0 +1,108 @@
+import gzip
+import json
+import os
+
+import psutil
+import pytest
+
+from spacy_elmo.training.corpus import Corpus, CorpusStats, file_format, resolve_paths, split_long
+
+
+def test_txt_lines_are_whitespace_tokenized(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("the cat sat\n  two   words \n", encoding="utf-8")
+    assert list(Corpus(path).segments()) == [["the", "cat", "sat"], ["two", "words"]]
+
+
+def test_spacy_tokenizer_splits_raw_text(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("Hello, world! Don't.\n", encoding="utf-8")
+    tokens = list(Corpus(path, tokenizer="en").segments())[0]
+    assert tokens[:4] == ["Hello", ",", "world", "!"]
+    assert "n't" in tokens
+
+
+def test_bad_lines_are_skipped_and_counted(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"good line one\n\n   \n\xff\xfe broken bytes\n" + b"x" * 500 + b"\ngood line two\n")
+    corpus = Corpus(path, max_line_chars=100)
+    assert list(corpus.segments()) == [["good", "line", "one"], ["good", "line", "two"]]
+    assert corpus.stats.skipped == {"empty": 2, "undecodable": 1, "too_long": 1}
+    assert corpus.stats.lines == 6 and corpus.stats.segments == 2 and corpus.stats.tokens == 6
+    assert "skipped 4 lines" in corpus.stats.summary()
+
+
+def test_jsonl_text_field_and_bad_records(tmp_path):
+    path = tmp_path / "a.jsonl"
+    lines = [json.dumps({"text": "one two"}), "{not json", json.dumps({"title": "no text"}), json.dumps([1, 2]), ""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    corpus = Corpus(path)
+    assert list(corpus.segments()) == [["one", "two"]]
+    assert corpus.stats.skipped == {"bad_json": 1, "no_text": 2, "empty": 1}
+
+
+def test_gzip_directory_and_glob(tmp_path):
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("a b\n", encoding="utf-8")
+    with gzip.open(folder / "sub" / "b.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write(json.dumps({"text": "c d e"}) + "\n")
+    assert file_format(folder / "sub" / "b.jsonl.gz") == "jsonl"
+    assert list(Corpus(folder).segments()) == [["a", "b"], ["c", "d", "e"]]
+    assert list(Corpus(str(folder / "**" / "*.gz")).segments()) == [["c", "d", "e"]]
+    both = f"{folder / 'a.txt'},{folder / 'sub' / 'b.jsonl.gz'}"
+    assert len(resolve_paths(both)) == 2
+    with pytest.raises(FileNotFoundError, match="matches no file"):
+        resolve_paths(str(tmp_path / "missing*.txt"))
+
+
+def test_docbin(tmp_path):
+    import spacy
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("en")
+    docs = [nlp("A first doc."), nlp("  "), nlp("Second one")]
+    path = tmp_path / "docs.spacy"
+    DocBin(docs=docs).to_disk(path)
+    corpus = Corpus(path)
+    assert list(corpus.segments()) == [["A", "first", "doc", "."], ["Second", "one"]]
+    assert corpus.stats.skipped == {"empty": 1}
+
+
+def test_shards_partition_the_lines(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(10)), encoding="utf-8")
+    corpus = Corpus(path)
+    shards = [list(corpus.segments(CorpusStats(), shard=r, n_shards=3)) for r in range(3)]
+    assert sorted(s[1] for shard in shards for s in shard) == sorted(str(i) for i in range(10))
+    assert shards[1][0] == ["line", "1"]
+
+
+def test_split_long():
+    assert list(split_long([list("abcdefg"), ["x"]], 3)) == [["a", "b", "c"], ["d", "e", "f"], ["g"], ["x"]]
+
+
+@pytest.mark.slow
+def test_streaming_keeps_memory_bounded(tmp_path):
+    """200 MB of text, including one 20 MB line: RSS grows by far less than the file."""
+    path = tmp_path / "big.txt"
+    line = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor " * 3).strip() + "\n"
+    block = (line * ((1 << 20) // len(line))).encode("utf-8")  # about 1 MB
+    with open(path, "wb") as handle:
+        for i in range(200):
+            handle.write(block)
+            if i == 100:
+                handle.write(b"y" * (20 << 20) + b"\n")
+    assert os.path.getsize(path) > 200e6
+    process = psutil.Process()
+    corpus = Corpus(path, max_line_chars=10000)
+    before = process.memory_info().rss
+    peak = before
+    n = 0
+    for n, tokens in enumerate(corpus.segments(), 1):
+        if n % 50000 == 0:
+            peak = max(peak, process.memory_info().rss)
+    peak = max(peak, process.memory_info().rss)
+    assert n > 800_000
+    assert corpus.stats.skipped == {"too_long": 1}
+    assert peak - before < 60e6, f"RSS grew by {(peak - before) / 1e6:.0f} MB"

@@ -1,0 +1,39 @@
+import json
+import subprocess
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from spacy_elmo.training.checkpoints import list_checkpoints
+
+from .conftest import PYTHON, ROOT, cli_env
+
+WORKER = ROOT / "tests" / "training" / "ddp_worker.py"
+
+
+@pytest.mark.slow
+def test_two_process_torchrun_ends_with_identical_weights(lm_corpus, tmp_path):
+    train, dev = lm_corpus
+    out = tmp_path / "out"
+    command = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(WORKER), str(train), str(dev), str(out)]
+    result = subprocess.run(command, env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "rank 0: 12 steps" in result.stdout and "rank 1: 12 steps" in result.stdout
+    rank0, rank1 = load_file(str(out / "rank0.safetensors")), load_file(str(out / "rank1.safetensors"))
+    assert rank0.keys() == rank1.keys()
+    for name in rank0:
+        assert torch.equal(rank0[name], rank1[name]), name
+    # the saved model is the one both ranks hold
+    saved = load_file(str(out / "model-last" / "model.safetensors"))
+    assert torch.equal(saved["forward_lstm.layers.0.projection.weight"], rank0["bilm.forward_lstm.layers.0.projection.weight"])
+    # rank 0 alone writes: one record per report, one checkpoint per step count
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [3, 6, 9, 12]
+    assert [r["step"] for r in records if r["kind"] == "eval"] == [6, 12]
+    assert [p.name for p in list_checkpoints(out / "checkpoints")] == ["step-00000005", "step-00000010", "step-00000012"]
+    checkpoint = json.loads((out / "checkpoints" / "step-00000012" / "state.json").read_text())
+    assert checkpoint["step"] == 12
+    # each rank's RNG (dropout masks, softmax samples) is its own and saved for an exact resume
+    rng = load_file(str(out / "checkpoints" / "step-00000012" / "training.safetensors"))
+    assert not torch.equal(rng["rng.torch.r0"], rng["rng.torch.r1"])
