@@ -20,7 +20,9 @@ def evaluate_cli(
     batch_size: int = typer.Option(64, "--batch-size", min=1),
     output: Optional[Path] = typer.Option(None, "--output", help="also write the numbers as JSON"),
 ) -> None:
-    """Score every line as a sentence <S> .. </S> with the full softmax; words outside the model's
+    """Exact held-out perplexity of a trained biLM (forward, backward, geometric mean).
+
+    Every line is scored as a sentence <S> .. </S> with the full softmax; words outside the model's
     vocabulary count as <UNK> (the OOV rate is reported: perplexities over different vocabularies
     do not compare)."""
     from ..io import ModelFileError

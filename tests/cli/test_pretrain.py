@@ -1,0 +1,64 @@
+import json
+import subprocess
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.cli.pretrain import parse_duration
+
+from ..training.conftest import PYTHON, ROOT, TINY_CFG, cli_env, write_corpus
+
+runner = CliRunner()
+
+
+def test_parse_duration():
+    assert parse_duration("90") == 90 and parse_duration("50m") == 3000 and parse_duration("1.5h") == 5400
+    assert parse_duration(None) is None
+    with pytest.raises(typer.BadParameter):
+        parse_duration("soon")
+
+
+def test_pretrain_evaluate_finetune_commands(tmp_path):
+    train = write_corpus(tmp_path / "train.txt", 200, seed=1)
+    dev = write_corpus(tmp_path / "dev.txt", 30, seed=2)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["pretrain", str(TINY_CFG), "--output", str(out), "--paths.train", str(train),
+                                 "--paths.dev", str(dev), "--training.max_steps", "12", "--training.eval_frequency", "6"])
+    assert result.exit_code == 0, result.output
+    assert "12 steps" in result.output and "best held-out ppl" in result.output
+    assert (out / "model-best" / "config.json").is_file() and (out / "checkpoints" / "step-00000012").is_dir()
+
+    again = runner.invoke(app, ["pretrain", str(TINY_CFG), "--output", str(out), "--paths.train", str(train)])
+    assert again.exit_code != 0 and "--resume" in str(again.exception)
+
+    report = tmp_path / "eval.json"
+    result = runner.invoke(app, ["evaluate", "--model", str(out / "model-best"), "--data", str(dev), "--output", str(report)])
+    assert result.exit_code == 0, result.output
+    numbers = json.loads(report.read_text())
+    best = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
+    assert numbers["ppl"] == pytest.approx(min(r["ppl"] for r in best), rel=1e-5)
+    assert f"perplexity {numbers['ppl']:.2f}" in result.output
+
+    result = runner.invoke(app, ["finetune", str(TINY_CFG), "--model", str(out / "model-best"), "--output", str(tmp_path / "ft"),
+                                 "--paths.train", str(dev), "--paths.dev", str(dev), "--training.max_steps", "6"])
+    assert result.exit_code == 0, result.output
+    assert "held-out perplexity" in result.output and (tmp_path / "ft" / "finetune-report.json").is_file()
+
+
+def test_evaluate_refuses_a_model_without_softmax(tmp_path):
+    from spacy_elmo.io import load_allennlp, save_bilm
+
+    data = ROOT / "tests" / "data" / "allennlp" / "tiny"
+    save_bilm(load_allennlp(data / "options.json", data / "weights.hdf5"), tmp_path / "bare")
+    (tmp_path / "d.txt").write_text("a b\n", encoding="utf-8")
+    result = runner.invoke(app, ["evaluate", "--model", str(tmp_path / "bare"), "--data", str(tmp_path / "d.txt")])
+    assert result.exit_code != 0 and "fine-tune it first" in result.output
+
+
+def test_commands_are_registered_under_spacy():
+    result = subprocess.run([PYTHON, "-m", "spacy", "elmo", "--help"], env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for command in ("pretrain", "finetune", "evaluate"):
+        assert command in result.stdout

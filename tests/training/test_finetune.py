@@ -1,0 +1,63 @@
+import json
+
+import pytest
+import torch
+
+from spacy_elmo.io import load_allennlp, load_native
+from spacy_elmo.training.finetune import finetune
+from spacy_elmo.training.pretrain import pretrain
+from spacy_elmo.training.vocab import Vocab
+
+from .conftest import TINY_CFG, tiny_config
+
+ROOT_DATA = TINY_CFG.parents[1] / "tests" / "data" / "allennlp" / "tiny"
+
+
+def _domain(tmp_path, n, name):
+    """Another 'domain': the same words in new patterns (the ring counted backwards, in pairs)."""
+    ring = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven"]
+    lines = []
+    for i in range(n):
+        start = (i * 5) % len(ring)
+        words = [ring[(start - k) % len(ring)] for k in range(4 + i % 4)]
+        lines.append(" ".join(w for w in words for _ in range(2)))
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_finetune_our_model_keeps_its_vocabulary_and_lowers_domain_perplexity(lm_corpus, tmp_path):
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, dev, training__max_epochs=1), tmp_path / "pre")
+    domain_train, domain_dev = _domain(tmp_path, 200, "d-train.txt"), _domain(tmp_path, 30, "d-dev.txt")
+    config = tiny_config(domain_train, domain_dev, training__max_steps=40, training__eval_frequency=20)
+    result = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-best")
+    assert not result.new_softmax
+    assert Vocab.from_disk(tmp_path / "ft" / "model-best").tokens == Vocab.from_disk(tmp_path / "pre" / "model-best").tokens
+    assert result.after["ppl"] < 0.7 * result.before["ppl"]
+    report = json.loads((tmp_path / "ft" / "finetune-report.json").read_text())
+    assert report["before"]["ppl"] == pytest.approx(result.before["ppl"]) and report["after_best"]["ppl"] == pytest.approx(result.after["ppl"])
+    assert load_native(tmp_path / "ft" / "model-last").config == load_native(tmp_path / "pre" / "model-best").config
+
+
+def test_finetune_a_published_pair_builds_and_warms_up_a_softmax(tmp_path):
+    domain_train, domain_dev = _domain(tmp_path, 200, "d-train.txt"), _domain(tmp_path, 30, "d-dev.txt")
+    options, weights = ROOT_DATA / "options.json", ROOT_DATA / "weights.hdf5"
+    config = tiny_config(domain_train, domain_dev, training__max_steps=20, training__eval_frequency=20, finetune__warmup_steps=10)
+    result = finetune(config, tmp_path / "ft", options=options, weights=weights)
+    assert result.new_softmax and result.after["ppl"] < result.before["ppl"]
+    vocab = Vocab.from_disk(tmp_path / "ft")
+    assert "eleven" in vocab and len(vocab) == 3 + 12
+    # the warm-up trained the softmax only: the biLM left it as imported
+    original = load_allennlp(options, weights).state_dict()
+    warmed = load_native(tmp_path / "ft" / "warmup" / "model-last").state_dict()
+    for name, value in original.items():
+        assert torch.equal(value, warmed[name]), name
+    tuned = load_native(tmp_path / "ft" / "model-last").state_dict()
+    assert any(not torch.equal(original[name], tuned[name]) for name in original)
+
+
+def test_finetune_needs_a_start(lm_corpus, tmp_path):
+    train, dev = lm_corpus
+    with pytest.raises(ValueError, match="--options"):
+        finetune(tiny_config(train, dev), tmp_path / "ft")
