@@ -8,7 +8,7 @@ an extra held-out set (only with --wikitext, never in the bundled sample).
     python scripts/prepare_corpus.py --datasets ../shared/datasets --output assets/corpus
     python scripts/prepare_corpus.py --datasets ../shared/datasets --output corpus_sample --max-sentences 1500
 
-Writes OUTPUT/pretrain/train-XX.txt, OUTPUT/pretrain/dev.txt, OUTPUT/domain/ewt-{train,dev}.txt,
+Writes OUTPUT/pretrain/train/train-XX.txt, OUTPUT/pretrain/dev.txt, OUTPUT/domain/ewt-{train,dev}.txt,
 OUTPUT/eval/wikitext2-test.txt (with --wikitext) and OUTPUT/ATTRIBUTION.md.
 """
 import argparse
@@ -25,7 +25,7 @@ ATTRIBUTION = """# Attribution and licences of this corpus
 Built by `scripts/prepare_corpus.py` (spacy-elmo): sentences split and tokenized with
 spaCy's rule-based English tokenizer and sentencizer; nothing else changed.
 
-- `pretrain/`: Project Gutenberg selections as packaged by NLTK (2008): texts by Jane Austen,
+- `pretrain/` (`train/` and the held-out `dev.txt`): Project Gutenberg selections as packaged by NLTK (2008): texts by Jane Austen,
   William Blake, G. K. Chesterton, Herman Melville, John Milton, William Shakespeare and
   Walt Whitman. Public domain (https://www.gutenberg.org). Mixed with:
   Movie Review Data, sentence polarity dataset v2.0, (c) 2004 Bo Pang and Lillian Lee,
@@ -106,7 +106,7 @@ def main() -> None:
     train = pretrain[n_dev:]
     shards = max(1, min(args.shards, len(train)))
     for k in range(shards):
-        write_lines(args.output / "pretrain" / f"train-{k:02d}.txt", train[k::shards])
+        write_lines(args.output / "pretrain" / "train" / f"train-{k:02d}.txt", train[k::shards])
 
     ewt = args.datasets / "ud_english_ewt"
     for split in ("train", "dev"):

@@ -22,7 +22,7 @@ corpus() {
 
 pretrain() {
   timed pretrain python -m spacy_elmo pretrain configs/bilm-small.cfg --output "$RUN" \
-    --paths.train "$CORPUS/pretrain" --paths.dev "$CORPUS/pretrain/dev.txt" --max-time "$PRETRAIN_TIME" \
+    --paths.train "$CORPUS/pretrain/train" --paths.dev "$CORPUS/pretrain/dev.txt" --max-time "$PRETRAIN_TIME" \
     $( [ -d "$RUN/checkpoints" ] && echo --resume )
 }
 
