@@ -1,0 +1,95 @@
+"""The experiment's markdown table and PNG plot from the metrics that scripts/run_experiment.py wrote.
+
+    python scripts/report_results.py training/sample/metrics --table results/sample.md --plot results/sample.png
+"""
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on servers and CI
+import matplotlib.pyplot as plt  # noqa: E402
+
+TASK_TITLES = {"upos": "UPOS tagging (accuracy)", "ner": "NER (entity F1)"}
+SETTING_TITLES = {"plain": "without ELMo", "elmo": "with ELMo"}
+
+# (task, fraction_pct, setting) -> record
+Records = Dict[Tuple[str, int, str], dict]
+
+
+def load_records(metrics_dir: Path) -> Records:
+    records = {}
+    for path in sorted(Path(metrics_dir).glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        records[(record["task"], record["fraction_pct"], record["setting"])] = record
+    if not records:
+        raise ValueError(f"no metrics (*.json) in {metrics_dir}: run scripts/run_experiment.py first")
+    return records
+
+
+def markdown_table(records: Records, *, title: str = "") -> str:
+    """One row per task and training fraction: sentences, score of each setting, ELMo minus plain."""
+    settings = sorted({s for _, _, s in records}, key=lambda s: list(SETTING_TITLES).index(s))
+    header = ["task", "train %", "train sentences"] + [SETTING_TITLES[s] for s in settings]
+    if {"plain", "elmo"} <= set(settings):
+        header.append("ELMo - plain")
+    lines = [f"### {title}\n" if title else "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task, pct in sorted({(t, p) for t, p, _ in records}, key=lambda k: (list(TASK_TITLES).index(k[0]), k[1])):
+        row_records = {s: records.get((task, pct, s)) for s in settings}
+        sentences = next(r["train_sentences"] for r in row_records.values() if r is not None)
+        cells = [task, str(pct), f"{sentences:,}"]
+        cells += [f"{100 * r['score']:.2f}" if r else "-" for r in row_records.values()]
+        if "ELMo - plain" in header:
+            plain, elmo = row_records["plain"], row_records["elmo"]
+            cells.append(f"{100 * (elmo['score'] - plain['score']):+.2f}" if plain and elmo else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def plot(records: Records, path: Path, *, title: str = "") -> None:
+    """Score against training fraction (log scale), one panel per task, one curve per setting."""
+    curves: Dict[str, Dict[str, List[Tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for (task, pct, setting), record in sorted(records.items()):
+        curves[task][setting].append((pct, 100 * record["score"]))
+    tasks = [t for t in TASK_TITLES if t in curves]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for setting in [s for s in SETTING_TITLES if s in curves[task]]:
+            xs, ys = zip(*sorted(curves[task][setting]))
+            ax.plot(xs, ys, marker="o", label=SETTING_TITLES[setting])
+        ax.set_xscale("log")
+        ax.set_xticks(sorted({p for p, _ in sum(curves[task].values(), [])}))
+        ax.set_xticklabels([f"{p}%" for p in ax.get_xticks()])
+        ax.set_xlabel("share of the training set")
+        ax.set_ylabel("test score")
+        ax.set_title(TASK_TITLES[task])
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("metrics", type=Path, help="folder of metrics JSON files")
+    parser.add_argument("--table", type=Path, required=True, help="markdown file to write")
+    parser.add_argument("--plot", type=Path, required=True, help="PNG file to write")
+    parser.add_argument("--title", default="", help="heading of the table and the plot")
+    args = parser.parse_args(argv)
+    records = load_records(args.metrics)
+    table = markdown_table(records, title=args.title)
+    args.table.parent.mkdir(parents=True, exist_ok=True)
+    args.table.write_text(table, encoding="utf-8")
+    plot(records, args.plot, title=args.title)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

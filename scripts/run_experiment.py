@@ -1,0 +1,94 @@
+"""The small-data experiment: train each task on each training fraction with and without ELMo, score on test.
+
+For every (task, fraction, setting) this runs ``spacy train`` with configs/<task config>[-elmo].cfg on
+CORPUS/<task>-train-<pct>.spacy (dev: CORPUS/<task>-dev.spacy), then scores model-best on
+CORPUS/<task>-test.spacy with gold tokens, and writes OUTPUT/metrics/<task>-<setting>-<pct>.json.
+Runs whose metrics exist are skipped, so an interrupted experiment continues where it stopped.
+
+    python scripts/run_experiment.py --corpus corpus/full --elmo training/bilm-ewt/model-best \\
+        --output training/full --tasks upos ner --fractions 1 10 100 --training.max_steps 20000
+
+Other ``--section.key value`` arguments override the configs of every run, as with ``spacy train``.
+"""
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from spacy.cli._util import parse_config_overrides
+from spacy.cli.evaluate import evaluate
+from spacy.cli.train import train
+from spacy.tokens import DocBin
+from spacy.vocab import Vocab
+
+CONFIGS = Path(__file__).parent.parent / "configs"
+# task -> (config stem, metric that the table reports)
+TASKS = {"upos": ("tagger", "tag_acc"), "ner": ("ner", "ents_f")}
+SETTINGS = ("plain", "elmo")
+
+
+def run_one(
+    task: str, setting: str, pct: int, *, corpus: Path, output: Path, elmo: Optional[Path], overrides: Dict[str, Any]
+) -> Dict[str, Any]:
+    """Train and score one cell of the table. RETURNS (Dict): the metrics record written."""
+    stem, metric = TASKS[task]
+    config = CONFIGS / (f"{stem}-elmo.cfg" if setting == "elmo" else f"{stem}.cfg")
+    train_path = corpus / f"{task}-train-{pct}.spacy"
+    model_dir = output / "models" / f"{task}-{setting}-{pct}"
+    settings = {"paths.train": str(train_path), "paths.dev": str(corpus / f"{task}-dev.spacy"), **overrides}
+    if setting == "elmo":
+        if elmo is None:
+            raise ValueError("the elmo setting needs --elmo DIR (a biLM directory)")
+        settings["paths.elmo"] = str(elmo)
+    start = time.time()
+    train(config, model_dir, overrides=settings)
+    seconds = time.time() - start
+    scores = evaluate(str(model_dir / "model-best"), corpus / f"{task}-test.spacy", gold_preproc=True)
+    docs = list(DocBin().from_disk(train_path).get_docs(Vocab()))
+    return {
+        "task": task,
+        "setting": setting,
+        "fraction_pct": pct,
+        "metric": metric,
+        "score": scores[metric],
+        "train_sentences": sum(len(list(doc.sents)) for doc in docs),
+        "train_tokens": sum(len(doc) for doc in docs),
+        "train_seconds": round(seconds, 1),
+        "config": str(config.relative_to(CONFIGS.parent)),
+        "overrides": settings,
+        "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
+    }
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, required=True, help="folder of <task>-{train-<pct>,dev,test}.spacy")
+    parser.add_argument("--output", type=Path, required=True, help="folder for models/ and metrics/")
+    parser.add_argument("--elmo", type=Path, help="the biLM directory the elmo setting uses")
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--fractions", nargs="+", type=int, default=[1, 10, 100], help="percent of train")
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    args, extra = parser.parse_known_args(argv)
+    overrides = parse_config_overrides(extra)
+    metrics_dir = args.output / "metrics"
+    metrics_dir.mkdir(parents=True, exist_ok=True)
+    done: List[str] = []
+    for task in args.tasks:
+        for pct in args.fractions:
+            for setting in args.settings:
+                path = metrics_dir / f"{task}-{setting}-{pct}.json"
+                if path.exists():
+                    print(f"{path} exists: skipped")
+                    continue
+                record = run_one(
+                    task, setting, pct, corpus=args.corpus, output=args.output, elmo=args.elmo, overrides=overrides
+                )
+                path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+                done.append(f"{task} {setting} {pct}%: {record['metric']} {record['score']:.4f}")
+                print(done[-1])
+    print("\n".join(done))
+
+
+if __name__ == "__main__":
+    main()
