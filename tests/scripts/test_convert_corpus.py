@@ -1,0 +1,75 @@
+import pytest
+from spacy.tokens import DocBin
+from spacy.vocab import Vocab
+
+from ..training_runs import script
+
+convert_corpus = script("convert_corpus")
+
+CONLLU = """# sent_id = 1
+# text = I can't go.
+1\tI\tI\tPRON\tPRP\t_\t3\tnsubj\t_\t_
+2-3\tcan't\t_\t_\t_\t_\t_\t_\t_\t_
+2\tca\tcan\tAUX\tMD\t_\t4\taux\t_\t_
+3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t_\t_
+4\tgo\tgo\tVERB\tVB\t_\t0\troot\t_\tSpaceAfter=No
+4.1\tgone\t_\t_\t_\t_\t_\t_\t_\t_
+5\t.\t.\tPUNCT\t.\t_\t4\tpunct\t_\t_
+
+# sent_id = 2
+1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_
+"""
+
+# IOB1 with -DOCSTART-: I- opens an entity, B- only between two entities of one type
+CONLL_NER = """-DOCSTART- -X- O O
+
+EU NNP I-NP I-ORG
+rejects VBZ I-VP O
+German JJ I-NP I-MISC
+Peter NNP I-NP I-PER
+Paul NNP I-NP B-PER
+Smith NNP I-NP I-PER
+
+Bonn NNP I-NP I-LOC
+"""
+
+WNUT = "Empire\tB-location\nState\tI-location\nrocks\tO\n\t\nok\tO\n"
+
+
+def _docs(path):
+    return list(DocBin().from_disk(path).get_docs(Vocab()))
+
+
+def test_conllu_keeps_syntactic_words_upos_and_spaces(tmp_path):
+    (tmp_path / "in.conllu").write_text(CONLLU, encoding="utf-8")
+    assert convert_corpus.convert("ud", tmp_path / "in.conllu", tmp_path / "out.spacy") == (1, 2, 6)
+    (doc,) = _docs(tmp_path / "out.spacy")
+    assert [t.text for t in doc] == ["I", "ca", "n't", "go", ".", "Yes"]
+    assert [t.tag_ for t in doc] == ["PRON", "AUX", "PART", "VERB", "PUNCT", "INTJ"]
+    assert [t.pos_ for t in doc] == [t.tag_ for t in doc]
+    assert [s.text for s in doc.sents] == ["I ca n't go.", "Yes"]
+
+
+def test_conll_ner_iob1_and_wnut(tmp_path):
+    (tmp_path / "in.txt").write_text(CONLL_NER, encoding="utf-8")
+    convert_corpus.convert("ner", tmp_path / "in.txt", tmp_path / "out.spacy", n_sents=1)
+    docs = _docs(tmp_path / "out.spacy")
+    assert [[(e.text, e.label_) for e in d.ents] for d in docs] == [
+        [("EU", "ORG"), ("German", "MISC"), ("Peter", "PER"), ("Paul Smith", "PER")],
+        [("Bonn", "LOC")],
+    ]
+    (tmp_path / "wnut.conll").write_text(WNUT, encoding="utf-8")
+    convert_corpus.convert("ner", tmp_path / "wnut.conll", tmp_path / "wnut.spacy")
+    (doc,) = _docs(tmp_path / "wnut.spacy")
+    assert len(list(doc.sents)) == 2 and [(e.text, e.label_) for e in doc.ents] == [("Empire State", "location")]
+
+
+def test_fractions_are_seeded_nested_and_in_order():
+    small, large = (convert_corpus.select_fraction(1000, f, seed=0) for f in (0.01, 0.1))
+    assert len(small) == 10 and len(large) == 100
+    assert set(small) <= set(large) and small == sorted(small)
+    assert convert_corpus.select_fraction(1000, 0.01, seed=0) == small
+    assert convert_corpus.select_fraction(1000, 0.01, seed=1) != small
+    assert convert_corpus.select_fraction(5, 0.01, seed=0) != []  # at least one sentence
+    with pytest.raises(ValueError):
+        convert_corpus.select_fraction(10, 0.0, seed=0)
