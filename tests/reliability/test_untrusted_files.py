@@ -163,7 +163,7 @@ def test_pickle_in_a_training_checkpoint(training_run, tmp_path, target):
         with pytest.raises(ValueError) as err:
             read_checkpoint(newest)
         assert not marker.exists(), name
-        assert str(newest / target) in str(err.value), "the error must name the file"
+        assert target in str(err.value), f"the error must name the file: {err.value}"
         with pytest.warns(RuntimeWarning, match=str(newest)):
             previous = latest_checkpoint(checkpoints)
         assert previous is not None and previous.step == 2

@@ -1,0 +1,270 @@
+"""Fault injection on pretraining (issue 5, part 2): SIGKILL at random points and during checkpoint
+writes, damaged checkpoints and model files, a full disk. After each, ``--resume`` must end with the
+weights of an uninterrupted run, bit for bit.
+
+Runs use configs/bilm-tiny.cfg (dropout on, Adagrad, two epochs' worth of steps) in forked
+processes (see tiny_training.py) that are killed with SIGKILL, as the OOM killer or a preempted
+machine would.
+"""
+import errno
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import pytest
+
+from spacy_elmo import load_bilm
+from spacy_elmo.io import ModelFileError
+from spacy_elmo.io.native import WEIGHTS_NAME
+from spacy_elmo.pipeline import create_pipeline
+from spacy_elmo.training.checkpoints import LM_NAME, STATE_NAME, TRAINING_NAME, list_checkpoints
+from spacy_elmo.training.checkpoints import read_checkpoint
+from spacy_elmo.training.model_dir import SOFTMAX_NAME, load_lm_parts
+
+from .tiny_training import assert_same_weights, final_weights, run, start_child, tiny_config, write_corpus
+
+STEPS = 40
+SETTINGS = {"max_steps": STEPS, "checkpoint_frequency": 4, "keep_checkpoints": 3}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "train.txt", lines=300)
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory) -> Path:
+    """The uninterrupted run every interrupted one must reproduce."""
+    output = tmp_path_factory.mktemp("reference") / "run"
+    run(tiny_config(corpus, **SETTINGS), output)
+    return output
+
+
+def _finish(config, output: Path) -> None:
+    child = start_child(config, output, resume=True)
+    child.join(120)
+    assert child.exitcode == 0, f"resumed run failed with exit code {child.exitcode}"
+
+
+def _kill(child) -> None:
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(30)
+    assert child.exitcode == -signal.SIGKILL
+
+
+def _wait_for(child, found: Callable[[], bool], timeout: float = 60.0) -> bool:
+    """Poll as fast as possible until ``found()``; False if the child ended first."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and child.exitcode is None:
+        if found():
+            return True
+    return False
+
+
+def _names(directory: Path) -> List[str]:
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
+
+
+def _newest_step(output: Path) -> int:
+    kept = [n for n in _names(output / "checkpoints") if n.startswith("step-")]
+    return max((int(n[len("step-") :]) for n in kept), default=0)
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_weights(corpus, reference, tmp_path):
+    """One kill during start-up (vocabulary counting), five at random times after random checkpoints
+    (inside steps, checkpoint writes, model-last writes): the resumed run ends bit-identical."""
+    config, output = tiny_config(corpus, **SETTINGS), tmp_path / "run"
+    rng = random.Random(5)
+    targets = sorted(rng.sample(range(4, STEPS - 8, 4), 5))
+    kills: List[int] = []
+    child = start_child(config, output, resume=False)
+    child.join(rng.uniform(0.05, 1.0))
+    _kill(child)
+    kills.append(_newest_step(output))
+    for target in targets:
+        child = start_child(config, output, resume=True)
+        assert _wait_for(child, lambda: _newest_step(output) >= target), "the run ended before the kill"
+        time.sleep(rng.uniform(0.0, 0.4))
+        _kill(child)
+        kills.append(_newest_step(output))
+    assert len(kills) == 6 and kills[-1] < STEPS, kills
+    _finish(config, output)
+    assert_same_weights(final_weights(output), final_weights(reference))
+    load_lm_parts(output / "model-last")
+
+
+def test_resuming_a_finished_run_changes_nothing(corpus, reference, tmp_path):
+    # a kill after the final checkpoint (while model-best or the learning curve is written) must
+    # not make --resume train past max_steps
+    output = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(reference), str(output)], check=True)
+    run(tiny_config(corpus, **SETTINGS), output, resume=True)
+    assert list_checkpoints(output / "checkpoints")[-1].name == f"step-{STEPS:08d}"
+    assert_same_weights(final_weights(output), final_weights(reference))
+
+
+@pytest.mark.slow
+def test_sigkill_during_checkpoint_and_model_writes(corpus, reference, tmp_path):
+    config, output = tiny_config(corpus, **SETTINGS), tmp_path / "run"
+    checkpoints, model_last = output / "checkpoints", output / "model-last"
+    targets: Dict[str, Callable[[], bool]] = {
+        "checkpoint": lambda: any(".tmp-" in n for n in _names(checkpoints)),
+        "model-last": lambda: any(".tmp-" in n for n in _names(model_last)),
+    }
+    caught: List[str] = []
+    for target in ["checkpoint", "model-last", "checkpoint"]:
+        child = start_child(config, output, resume=output.exists())
+        if _wait_for(child, targets[target]):
+            _kill(child)
+            caught.append(target)
+            if target == "checkpoint":
+                # the half-written checkpoint is invisible; the newest listed one reads back intact
+                kept = list_checkpoints(checkpoints)
+                assert all(p.name.startswith("step-") for p in kept)
+                if kept:
+                    read_checkpoint(kept[-1])
+            else:
+                # model-last is either whole or refused by its checksum, never silently mixed
+                try:
+                    load_lm_parts(model_last)
+                except ModelFileError as err:  # e.g. "config.json: missing" on the first write
+                    assert err.path.startswith(str(model_last)), err
+        else:
+            child.join(60)
+    assert caught.count("checkpoint") >= 1 and len(caught) >= 2, f"kills inside a write: {caught}"
+    _finish(config, output)
+    assert_same_weights(final_weights(output), final_weights(reference))
+
+
+def _partial_checkpoints(output: Path) -> List[str]:
+    return sorted(n for n in _names(output / "checkpoints") if ".tmp-" in n)
+
+
+def test_resume_removes_partial_checkpoints_of_killed_runs(corpus, tmp_path):
+    # every kill inside a checkpoint write leaves a temporary directory as big as a checkpoint;
+    # a job restarted for days must not pile them up
+    output = tmp_path / "run"
+    run(tiny_config(corpus, **{**SETTINGS, "max_steps": 4}), output)
+    for pid in (999991, 999992):
+        stale = output / "checkpoints" / f".step-00000008.tmp-{pid}"
+        stale.mkdir()
+        (stale / LM_NAME).write_bytes(b"half a checkpoint")
+    run(tiny_config(corpus, **{**SETTINGS, "max_steps": 8}), output, resume=True)
+    assert [p.name for p in list_checkpoints(output / "checkpoints")] == ["step-00000004", "step-00000008"]
+    assert _partial_checkpoints(output) == []
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip_bit(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+DAMAGE = {
+    "truncated lm": (LM_NAME, _truncate),
+    "bit flip in lm": (LM_NAME, _flip_bit),
+    "truncated training state": (TRAINING_NAME, _truncate),
+    "bit flip in training state": (TRAINING_NAME, _flip_bit),
+    "truncated state.json": (STATE_NAME, _truncate),
+    "missing lm": (LM_NAME, lambda p: p.unlink()),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_damaged_checkpoint_is_refused_naming_the_file(reference, tmp_path, kind):
+    name, damage = DAMAGE[kind]
+    checkpoint = tmp_path / "step"
+    subprocess.run(["cp", "-r", str(list_checkpoints(reference / "checkpoints")[-1]), str(checkpoint)], check=True)
+    read_checkpoint(checkpoint)
+    damage(checkpoint / name)
+    with pytest.raises(ValueError) as err:
+        read_checkpoint(checkpoint)
+    assert name in str(err.value), f"the error must name the file: {err.value}"
+
+
+@pytest.mark.slow
+def test_resume_skips_damaged_checkpoints_and_still_matches(corpus, reference, tmp_path):
+    output = tmp_path / "run"
+    run(tiny_config(corpus, **{**SETTINGS, "max_steps": 20}), output)
+    steps = [int(p.name.split("-")[1]) for p in list_checkpoints(output / "checkpoints")]
+    assert steps == [12, 16, 20]
+    newest, second = list_checkpoints(output / "checkpoints")[-2:][::-1]
+    _truncate(newest / LM_NAME)
+    _flip_bit(second / TRAINING_NAME)
+    with pytest.warns(RuntimeWarning) as warned:
+        run(tiny_config(corpus, **SETTINGS), output, resume=True)
+    messages = [str(w.message) for w in warned if "damaged checkpoint" in str(w.message)]
+    assert any(str(newest) in m and LM_NAME in m for m in messages), messages
+    assert any(str(second) in m and TRAINING_NAME in m for m in messages), messages
+    assert_same_weights(final_weights(output), final_weights(reference))
+
+
+def test_damaged_model_files_are_refused_naming_the_file(reference, tmp_path):
+    for name, damage in [(WEIGHTS_NAME, _truncate), (WEIGHTS_NAME, _flip_bit), (SOFTMAX_NAME, _flip_bit)]:
+        model = tmp_path / f"{name}-{damage.__name__}"
+        subprocess.run(["cp", "-r", str(reference / "model-last"), str(model)], check=True)
+        damage(model / name)
+        with pytest.raises(ModelFileError, match="checksum mismatch") as err:
+            load_lm_parts(model)
+        assert err.value.path == str(model / name)
+        if name == WEIGHTS_NAME:
+            with pytest.raises(ModelFileError, match="checksum mismatch"):
+                load_bilm(model)
+            nlp = create_pipeline(load_bilm(reference / "model-last"))
+            with pytest.raises(ModelFileError, match="checksum mismatch") as err:
+                nlp.get_pipe("elmo").initialize(lambda: [], model=model)
+            assert err.value.path == str(model / name)
+
+
+def _tmpfs(path: Path, size: int) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill up (needs root and CAP_SYS_ADMIN): {done.stderr!r}")
+
+
+def _disk_usage(directory: Path) -> int:
+    """Bytes a copy of ``directory`` takes on tmpfs (files rounded up to 4 KiB pages)."""
+    return sum(-(-p.stat().st_size // 4096) * 4096 for p in directory.rglob("*") if p.is_file())
+
+
+@pytest.mark.slow
+def test_full_disk_during_a_checkpoint_write(corpus, reference, tmp_path):
+    """The disk fills up while the second checkpoint is written: the error reaches the user, the
+    first checkpoint stays intact, and after space is freed --resume ends where the reference does."""
+    first = list_checkpoints(reference / "checkpoints")[0]
+    step_size = _disk_usage(first)
+    others = sum(_disk_usage(reference / name) for name in ("model-last",)) + 8 * 4096
+    output = tmp_path / "disk"
+    _tmpfs(output, others + step_size + step_size // 2)
+    try:
+        config = tiny_config(corpus, **{**SETTINGS, "keep_checkpoints": 1})
+        with pytest.raises(OSError) as err:
+            run(config, output / "run")
+        assert err.value.errno == errno.ENOSPC
+        assert any(entry.name == "save_checkpoint" for entry in err.traceback), "not in a checkpoint write"
+        assert ".step-00000008.tmp-" in str(err.value), f"the error must name the file: {err.value}"
+        kept = list_checkpoints(output / "run" / "checkpoints")
+        assert [p.name for p in kept] == ["step-00000004"]
+        assert read_checkpoint(kept[0]).step == 4
+        load_lm_parts(output / "run" / "model-last")
+        partial = _partial_checkpoints(output / "run")
+        subprocess.run(["mount", "-o", "remount,size=64m", str(output)], check=True)
+        run(config, output / "run", resume=True)
+        assert_same_weights(final_weights(output / "run"), final_weights(reference))
+        # the half-written checkpoint would keep the disk full: it must not outlive the error
+        assert partial == [], f"left on the full disk: {partial}"
+    finally:
+        subprocess.run(["umount", "-l", str(output)], check=False)
