@@ -105,9 +105,12 @@ class LSTMPLayer(nn.Module):
         h, c = state
         outputs: List[torch.Tensor] = []
         weight = self.state_linearity.weight.t()
+        # One view per timestep: indexing projected[t] would make every step's backward allocate
+        # (and add into) a gradient of the whole projected tensor.
+        per_step = projected.unbind(0)
         for t in range(steps):
             n = batch_sizes[t]
-            gates = torch.addmm(projected[t, :n], h[:n], weight)
+            gates = torch.addmm(per_step[t][:n], h[:n], weight)
             i = torch.sigmoid(gates[:, :dim])
             j = torch.tanh(gates[:, dim : 2 * dim])
             f, o = torch.sigmoid(gates[:, 2 * dim :]).chunk(2, dim=1)

@@ -1,0 +1,137 @@
+"""biLM pretraining step (forward + backward) throughput against the straightforward baseline.
+
+    python -m bench.bench_train --config configs/bilm-small.cfg --threads 2 --json bench/results/train.json
+    python -m bench.bench_train --quick
+
+The model is the one the config's [model] section describes, random weights, train mode.
+A batch is [training] batch_size sentences of the EWT training set, capped at
+max_batch_tokens tokens, as the "sentences" training mode builds them. The loss is a fixed
+random linear function of the top layer: the word softmax is the same code on both sides
+and is left out, so the ratio is the biLM's own. Gradients of both sides are compared.
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from thinc.api import Config
+
+from spacy_elmo.bilm import BiLM, BiLMConfig
+
+from .baseline import BaselineBiLM
+from .workloads import EWT, SHAPES, char_batch, conllu_sentences, benchmark_sentences
+
+# Gradients compared between the two sides: (our parameter name, the baseline's).
+COMPARED = [
+    ("forward_lstm.layers.0.state_linearity.weight", "forward_layers.0.state_linearity.weight"),
+    ("backward_lstm.layers.1.input_linearity.weight", "backward_layers.1.input_linearity.weight"),
+    ("token_encoder.char_embedding.weight", "char_embedding.weight"),
+    ("token_encoder.highway.transform.0.weight", "transform.0.weight"),
+]
+
+
+def main(argv: Optional[List[str]] = None) -> Dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/bilm-small.cfg")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--quick", action="store_true", help="tiny model, a few sentences")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    if args.quick:
+        config, batch_size, max_tokens = SHAPES["tiny"], 8, 400
+    else:
+        cfg = Config().from_disk(args.config)
+        config = BiLMConfig(**{k: v for k, v in cfg["model"].items()})
+        batch_size, max_tokens = int(cfg["training"]["batch_size"]), int(cfg["training"]["max_batch_tokens"])
+    sentences = training_batch(batch_size, max_tokens)
+    ours = BiLM(config).train()
+    baseline = BaselineBiLM(ours).train()
+    ids, lengths = char_batch(sentences, config.max_characters_per_token)
+    readout = torch.randn(config.output_dim) / config.output_dim**0.5
+    steps = {
+        "baseline": lambda: (baseline(ids, lengths)[-1] * readout).sum(),
+        "ours": lambda: (ours(ids, lengths).layers[-1] * readout).sum(),
+    }
+    times: Dict[str, List[float]] = {name: [] for name in steps}
+    losses = {}
+    for repeat in range(args.repeats + 1):
+        for name, step in steps.items():
+            ours.zero_grad(set_to_none=True)
+            baseline.zero_grad(set_to_none=True)
+            start = time.perf_counter()
+            loss = step()
+            loss.backward()
+            elapsed = time.perf_counter() - start
+            if repeat:  # the first round warms up
+                times[name].append(elapsed)
+            losses[name] = float(loss.detach())
+            if name == "ours":
+                ours_grads = {n: p.grad.clone() for n, p in ours.named_parameters() if p.grad is not None}
+            else:
+                base_grads = {n: p.grad.clone() for n, p in baseline.named_parameters() if p.grad is not None}
+    tokens = int(lengths.sum()) - 2 * len(lengths)
+    report: Dict = {
+        "command": "python -m bench.bench_train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "threads": args.threads,
+        "config": config.to_options(),
+        "batch": {"sentences": len(sentences), "tokens": tokens},
+        "loss_diff": abs(losses["ours"] - losses["baseline"]),
+        "grad_rel_diff": {
+            ours_name: float((ours_grads[ours_name] - base_grads[base_name]).norm() / base_grads[base_name].norm())
+            for ours_name, base_name in COMPARED
+            if base_name in base_grads and ours_name in ours_grads
+        },
+        "modes": {},
+    }
+    for name in steps:
+        best = min(times[name])
+        report["modes"][name] = {
+            "seconds": best,
+            "tokens_per_s": tokens / best,
+            "speedup_vs_baseline": min(times["baseline"]) / best,
+        }
+    print(markdown(report))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(__import__("json").dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def training_batch(batch_size: int, max_tokens: int) -> List[List[str]]:
+    """Consecutive training-set sentences, at most batch_size of them and max_tokens tokens."""
+    train = EWT / "en_ewt-ud-train.conllu"
+    pool = conllu_sentences(train) if train.is_file() else benchmark_sentences(batch_size, min_len=5)[0]
+    batch: List[List[str]] = []
+    total = 0
+    for sentence in pool:
+        if len(batch) == batch_size or total + len(sentence) > max_tokens:
+            break
+        batch.append(sentence)
+        total += len(sentence)
+    return batch
+
+
+def markdown(report: Dict) -> str:
+    lines = [
+        f"Command: `{report['command']}`",
+        "",
+        f"Batch: {report['batch']['sentences']} sentences, {report['batch']['tokens']} tokens; "
+        f"{report['threads']} threads. Loss difference {report['loss_diff']:.1e}; gradient relative "
+        f"differences {', '.join(f'{v:.1e}' for v in report['grad_rel_diff'].values())}.",
+        "",
+        "| pretraining step (forward + backward) | tokens/s | x baseline |",
+        "|---|---:|---:|",
+    ]
+    for name, s in report["modes"].items():
+        lines.append(f"| {name} | {s['tokens_per_s']:.1f} | {s['speedup_vs_baseline']:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
