@@ -12,7 +12,7 @@ Sentences are grouped into Docs of ``--n-sents`` with sentence starts set. A fra
 ``round(fraction * n)`` sentences of one seeded shuffle (at least one), so the 1% set is inside the 10%
 set, which is inside 100%; kept sentences stay in corpus order.
 
-    python scripts/convert_corpus.py ud en_ewt-ud-train.conllu corpus/ewt-train-10.spacy --fraction 0.1
+    python scripts/convert_corpus.py ud en_ewt-ud-train.conllu corpus/upos-train-{pct}.spacy --fraction 0.01 0.1 1
 """
 import argparse
 import random
@@ -114,10 +114,16 @@ def convert(
     kind: str, input_path: Path, output_path: Path, *, fraction: float = 1.0, seed: int = 0, n_sents: int = 10
 ) -> Tuple[int, int, int]:
     """Convert one file. RETURNS (Tuple[int, int, int]): docs, sentences and tokens written."""
-    readers = {"ud": read_conllu, "ner": read_conll_ner}
-    if kind not in readers:
-        raise ValueError(f"unknown corpus kind {kind!r}; use one of {sorted(readers)}")
-    sentences = list(readers[kind](Path(input_path).read_text(encoding="utf-8")))
+    if kind not in READERS:
+        raise ValueError(f"unknown corpus kind {kind!r}; use one of {sorted(READERS)}")
+    sentences = list(READERS[kind](Path(input_path).read_text(encoding="utf-8")))
+    return write(sentences, kind, output_path, fraction=fraction, seed=seed, n_sents=n_sents)
+
+
+def write(
+    sentences: Sequence[Sentence], kind: str, output_path: Path, *, fraction: float, seed: int, n_sents: int
+) -> Tuple[int, int, int]:
+    """Write a seeded ``fraction`` of the sentences. RETURNS (Tuple[int, int, int]): docs, sentences, tokens."""
     chosen = [sentences[i] for i in select_fraction(len(sentences), fraction, seed)]
     docs = sentences_to_docs(Vocab(), chosen, kind, n_sents)
     output_path = Path(output_path)
@@ -126,19 +132,25 @@ def convert(
     return len(docs), len(chosen), sum(len(s[0]) for s in chosen)
 
 
+READERS = {"ud": read_conllu, "ner": read_conll_ner}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=["ud", "ner"], help="input format")
     parser.add_argument("input", type=Path, help=".conllu (ud) or CoNLL NER columns (ner)")
-    parser.add_argument("output", type=Path, help="output .spacy file")
-    parser.add_argument("--fraction", type=float, default=1.0, help="share of sentences to keep, in (0, 1]")
+    parser.add_argument("output", help="output .spacy file; {pct} stands for the fraction in percent")
+    parser.add_argument("--fraction", type=float, nargs="+", default=[1.0], help="shares of sentences, in (0, 1]")
     parser.add_argument("--seed", type=int, default=0, help="seed of the shuffle that picks the fraction")
     parser.add_argument("--n-sents", type=int, default=10, help="sentences per Doc")
     args = parser.parse_args(argv)
-    n_docs, n_sents, n_tokens = convert(
-        args.kind, args.input, args.output, fraction=args.fraction, seed=args.seed, n_sents=args.n_sents
-    )
-    print(f"{args.output}: {n_docs} docs, {n_sents} sentences, {n_tokens} tokens")
+    if len(args.fraction) > 1 and "{pct}" not in args.output:
+        parser.error("several fractions need {pct} in the output path")
+    sentences = list(READERS[args.kind](args.input.read_text(encoding="utf-8")))
+    for fraction in args.fraction:
+        output = Path(args.output.format(pct=f"{100 * fraction:g}"))
+        counts = write(sentences, args.kind, output, fraction=fraction, seed=args.seed, n_sents=args.n_sents)
+        print(f"{output}: {counts[0]} docs, {counts[1]} sentences, {counts[2]} tokens")
 
 
 if __name__ == "__main__":
