@@ -14,6 +14,7 @@ OUTPUT/eval/wikitext2-test.txt (with --wikitext) and OUTPUT/ATTRIBUTION.md.
 import argparse
 import random
 import re
+import sys
 import zipfile
 from pathlib import Path
 from typing import Iterator, List
@@ -22,8 +23,8 @@ import spacy
 
 ATTRIBUTION = """# Attribution and licences of this corpus
 
-Built by `scripts/prepare_corpus.py` (spacy-elmo): sentences split and tokenized with
-spaCy's rule-based English tokenizer and sentencizer; nothing else changed.
+Built by `{command}` (spacy-elmo): sentences split and tokenized with spaCy's rule-based
+English tokenizer and sentencizer; {sampling}; nothing else changed.
 
 - `pretrain/` (`train/` and the held-out `dev.txt`): Project Gutenberg selections as packaged by NLTK (2008): texts by Jane Austen,
   William Blake, G. K. Chesterton, Herman Melville, John Milton, William Shakespeare and
@@ -120,7 +121,10 @@ def main() -> None:
         lines = (args.datasets / "lm_wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
         write_lines(args.output / "eval" / "wikitext2-test.txt", [l.split() for l in lines if l.split()])
         wikitext = WIKITEXT
-    (args.output / "ATTRIBUTION.md").write_text(ATTRIBUTION.format(wikitext=wikitext), encoding="utf-8")
+    sampling = f"a seeded random sample of {limit} sentences per source" if limit else "all sentences"
+    command = "python scripts/prepare_corpus.py " + " ".join(sys.argv[1:])
+    text = ATTRIBUTION.format(wikitext=wikitext, sampling=sampling, command=command)
+    (args.output / "ATTRIBUTION.md").write_text(text, encoding="utf-8")
     print(
         f"{args.output}: pretrain {len(train)} train / {n_dev} dev sentences "
         f"({len(gutenberg)} Gutenberg, {len(reviews)} movie reviews), EWT train/dev, shards {shards}"
