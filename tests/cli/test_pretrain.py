@@ -1,11 +1,14 @@
 import json
 import subprocess
 
+import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from spacy_elmo import load_bilm
 from spacy_elmo.cli import app
+from spacy_elmo.io import load_allennlp
 from spacy_elmo.cli.pretrain import parse_duration
 
 from ..training.conftest import PYTHON, ROOT, TINY_CFG, cli_env, write_corpus
@@ -40,6 +43,13 @@ def test_pretrain_evaluate_finetune_commands(tmp_path):
     best = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
     assert numbers["ppl"] == pytest.approx(min(r["ppl"] for r in best), rel=1e-5)
     assert f"perplexity {numbers['ppl']:.2f}" in result.output
+
+    exported = tmp_path / "published"
+    result = runner.invoke(app, ["convert", "--model", str(out / "model-best"), "--output", str(exported), "--to-allennlp"])
+    assert result.exit_code == 0, result.output
+    sentence = [["the", "red", "cat"]]
+    assert np.allclose(load_allennlp(exported / "options.json", exported / "weights.hdf5").embed(sentence)[0],
+                       load_bilm(out / "model-best").embed(sentence)[0], atol=1e-6)
 
     result = runner.invoke(app, ["finetune", str(TINY_CFG), "--model", str(out / "model-best"), "--output", str(tmp_path / "ft"),
                                  "--paths.train", str(dev), "--paths.dev", str(dev), "--training.max_steps", "6"])
