@@ -23,7 +23,7 @@ from .lm import LanguageModel
 from .loop import CHECKPOINTS, RunSummary, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity
-from .pretrain import _logger, dev_reader, prepare_vocab, setup_process, train_corpus
+from .pretrain import dev_reader, logger, prepare_vocab, setup_process, train_corpus
 from .vocab import Vocab
 
 REPORT_NAME = "finetune-report.json"
@@ -74,7 +74,7 @@ def finetune(
         if info.is_main:
             output.mkdir(parents=True, exist_ok=True)
         barrier(info)
-        log = _logger(info, stream)
+        log = logger(info, stream)
         bilm, vocab, softmax_weights = load_start(model, options, weights)
         corpus = train_corpus(config)
         new_softmax = softmax_weights is None

@@ -1,6 +1,7 @@
 """Pretraining a biLM from scratch: count the corpus, build the vocabulary and the model, train."""
 import json
 import random
+import sys
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -72,7 +73,7 @@ def dev_reader(config: LMConfig) -> Optional[Callable[[], Iterable[List[str]]]]:
     """A function returning a fresh stream of held-out segments (None without ``paths.dev``)."""
     if config.dev is None:
         return None
-    corpus = Corpus(config.dev, fmt=config.corpus.format, tokenizer=config.corpus.tokenizer, max_line_chars=config.corpus.max_line_chars)
+    corpus = config_corpus(config, config.dev)
     limit = config.corpus.dev_max_segments or None
 
     def read() -> Iterable[List[str]]:
@@ -96,10 +97,16 @@ def setup_process(config: LMConfig, device: str) -> tuple:
     return torch_device, info
 
 
+def config_corpus(config: LMConfig, paths: str) -> Corpus:
+    """A corpus read as the config's [corpus] section says."""
+    settings = config.corpus
+    return Corpus(paths, fmt=settings.format, tokenizer=settings.tokenizer, max_line_chars=settings.max_line_chars)
+
+
 def train_corpus(config: LMConfig) -> Corpus:
     if config.train is None:
         raise ValueError("no training corpus: set [paths] train in the config or pass --paths.train PATH")
-    return Corpus(config.train, fmt=config.corpus.format, tokenizer=config.corpus.tokenizer, max_line_chars=config.corpus.max_line_chars)
+    return config_corpus(config, config.train)
 
 
 def prepare_vocab(corpus: Corpus, config: LMConfig, output: Path, info: DistInfo, *, resume: bool, log) -> tuple:
@@ -122,7 +129,7 @@ def build_pretraining(
 
     RETURNS (Tuple): (language model on ``device``, vocab, training corpus, estimated steps per epoch).
     """
-    log = _logger(info, stream)
+    log = logger(info, stream)
     corpus = train_corpus(config)
     vocab, saved = prepare_vocab(corpus, config, output, info, resume=resume, log=log)
     bilm = init_for_training(BiLM(config.model))
@@ -164,9 +171,8 @@ def pretrain(
         shutdown(info)
 
 
-def _logger(info: DistInfo, stream):
-    import sys
-
+def logger(info: DistInfo, stream):
+    """A function that prints a line on rank 0 only (to ``stream`` or stderr)."""
     def log(text: str) -> None:
         if info.is_main:
             target = stream if stream is not None else sys.stderr
