@@ -8,8 +8,10 @@ kept as it is), or on the fly, evicting the least recently used entry beyond ``m
 It is consulted only in eval mode with autograd off, and it forgets everything when
 the encoder's weights change: each call compares a fingerprint of the parameters
 (identity, storage, in-place version counter, dtype, device and the kind of each
-linear layer), and switching the encoder to training mode clears it. Writes through
-``param.data`` bypass version counters; call ``clear()`` after such surgery.
+linear layer), which optimizer steps, ``load_state_dict`` and ``.to()`` all change.
+(Switching modes alone does not clear it: thinc's wrapper puts the module back in
+training mode after every prediction.) Writes through ``param.data`` bypass version
+counters; call ``clear()`` after such surgery.
 """
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Tuple

@@ -58,12 +58,6 @@ class CharCNNEncoder(nn.Module):
             encoded = self.encode_rows(distinct)
         return encoded[inverse].reshape(*lead, -1)
 
-    def train(self, mode: bool = True) -> "CharCNNEncoder":
-        # Training changes the weights: drop cached encodings now rather than trusting version counters.
-        if mode and self.cache is not None:
-            self.cache.clear()
-        return super().train(mode)
-
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """Encode every row of ``rows`` (N, max_chars): (N, projection_dim), no deduplication or cache."""
         pooled = self._pool(rows)

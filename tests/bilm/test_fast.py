@@ -108,7 +108,15 @@ def test_char_cache_unused_when_training_or_with_grad():
     assert bilm.token_encoder.char_embedding.weight.grad is not None
     assert cache.hits == 0
     bilm.train()
-    assert len(cache) == 0
+    layers(bilm)  # training mode, autograd off
+    assert cache.hits == 0
+    optimizer = torch.optim.SGD(bilm.parameters(), lr=0.1)
+    optimizer.step()  # the gradients above change the encoder's weights in place
+    bilm.eval()
+    reference = random_bilm(seed=7)
+    reference.load_state_dict(bilm.state_dict())
+    torch.testing.assert_close(layers(bilm).layers, layers(reference).layers, atol=1e-5, rtol=0)
+    assert cache.hits == 0  # refilled from scratch: nothing from before the step was reused
 
 
 def test_char_cache_is_bounded_and_vocab_fill_stays():
