@@ -1,0 +1,45 @@
+"""Soak test of the `elmo` component: RSS while ``nlp.pipe`` streams many short Docs.
+
+    python scripts/soak.py --docs 100000
+
+Builds the tiny test pipeline (or loads --model DIR), streams --docs generated short texts
+through ``nlp.pipe`` without keeping the Docs, samples RSS with psutil, and checks every Doc
+holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (RSS samples
+included); exits 1 if RSS grows more than --max-growth percent after the warm-up or a Doc
+holds a torch object.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import spacy
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.reliability.fuzz_docs import tiny_pipelines  # noqa: E402
+from tests.reliability.soak_run import short_texts, soak  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=100000)
+    parser.add_argument("--warmup", type=float, default=0.1, help="fraction of the Docs before growth is measured")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--sample-every", type=int, default=1000, help="Docs between RSS samples")
+    parser.add_argument("--model", type=Path, default=None, help="a pipeline directory (default: the tiny test one)")
+    parser.add_argument("--max-growth", type=float, default=5.0, help="percent RSS growth allowed after warm-up")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    nlp = spacy.load(args.model) if args.model else tiny_pipelines()["defaults"]
+    warmup = max(1, int(args.docs * args.warmup))
+    result = soak(nlp, short_texts(args.docs), n_docs=args.docs, warmup=warmup, batch_size=args.batch_size,
+                  sample_every=args.sample_every)
+    print(json.dumps(result.to_dict()))
+    ok = result.growth_pct < args.max_growth and result.docs_with_torch_objects == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
