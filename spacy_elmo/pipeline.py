@@ -23,6 +23,7 @@ from .extensions import install_extensions, install_vector_hooks
 from .io import ModelFileError, bilm_from_bytes, bilm_to_bytes, load_allennlp, load_native, save_bilm
 from .io.native import CONFIG_NAME
 from .layers import get_batch_id, get_bilm, is_listener_for, set_bilm
+from .shipped import load_shipped_bilm
 
 PathLike = Union[str, Path]
 ARCHITECTURE = "spacy-elmo.BiLM.v1"
@@ -334,15 +335,16 @@ class Elmo(TrainablePipe):
             set_upstream_shape(self.bilm.config.n_output_layers, self.bilm.config.output_dim)
 
     def _require_weights(self) -> None:
+        # A component added without weights runs the shipped English biLM.
         if not self.cfg["has_weights"]:
-            raise ValueError(NO_WEIGHTS.format(name=self.name))
+            self.use_bilm(initial_bilm(name=self.name, options=None, weights=None, model=None))
 
 
 def initial_bilm(
     *, name: str = FACTORY, options: Optional[PathLike], weights: Optional[PathLike], model: Optional[PathLike]
 ) -> BiLM:
-    """The biLM that ``Elmo.initialize`` imports. A shipped default model would plug in here,
-    where no source is given.
+    """The biLM that ``Elmo.initialize`` imports: from the given files, or, where none is
+    given, the English biLM shipped with the package (``spacy_elmo.shipped``).
 
     RETURNS (BiLM): loaded on CPU, in eval mode.
     """
@@ -354,7 +356,10 @@ def initial_bilm(
         return load_allennlp(options, weights)
     if options is not None or weights is not None:
         raise ValueError(f"[initialize.components.{name}]: options and weights must be given together")
-    raise ValueError(NO_WEIGHTS.format(name=name))
+    try:
+        return load_shipped_bilm()
+    except ModelFileError as err:
+        raise ValueError(f"{NO_WEIGHTS.format(name=name)} ({err})") from err
 
 
 def find_bilm_directory(path: PathLike) -> Path:

@@ -6,7 +6,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from thinc.api import Adam, Model
 
-from spacy_elmo.io import ModelFileError, load_allennlp
+from spacy_elmo.io import ModelFileError, load_allennlp, save_bilm
 from spacy_elmo.layers import UPSTREAM_ATTR, get_batch_id
 from spacy_elmo.pipeline import create_pipeline
 
@@ -91,13 +91,27 @@ def test_vector_hooks(tiny_paths, tiny_sentences):
     assert plain[0].vector.shape != (32,)  # no hooks: spaCy's static (here empty) vectors
 
 
-def test_uninitialized_component_says_what_to_do():
+def test_without_weights_or_shipped_model_says_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setattr("spacy_elmo.shipped.SHIPPED_MODEL_DIR", tmp_path / "absent")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": {"dim": 8, "projection_dim": 4, "filters": [[1, 4]]}})
     with pytest.raises(ValueError, match=r"initialize\.components\.elmo"):
         nlp("no weights")
     with pytest.raises(ValueError, match="no biLM weights"):
         nlp.initialize()
+
+
+def test_without_weights_the_shipped_model_is_used(monkeypatch, tmp_path, tiny_bilm, tiny_expected, tiny_sentences):
+    save_bilm(tiny_bilm, tmp_path / "shipped")
+    monkeypatch.setattr("spacy_elmo.shipped.SHIPPED_MODEL_DIR", tmp_path / "shipped")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")  # no weights given, no initialize
+    doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
+    np.testing.assert_allclose(doc._.elmo.layers, tiny_expected["layers_0"], atol=1e-5)
+    other = spacy.blank("en")
+    other.add_pipe("elmo")
+    other.initialize()
+    assert other.get_pipe("elmo").bilm.config == tiny_bilm.config
 
 
 def test_bad_model_files_name_the_file(tiny_paths, tmp_path):
