@@ -98,3 +98,18 @@ def test_two_components_learn_their_own_mix(data, tmp_path):
     weights = [m.get_ref("input_mix").get_param("weights") for m in mixes]
     assert all(w.any() for w in weights)
     assert not np.allclose(weights[0], weights[1])
+
+
+def test_frozen_annotating_elmo_is_read_from_docs_during_training(data, frozen, tmp_path):
+    # spaCy's way to freeze an upstream component: source it, freeze it, let it annotate; the
+    # listener then reads doc._.elmo in training too (without annotation it raises)
+    config = load_config(CONFIGS / "tagger-elmo.cfg")
+    config["components"]["elmo"] = {"source": str(data / "frozen" / "model-last")}
+    config["training"]["frozen_components"] = ["elmo"]
+    config["training"]["annotating_components"] = ["elmo"]
+    del config["initialize"]["components"]["elmo"]
+    config.to_disk(tmp_path / "frozen.cfg")
+    nlp = train(tmp_path / "frozen.cfg", data, tmp_path / "out")
+    assert _tag_accuracy(nlp, _gold(data, nlp, "train.spacy")) > 0.6
+    for name, value in _bilm_params(nlp).items():
+        assert torch.equal(value, _bilm_params(frozen)[name]), name
