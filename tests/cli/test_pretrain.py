@@ -68,7 +68,7 @@ def test_evaluate_refuses_a_model_without_softmax(tmp_path):
 
 
 def test_commands_are_registered_under_spacy():
-    result = subprocess.run([PYTHON, "-m", "spacy", "elmo", "--help"], env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([PYTHON, "-m", "spacy", "elmo", "--help"], env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     for command in ("pretrain", "finetune", "evaluate"):
         assert command in result.stdout

@@ -28,7 +28,7 @@ def _command(train, out, *extra):
     # sampled softmax and dropout: the RNG state has to be restored too
     return [
         PYTHON, "-m", "spacy_elmo", "pretrain", str(TINY_CFG), "--output", str(out), "--paths.train", str(train),
-        "--training.max_steps", "40", "--training.checkpoint_frequency", "5", "--training.dropout", "0.2",
+        "--training.max_steps", "30", "--training.checkpoint_frequency", "5", "--training.dropout", "0.2",
         "--softmax.n_samples", "8", "--training.max_batch_tokens", "128", *extra,
     ]
 
@@ -37,12 +37,12 @@ def _command(train, out, *extra):
 def test_sigkilled_run_resumes_to_the_same_weights(lm_corpus, tmp_path):
     train, _ = lm_corpus
     env = cli_env()
-    reference = subprocess.run(_command(train, tmp_path / "ref"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    reference = subprocess.run(_command(train, tmp_path / "ref"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert reference.returncode == 0, reference.stderr[-2000:]
 
     killed_dir = tmp_path / "killed"
     process = subprocess.Popen(_command(train, killed_dir), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         done = list_checkpoints(killed_dir / "checkpoints")
         if done and int(done[-1].name.split("-")[1]) >= 10:
@@ -51,9 +51,9 @@ def test_sigkilled_run_resumes_to_the_same_weights(lm_corpus, tmp_path):
     process.send_signal(signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL, "the run ended before it could be killed"
     steps = [int(p.name.split("-")[1]) for p in list_checkpoints(killed_dir / "checkpoints")]
-    assert 10 <= max(steps) < 40
+    assert 10 <= max(steps) < 30
 
-    resumed = subprocess.run(_command(train, killed_dir, "--resume"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(_command(train, killed_dir, "--resume"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"training from step {max(steps)}" in resumed.stderr
     _assert_same(_weights(tmp_path / "ref" / "model-last"), _weights(killed_dir / "model-last"))
