@@ -2,6 +2,9 @@
 
 The long run of the same checks: ``python scripts/fuzz_long.py --docs 10000``.
 """
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +14,8 @@ from spacy.tokens import Doc
 from .fuzz_docs import PIPELINE_SETTINGS, batches, build_doc, check_batch, tiny_pipelines
 
 PIPELINES = tiny_pipelines()
+# a 200-token window that scripts/fuzz_long.py found to depend on its batch mates by > 1e-5
+WINDOW = json.loads((Path(__file__).parent / "data" / "batch_mates_window.json").read_text("utf-8"))["tokens"]
 FUZZ = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
@@ -35,7 +40,7 @@ def test_hand_picked_batch(name):
         ("words", ["<S>", "</S>", "<S>"], [True, True, False], None),
     ]
     nlp = PIPELINES[name]
-    assert check_batch(nlp, specs, batch_size=3) == sum(len(build_doc(nlp, spec)) for spec in specs) > 1500
+    assert check_batch(nlp, specs, batch_size=3).tokens == sum(len(build_doc(nlp, spec)) for spec in specs) > 1500
 
 
 def test_lone_surrogates_are_stopped_by_spacy_and_the_pipeline_keeps_working():
@@ -47,3 +52,12 @@ def test_lone_surrogates_are_stopped_by_spacy_and_the_pipeline_keeps_working():
         list(nlp.pipe(["fine", "not \ud800 fine"]))
     doc = nlp("still fine")
     assert doc._.elmo.layers.shape == (3, 2, 32) and np.isfinite(doc._.elmo.layers).all()
+
+
+@pytest.mark.parametrize("mate_length", [1, 100])
+def test_regression_long_window_does_not_depend_on_batch_mates(mate_length):
+    nlp = PIPELINES["defaults"]
+    [alone] = nlp.get_pipe("elmo").bilm.embed([WINDOW])
+    mate = Doc(nlp.vocab, words=[f"m{i % 7}" for i in range(mate_length)])
+    [doc, _] = nlp.pipe([Doc(nlp.vocab, words=WINDOW), mate], batch_size=2)
+    np.testing.assert_allclose(doc._.elmo.layers, alone, atol=1e-5)
