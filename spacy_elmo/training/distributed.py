@@ -59,13 +59,16 @@ def stop_flags(info: DistInfo, out_of_data: bool, out_of_time: bool, device: tor
     return bool(flags[0].item()), bool(flags[1].item())
 
 
-def gather_to_main(info: DistInfo, tensors: Dict[str, torch.Tensor]) -> List[Dict[str, torch.Tensor]]:
-    """Every rank's tensors (same names and shapes on all ranks) as a list by rank, on every rank."""
+def gather_to_main(info: DistInfo, tensors: Dict[str, torch.Tensor], device: torch.device) -> List[Dict[str, torch.Tensor]]:
+    """Every rank's tensors (same names and shapes on all ranks) as a list by rank, on CPU.
+
+    device (torch.device): where the collective runs (nccl only moves GPU tensors).
+    """
     if not info.enabled:
         return [{k: v.detach().cpu() for k, v in tensors.items()}]
     gathered: List[Dict[str, torch.Tensor]] = [{} for _ in range(info.world_size)]
     for name in sorted(tensors):
-        value = tensors[name].detach()
+        value = tensors[name].detach().to(device)
         parts = [torch.empty_like(value) for _ in range(info.world_size)]
         dist.all_gather(parts, value.contiguous())
         for rank, part in enumerate(parts):

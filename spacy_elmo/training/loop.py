@@ -123,7 +123,7 @@ def train_lm(
         progress.message(f"training from step {step} (epoch {epoch}, batch {batch_index}); about {total_steps or '?'} steps")
 
     def write_models(final: bool) -> None:
-        carry_tensors, rng_by_rank = _gathered_state(info, carry)
+        carry_tensors, rng_by_rank = _gathered_state(info, carry, device)
         if not info.is_main:
             return
         meta = {**(extra or {}), "step": step, "best_dev": best}
@@ -256,13 +256,13 @@ def _initial_state(lm: LanguageModel, batch: LMBatch, carry: Optional[BiLMState]
     return carry[0], zero[1]
 
 
-def _gathered_state(info: DistInfo, carry: Optional[BiLMState]):
+def _gathered_state(info: DistInfo, carry: Optional[BiLMState], device: torch.device):
     """Each rank's carried forward state and torch RNG state, gathered on rank 0 for the checkpoint."""
     local: Dict[str, torch.Tensor] = {"rng": torch.get_rng_state()}
     if carry is not None:
         for k, (h, c) in enumerate(carry[0]):
             local[f"{k}.h"], local[f"{k}.c"] = h, c
-    gathered = gather_to_main(info, local)
+    gathered = gather_to_main(info, local, device)
     carry_tensors = {f"r{r}.{name}": t for r, d in enumerate(gathered) for name, t in d.items() if name != "rng"}
     rng_by_rank = [d["rng"] for d in gathered]
     return carry_tensors, rng_by_rank
