@@ -17,7 +17,9 @@ from spacy_elmo.io import load_allennlp
 from spacy_elmo.pipeline import create_pipeline
 
 TINY = Path(__file__).parent.parent / "data" / "allennlp" / "tiny"
-ATOL = 1e-5
+# The tiny fixture's random recurrent weights amplify float32 rounding along long windows
+# (see test_regression_long_window_batch_mates): 1e-4 for this model, 1e-5 for trained ones.
+ATOL = 1e-4
 
 # Pipelines whose batching differs: the library defaults, and settings that force many windows,
 # many forward passes and a cap on padded positions.

@@ -11,12 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spacy.tokens import Doc
 
+from spacy_elmo.io import load_allennlp
+
 from .fuzz_docs import PIPELINE_SETTINGS, batches, build_doc, check_batch, tiny_pipelines
 
 PIPELINES = tiny_pipelines()
 # a 200-token window that scripts/fuzz_long.py found to depend on its batch mates by > 1e-5
 WINDOW = json.loads((Path(__file__).parent / "data" / "batch_mates_window.json").read_text("utf-8"))["tokens"]
-FUZZ = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=25, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
 @pytest.mark.slow
@@ -55,9 +57,17 @@ def test_lone_surrogates_are_stopped_by_spacy_and_the_pipeline_keeps_working():
 
 
 @pytest.mark.parametrize("mate_length", [1, 100])
-def test_regression_long_window_does_not_depend_on_batch_mates(mate_length):
+def test_regression_long_window_batch_mates(mate_length, trained_paths):
+    # float32 matrix products round differently for different batch sizes. In a trained biLM
+    # the recurrence damps that (the contract: 1e-5); the tiny fixture's random recurrent
+    # weights amplify it along a 200-token window to 2e-5..6e-5 (float64 gives 0.0), so that
+    # model gets a documented 1e-4 bound.
     nlp = PIPELINES["defaults"]
     [alone] = nlp.get_pipe("elmo").bilm.embed([WINDOW])
     mate = Doc(nlp.vocab, words=[f"m{i % 7}" for i in range(mate_length)])
     [doc, _] = nlp.pipe([Doc(nlp.vocab, words=WINDOW), mate], batch_size=2)
-    np.testing.assert_allclose(doc._.elmo.layers, alone, atol=1e-5)
+    np.testing.assert_allclose(doc._.elmo.layers, alone, atol=1e-4)
+    trained = load_allennlp(*trained_paths)
+    [alone] = trained.embed([WINDOW])
+    [together, _] = trained.embed([WINDOW, [f"m{i % 7}" for i in range(mate_length)]], batch_size=2)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
