@@ -24,6 +24,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from ..io.errors import ModelFileError
 from ..io.native import write_atomic
 
 PREFIX = "step-"
@@ -119,8 +120,36 @@ def save_checkpoint(
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"{PREFIX}{step:08d}"
     tmp = directory / f".{final.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    # partial checkpoints of killed or failed writes would hold disk space forever
+    remove_partial_checkpoints(directory)
+    try:
+        _write_checkpoint(tmp, final, step, position, model, optimizer, carry, extra, rng_by_rank)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(directory)
+    for old in list_checkpoints(directory)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def remove_partial_checkpoints(directory: Path) -> None:
+    """Delete the temporary directories that interrupted checkpoint writes left behind."""
+    for partial in directory.glob(f".{PREFIX}*.tmp-*"):
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _write_checkpoint(
+    tmp: Path,
+    final: Path,
+    step: int,
+    position: Dict[str, int],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    carry: Optional[Dict[str, torch.Tensor]],
+    extra: Optional[Dict[str, Any]],
+    rng_by_rank: Optional[List[torch.Tensor]],
+) -> None:
     tmp.mkdir()
     model_bytes = save_tensors({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()})
     opt_tensors, opt_meta = optimizer_state(optimizer)
@@ -145,10 +174,6 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    _fsync_dir(directory)
-    for old in list_checkpoints(directory)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
 def list_checkpoints(directory: Path) -> List[Path]:
@@ -160,19 +185,25 @@ def list_checkpoints(directory: Path) -> List[Path]:
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
-    """Read and verify one checkpoint. Raises ValueError if it is damaged."""
+    """Read and verify one checkpoint. Raises ModelFileError (a ValueError) naming the damaged file."""
+    current = path / STATE_NAME
     try:
-        state = json.loads((path / STATE_NAME).read_text(encoding="utf-8"))
-        if state.get("format") != FORMAT:
-            raise ValueError("not a spacy-elmo checkpoint")
+        state = json.loads(current.read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise ModelFileError(current, "not a spacy-elmo checkpoint state")
         blobs = {}
         for name in (LM_NAME, TRAINING_NAME):
-            data = (path / name).read_bytes()
+            current = path / name
+            data = current.read_bytes()
             if _sha(data) != state["sha256"][name]:
-                raise ValueError(f"{name}: checksum mismatch")
+                raise ModelFileError(current, "checksum mismatch: the file is damaged or was replaced")
             blobs[name] = load_tensors(data)
-    except (OSError, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError, SafetensorError) as err:
-        raise ValueError(f"unreadable ({err})") from err
+        current = path / STATE_NAME
+        int(state["step"])
+    except (OSError, KeyError, TypeError, ValueError, UnicodeDecodeError, json.JSONDecodeError, SafetensorError) as err:
+        if isinstance(err, ModelFileError):
+            raise
+        raise ModelFileError(current, f"unreadable ({err})") from err
     training = blobs[TRAINING_NAME]
     return Checkpoint(
         path=path,

@@ -134,7 +134,8 @@ def train_lm(
         )
         save_lm(lm, vocab, output / "model-last", extra={**meta, "final": final})
 
-    stop = ""
+    # a resumed run that had already reached max_steps (killed after its last checkpoint) trains no further
+    stop = "max_steps" if settings.max_steps and step >= settings.max_steps else ""
     lm.train()
     while not stop and epoch < settings.max_epochs:
         batches = epoch_batches(

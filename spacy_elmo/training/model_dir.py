@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
@@ -52,7 +53,10 @@ def load_lm_parts(path: Path) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str,
     data = softmax_path.read_bytes()
     if extra.get("softmax_sha256") not in (None, hashlib.sha256(data).hexdigest()):
         raise ModelFileError(softmax_path, "checksum mismatch: the file is damaged or was replaced")
-    weights = load_tensors(data)
+    try:
+        weights = load_tensors(data)
+    except (SafetensorError, ValueError, RuntimeError) as err:
+        raise ModelFileError(softmax_path, f"not a valid safetensors file ({err})") from err
     if weights.get("weight") is None or weights["weight"].shape[0] != len(vocab):
         raise ModelFileError(softmax_path, f"softmax does not match {VOCAB_NAME} ({len(vocab)} words)")
     return bilm, vocab, weights
