@@ -45,3 +45,43 @@ def matvec_bandwidth(shapes: List[Tuple[int, int]], repeats: int = 10) -> Dict[s
     result["bandwidth"] = max(result["row_major"], result["column_major"])
     result["megabytes"] = total / 1e6
     return result
+
+
+class GemmBound:
+    """The time ``flops`` of float32 matrix products take at a large, efficient shape.
+
+    Runs ``fraction`` of them (whole products) and scales, so it can be timed next to a workload.
+    """
+
+    def __init__(self, flops: float, shape: Tuple[int, int, int] = (2048, 2048, 2048), fraction: float = 0.25):
+        m, k, n = shape
+        self.a, self.b = torch.randn(m, k), torch.randn(k, n)
+        per_call = 2.0 * m * k * n
+        self.calls = max(1, round(flops * fraction / per_call))
+        self.scale = flops / (self.calls * per_call)
+
+    def __call__(self) -> float:
+        start = time.perf_counter()
+        for _ in range(self.calls):
+            torch.mm(self.a, self.b)
+        return (time.perf_counter() - start) * self.scale
+
+
+class MatvecBound:
+    """The time to read the given weights once per timestep as one-row products, and nothing else.
+
+    weights (List[Tensor]): (K, N) operands of ``x @ w``, as the model holds them (its own memory).
+    steps (int): timesteps of the workload.
+    """
+
+    def __init__(self, weights: List[torch.Tensor], steps: int) -> None:
+        self.weights = weights
+        self.inputs = [torch.randn(1, w.shape[0]) for w in weights]
+        self.steps = steps
+
+    def __call__(self) -> float:
+        start = time.perf_counter()
+        for _ in range(self.steps):
+            for x, w in zip(self.inputs, self.weights):
+                torch.mm(x, w)
+        return time.perf_counter() - start
