@@ -20,6 +20,7 @@ def neighbors_cli(
     k: int = typer.Option(5, "--k", min=1, help="neighbours to show"),
     lang: str = typer.Option("en", "--lang", help="spaCy language whose tokenizer splits the text"),
     max_lines: int = typer.Option(50000, "--max-lines", min=1, help="read at most this many corpus lines"),
+    layer: str = typer.Option("mean", "--layer", help="'mean' of all layers, or a layer index (0 = char-CNN)"),
 ) -> None:
     """Show the corpus uses of WORD closest to its use in QUERY (ELMo), and layer 0's nearest words (static)."""
     import spacy
@@ -36,9 +37,13 @@ def neighbors_cli(
     with corpus.open(encoding="utf-8", errors="replace") as handle:
         lines = [line.strip() for _, line in zip(range(max_lines), handle)]
     sentences = [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(line for line in lines if line)]
-    index = SenseIndex(bilm, sentences, words=[word])
+    chosen = layer if layer == "mean" else int(layer) if layer.lstrip("-").isdigit() else None
+    if chosen is None:
+        raise typer.BadParameter(f"--layer must be 'mean' or a layer index, not {layer!r}")
+    index = SenseIndex(bilm, sentences, words=[word], layer=chosen)
     typer.echo(f"Query: {' '.join(query_tokens)}  (target: {query_tokens[position]})")
-    typer.echo(f"ELMo (mean of layers), {len(index)} corpus sentences use {word!r}:")
+    described = "mean of layers" if chosen == "mean" else f"layer {chosen}"
+    typer.echo(f"ELMo ({described}), {len(index)} corpus sentences use {word!r}:")
     for hit in index.query(query_tokens, position, k=k):
         typer.echo(f"  {hit.score:.3f}  {hit.highlighted()}")
     vocabulary = {t for s in sentences for t in s if t.isalpha()}

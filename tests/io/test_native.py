@@ -67,6 +67,6 @@ def test_wrong_shapes_and_missing_files(tmp_path):
 
 def test_load_bilm_argument_errors(tmp_path):
     with pytest.raises(ValueError, match="both"):
-        load_bilm()
+        load_bilm(options=tmp_path / "o.json")
     with pytest.raises(ValueError, match="not both"):
         load_bilm(tmp_path, options=tmp_path / "o.json", weights=tmp_path / "w")
