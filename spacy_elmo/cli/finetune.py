@@ -29,7 +29,10 @@ def finetune_cli(
 
     if model is None and (options is None or weights is None):
         raise typer.BadParameter("give --model DIR, or --options and --weights")
-    config = load_lm_config(config_path, parse_config_overrides(ctx.args))
+    try:
+        config = load_lm_config(config_path, parse_config_overrides(ctx.args))
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
     result = finetune(
         config, output, model=model, options=options, weights=weights, resume=resume,
         max_time=parse_duration(max_time), device=device,

@@ -42,7 +42,10 @@ def pretrain_cli(
     from ..training.config import load_lm_config
     from ..training.pretrain import pretrain
 
-    config = load_lm_config(config_path, parse_config_overrides(ctx.args))
+    try:
+        config = load_lm_config(config_path, parse_config_overrides(ctx.args))
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
     summary = pretrain(config, output, resume=resume, max_time=parse_duration(max_time), device=device)
     best = summary.best_dev
     best_text = f"; best held-out ppl {best['ppl']:.2f} at step {best['step']}" if best and "ppl" in best else ""

@@ -3,7 +3,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
-from thinc.api import Config
+from thinc.api import Config, ConfigValidationError
 
 from ..bilm import BiLMConfig
 
@@ -12,6 +12,8 @@ SECTIONS = ("paths", "system", "corpus", "vocab", "model", "softmax", "training"
 
 @dataclass(frozen=True)
 class CorpusSettings:
+    """[corpus]: how files are read and cut (see configs/bilm-small.cfg for each setting)."""
+
     format: str = "auto"
     tokenizer: str = "whitespace"
     max_line_chars: int = 20000
@@ -22,17 +24,23 @@ class CorpusSettings:
 
 @dataclass(frozen=True)
 class VocabSettings:
+    """[vocab]: the softmax vocabulary counted from the training corpus."""
+
     size: int = 50000
     min_count: int = 2
 
 
 @dataclass(frozen=True)
 class SoftmaxSettings:
+    """[softmax]: n_samples > 0 trains a sampled softmax with that many candidates."""
+
     n_samples: int = 0
 
 
 @dataclass(frozen=True)
 class TrainingSettings:
+    """[training]: the loop (optimizer, batches, limits, frequencies)."""
+
     mode: str = "sentences"
     batch_size: int = 64
     max_batch_tokens: int = 2048
@@ -69,6 +77,8 @@ class TrainingSettings:
 
 @dataclass(frozen=True)
 class FinetuneSettings:
+    """[finetune]: the frozen-biLM warm-up of a new softmax."""
+
     warmup_steps: int = 100
     warmup_learning_rate: float = 0.2
 
@@ -99,8 +109,14 @@ def _section(cls: type, values: Dict[str, Any], name: str) -> Any:
 
 
 def load_lm_config(path: Union[str, Path], overrides: Optional[Dict[str, Any]] = None) -> LMConfig:
-    """Read a biLM training .cfg. overrides: {"training.max_steps": 10, "paths.train": "..."}."""
-    config = Config().from_disk(path, overrides=overrides or {}, interpolate=True)
+    """Read a biLM training .cfg. overrides: {"training.max_steps": 10, "paths.train": "..."}.
+
+    Raises ValueError naming the bad setting (unknown section or key, invalid value).
+    """
+    try:
+        config = Config().from_disk(path, overrides=overrides or {}, interpolate=True)
+    except ConfigValidationError as err:
+        raise ValueError(f"{path}: {str(err).strip()}") from err
     return lm_config_from_dict(dict(config))
 
 

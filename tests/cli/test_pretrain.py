@@ -72,3 +72,10 @@ def test_commands_are_registered_under_spacy():
     assert result.returncode == 0, result.stderr
     for command in ("pretrain", "finetune", "evaluate"):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize("override", [["--training.bogus", "1"], ["--nosection.x", "1"], ["--training.mode", "stream"]])
+def test_bad_overrides_are_reported(tmp_path, override):
+    result = runner.invoke(app, ["pretrain", str(TINY_CFG), "--output", str(tmp_path / "out"), *override])
+    assert result.exit_code == 2
+    assert not (tmp_path / "out").exists()
