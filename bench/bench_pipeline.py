@@ -22,6 +22,7 @@ from spacy.tokens import Doc
 from spacy_elmo.bilm.fast import optimize_for_inference
 from spacy_elmo.pipeline import create_pipeline
 
+from .hardware import best_time
 from .workloads import PUBLISHED_NAMES, benchmark_sentences, char_batch, frequent_tokens, published_bilm
 
 
@@ -72,7 +73,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         if variant != "as loaded":
             vocab = frequent_tokens(args.cache_size) if not args.quick else None
             optimize_for_inference(bilm, char_cache_size=args.cache_size, vocab=vocab)
-        times = {name: best_of(fn, args.repeats) for name, fn in modes.items()}
+        times = {name: best_time(fn, args.repeats) for name, fn in modes.items()}
         times[f"nlp.pipe(n_process={args.n_process}), {max(1, args.threads // args.n_process)} thread(s) each"] = (
             multiprocess_time(nlp, docs, args.n_process, args.threads)
         )
@@ -88,14 +89,6 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     return report
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def multiprocess_time(nlp, docs: List[Doc], n_process: int, threads: int) -> float:
