@@ -15,6 +15,8 @@ import torch
 from torch import nn
 
 State = Tuple[torch.Tensor, torch.Tensor]  # (h: (B, proj), c: (B, dim))
+# torch runs elementwise ops on fewer elements than this on the calling thread (its grain size).
+SMALL_ELEMENTWISE = 32768
 
 
 class LSTMPLayer(nn.Module):
@@ -38,6 +40,8 @@ class LSTMPLayer(nn.Module):
         self.input_linearity = nn.Linear(input_dim, 4 * dim, bias=True)
         self.state_linearity = nn.Linear(projection_dim, 4 * dim, bias=False)
         self.projection = nn.Linear(dim, projection_dim, bias=False)
+        # Set by fast.optimize_for_inference (exact=False); not saved.
+        self.tanh_via_sigmoid = False
 
     def forward(self, inputs: torch.Tensor, batch_sizes: Sequence[int], state: State) -> Tuple[torch.Tensor, State]:
         """Run over a batch sorted by decreasing length.
@@ -67,6 +71,7 @@ class LSTMPLayer(nn.Module):
         gates_buffer = projected.new_empty(batch, 4 * dim)
         hidden_buffer = projected.new_empty(batch, dim)
         fused = type(self.state_linearity) is nn.Linear and self.state_linearity.weight.dtype == projected.dtype
+        tanh_ = _tanh_via_sigmoid_ if self.tanh_via_sigmoid else torch.Tensor.tanh_
         h = h0
         for t in range(steps):
             n = batch_sizes[t]
@@ -78,7 +83,7 @@ class LSTMPLayer(nn.Module):
             else:  # a reduced-precision stand-in for the linear layer (see fast.py)
                 torch.add(self.state_linearity(h[:n]), projected[t, :n], out=gates)
             gates[:, :dim].sigmoid_()
-            gates[:, dim : 2 * dim].tanh_()
+            tanh_(gates[:, dim : 2 * dim])
             gates[:, 2 * dim :].sigmoid_()
             cell = c[:n]
             # f * c + i * j rounded like the autograd path (addcmul_ would fuse the multiply-add)
@@ -86,7 +91,7 @@ class LSTMPLayer(nn.Module):
             cell.mul_(gates[:, 2 * dim : 3 * dim]).add_(product)
             if self.cell_clip is not None:
                 cell.clamp_(-self.cell_clip, self.cell_clip)
-            hidden = torch.tanh(cell, out=hidden_buffer[:n]).mul_(gates[:, 3 * dim :])
+            hidden = tanh_(hidden_buffer[:n].copy_(cell)).mul_(gates[:, 3 * dim :])
             if type(self.projection) is nn.Linear:
                 h_new = torch.mm(hidden, self.projection.weight.t(), out=out[t, :n])
             else:
@@ -132,6 +137,18 @@ class LSTMPLayer(nn.Module):
         else:
             out = projected.new_zeros(0, batch, self.projection_dim)
         return out, (h, c)
+
+
+def _tanh_via_sigmoid_(x: torch.Tensor) -> torch.Tensor:
+    """tanh in place; below SMALL_ELEMENTWISE elements on CPU as 2 * sigmoid(2x) - 1 (within 2e-7).
+
+    torch hands tanh of even a few thousand elements to MKL's threaded vector math: about 10 us
+    on an idle machine, but on a busy one each call waits milliseconds for a descheduled thread,
+    twice per layer and timestep. sigmoid stays on the calling thread at these sizes.
+    """
+    if x.numel() >= SMALL_ELEMENTWISE or x.device.type != "cpu":
+        return x.tanh_()
+    return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
 
 
 def _final_hidden(out: torch.Tensor, h0: torch.Tensor, batch_sizes: Sequence[int]) -> torch.Tensor:

@@ -6,7 +6,7 @@ from torch import nn
 
 from spacy_elmo.bilm import batch_char_ids, token_char_ids
 from spacy_elmo.bilm.fast import optimize_for_inference
-from spacy_elmo.bilm.lstm import LSTMPLayer
+from spacy_elmo.bilm.lstm import SMALL_ELEMENTWISE, LSTMPLayer, _tanh_via_sigmoid_
 from spacy_elmo.bilm.quantize import ReducedPrecisionLinear, reduce_precision
 
 from ..conftest import random_bilm
@@ -70,13 +70,25 @@ def test_fp32_optimization_keeps_outputs_and_state_dict():
     for (name, a), (_, b) in zip(plain.state_dict().items(), fast.state_dict().items()):
         assert torch.equal(a, b), name
     assert fast.forward_lstm.layers[0].state_linearity.weight.t().is_contiguous()
+    assert fast.forward_lstm.layers[0].tanh_via_sigmoid
     assert len(fast.token_encoder.cache) > 0
+    # exact=True undoes the rounding-level changes: bit-identical to the plain model again
+    optimize_for_inference(fast, exact=True)
+    assert fast.forward_lstm.layers[0].state_linearity.weight.is_contiguous()
+    torch.testing.assert_close(layers(fast).layers, expected.layers, atol=0, rtol=0)
+
+
+def test_tanh_via_sigmoid_close_to_tanh():
+    x = torch.linspace(-20, 20, 4001)
+    torch.testing.assert_close(_tanh_via_sigmoid_(x.clone()), torch.tanh(x), atol=2.5e-7, rtol=0)
+    big = torch.randn(SMALL_ELEMENTWISE)
+    torch.testing.assert_close(_tanh_via_sigmoid_(big.clone()), torch.tanh(big), atol=0, rtol=0)
 
 
 def test_char_cache_hits_and_results_match():
     bilm = random_bilm(seed=5)
     expected = layers(bilm).layers
-    optimize_for_inference(bilm, char_cache_size=1000, transpose_recurrent=False)
+    optimize_for_inference(bilm, char_cache_size=1000, exact=True)
     first = layers(bilm).layers
     cache = bilm.token_encoder.cache
     assert cache.hits == 0 and cache.misses > 0
