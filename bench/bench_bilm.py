@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm.bidirectional import paired_weights
 from spacy_elmo.bilm.fast import optimize_for_inference
 
 from .baseline import BaselineBiLM
@@ -159,12 +160,12 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
         [(config.projection_dim, 4 * config.dim)] * (2 * config.n_layers)
         + [(config.dim, config.projection_dim)] * (2 * config.n_layers)
     )
-    recurrent = [
-        w
-        for stack in (optimized.forward_lstm, optimized.backward_lstm)
-        for layer in stack.layers
-        for w in (layer.state_linearity.weight.t(), layer.projection.weight.t())
+    layers = list(zip(optimized.forward_lstm.layers, optimized.backward_lstm.layers))
+    separate = [
+        w.t() for pair in layers for layer in pair for w in (layer.state_linearity.weight, layer.projection.weight)
     ]
+    stacked = [w for pair in layers for w in (paired_weights(*pair) or ())]
+    recurrent = [separate, stacked] if stacked else [separate]
     for name, runs in (("batch", [batch]), ("single", singles)):
         positions = sum(int(lengths.sum()) for _, lengths in runs)
         if name == "batch":

@@ -70,18 +70,22 @@ class GemmBound:
 class MatvecBound:
     """The time to read the given weights once per timestep as one-row products, and nothing else.
 
-    weights (List[Tensor]): (K, N) operands of ``x @ w``, as the model holds them (its own memory).
+    layouts (List[List[Tensor]]): ways to hold the same weights: (K, N) operands of ``x @ w``, or
+        (D, K, N) stacks for batched products (``bmm``), as the model holds them (its own memory).
+        Each is timed; the fastest counts.
     steps (int): timesteps of the workload.
     """
 
-    def __init__(self, weights: List[torch.Tensor], steps: int) -> None:
-        self.weights = weights
-        self.inputs = [torch.randn(1, w.shape[0]) for w in weights]
+    def __init__(self, layouts: List[List[torch.Tensor]], steps: int) -> None:
+        self.layouts = [[(w, torch.randn(*w.shape[:-2], 1, w.shape[-2])) for w in weights] for weights in layouts]
         self.steps = steps
 
     def __call__(self) -> float:
-        start = time.perf_counter()
-        for _ in range(self.steps):
-            for x, w in zip(self.inputs, self.weights):
-                torch.mm(x, w)
-        return time.perf_counter() - start
+        best = float("inf")
+        for operands in self.layouts:
+            start = time.perf_counter()
+            for _ in range(self.steps):
+                for w, x in operands:
+                    torch.matmul(x, w)
+            best = min(best, time.perf_counter() - start)
+        return best

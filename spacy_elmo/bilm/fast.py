@@ -12,8 +12,7 @@ threads than cores makes the per-timestep products much slower, not faster.
 """
 from typing import Iterable, Optional
 
-import torch
-
+from .bidirectional import pair_directions, unpair_directions
 from .char_cache import CharCNNCache
 from .model import BiLM
 from .quantize import CPU_ONLY, PRECISIONS, reduce_precision
@@ -40,11 +39,12 @@ def optimize_for_inference(
     vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
         (at most char_cache_size); the cache then keeps exactly these. Without a vocabulary the
         cache fills as tokens are seen and evicts the least recently used.
-    exact (bool): keep the plain float32 computation bit for bit. If False (the default), also
-        store the recurrent weights column-major (same values; on CPU one-row products stream
-        them about twice as fast) and compute tanh of small batches through sigmoid (MKL's
-        threaded tanh stalls on a busy machine). Results then move at float32 rounding level:
-        at most 2e-6 on the test fixtures, whose values reach 4.
+    exact (bool): keep the plain float32 computation bit for bit. If False (the default), the two
+        directions' recurrent weights share one tensor per layer (column-major, same values), so
+        both directions step in lockstep with batched products (see bidirectional.py), and tanh of
+        small batches goes through sigmoid (MKL's threaded tanh stalls on a busy machine).
+        Results then move at float32 rounding level: at most 2.2e-6 on the test fixtures, whose
+        values reach 4.
     RETURNS (BiLM): the same model.
     """
     if precision not in PRECISIONS:
@@ -59,18 +59,11 @@ def optimize_for_inference(
     for stack in (bilm.forward_lstm, bilm.backward_lstm):
         for layer in stack.layers:
             layer.tanh_via_sigmoid = not exact
-    _layout_recurrent(bilm, column_major=not exact)
+    if exact:
+        unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    else:
+        pair_directions(bilm.forward_lstm, bilm.backward_lstm)
     encoder.cache = CharCNNCache(char_cache_size, admit_new=vocab is None) if char_cache_size else None
     if encoder.cache is not None and vocab is not None:
         encoder.cache.fill(encoder, vocab)
     return bilm
-
-
-def _layout_recurrent(bilm: BiLM, *, column_major: bool) -> None:
-    with torch.no_grad():
-        for stack in (bilm.forward_lstm, bilm.backward_lstm):
-            for layer in stack.layers:
-                weight = layer.state_linearity.weight
-                if weight.t().is_contiguous() != column_major:
-                    # .data keeps the Parameter object (optimizers and shared layers still hold it)
-                    weight.data = weight.t().contiguous().t() if column_major else weight.contiguous()

@@ -56,51 +56,9 @@ class LSTMPLayer(nn.Module):
         projected = self.input_linearity(inputs.transpose(0, 1))
         if torch.is_grad_enabled() and any(t.requires_grad for t in (projected, state[0], state[1])):
             out, final = self._run_autograd(projected, batch_sizes, state)
-        else:
-            out, final = self._run_in_place(projected, batch_sizes, state)
-        return out.transpose(0, 1), final
-
-    def _run_in_place(
-        self, projected: torch.Tensor, batch_sizes: Sequence[int], state: State
-    ) -> Tuple[torch.Tensor, State]:
-        steps, batch, _ = projected.shape
-        dim = self.dim
-        h0, c0 = state
-        c = c0.clone()  # updated in place; a row that has ended keeps its final cell
-        out = projected.new_zeros(steps, batch, self.projection_dim)
-        gates_buffer = projected.new_empty(batch, 4 * dim)
-        hidden_buffer = projected.new_empty(batch, dim)
-        fused = type(self.state_linearity) is nn.Linear and self.state_linearity.weight.dtype == projected.dtype
-        tanh_ = _tanh_via_sigmoid_ if self.tanh_via_sigmoid else torch.Tensor.tanh_
-        h = h0
-        for t in range(steps):
-            n = batch_sizes[t]
-            if n == 0:
-                break
-            gates = gates_buffer[:n]
-            if fused:
-                torch.addmm(projected[t, :n], h[:n], self.state_linearity.weight.t(), out=gates)
-            else:  # a reduced-precision stand-in for the linear layer (see fast.py)
-                torch.add(self.state_linearity(h[:n]), projected[t, :n], out=gates)
-            gates[:, :dim].sigmoid_()
-            tanh_(gates[:, dim : 2 * dim])
-            gates[:, 2 * dim :].sigmoid_()
-            cell = c[:n]
-            # f * c + i * j rounded like the autograd path (addcmul_ would fuse the multiply-add)
-            product = torch.mul(gates[:, :dim], gates[:, dim : 2 * dim], out=hidden_buffer[:n])
-            cell.mul_(gates[:, 2 * dim : 3 * dim]).add_(product)
-            if self.cell_clip is not None:
-                cell.clamp_(-self.cell_clip, self.cell_clip)
-            hidden = tanh_(hidden_buffer[:n].copy_(cell)).mul_(gates[:, 3 * dim :])
-            if type(self.projection) is nn.Linear:
-                h_new = torch.mm(hidden, self.projection.weight.t(), out=out[t, :n])
-            else:
-                h_new = out[t, :n]
-                h_new.copy_(self.projection(hidden))
-            if self.proj_clip is not None:
-                h_new.clamp_(-self.proj_clip, self.proj_clip)
-            h = out[t]
-        return out, (_final_hidden(out, h0, batch_sizes), c)
+            return out.transpose(0, 1), final
+        out, finals = run_in_place([self], projected[None], batch_sizes, [state])
+        return out[:, 0].transpose(0, 1), finals[0]
 
     def _run_autograd(
         self, projected: torch.Tensor, batch_sizes: Sequence[int], state: State
@@ -137,6 +95,85 @@ class LSTMPLayer(nn.Module):
         else:
             out = projected.new_zeros(0, batch, self.projection_dim)
         return out, (h, c)
+
+
+def run_in_place(
+    layers: Sequence[LSTMPLayer],
+    projected: torch.Tensor,
+    batch_sizes: Sequence[int],
+    states: Sequence[State],
+    paired: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+) -> Tuple[torch.Tensor, List[State]]:
+    """The timesteps of D layers of one shape (directions) over the same batch sizes, without autograd.
+
+    layers (Sequence[LSTMPLayer]): the D layers.
+    projected (Tensor): (D, T, B, 4 * dim) input projections, time-major.
+    batch_sizes (Sequence[int]): rows still running at each timestep.
+    states (Sequence[State]): initial (h, c) of each layer; not modified.
+    paired (Optional[Tuple[Tensor, Tensor]]): recurrent and projection weights of all D layers as
+        (D, proj, 4 * dim) and (D, dim, proj), for batched products; required when D > 1.
+    RETURNS (Tuple[Tensor, List[State]]): outputs (T, D, B, proj), zero past each row's end, and
+        each layer's final state.
+    """
+    layer = layers[0]
+    n_dir, steps, batch, _ = projected.shape
+    dim = layer.dim
+    h0 = torch.stack([h for h, _ in states])
+    c = torch.stack([c for _, c in states])  # updated in place; a row that has ended keeps its final cell
+    out = projected.new_zeros(steps, n_dir, batch, layer.projection_dim)
+    gates_buffer = projected.new_empty(n_dir * batch * 4 * dim)
+    hidden_buffer = projected.new_empty(n_dir * batch * dim)
+    tanh_ = _tanh_via_sigmoid_ if layer.tanh_via_sigmoid else torch.Tensor.tanh_
+    if paired is not None:
+        state_weights, projection_weights = paired
+
+        def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
+            torch.baddbmm(p, h, state_weights, out=gates)
+
+        def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
+            dest.copy_(torch.bmm(hidden, projection_weights))
+
+    elif type(layer.state_linearity) is nn.Linear and layer.state_linearity.weight.dtype == projected.dtype:
+
+        def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
+            torch.addmm(p[0], h[0], layer.state_linearity.weight.t(), out=gates[0])
+
+        def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
+            torch.mm(hidden[0], layer.projection.weight.t(), out=dest[0])
+
+    else:  # reduced-precision stand-ins for the linear layers (see quantize.py)
+
+        def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
+            torch.add(layer.state_linearity(h[0]), p[0], out=gates[0])
+
+        def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
+            dest[0].copy_(layer.projection(hidden[0]))
+
+    h = h0
+    for t in range(steps):
+        n = batch_sizes[t]
+        if n == 0:
+            break
+        gates = gates_buffer[: n_dir * n * 4 * dim].view(n_dir, n, 4 * dim)
+        recurrent(projected[:, t, :n], h[:, :n], gates)
+        gates[..., :dim].sigmoid_()
+        tanh_(gates[..., dim : 2 * dim])
+        gates[..., 2 * dim :].sigmoid_()
+        cell = c[:, :n]
+        # f * c + i * j rounded like the autograd path (addcmul_ would fuse the multiply-add)
+        product = hidden_buffer[: n_dir * n * dim].view(n_dir, n, dim)
+        torch.mul(gates[..., :dim], gates[..., dim : 2 * dim], out=product)
+        cell.mul_(gates[..., 2 * dim : 3 * dim]).add_(product)
+        if layer.cell_clip is not None:
+            cell.clamp_(-layer.cell_clip, layer.cell_clip)
+        hidden = tanh_(product.copy_(cell)).mul_(gates[..., 3 * dim :])
+        h_new = out[t, :, :n]
+        project(hidden, h_new)
+        if layer.proj_clip is not None:
+            h_new.clamp_(-layer.proj_clip, layer.proj_clip)
+        h = out[t]
+    finals = [(_final_hidden(out[:, d], h0[d], batch_sizes), c[d]) for d in range(n_dir)]
+    return out, finals
 
 
 def _tanh_via_sigmoid_(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,82 @@
+"""Both directions in lockstep give what running them one after the other gives."""
+import torch
+
+from spacy_elmo.bilm import batch_char_ids
+from spacy_elmo.bilm.bidirectional import pair_directions, paired_weights, run_directions, unpair_directions
+
+from ..conftest import random_bilm
+
+SENTENCES = [["a", "river", "bank", "."], ["money", "in", "the", "bank", "today", "!"], ["x"], []]
+
+
+def run(bilm):
+    ids, lengths = batch_char_ids(SENTENCES)
+    with torch.no_grad():
+        return bilm(torch.from_numpy(ids), torch.from_numpy(lengths))
+
+
+def stack_inputs(bilm, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    width = bilm.config.projection_dim
+    inputs = tuple(torch.randn(3, 5, width, generator=generator) for _ in range(2))
+    states = tuple(
+        [(torch.randn(3, width, generator=generator), torch.randn(3, bilm.config.dim, generator=generator))] * 2
+        for _ in range(2)
+    )
+    return inputs, [3, 3, 2, 2, 1], states
+
+
+def test_lockstep_equals_one_direction_after_the_other():
+    bilm = random_bilm(seed=11)
+    inputs, batch_sizes, states = stack_inputs(bilm)
+    with torch.no_grad():
+        expected = (
+            bilm.forward_lstm(inputs[0], batch_sizes, states[0]),
+            bilm.backward_lstm(inputs[1], batch_sizes, states[1]),
+        )
+        pair_directions(bilm.forward_lstm, bilm.backward_lstm)
+        assert paired_weights(bilm.forward_lstm.layers[1], bilm.backward_lstm.layers[1]) is not None
+        got = run_directions(bilm.forward_lstm, bilm.backward_lstm, inputs, batch_sizes, states)
+    for (exp_out, exp_final), (got_out, got_final) in zip(expected, got):
+        for a, b in zip(exp_out, got_out):
+            torch.testing.assert_close(b, a, atol=1e-6, rtol=0)
+        for (h1, c1), (h2, c2) in zip(exp_final, got_final):
+            torch.testing.assert_close(h2, h1, atol=1e-6, rtol=0)
+            torch.testing.assert_close(c2, c1, atol=1e-6, rtol=0)
+    # the initial states were not modified in place
+    assert torch.equal(states[0][0][1], stack_inputs(bilm)[2][0][0][1])
+
+
+def test_pairing_keeps_values_and_training_updates_the_shared_weights():
+    plain, paired = random_bilm(seed=12), random_bilm(seed=12)
+    pair_directions(paired.forward_lstm, paired.backward_lstm)
+    for (name, a), (_, b) in zip(plain.state_dict().items(), paired.state_dict().items()):
+        assert torch.equal(a, b), name
+    torch.testing.assert_close(run(paired).layers, run(plain).layers, atol=1e-5, rtol=0)
+    # a training step through the (autograd) path changes the shared tensors the lockstep path reads
+    for model in (plain, paired):
+        model.train()
+        ids, lengths = batch_char_ids(SENTENCES[:2])
+        model(torch.from_numpy(ids), torch.from_numpy(lengths)).layers.pow(2).sum().backward()
+        torch.optim.SGD(model.parameters(), lr=0.01).step()
+        model.eval()
+    assert paired_weights(paired.forward_lstm.layers[0], paired.backward_lstm.layers[0]) is not None
+    after = run(plain).layers
+    assert not torch.allclose(after, run(random_bilm(seed=12)).layers, atol=1e-3)
+    torch.testing.assert_close(run(paired).layers, after, atol=1e-5, rtol=1e-5)
+    unpair_directions(paired.forward_lstm, paired.backward_lstm)
+    assert paired_weights(paired.forward_lstm.layers[0], paired.backward_lstm.layers[0]) is None
+    assert all(p.is_contiguous() for p in paired.parameters())
+
+
+def test_hooks_and_autograd_run_the_directions_separately():
+    bilm = random_bilm(seed=13)
+    pair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    seen = []
+    bilm.backward_lstm.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].shape))
+    inputs, batch_sizes, states = stack_inputs(bilm)
+    with torch.no_grad():
+        run_directions(bilm.forward_lstm, bilm.backward_lstm, inputs, batch_sizes, states)
+    assert seen == [inputs[1].shape]
+    (fwd, _), (bwd, _) = run_directions(bilm.forward_lstm, bilm.backward_lstm, inputs, batch_sizes, states)
+    assert fwd[-1].requires_grad and bwd[-1].requires_grad
