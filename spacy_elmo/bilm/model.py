@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .bidirectional import run_directions
 from .config import BiLMConfig
 from .lstm import LSTMPStack, State
 from .token_encoder import CharCNNEncoder
@@ -107,9 +108,10 @@ class BiLM(nn.Module):
 
         fwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[0]]
         bwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[1]]
-        fwd_out, fwd_final = self.forward_lstm(sorted_tokens, batch_sizes, fwd_state)
         bwd_in = _gather_time(sorted_tokens, reverse)
-        bwd_out, bwd_final = self.backward_lstm(bwd_in, batch_sizes, bwd_state)
+        (fwd_out, fwd_final), (bwd_out, bwd_final) = run_directions(
+            self.forward_lstm, self.backward_lstm, (sorted_tokens, bwd_in), batch_sizes, (fwd_state, bwd_state)
+        )
         bwd_out = [_gather_time(y, reverse) for y in bwd_out]
 
         unsort = torch.argsort(order_dev)
