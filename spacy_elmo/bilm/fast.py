@@ -1,4 +1,4 @@
-"""Inference settings for a biLM: weight layout, char-CNN cache, reduced precision.
+"""Inference settings for a biLM: lockstep directions, char-CNN cache, reduced precision.
 
 Every biLM already computes all timesteps' input projections in one product, drops
 finished rows from each step, runs the recurrent step in place and encodes each batch's
@@ -39,12 +39,12 @@ def optimize_for_inference(
     vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
         (at most char_cache_size); the cache then keeps exactly these. Without a vocabulary the
         cache fills as tokens are seen and evicts the least recently used.
-    exact (bool): keep the plain float32 computation bit for bit. If False (the default), the two
-        directions' recurrent weights share one tensor per layer (column-major, same values), so
-        both directions step in lockstep with batched products (see bidirectional.py), and tanh of
-        small batches goes through sigmoid (MKL's threaded tanh stalls on a busy machine).
-        Results then move at float32 rounding level: at most 2.2e-6 on the test fixtures, whose
-        values reach 4.
+    exact (bool): keep the plain float32 computation bit for bit. If False (the default), each
+        layer's weights of the two directions share one tensor (same values; the recurrent ones
+        column-major), so both directions step in lockstep with batched products (see
+        bidirectional.py), and tanh of small batches goes through sigmoid (MKL's threaded tanh
+        stalls on a busy machine). Results then move at float32 rounding level: at most 2.2e-6
+        on the test fixtures, whose values reach 4.
     RETURNS (BiLM): the same model.
     """
     if precision not in PRECISIONS:
