@@ -164,7 +164,7 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
     separate = [
         w.t() for pair in layers for layer in pair for w in (layer.state_linearity.weight, layer.projection.weight)
     ]
-    stacked = [w for pair in layers for w in (paired_weights(*pair) or ())]
+    stacked = [w for pair in layers for w in (paired_weights(*pair) or ())[1:]]  # recurrent only
     recurrent = [separate, stacked] if stacked else [separate]
     for name, runs in (("batch", [batch]), ("single", singles)):
         positions = sum(int(lengths.sum()) for _, lengths in runs)
