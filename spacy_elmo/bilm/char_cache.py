@@ -13,6 +13,7 @@ linear layer), which optimizer steps, ``load_state_dict`` and ``.to()`` all chan
 training mode after every prediction.) Writes through ``param.data`` bypass version
 counters; call ``clear()`` after such surgery.
 """
+import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Tuple
 
@@ -43,15 +44,27 @@ class CharCNNCache:
         self.misses = 0
         self._entries: "OrderedDict[bytes, torch.Tensor]" = OrderedDict()
         self._fingerprint: Optional[Hashable] = None
+        # Guards the bookkeeping when several threads run the model; encoding happens outside it.
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> Dict:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: Dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def clear(self) -> None:
         """Forget all entries (and the hit/miss counts)."""
-        self._entries.clear()
-        self._fingerprint = None
-        self.hits = self.misses = 0
+        with self._lock:
+            self._entries.clear()
+            self._fingerprint = None
+            self.hits = self.misses = 0
 
     def encode(self, encoder: "CharCNNEncoder", rows: torch.Tensor) -> torch.Tensor:
         """Encodings of distinct rows of char ids (N, max_chars), from the cache where possible.
@@ -60,15 +73,16 @@ class CharCNNCache:
         rows (LongTensor): distinct rows of character ids.
         RETURNS (Tensor): (N, projection_dim).
         """
-        self._check(encoder)
         keys = _keys(rows)
-        cached = [self._entries.get(key) for key in keys]
-        missing = [i for i, entry in enumerate(cached) if entry is None]
-        self.misses += len(missing)
-        self.hits += len(keys) - len(missing)
-        for key, entry in zip(keys, cached):
-            if entry is not None:
-                self._entries.move_to_end(key)
+        with self._lock:
+            self._check(encoder)
+            cached = [self._entries.get(key) for key in keys]
+            missing = [i for i, entry in enumerate(cached) if entry is None]
+            self.misses += len(missing)
+            self.hits += len(keys) - len(missing)
+            for key, entry in zip(keys, cached):
+                if entry is not None and key in self._entries:
+                    self._entries.move_to_end(key)
         found = [i for i, entry in enumerate(cached) if entry is not None]
         if not found:
             result = encoder.encode_rows(rows)
@@ -80,8 +94,9 @@ class CharCNNCache:
             result[torch.tensor(missing, device=rows.device)] = computed
             result[torch.tensor(found, device=rows.device)] = torch.stack([cached[i] for i in found])
         if self.admit_new:
-            for i in missing:
-                self._insert(keys[i], result[i])
+            with self._lock:
+                for i in missing:
+                    self._insert(keys[i], result[i])
         return result
 
     def fill(self, encoder: "CharCNNEncoder", tokens: Iterable[str], *, batch_size: int = 1024) -> int:
@@ -89,7 +104,8 @@ class CharCNNCache:
 
         RETURNS (int): the number of entries afterwards.
         """
-        self._check(encoder)
+        with self._lock:
+            self._check(encoder)
         chosen: List[str] = []
         for token in tokens:
             if len(chosen) == self.max_size:
@@ -104,8 +120,9 @@ class CharCNNCache:
                 ids = np.stack([token_char_ids(t, width) for t in chosen[start : start + batch_size]])
                 rows = torch.from_numpy(ids).to(device)
                 encoded = encoder.encode_rows(rows)
-                for key, vector in zip(_keys(rows), encoded):
-                    self._insert(key, vector)
+                with self._lock:
+                    for key, vector in zip(_keys(rows), encoded):
+                        self._insert(key, vector)
         return len(self)
 
     def stats(self) -> Dict[str, float]:

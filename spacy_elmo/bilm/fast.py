@@ -45,7 +45,8 @@ def optimize_for_inference(
         bidirectional.py), and tanh of small batches goes through sigmoid (MKL's threaded tanh
         stalls on a busy machine). Results then move at float32 rounding level: at most 2.2e-6
         on the test fixtures, whose values reach 4.
-    RETURNS (BiLM): the same model.
+    RETURNS (BiLM): the same model. (copy.deepcopy copies parameters one by one, which undoes the
+        pairing of the directions: call this again on a copy.)
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")

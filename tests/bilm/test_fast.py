@@ -185,3 +185,29 @@ def test_rejects_unknown_precision_and_negative_cache():
         optimize_for_inference(bilm, precision="int4")
     with pytest.raises(ValueError, match="char_cache_size"):
         optimize_for_inference(bilm, char_cache_size=-1)
+
+
+def test_char_cache_copies_and_threads():
+    import copy
+    import threading
+
+    bilm = optimize_for_inference(random_bilm(seed=10), char_cache_size=3)  # small: constant eviction
+    expected = layers(bilm).layers
+    twin = copy.deepcopy(bilm)  # parameters are copied one by one: the directions run unpaired
+    torch.testing.assert_close(layers(twin).layers, expected, atol=1e-6, rtol=0)
+    assert len(twin.token_encoder.cache) == 3
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                torch.testing.assert_close(layers(bilm).layers, expected, atol=0, rtol=0)
+        except Exception as err:  # reported below, in the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(bilm.token_encoder.cache) == 3
