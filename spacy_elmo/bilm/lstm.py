@@ -7,7 +7,8 @@ stored bias; the cell is clipped before the tanh, then the projection is clipped
 Speed (see bench/): the input projections of all timesteps are one matrix product;
 rows that have ended drop out of each step (the batch is sorted by length); without
 autograd the step runs in place on preallocated time-major buffers, so each timestep
-is one fused recurrent product, a few in-place elementwise ops and the projection.
+is one fused recurrent product, a few in-place elementwise ops and the projection
+(``run_in_place``, which also steps both directions together: see bidirectional.py).
 """
 from typing import List, Optional, Sequence, Tuple
 
