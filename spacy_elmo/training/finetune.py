@@ -89,16 +89,23 @@ def finetune(
         lm = LanguageModel(bilm, softmax, dropout=config.training.dropout).to(torch_device)
         dev = dev_reader(config)
         resuming = resume and (output / CHECKPOINTS).is_dir() and any((output / CHECKPOINTS).iterdir())
+        limit = config.training.max_time if max_time is None else max_time
         if resuming:
             before = _saved_before(output)
         else:
-            before = _report_dev(lm, vocab, dev, info, log, "before fine-tuning")
+            warmed = new_softmax and config.finetune.warmup_steps > 0
+            if warmed:
+                # the "before" perplexity is the given biLM's: measured once its new softmax is
+                # fitted (a random head would make any fine-tuning look like a huge gain)
+                _warm_up(lm, vocab, corpus, config, output, info, _remaining(limit, started), stream)
+            when = "before fine-tuning" + (" (the biLM as given, its new softmax warmed up)" if warmed else "")
+            if new_softmax and not warmed:
+                when += " (untrained new softmax: not the biLM's perplexity)"
+            before = _report_dev(lm, vocab, dev, info, log, when)
             if before is not None:
+                before["softmax"] = "given" if not new_softmax else ("warmed up" if warmed else "untrained")
                 write_atomic(output / BEFORE_NAME, json.dumps(before).encode("utf-8"))
-        remaining = _remaining(config.training.max_time if max_time is None else max_time, started)
-        if new_softmax and not resuming and config.finetune.warmup_steps > 0:
-            _warm_up(lm, vocab, corpus, config, output, info, remaining, stream)
-            remaining = _remaining(config.training.max_time if max_time is None else max_time, started)
+        remaining = _remaining(limit, started)
         extra = {"training_config": config.raw, "stage": "finetune", "start": str(model or options)}
         summary = train_lm(
             lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,

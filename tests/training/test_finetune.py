@@ -3,7 +3,11 @@ import json
 import pytest
 import torch
 
+from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.io import load_allennlp, load_native
+from spacy_elmo.training.lm import LanguageModel
+from spacy_elmo.training.model_dir import load_lm_parts
+from spacy_elmo.training.perplexity import evaluate_perplexity
 from spacy_elmo.training.finetune import finetune
 from spacy_elmo.training.pretrain import pretrain
 from spacy_elmo.training.vocab import Vocab
@@ -43,7 +47,7 @@ def test_finetune_our_model_keeps_its_vocabulary_and_lowers_domain_perplexity(lm
 def test_finetune_a_published_pair_builds_and_warms_up_a_softmax(tmp_path):
     domain_train, domain_dev = _domain(tmp_path, 200, "d-train.txt"), _domain(tmp_path, 30, "d-dev.txt")
     options, weights = ROOT_DATA / "options.json", ROOT_DATA / "weights.hdf5"
-    config = tiny_config(domain_train, domain_dev, training__max_steps=20, training__eval_frequency=20, finetune__warmup_steps=10)
+    config = tiny_config(domain_train, domain_dev, training__max_steps=80, training__eval_frequency=20, finetune__warmup_steps=10)
     result = finetune(config, tmp_path / "ft", options=options, weights=weights)
     assert result.new_softmax and result.after["ppl"] < result.before["ppl"]
     vocab = Vocab.from_disk(tmp_path / "ft")
@@ -55,6 +59,14 @@ def test_finetune_a_published_pair_builds_and_warms_up_a_softmax(tmp_path):
         assert torch.equal(value, warmed[name]), name
     tuned = load_native(tmp_path / "ft" / "model-last").state_dict()
     assert any(not torch.equal(original[name], tuned[name]) for name in original)
+    # "before" is the imported biLM's perplexity with its warmed-up softmax, not a random head's
+    assert result.before["softmax"] == "warmed up"
+    bilm, vocab, head = load_lm_parts(tmp_path / "ft" / "warmup" / "model-last")
+    softmax = WordSoftmax(len(vocab), bilm.config.projection_dim)
+    softmax.load_state_dict(head)
+    lines = [line.split() for line in domain_dev.read_text(encoding="utf-8").splitlines()]
+    warmed_ppl = evaluate_perplexity(LanguageModel(bilm, softmax), lines, vocab).to_dict()["ppl"]
+    assert result.before["ppl"] == pytest.approx(warmed_ppl, rel=1e-4)
 
 
 def test_finetune_needs_a_start(lm_corpus, tmp_path):
