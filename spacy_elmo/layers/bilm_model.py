@@ -5,13 +5,19 @@ this layer cuts Docs into segments (``doc_segments``), batches them by length
 (``plan_batches``), runs the wrapper once per batch, and reassembles each Doc's
 layers. Outputs are arrays of the model's ops (numpy, or cupy under
 ``spacy.require_gpu``); the torch module runs on the device of its parameters.
+
+A frozen biLM's layers depend on nothing but a segment's words, so ``spacy train`` would
+recompute the same layers every epoch and at every dev evaluation: a frozen model keeps them
+in a bounded LRU cache (``FrozenCache``) for training and prediction alike.
 """
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
+from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, batch_char_ids, plan_batches
@@ -19,10 +25,101 @@ from ..data_classes import ElmoOutput
 from .segments import doc_segments
 
 BatchInput = Tuple[np.ndarray, np.ndarray]
+CACHE_ATTR = "frozen_cache"
+
+
+class FrozenCache:
+    """Layers of a frozen biLM per segment (key: the segment's words), least recently used
+    evicted first, at most ``max_bytes`` of arrays in all.
+
+    Entries are valid for one state of the weights: ``check`` empties the cache when the
+    module, its submodules' classes (and ``precision``), or any parameter or buffer (identity,
+    storage, in-place version) is not what the entries were computed with. Weights changed in a way torch does not count (writes through
+    ``.data`` or numpy views) need ``clear_frozen_cache``. Stored arrays are never handed out:
+    callers get copies. Copies of the cache (``copy.deepcopy``, ``Model.copy``) and serialized
+    models start empty.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.n_bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self._entries: "OrderedDict[Hashable, Any]" = OrderedDict()
+        self._module: Optional[torch.nn.Module] = None
+        self._state: Tuple = ()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __deepcopy__(self, memo: dict) -> "FrozenCache":
+        return FrozenCache(self.max_bytes)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.n_bytes = 0
+        self._module = None
+        self._state = ()
+
+    def check(self, module: torch.nn.Module) -> None:
+        """Empty the cache unless its entries were computed by this module in this state."""
+        state = _weights_state(module)
+        if module is not self._module or state != self._state:
+            self.clear()
+            self._module = module
+            self._state = state
+
+    def get(self, key: Hashable) -> Optional[Any]:
+        """The stored layers of a segment (the caller must copy them), or None."""
+        layers = self._entries.get(key)
+        if layers is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries.move_to_end(key)
+        return layers
+
+    def put(self, key: Hashable, layers: Any) -> None:
+        """Store a copy of a segment's layers, evicting the least recently used over the bound."""
+        if key in self._entries or layers.nbytes > self.max_bytes:
+            return
+        self._entries[key] = layers.copy()
+        self.n_bytes += layers.nbytes
+        while self.n_bytes > self.max_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            self.n_bytes -= evicted.nbytes
+
+
+@serialize_attr.register(FrozenCache)
+def _serialize_cache(_: FrozenCache, value: FrozenCache, name: str, model: Model) -> bytes:
+    return serialize_attr(value.max_bytes, value.max_bytes, name, model)
+
+
+@deserialize_attr.register(FrozenCache)
+def _deserialize_cache(_: FrozenCache, value: bytes, name: str, model: Model) -> FrozenCache:
+    return FrozenCache(deserialize_attr(0, value, name, model))
+
+
+def _weights_state(module: torch.nn.Module) -> Tuple:
+    tensors = [*module.parameters(), *module.buffers()]
+    # submodules swapped for reduced-precision ones (fast.optimize_for_inference) change outputs
+    layout = tuple((type(m), getattr(m, "precision", None)) for m in module.modules())
+    return (layout, *((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in tensors))
+
+
+def clear_frozen_cache(model: Model) -> None:
+    """Forget the cached layers of a model built by ``ElmoBiLM`` (after editing its weights by hand)."""
+    model.attrs[CACHE_ATTR].clear()
 
 
 def ElmoBiLM(
-    bilm: BiLM, *, max_window: int, batch_size: int, max_batch_items: Optional[int], trainable: bool
+    bilm: BiLM,
+    *,
+    max_window: int,
+    batch_size: int,
+    max_batch_items: Optional[int],
+    trainable: bool,
+    frozen_cache_mb: float = 0,
 ) -> Model[List[Doc], List[ElmoOutput]]:
     """Wrap a biLM as a thinc model from Docs to per-Doc layers.
 
@@ -34,6 +131,11 @@ def ElmoBiLM(
         included) per forward pass; a longer segment runs alone.
     trainable (bool): whether gradients flow into the biLM during training. When False,
         training-time forward passes run without a computation graph and backprop is a no-op.
+    frozen_cache_mb (float): megabytes of layers to keep per segment while the biLM is frozen,
+        so that repeated segments (the training set every epoch, the dev set at every
+        evaluation, repeated sentences at prediction) skip the biLM; 0 disables. A hit returns
+        the stored values (equal to recomputing them to within 1e-5, as with other batch
+        mates). Never used while ``trainable`` is True.
     RETURNS (Model[List[Doc], List[ElmoOutput]]): layers of shape (L+1, n_tokens, width) per Doc.
     """
     if max_window < 1 or batch_size < 1 or (max_batch_items is not None and max_batch_items < 1):
@@ -41,6 +143,8 @@ def ElmoBiLM(
             f"max_window ({max_window}), batch_size ({batch_size}) and max_batch_items "
             f"({max_batch_items}) must be positive"
         )
+    if frozen_cache_mb < 0:
+        raise ValueError(f"frozen_cache_mb ({frozen_cache_mb}) must be 0 (no cache) or positive")
     wrapper = PyTorchWrapper_v2(bilm, convert_inputs=_convert_inputs, convert_outputs=_convert_outputs)
     model: Model[List[Doc], List[ElmoOutput]] = Model(
         "elmo_bilm",
@@ -51,6 +155,7 @@ def ElmoBiLM(
             "batch_size": batch_size,
             "max_batch_items": max_batch_items,
             "trainable": trainable,
+            CACHE_ATTR: FrozenCache(int(frozen_cache_mb * 2**20)),
         },
         dims={"nO": None},
     )
@@ -75,31 +180,48 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
     device = shim.device
     bilm.reset_states()
     shim._model = bilm.to(device)
+    model.attrs[CACHE_ATTR].clear()
     model.set_dim("nO", bilm.config.output_dim, force=True)
     model.attrs["n_layers"] = bilm.config.n_output_layers
 
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOutput], Callable]:
     wrapper = model.layers[0]
-    config = get_bilm(model).config
+    bilm = get_bilm(model)
+    config = bilm.config
     trainable = is_train and model.attrs["trainable"]
+    cache: FrozenCache = model.attrs[CACHE_ATTR]
+    use_cache = cache.max_bytes > 0 and not model.attrs["trainable"]
+    if use_cache:
+        cache.check(bilm)
+    else:
+        # a trainable biLM's weights move: what was stored before may be stale
+        cache.clear()
     segments = [tuple(doc_segments(doc, model.attrs["max_window"])) for doc in docs]
     words = [[token.text for token in doc] for doc in docs]
     flat = [(d, start, end) for d, doc_segs in enumerate(segments) for start, end in doc_segs]
+    pieces: List[Any] = [None] * len(flat)
+    keys = [tuple(words[d][start:end]) for d, start, end in flat] if use_cache else []
+    to_run = list(range(len(flat)))
+    if use_cache:
+        for index, key in enumerate(keys):
+            pieces[index] = cache.get(key)
+        to_run = [index for index in to_run if pieces[index] is None]
     batches = plan_batches(
-        [end - start + 2 for _, start, end in flat],
+        [flat[i][2] - flat[i][1] + 2 for i in to_run],
         batch_size=model.attrs["batch_size"],
         max_batch_items=model.attrs["max_batch_items"],
     )
-    pieces: List[Any] = [None] * len(flat)
     callbacks = []
-    for batch in batches:
+    for batch in ([to_run[i] for i in b] for b in batches):
         sentences = [words[d][start:end] for d, start, end in (flat[i] for i in batch)]
         ids, lengths = batch_char_ids(sentences, config.max_characters_per_token)
         layers, backprop_batch = wrapper((ids, lengths), trainable)
         for row, index in enumerate(batch):
             # drop the <S> and </S> positions
             pieces[index] = layers[:, row, 1 : lengths[row] - 1]
+            if use_cache:
+                cache.put(keys[index], pieces[index])
         callbacks.append((batch, layers.shape, lengths, backprop_batch))
 
     xp = model.ops.xp
@@ -109,7 +231,8 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOut
         doc_pieces = pieces[offset : offset + len(doc_segs)]
         offset += len(doc_segs)
         if doc_pieces:
-            layers = xp.concatenate(doc_pieces, axis=1)  # a copy: the batch arrays can be freed
+            # a copy: the batch arrays can be freed, and the cache's entries stay private
+            layers = xp.concatenate(doc_pieces, axis=1)
         else:
             layers = model.ops.alloc3f(config.n_output_layers, 0, config.output_dim)
         outputs.append(ElmoOutput(layers=layers, segments=doc_segs))
