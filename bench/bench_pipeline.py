@@ -3,27 +3,38 @@
     python -m bench.bench_pipeline --shape small --threads 2 --json bench/results/pipeline.json
     python -m bench.bench_pipeline --quick
 
-Docs are made from pre-tokenized sentences beforehand (tokenization is not timed). Modes:
-the raw forward pass over all sentences in one batch; ``BiLM.embed`` with the component's
-batching (char ids, batches, numpy per sentence); ``nlp.pipe`` in this process; and
-``nlp.pipe(n_process=N)`` with --threads // N torch threads per process, process start-up
-included. Each mode runs with the biLM as loaded and after ``optimize_for_inference``.
+Docs are made from pre-tokenized sentences beforehand (tokenization is not timed). Two
+components hold the same weights: one with ``optimize = false`` (the biLM as loaded), one
+with the factory's default inference settings (``optimize = true``, fp32, char cache). For
+each, modes: the raw forward pass of its biLM over all sentences in one batch; ``BiLM.embed``
+with the component's batching (char ids, batches, numpy per sentence); ``nlp.pipe`` in this
+process; and ``nlp.pipe(n_process=N)`` with --threads // N torch threads per process, process
+start-up included. Best of --repeats after a warm-up, so the char cache has seen every token.
+The model's frozen-output cache, where the architecture has one, is off: it would skip the biLM.
 """
 import argparse
+import copy
+import inspect
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from spacy.tokens import Doc
+from spacy.util import registry
 
-from spacy_elmo.bilm.fast import optimize_for_inference
-from spacy_elmo.pipeline import create_pipeline
+from spacy_elmo.pipeline import ARCHITECTURE, create_pipeline
 
 from .hardware import best_time
-from .workloads import PUBLISHED_NAMES, benchmark_sentences, char_batch, frequent_tokens, published_bilm
+from .workloads import PUBLISHED_NAMES, benchmark_sentences, char_batch, published_bilm
+
+VARIANTS = {
+    "optimize = false (as loaded)": {"optimize": False, "char_cache_size": 0},
+    "optimize = true (defaults)": {},
+}
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
@@ -33,12 +44,13 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--n-process", type=int, default=2)
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--cache-size", type=int, default=20000)
+    parser.add_argument("--batch-size", type=int, default=None, help="the component's batch_size (default: its own)")
+    parser.add_argument("--max-batch-items", type=int, default=None, help="its max_batch_items (default: its own)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.shape, args.sentences, args.repeats, args.cache_size = "tiny", 16, 1, 200
+        args.shape, args.sentences, args.repeats = "tiny", 16, 1
     torch.set_num_threads(args.threads)
     sentences, source = benchmark_sentences(args.sentences)
     tokens = sum(map(len, sentences))
@@ -47,19 +59,60 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "shape": PUBLISHED_NAMES[args.shape],
         "threads": args.threads,
         "sentences": {"source": source, "count": len(sentences), "tokens": tokens},
+        "results": {},
         "settings": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
-        bilm = published_bilm(args.shape, Path(tmp))
-    nlp = create_pipeline(bilm)
-    settings = nlp.config["components"]["elmo"]["model"]
-    batch_size, max_items = settings["batch_size"], settings["max_batch_items"]
+        loaded = published_bilm(args.shape, Path(tmp))
+    for variant, settings in VARIANTS.items():
+        nlp = create_pipeline(copy.deepcopy(loaded), config={**settings, "model": model_settings(args)})
+        elmo = nlp.get_pipe("elmo")
+        report["settings"][variant] = {
+            key: value for key, value in nlp.config["components"]["elmo"].items() if key not in ("model", "mix_weights", "factory")
+        }
+        model_config = nlp.config["components"]["elmo"]["model"]
+        report["settings"][variant]["model"] = {
+            key: model_config[key] for key in ("batch_size", "max_batch_items", "frozen_cache_mb") if key in model_config
+        }
+        results = bench_component(nlp, sentences, args)
+        report["results"][variant] = {
+            name: {"seconds": t, "tokens_per_s": tokens / t, "vs_raw_forward": results["raw forward, one batch"] / t}
+            for name, t in results.items()
+        }
+        cache = elmo.bilm.token_encoder.cache
+        report["settings"][variant]["char_cache"] = cache.stats() if cache is not None else None
+    print(markdown(report))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def model_settings(args: argparse.Namespace) -> Dict[str, Any]:
+    """The ``[components.elmo.model]`` settings that differ from the architecture's defaults."""
+    settings: Dict[str, Any] = {}
+    if args.batch_size is not None:
+        settings["batch_size"] = args.batch_size
+    if args.max_batch_items is not None:
+        settings["max_batch_items"] = args.max_batch_items
+    if "frozen_cache_mb" in inspect.signature(registry.architectures.get(ARCHITECTURE)).parameters:
+        settings["frozen_cache_mb"] = 0
+    return settings
+
+
+def bench_component(nlp, sentences: List[List[str]], args: argparse.Namespace) -> Dict[str, float]:
+    """Seconds of each mode, best of ``args.repeats``."""
+    elmo = nlp.get_pipe("elmo")
+    model = elmo.model
+    batch_size, max_items = model.attrs["batch_size"], model.attrs["max_batch_items"]
     docs = [Doc(nlp.vocab, words=s) for s in sentences]
+    list(nlp.pipe(docs[:2]))  # the component applies its inference settings to the biLM
+    bilm = elmo.bilm
     ids, lengths = char_batch(sentences, bilm.config.max_characters_per_token)
 
     def forward() -> None:
         with torch.no_grad():
-            bilm(ids, lengths)
+            bilm.eval()(ids, lengths)
 
     modes: Dict[str, Callable[[], object]] = {
         "raw forward, one batch": forward,
@@ -68,27 +121,10 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         ),
         "nlp.pipe": lambda: list(nlp.pipe(docs, batch_size=len(docs))),
     }
-    report["results"] = {}
-    for variant in ("as loaded", "optimize_for_inference fp32 + char cache"):
-        if variant != "as loaded":
-            vocab = frequent_tokens(args.cache_size) if not args.quick else None
-            optimize_for_inference(bilm, char_cache_size=args.cache_size, vocab=vocab)
-        times = {name: best_time(fn, args.repeats) for name, fn in modes.items()}
-        times[f"nlp.pipe(n_process={args.n_process}), {max(1, args.threads // args.n_process)} thread(s) each"] = (
-            multiprocess_time(nlp, docs, args.n_process, args.threads)
-        )
-        reference = times["raw forward, one batch"]
-        report["results"][variant] = {
-            name: {"seconds": t, "tokens_per_s": tokens / t, "vs_raw_forward": reference / t}
-            for name, t in times.items()
-        }
-    print(markdown(report))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(__import__("json").dumps(report, indent=2), encoding="utf-8")
-    return report
-
-
+    times = {name: best_time(fn, args.repeats) for name, fn in modes.items()}
+    name = f"nlp.pipe(n_process={args.n_process}), {max(1, args.threads // args.n_process)} thread(s) each"
+    times[name] = multiprocess_time(nlp, docs, args.n_process, args.threads)
+    return times
 
 
 def multiprocess_time(nlp, docs: List[Doc], n_process: int, threads: int) -> float:
@@ -112,9 +148,10 @@ def markdown(report: Dict) -> str:
         f"{report['shape']}, {report['sentences']['count']} sentences ({report['sentences']['tokens']} tokens, "
         f"{report['sentences']['source']}), {report['threads']} threads.",
         "",
-        "| biLM | mode | tokens/s | vs raw forward |",
-        "|---|---|---:|---:|",
     ]
+    for variant, settings in report["settings"].items():
+        lines.append(f"- {variant}: `{json.dumps(settings)}`")
+    lines += ["", "| component | mode | tokens/s | vs raw forward |", "|---|---|---:|---:|"]
     for variant, results in report["results"].items():
         for name, r in results.items():
             lines.append(f"| {variant} | {name} | {r['tokens_per_s']:.1f} | {r['vs_raw_forward']:.2f} |")

@@ -4,8 +4,11 @@ import spacy
 import torch
 from spacy.tokens import Doc
 from spacy.training import Example
+from spacy.util import load_model_from_config
 from thinc.api import Adam, Model
 
+from spacy_elmo.bilm.bidirectional import paired_weights
+from spacy_elmo.bilm.fast import optimize_for_inference
 from spacy_elmo.io import ModelFileError, load_allennlp, save_bilm
 from spacy_elmo.layers import UPSTREAM_ATTR, get_batch_id
 from spacy_elmo.pipeline import create_pipeline
@@ -260,3 +263,82 @@ def test_bilm_on_gpu_gives_cpu_numpy_and_same_vectors(nlp, tiny_sentences, tiny_
     doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
     assert isinstance(doc._.elmo.layers, np.ndarray)
     np.testing.assert_allclose(doc._.elmo.layers, tiny_expected["layers_0"], atol=1e-4)
+
+
+def _paired(bilm):
+    return [paired_weights(*pair) is not None for pair in zip(bilm.forward_lstm.layers, bilm.backward_lstm.layers)]
+
+
+def _elmo_layers(nlp, sentences):
+    return [doc._.elmo.layers for doc in nlp.pipe(Doc(nlp.vocab, words=s) for s in sentences if s)]
+
+
+def test_inference_settings_are_applied_and_keep_outputs(tiny_paths, tiny_sentences):
+    plain = create_pipeline(load_allennlp(*tiny_paths), config={"optimize": False, "char_cache_size": 0})
+    fast = create_pipeline(load_allennlp(*tiny_paths), config={"char_cache_size": 50})
+    assert fast.config["components"]["elmo"]["optimize"] is True  # the default
+    expected = _elmo_layers(plain, tiny_sentences)
+    for _ in range(2):  # the second time through the filled char cache
+        for a, b in zip(_elmo_layers(fast, tiny_sentences), expected):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+    bilm = fast.get_pipe("elmo").bilm
+    assert all(_paired(bilm)) and bilm.forward_lstm.layers[0].tanh_via_sigmoid
+    assert bilm.token_encoder.cache.max_size == 50 and len(bilm.token_encoder.cache) > 0
+    assert not any(_paired(plain.get_pipe("elmo").bilm)) and plain.get_pipe("elmo").bilm.token_encoder.cache is None
+    int8 = create_pipeline(load_allennlp(*tiny_paths), config={"precision": "int8"})
+    for a, b in zip(_elmo_layers(int8, tiny_sentences), expected):
+        cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+        assert cosine.mean() > 0.99
+    assert int8.get_pipe("elmo").bilm.forward_lstm.layers[0].state_linearity.precision == "int8"
+
+
+def test_inference_settings_survive_serialization(tiny_paths, tiny_sentences, tmp_path):
+    settings = {"precision": "fp16", "char_cache_size": 77}
+    nlp = create_pipeline(load_allennlp(*tiny_paths), config=settings)
+    expected = _elmo_layers(nlp, tiny_sentences)
+    nlp.to_disk(tmp_path)
+    from_disk = spacy.load(tmp_path)
+    from_bytes = load_model_from_config(nlp.config, auto_fill=True).from_bytes(nlp.to_bytes())
+    for loaded in (from_disk, from_bytes):
+        elmo = loaded.get_pipe("elmo")
+        assert (elmo.optimize, elmo.precision, elmo.char_cache_size) == (True, "fp16", 77)
+        for a, b in zip(_elmo_layers(loaded, tiny_sentences), expected):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+        assert all(_paired(elmo.bilm)) and elmo.bilm.token_encoder.cache.max_size == 77
+        assert elmo.bilm.forward_lstm.layers[1].projection.precision == "fp16"
+
+
+def test_inference_settings_need_optimize(tiny_paths):
+    with pytest.raises(ValueError, match="optimize = true"):
+        create_pipeline(load_allennlp(*tiny_paths), config={"optimize": False})  # the default cache size
+    with pytest.raises(ValueError, match="precision"):
+        create_pipeline(load_allennlp(*tiny_paths), config={"precision": "int4"})
+
+
+def test_optimized_trainable_bilm_trains_in_float32(tiny_paths, tiny_sentences):
+    nlp = create_pipeline(
+        load_allennlp(*tiny_paths), config={"model": {"trainable": True}, "precision": "fp16", "char_cache_size": 50}
+    )
+    elmo = nlp.get_pipe("elmo")
+    texts = ["the bank .", "a river bank"]
+    _elmo_layers(nlp, tiny_sentences)  # optimized: paired, fp16 linear layers, cache filled
+    reference = load_allennlp(*tiny_paths)
+    reference.load_state_dict(elmo.bilm.state_dict())
+    listener = RecordingListener()
+    elmo.add_listener(listener, "tagger")
+    elmo.update(_examples(nlp, texts), sgd=Adam(0.01))
+    _, outputs, backprop = listener.received
+    expected = reference.embed([t.split() for t in texts])
+    for out, layers in zip(outputs, expected):  # the training forward pass is the float32 one
+        np.testing.assert_allclose(out.layers, layers, atol=1e-5)
+    before = {k: v.clone() for k, v in elmo.bilm.state_dict().items()}
+    backprop([np.ones_like(o.layers) for o in outputs])
+    assert all(p.grad is None or p.grad.dtype == torch.float32 for p in elmo.bilm.parameters())
+    changed = [k for k, v in elmo.bilm.state_dict().items() if not torch.equal(v, before[k])]
+    assert any("lstm" in k for k in changed) and any("token_encoder" in k for k in changed)
+    # predicting again lays the new weights out again and converts them afresh
+    reference.load_state_dict(elmo.bilm.state_dict())
+    optimize_for_inference(reference, precision="fp16")
+    for a, b in zip(_elmo_layers(nlp, tiny_sentences), reference.embed([s for s in tiny_sentences if s])):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert all(_paired(elmo.bilm))

@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 from .bidirectional import pair_directions, unpair_directions
 from .char_cache import CharCNNCache
 from .model import BiLM
-from .quantize import CPU_ONLY, PRECISIONS, reduce_precision
+from .quantize import CPU_ONLY, PRECISIONS, ReducedPrecisionLinear, reduce_precision
 
 
 def optimize_for_inference(
@@ -38,7 +38,8 @@ def optimize_for_inference(
         (0 disables). 20000 tokens take about 50 MB with the published models.
     vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
         (at most char_cache_size); the cache then keeps exactly these. Without a vocabulary the
-        cache fills as tokens are seen and evicts the least recently used.
+        cache fills as tokens are seen and evicts the least recently used; such a cache of the
+        same size is kept (with its entries) when this runs again, which is then cheap.
     exact (bool): keep the plain float32 computation bit for bit. If False (the default), each
         layer's weights of the two directions share one tensor (same values; the recurrent ones
         column-major), so both directions step in lockstep with batched products (see
@@ -64,7 +65,27 @@ def optimize_for_inference(
         unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
     else:
         pair_directions(bilm.forward_lstm, bilm.backward_lstm)
-    encoder.cache = CharCNNCache(char_cache_size, admit_new=vocab is None) if char_cache_size else None
-    if encoder.cache is not None and vocab is not None:
+    current = encoder.cache
+    if not char_cache_size:
+        encoder.cache = None
+    elif vocab is not None:
+        encoder.cache = CharCNNCache(char_cache_size, admit_new=False)
         encoder.cache.fill(encoder, vocab)
+    elif current is None or current.max_size != char_cache_size or not current.admit_new:
+        encoder.cache = CharCNNCache(char_cache_size)
     return bilm
+
+
+def forget_derived_weights(bilm: BiLM) -> None:
+    """Drop what ``optimize_for_inference`` derived from the weights: char cache entries and
+    reduced-precision copies (both are remade as needed).
+
+    They notice optimizer steps, ``load_state_dict`` and ``.to()`` themselves; call this after
+    writes that torch does not count: through ``param.data`` or numpy views of the parameters,
+    as thinc's optimizers write (the elmo component calls it after each update).
+    """
+    if bilm.token_encoder.cache is not None:
+        bilm.token_encoder.cache.clear()
+    for module in bilm.modules():
+        if isinstance(module, ReducedPrecisionLinear):
+            module.forget()

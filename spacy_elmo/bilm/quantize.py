@@ -61,6 +61,12 @@ class ReducedPrecisionLinear(nn.Linear):
             y = torch.ops.quantized.linear_dynamic(flat.float().contiguous(), packed, reduce_range=_reduce_range())
         return y.reshape(*lead, self.out_features)
 
+    def forget(self) -> None:
+        """Drop the reduced-precision copy (remade on next use): for weights written in ways
+        torch does not count (through ``.data`` or numpy views, as thinc's optimizers do)."""
+        self._packed = None
+        self._packed_for = None
+
     def _current(self) -> Any:
         weight, bias = self.weight, self.bias
         key = (weight.data_ptr(), weight._version, weight.device, None if bias is None else bias._version)

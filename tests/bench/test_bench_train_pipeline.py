@@ -15,7 +15,8 @@ def test_train_step_benchmark_compares_gradients(tmp_path):
 
 def test_pipeline_benchmark_runs_every_mode(tmp_path):
     report = bench_pipeline.main(["--quick", "--threads", "1", "--json", str(tmp_path / "p.json")])
-    assert set(report["results"]) == {"as loaded", "optimize_for_inference fp32 + char cache"}
+    assert set(report["results"]) == {"optimize = false (as loaded)", "optimize = true (defaults)"}
+    assert report["settings"]["optimize = true (defaults)"]["char_cache"]["hits"] > 0
     for results in report["results"].values():
         assert len(results) == 4
         assert any(name.startswith("nlp.pipe(n_process=2)") for name in results)
