@@ -75,7 +75,8 @@ def test_to_disk_from_disk_is_exact_and_keeps_a_model_directory(tiny_paths, tiny
     np.testing.assert_array_equal(loaded("a bank")._.elmo.layers, doc_a._.elmo.layers)
     # the component's weights are a spacy-elmo model directory any tool can load
     bilm = load_bilm(tmp_path / "elmo" / "model")
-    np.testing.assert_array_equal(bilm.embed([tiny_sentences[0]])[0], _layers(nlp, tiny_sentences[:1])[0])
+    # the component runs it optimized for inference (rounding-level changes; DESIGN: same to 1e-5)
+    np.testing.assert_allclose(bilm.embed([tiny_sentences[0]])[0], _layers(nlp, tiny_sentences[:1])[0], atol=1e-5)
 
 
 def test_initialize_from_a_saved_pipeline_or_model_directory(tiny_paths, tmp_path):
@@ -99,7 +100,8 @@ def test_to_bytes_from_bytes_rebuilds_the_stored_shape(tiny_paths, tiny_sentence
     for a, b in zip(_layers(nlp, tiny_sentences), _layers(fresh, tiny_sentences)):
         np.testing.assert_array_equal(a, b)
     again = load_model_from_config(nlp.config, auto_fill=True).from_bytes(data)
-    np.testing.assert_array_equal(_layers(again, tiny_sentences[:1])[0], _layers(nlp, tiny_sentences[:1])[0])
+    # nlp's char cache holds encodings computed in other batches (rounding level)
+    np.testing.assert_allclose(_layers(again, tiny_sentences[:1])[0], _layers(nlp, tiny_sentences[:1])[0], atol=1e-5)
 
 
 def test_component_bytes_exclude_and_unitialized_state(tiny_paths):

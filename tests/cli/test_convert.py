@@ -50,7 +50,8 @@ def test_convert_from_our_directory_with_another_language(tiny_paths, tmp_path):
     nlp = spacy.load(tmp_path / "de")
     assert nlp.lang == "de"
     doc = nlp("Die Bank am Fluss .")
-    np.testing.assert_array_equal(doc._.elmo.layers, bilm.embed([[t.text for t in doc]])[0])
+    # the component runs the biLM optimized for inference: equal to rounding (DESIGN: 1e-5)
+    np.testing.assert_allclose(doc._.elmo.layers, bilm.embed([[t.text for t in doc]])[0], atol=1e-5)
 
 
 def test_to_allennlp_round_trip_from_pipeline_and_model_dir(tiny_paths, tiny_sentences, tmp_path):
