@@ -329,11 +329,14 @@ class Elmo(TrainablePipe):
         settings, weights already loaded (e.g. from disk) are kept.
 
         get_examples (Callable[[], Iterable[Example]]): unused: the weights come from the files.
-        nlp (Optional[Language]): the pipeline (unused).
+        nlp (Optional[Language]): the pipeline; its config of this component gets the imported
+            shape, so the config.cfg saved with it (e.g. by ``spacy train``) describes the weights.
         """
         if options is None and weights is None and model is None and self.cfg["has_weights"]:
             return
         self.use_bilm(initial_bilm(name=self.name, options=options, weights=weights, model=model))
+        if nlp is not None:
+            record_shape(nlp, self.name, self.bilm.config)
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         """Serialize: cfg (with the biLM options) as JSON, weights as safetensors."""
@@ -401,6 +404,18 @@ class Elmo(TrainablePipe):
         # A component added without weights runs the shipped English biLM.
         if not self.cfg["has_weights"]:
             self.use_bilm(initial_bilm(name=self.name, options=None, weights=None, model=None))
+
+
+def record_shape(nlp: Language, name: str, config: BiLMConfig) -> None:
+    """Write a biLM shape into the pipeline's config of the component ``name`` (its
+    ``[components.NAME.model]`` block, when that block builds our architecture); other
+    settings of the block are kept."""
+    try:
+        block = nlp.get_pipe_config(name).get("model")
+    except ValueError:
+        return
+    if isinstance(block, dict) and block.get("@architectures") == ARCHITECTURE:
+        block.update(bilm_model_config(config))
 
 
 def initial_bilm(

@@ -113,3 +113,12 @@ def test_frozen_annotating_elmo_is_read_from_docs_during_training(data, frozen, 
     assert _tag_accuracy(nlp, _gold(data, nlp, "train.spacy")) > 0.6
     for name, value in _bilm_params(nlp).items():
         assert torch.equal(value, _bilm_params(frozen)[name]), name
+
+
+def test_saved_config_describes_the_imported_biLM(data, frozen):
+    # the configs leave the shape to the imported weights; the saved config.cfg must state it
+    saved = load_config(data / "frozen" / "model-last" / "config.cfg")["components"]["elmo"]["model"]
+    shape = tiny_bilm().config
+    assert (saved["dim"], saved["projection_dim"], saved["n_layers"]) == (shape.dim, shape.projection_dim, shape.n_layers)
+    assert [tuple(f) for f in saved["filters"]] == [tuple(f) for f in shape.filters]
+    assert saved["trainable"] is False and saved["max_batch_items"] == 4096  # other settings kept
