@@ -43,7 +43,8 @@ def test_add_initialize_matches_reference(tiny_paths, tiny_sentences, tiny_expec
 def test_imported_shape_replaces_configured_one(tiny_paths):
     nlp = _initialized(tiny_paths)
     elmo = nlp.get_pipe("elmo")
-    assert nlp.config["components"]["elmo"]["model"]["projection_dim"] == 128  # the configured default
+    # initialize(nlp=...) writes the imported shape over the configured default (128) in the config
+    assert nlp.config["components"]["elmo"]["model"]["projection_dim"] == 16
     assert elmo.bilm.config.projection_dim == 16 and elmo.cfg["bilm_options"]["lstm"]["projection_dim"] == 16
     assert nlp("a b")._.elmo.width == 32
 
