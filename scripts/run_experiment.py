@@ -38,22 +38,25 @@ def run_one(
     elmo: Optional[Path],
     overrides: Dict[str, Any],
     elmo_cache_mb: Optional[float] = None,
+    score_only: bool = False,
 ) -> Dict[str, Any]:
-    """Train and score one cell of the table. RETURNS (Dict): the metrics record written."""
+    """Train and score one cell of the table (score_only: score the model-best an earlier, stopped
+    run left, without training). RETURNS (Dict): the metrics record written."""
     stem, metric = TASKS[task]
     config = CONFIGS / (f"{stem}-elmo.cfg" if setting == "elmo" else f"{stem}.cfg")
     train_path = corpus / f"{task}-train-{pct}.spacy"
     model_dir = output / "models" / f"{task}-{setting}-{pct}"
     settings = {"paths.train": str(train_path), "paths.dev": str(corpus / f"{task}-dev.spacy"), **overrides}
-    if setting == "elmo":
+    if setting == "elmo" and not score_only:
         if elmo is None:
             raise ValueError("the elmo setting needs --elmo DIR (a biLM directory)")
         settings["paths.elmo"] = str(elmo)
         if elmo_cache_mb is not None:
             settings["components.elmo.model.frozen_cache_mb"] = elmo_cache_mb
     start = time.time()
-    train(config, model_dir, overrides=settings)
-    seconds = time.time() - start
+    if not score_only:
+        train(config, model_dir, overrides=settings)
+    seconds = None if score_only else round(time.time() - start, 1)
     scores = evaluate(str(model_dir / "model-best"), corpus / f"{task}-test.spacy", gold_preproc=True)
     docs = list(DocBin().from_disk(train_path).get_docs(Vocab()))
     return {
@@ -64,9 +67,10 @@ def run_one(
         "score": scores[metric],
         "train_sentences": sum(len(list(doc.sents)) for doc in docs),
         "train_tokens": sum(len(doc) for doc in docs),
-        "train_seconds": round(seconds, 1),
+        "train_seconds": seconds,
         "config": str(config.relative_to(CONFIGS.parent)),
-        "overrides": settings,
+        "overrides": {} if score_only else settings,
+        "scored_existing_model": score_only,
         "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
     }
 
@@ -84,6 +88,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         type=float,
         help="frozen biLM cache of the elmo runs in MB (the config's default otherwise); about 3 KB a "
         "training and dev token for the shipped model, so that later epochs and evaluations skip the biLM",
+    )
+    parser.add_argument(
+        "--score-existing",
+        action="store_true",
+        help="do not train: score the model-best that earlier (e.g. interrupted) runs left in OUTPUT/models",
     )
     args, extra = parser.parse_known_args(argv)
     overrides = parse_config_overrides(extra)
@@ -106,6 +115,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                     elmo=args.elmo,
                     overrides=overrides,
                     elmo_cache_mb=args.elmo_cache_mb,
+                    score_only=args.score_existing,
                 )
                 path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
                 done.append(f"{task} {setting} {pct}%: {record['metric']} {record['score']:.4f}")
