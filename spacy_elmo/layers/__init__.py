@@ -1,5 +1,5 @@
 """thinc glue: Docs -> biLM -> ElmoOutput, and the listener contract."""
-from .bilm_model import ElmoBiLM, get_bilm, set_bilm
+from .bilm_model import ElmoBiLM, clear_frozen_cache, get_bilm, set_bilm
 from .listener_protocol import ANY_UPSTREAM, UPSTREAM_ATTR, get_batch_id, is_listener_for
 from .segments import doc_segments
 
@@ -7,6 +7,7 @@ __all__ = [
     "ANY_UPSTREAM",
     "UPSTREAM_ATTR",
     "ElmoBiLM",
+    "clear_frozen_cache",
     "doc_segments",
     "get_batch_id",
     "get_bilm",
