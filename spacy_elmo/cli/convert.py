@@ -22,7 +22,8 @@ def build_pipeline(
     needs nothing but the output directory.
     RETURNS (Path): the pipeline directory.
     """
-    from ..pipeline import create_pipeline, initial_bilm
+    from ..bilm_source import initial_bilm
+    from ..pipeline import create_pipeline
 
     create_pipeline(initial_bilm(options=options, weights=weights, model=model), lang=lang).to_disk(output)
     return output
@@ -32,7 +33,7 @@ def export_pipeline_bilm(model: Path, output: Path) -> None:
     """Write the biLM of a spacy-elmo directory or of a pipeline's elmo component as
     ``output/options.json`` + ``output/weights.hdf5`` in the published layout."""
     from ..io import export_allennlp, load_native
-    from ..pipeline import find_bilm_directory
+    from ..bilm_source import find_bilm_directory
 
     bilm = load_native(find_bilm_directory(model))
     export_allennlp(bilm, output / "options.json", output / "weights.hdf5")
