@@ -1,6 +1,6 @@
 """Training checkpoints: everything needed to continue a run exactly, without pickle.
 
-A checkpoint is a directory ``checkpoints/step-XXXXXXXX/`` holding
+A checkpoint is a directory ``checkpoints/step-NNNNNNNN/`` (the step, 8 digits) holding
 ``lm.safetensors`` (biLM + softmax), ``training.safetensors`` (optimizer tensors,
 torch and numpy RNG states, any carried LSTM state) and ``state.json`` (step,
 data position, scalars, Python's RNG state, the SHA-256 of both tensor files).
@@ -112,7 +112,7 @@ def save_checkpoint(
     keep: int = 3,
     rng_by_rank: Optional[List[torch.Tensor]] = None,
 ) -> Path:
-    """Write ``directory/step-XXXXXXXX`` atomically and delete all but the newest ``keep``.
+    """Write ``directory/step-NNNNNNNN`` atomically and delete all but the newest ``keep``.
 
     carry (Optional[dict]): LSTM state carried between windows, as named tensors.
     rng_by_rank (Optional[List[Tensor]]): each rank's torch RNG state (distributed runs).
