@@ -102,20 +102,23 @@ def run_in_place(
     batch_sizes: Sequence[int],
     states: Sequence[State],
     paired: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    starts: Optional[Sequence[int]] = None,
 ) -> Tuple[torch.Tensor, List[State]]:
     """The timesteps of D layers of one shape (directions) over the same batch sizes, without autograd.
 
     layers (Sequence[LSTMPLayer]): the D layers.
-    projected (Tensor): (D, T, B, 4 * dim) input projections, time-major.
+    projected (Tensor): input projections: (D, T, B, 4 * dim), time-major; or, with ``starts``,
+        packed as (D, R, 4 * dim): the running rows only, timestep after timestep.
     batch_sizes (Sequence[int]): rows still running at each timestep.
     states (Sequence[State]): initial (h, c) of each layer; not modified.
     paired (Optional[Tuple[Tensor, Tensor]]): recurrent and projection weights of all D layers as
         (D, proj, 4 * dim) and (D, dim, proj), for batched products; required when D > 1.
     RETURNS (Tuple[Tensor, List[State]]): outputs (T, D, B, proj), zero past each row's end, and
         each layer's final state.
+    starts (Optional[Sequence[int]]): where each timestep's rows begin in a packed ``projected``.
     """
     layer = layers[0]
-    n_dir, steps, batch, _ = projected.shape
+    n_dir, steps, batch = projected.shape[0], len(batch_sizes), states[0][0].shape[0]
     dim = layer.dim
     h0 = torch.stack([h for h, _ in states])
     c = torch.stack([c for _, c in states])  # updated in place; a row that has ended keeps its final cell
@@ -154,7 +157,8 @@ def run_in_place(
         if n == 0:
             break
         gates = gates_buffer[: n_dir * n * 4 * dim].view(n_dir, n, 4 * dim)
-        recurrent(projected[:, t, :n], h[:, :n], gates)
+        step_input = projected[:, t, :n] if starts is None else projected[:, starts[t] : starts[t] + n]
+        recurrent(step_input, h[:, :n], gates)
         gates[..., :dim].sigmoid_()
         tanh_(gates[..., dim : 2 * dim])
         gates[..., 2 * dim :].sigmoid_()

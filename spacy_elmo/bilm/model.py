@@ -95,9 +95,14 @@ class BiLM(nn.Module):
 
         mask = torch.arange(steps)[None, :] < lengths[:, None]
         mask_dev = mask.to(char_ids.device)
-        encoded_valid = self.token_encoder(char_ids[mask_dev])
+        distinct, inverse = self.token_encoder.encode_distinct(char_ids[mask_dev])
+        encoded_valid = distinct[inverse]
         tokens = encoded_valid.new_zeros(batch, steps, self.config.projection_dim)
         tokens = tokens.masked_scatter(mask_dev[..., None], encoded_valid)
+        # Which distinct token sits at each position (padding: 0, never read): the first LSTM
+        # layer's input projections need computing once per distinct token.
+        slots = torch.zeros(batch, steps, dtype=torch.long, device=char_ids.device)
+        slots[mask_dev] = inverse
 
         order = torch.argsort(lengths, descending=True, stable=True)
         sorted_lengths = lengths[order]
@@ -109,8 +114,15 @@ class BiLM(nn.Module):
         fwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[0]]
         bwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[1]]
         bwd_in = _gather_time(sorted_tokens, reverse)
+        sorted_slots = slots.index_select(0, order_dev)
+        first_inputs = (distinct, (sorted_slots, sorted_slots.gather(1, reverse)))
         (fwd_out, fwd_final), (bwd_out, bwd_final) = run_directions(
-            self.forward_lstm, self.backward_lstm, (sorted_tokens, bwd_in), batch_sizes, (fwd_state, bwd_state)
+            self.forward_lstm,
+            self.backward_lstm,
+            (sorted_tokens, bwd_in),
+            batch_sizes,
+            (fwd_state, bwd_state),
+            first_inputs=first_inputs,
         )
         bwd_out = [_gather_time(y, reverse) for y in bwd_out]
 

@@ -8,7 +8,7 @@ and gives the same value, so one such window stands for all of them in the max-p
 tokens need 8-16 of the 50 positions. An optional ``CharCNNCache`` (see ``char_cache.py``)
 keeps encodings of frequent tokens across calls at inference time.
 """
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -47,16 +47,27 @@ class CharCNNEncoder(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (LongTensor): (..., max_chars). RETURNS (Tensor): (..., projection_dim)."""
+        encoded, inverse = self.encode_distinct(char_ids)
+        return encoded[inverse]
+
+    def encode_distinct(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Each distinct token once: what ``forward`` returns is ``encoded[inverse]``.
+
+        char_ids (LongTensor): (..., max_chars).
+        RETURNS (Tuple[Tensor, LongTensor]): encodings (U, projection_dim) of the U distinct rows
+            of char ids, and for each token (shape ``...``) the index of its row.
+        """
         lead = char_ids.shape[:-1]
         flat = char_ids.reshape(-1, char_ids.shape[-1])
         if flat.shape[0] == 0:
-            return self.projection.weight.new_zeros(*lead, self.config.projection_dim)
+            empty = self.projection.weight.new_zeros(0, self.config.projection_dim)
+            return empty, torch.zeros(lead, dtype=torch.long, device=char_ids.device)
         distinct, inverse = torch.unique(flat, dim=0, return_inverse=True)
         if self.cache is not None and not self.training and not torch.is_grad_enabled():
             encoded = self.cache.encode(self, distinct)
         else:
             encoded = self.encode_rows(distinct)
-        return encoded[inverse].reshape(*lead, -1)
+        return encoded, inverse.reshape(lead)
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """Encode every row of ``rows`` (N, max_chars): (N, projection_dim), no deduplication or cache."""

@@ -2,7 +2,13 @@
 import torch
 
 from spacy_elmo.bilm import batch_char_ids
-from spacy_elmo.bilm.bidirectional import pair_directions, paired_weights, run_directions, unpair_directions
+from spacy_elmo.bilm.bidirectional import (
+    packed_positions,
+    pair_directions,
+    paired_weights,
+    run_directions,
+    unpair_directions,
+)
 
 from ..conftest import random_bilm
 
@@ -80,3 +86,35 @@ def test_hooks_and_autograd_run_the_directions_separately():
     assert seen == [inputs[1].shape]
     (fwd, _), (bwd, _) = run_directions(bilm.forward_lstm, bilm.backward_lstm, inputs, batch_sizes, states)
     assert fwd[-1].requires_grad and bwd[-1].requires_grad
+
+
+def test_packed_positions_list_running_rows_timestep_after_timestep():
+    rows, times, starts = packed_positions([3, 3, 2, 1, 0], torch.device("cpu"))
+    assert rows.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 0]
+    assert times.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 3]
+    assert starts == [0, 3, 6, 8, 9]
+    rows, times, starts = packed_positions([], torch.device("cpu"))
+    assert rows.numel() == times.numel() == 0 and starts == []
+
+
+def test_first_layer_from_a_table_of_distinct_rows_equals_the_full_inputs():
+    bilm = random_bilm(seed=14)
+    pair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    generator = torch.Generator().manual_seed(3)
+    table = torch.randn(4, bilm.config.projection_dim, generator=generator)
+    # each direction reads the table in its own order, with repeats; the padded slot is never read
+    slots = (torch.tensor([[0, 1, 1, 2, 3], [2, 2, 0, 3, 0]]), torch.tensor([[3, 2, 1, 1, 0], [3, 0, 2, 2, 0]]))
+    batch_sizes = [2, 2, 2, 2, 1]
+    inputs = (table[slots[0]], table[slots[1]])
+    _, _, states = stack_inputs(bilm)
+    states = tuple([(h[:2], c[:2]) for h, c in direction] for direction in states)
+    with torch.no_grad():
+        expected = run_directions(bilm.forward_lstm, bilm.backward_lstm, inputs, batch_sizes, states)
+        # the table must be what is read: poison the positional inputs of the first layer
+        poisoned = tuple(x.clone().fill_(1e3) for x in inputs)
+        got = run_directions(
+            bilm.forward_lstm, bilm.backward_lstm, poisoned, batch_sizes, states, first_inputs=(table, slots)
+        )
+    for (exp_out, _), (got_out, _) in zip(expected, got):
+        for a, b in zip(exp_out, got_out):
+            torch.testing.assert_close(b, a, atol=1e-6, rtol=0)

@@ -1,0 +1,51 @@
+"""The character-level token encoder: distinct tokens once, and the highway's few-row path."""
+import pytest
+import torch
+
+from spacy_elmo.bilm import batch_char_ids
+from spacy_elmo.bilm.highway import Highway
+
+from ..conftest import random_bilm
+
+
+def test_encode_distinct_gives_each_token_once_and_forward_gathers_it():
+    bilm = random_bilm(seed=21)
+    # rows: <S> the bank the river </S> / <S> bank . </S> pad pad
+    ids, _ = batch_char_ids([["the", "bank", "the", "river"], ["bank", "."]])
+    char_ids = torch.from_numpy(ids)
+    with torch.no_grad():
+        encoded, inverse = bilm.token_encoder.encode_distinct(char_ids)
+        full = bilm.token_encoder(char_ids)
+    assert inverse.shape == char_ids.shape[:-1]
+    assert encoded.shape[0] == 7  # <S>, </S>, the, bank, river, ., the padding row
+    assert inverse[0, 1] == inverse[0, 3] and inverse[0, 2] == inverse[1, 1]
+    assert inverse[0, 1] != inverse[0, 2]
+    torch.testing.assert_close(encoded[inverse], full, atol=0, rtol=0)
+
+
+def test_encode_distinct_of_no_tokens():
+    bilm = random_bilm(seed=21)
+    encoded, inverse = bilm.token_encoder.encode_distinct(torch.zeros(0, 50, dtype=torch.long))
+    assert encoded.shape == (0, bilm.config.projection_dim) and inverse.shape == (0,)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9])
+def test_highway_few_row_path_equals_the_linear_layers(rows):
+    torch.manual_seed(rows)
+    highway = Highway(64, 2)
+    x = torch.randn(rows, 64)
+
+    def reference(x):
+        for transform, carry in zip(highway.transform, highway.carry):
+            gate = torch.sigmoid(carry(x))
+            x = gate * torch.relu(transform(x)) + (1.0 - gate) * x
+        return x
+
+    with torch.no_grad():
+        got = highway(x)
+        expected = reference(x)
+    assert got.shape == (rows, 64)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+    # with autograd the layers run as they are, and gradients reach every weight
+    highway(x).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in highway.parameters())
