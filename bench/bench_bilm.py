@@ -179,6 +179,10 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
             stats["gflops_nominal"] = positions * flops["total"] / seconds / 1e9
             stats["recurrent_gb_per_s"] = positions * recurrent_bytes_per_step(config) / seconds / 1e9
             # Fractions of the hardware limit: the time the limit allows over the time taken.
+            paired = sorted(stats.pop("paired_bound_ratios"))
+            scale = flops["lstm"] / flops["total"] if name == "batch" else 1.0
+            # the fraction below (the LSTM-only one for the batch) per repeat: min, median, max
+            stats["pct_bound_paired"] = [100 * scale * paired[i] for i in (0, len(paired) // 2, -1)]
             if name == "batch":
                 stats["pct_gemm_bound"] = 100 * bound_seconds / seconds
                 stats["pct_gemm_bound_lstm_only"] = 100 * bound_seconds * flops["lstm"] / flops["total"] / seconds
@@ -229,6 +233,9 @@ def run_workload(models: Dict[str, Callable], runs, repeats: int, bound: Callabl
             "median_seconds": float(np.median(times[name])),
             "tokens_per_s": tokens / best,
             "speedup_vs_baseline": min(times["baseline"]) / best,
+            # each repeat's hardware bound over this model's time in the same repeat: the spread shows
+            # how much the machine moved during the run
+            "paired_bound_ratios": [b / t for b, t in zip(bound_times, times[name])],
         }
         stats.update(compare(outputs["ours"], outputs[name], runs))
         if name != "baseline":
