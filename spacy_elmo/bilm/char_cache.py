@@ -13,6 +13,7 @@ linear layer), which optimizer steps, ``load_state_dict`` and ``.to()`` all chan
 training mode after every prediction.) Writes through ``param.data`` bypass version
 counters; call ``clear()`` after such surgery.
 """
+import itertools
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Tuple
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Tupl
 import numpy as np
 import torch
 
-from .chars import token_char_ids
+from .chars import BOS_TOKEN, EOS_TOKEN, token_char_ids
 
 if TYPE_CHECKING:
     from .token_encoder import CharCNNEncoder
@@ -102,15 +103,18 @@ class CharCNNCache:
     def fill(self, encoder: "CharCNNEncoder", tokens: Iterable[str], *, batch_size: int = 1024) -> int:
         """Encode ``tokens`` (most frequent first) into the cache, up to ``max_size`` of them.
 
+        The sentence boundaries <S> and </S> come first: every sentence has both.
+
         RETURNS (int): the number of entries afterwards.
         """
         with self._lock:
             self._check(encoder)
         chosen: List[str] = []
-        for token in tokens:
+        for token in itertools.chain((BOS_TOKEN, EOS_TOKEN), tokens):
             if len(chosen) == self.max_size:
                 break
-            chosen.append(token)
+            if token not in (BOS_TOKEN, EOS_TOKEN) or token not in chosen:
+                chosen.append(token)
         width = encoder.config.max_characters_per_token
         device = encoder.char_embedding.weight.device
         # Least frequent first, so the most frequent end up most recently used.
