@@ -50,9 +50,9 @@ def bilm_v1(
     max_batch_items (Optional[int]): most padded positions per forward pass (null: no cap).
         Larger batches run faster (README "Speed": 128 sentences of ~27 tokens, the default,
         match one forward pass over all of them; 32 reach 80%), at the cost of activation
-        memory: the input projections take 32 KiB per padded position with the small model
+        memory: the input projections take 32 KiB per position with the small model
         and 128 KiB with the full one (4096 positions: 128 MiB and 512 MiB; an optimized biLM
-        keeps that buffer between calls). Lower it for the full model on small machines.
+        leaves out padding and keeps that buffer between calls). Lower it for the full model on small machines.
     trainable (bool): let gradients from listeners fine-tune the biLM (default: frozen).
     frozen_cache_mb (float): while the biLM is frozen, keep up to this many megabytes of its
         layers per sentence/window (least recently used dropped first), so that `spacy train`

@@ -155,8 +155,8 @@ def packed_positions(batch_sizes: Sequence[int], device: torch.device) -> Tuple[
 def _workspace(owner: nn.Module, numel: int, like: torch.Tensor) -> torch.Tensor:
     """A flat buffer of ``numel`` elements of ``like``'s dtype and device, reused between calls.
 
-    The input projections of a batch are large (the full model: 128 KiB per position, 256 MiB
-    for 64 sentences of 32 positions). Allocated afresh, the operating system maps and zeroes
+    The input projections of a batch are large (the full model: 128 KiB per running position, about
+    215 MiB for 64 sentences of 20-30 tokens). Allocated afresh, the operating system maps and zeroes
     every page of it again at first touch, which took a third as long as the product itself.
     The largest buffer seen is kept per thread while ``owner`` lives.
     """

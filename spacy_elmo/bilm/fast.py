@@ -46,8 +46,9 @@ def optimize_for_inference(
         bidirectional.py), and tanh goes through sigmoid (2.7x faster than MKL's tanh, which
         also stalls on a busy machine). Results then move at float32 rounding level: at most
         2.2e-6 on the test fixtures, whose values reach 4. The input projections of a batch go
-        into a buffer kept between calls, per thread: 128 KiB per padded position with the full
-        published model (256 MiB for 64 sentences of 32 positions), 32 KiB with the small one.
+        into a buffer kept between calls, per thread: 128 KiB per running position (padding rows
+        are left out) with the full published model (about 215 MiB for 64 sentences of 20-30
+        tokens), 32 KiB with the small one; the first layer's are computed once per distinct token.
     RETURNS (BiLM): the same model. (copy.deepcopy copies parameters one by one, which undoes the
         pairing of the directions: call this again on a copy.)
     """
