@@ -17,6 +17,7 @@ from thinc.types import Floats3d
 from thinc.util import to_numpy
 
 from .bilm import BiLM, BiLMConfig
+from .bilm.bidirectional import unpair_directions
 from .bilm.fast import forget_derived_weights, optimize_for_inference
 from .bilm.quantize import PRECISIONS
 from .bilm_source import (  # noqa: F401 (find_bilm_directory: importable from here too)
@@ -269,6 +270,10 @@ class Elmo(TrainablePipe):
         if not listeners:
             return losses
         docs = [eg.predicted for eg in examples]
+        if self.model.attrs["trainable"]:
+            # Train on a freshly built model's layout: with the weights a prediction paired, autograd
+            # would copy every gradient into their column-major layout (and warn each step).
+            unpair_directions(self.bilm.forward_lstm, self.bilm.backward_lstm)
         set_dropout_rate(self.model, drop)
         outputs, backprop_layers = self.model.begin_update(docs)
         d_layers: List[Floats3d] = [self.model.ops.alloc3f(*out.layers.shape) for out in outputs]

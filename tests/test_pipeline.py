@@ -332,9 +332,12 @@ def test_optimized_trainable_bilm_trains_in_float32(tiny_paths, tiny_sentences):
     expected = reference.embed([t.split() for t in texts])
     for out, layers in zip(outputs, expected):  # the training forward pass is the float32 one
         np.testing.assert_allclose(out.layers, layers, atol=1e-5)
+    # training runs on the layout of a freshly built model, which gradients match (no copies)
+    assert not any(_paired(elmo.bilm)) and all(p.is_contiguous() for p in elmo.bilm.parameters())
     before = {k: v.clone() for k, v in elmo.bilm.state_dict().items()}
     backprop([np.ones_like(o.layers) for o in outputs])
     assert all(p.grad is None or p.grad.dtype == torch.float32 for p in elmo.bilm.parameters())
+    assert all(p.grad is None or p.grad.stride() == p.stride() for p in elmo.bilm.parameters())
     changed = [k for k, v in elmo.bilm.state_dict().items() if not torch.equal(v, before[k])]
     assert any("lstm" in k for k in changed) and any("token_encoder" in k for k in changed)
     # predicting again lays the new weights out again and converts them afresh

@@ -47,11 +47,17 @@ def pair_directions(forward: LSTMPStack, backward: LSTMPStack) -> None:
 
 
 def unpair_directions(forward: LSTMPStack, backward: LSTMPStack) -> None:
-    """Give every layer its own row-major weights again (the layout of a freshly built model)."""
+    """Give every layer its own row-major weights again (the layout of a freshly built model).
+
+    Weights that have it already are left alone (no copy), so this is cheap on an unpaired model.
+    """
     with torch.no_grad():
         for layer in (*forward.layers, *backward.layers):
             for name in LINEARS:
                 weight = getattr(layer, name).weight
+                owns_storage = weight.untyped_storage().nbytes() == weight.numel() * weight.element_size()
+                if weight.is_contiguous() and owns_storage:
+                    continue
                 weight.data = weight.detach().clone(memory_format=torch.contiguous_format)
 
 
