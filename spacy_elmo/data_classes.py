@@ -27,12 +27,16 @@ class ElmoOutput:
     mix_weights (Tuple[float, ...]): pre-softmax layer weights of the component's own
         mix; empty means equal weights (the mean of the layers).
     gamma (float): scale of the component's mix.
+    vector_hooks (bool): the component made the Doc's ``.vector`` and ``.similarity`` use the mix.
+        Hooks are not serialized: ``extensions.restore_vector_hooks`` puts them back on Docs read
+        from bytes (DocBin, ``nlp.pipe(n_process=...)``) where this is True.
     """
 
     layers: Floats3d
     segments: Segments = ()
     mix_weights: Tuple[float, ...] = ()
     gamma: float = 1.0
+    vector_hooks: bool = False
     _mixed: Optional[Floats2d] = field(default=None, init=False, repr=False)
 
     @property
@@ -74,6 +78,7 @@ class ElmoOutput:
             "segments": [list(s) for s in self.segments],
             "mix_weights": list(self.mix_weights),
             "gamma": float(self.gamma),
+            "vector_hooks": bool(self.vector_hooks),
         }
 
     @classmethod
@@ -83,6 +88,7 @@ class ElmoOutput:
             segments=tuple((int(s), int(e)) for s, e in data["segments"]),
             mix_weights=tuple(float(w) for w in data["mix_weights"]),
             gamma=float(data["gamma"]),
+            vector_hooks=bool(data.get("vector_hooks", False)),
         )
 
 

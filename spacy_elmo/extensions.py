@@ -1,6 +1,6 @@
 """doc._.elmo, token._.elmo, span._.elmo, and the hooks that make .vector and .similarity use ELMo."""
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import numpy as np
 from spacy.tokens import Doc, Span, Token
@@ -29,6 +29,21 @@ def install_vector_hooks(doc: Doc) -> None:
         hooks["vector_norm"] = _vector_norm
         hooks["has_vector"] = _has_vector
         hooks["similarity"] = _similarity
+
+
+def restore_vector_hooks(docs: Iterable[Doc]) -> Iterator[Doc]:
+    """Give back the vector hooks that serialization dropped, yielding each Doc.
+
+    spaCy does not serialize a Doc's hooks, so Docs read from bytes (``Doc.from_bytes``,
+    ``DocBin``, and every Doc of ``nlp.pipe(texts, n_process=2)``) keep ``doc._.elmo`` but their
+    ``.vector`` falls back to static vectors. Wrap them: ``restore_vector_hooks(nlp.pipe(texts,
+    n_process=2))``. Hooks go back where the component had set them (``set_vector_hooks``).
+    """
+    for doc in docs:
+        output = doc._.elmo if Doc.has_extension("elmo") else None
+        if output is not None and getattr(output, "vector_hooks", False):
+            install_vector_hooks(doc)
+        yield doc
 
 
 def _token_elmo(token: Token) -> Optional[Floats1d]:

@@ -238,6 +238,7 @@ class Elmo(TrainablePipe):
                 segments=output.segments,
                 mix_weights=self.mix_weights,
                 gamma=self.gamma,
+                vector_hooks=self.set_vector_hooks,
             )
             if self.set_vector_hooks:
                 install_vector_hooks(doc)

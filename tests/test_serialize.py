@@ -12,6 +12,7 @@ from spacy.util import load_model_from_config
 
 from spacy_elmo import load_bilm
 from spacy_elmo.data_classes import ElmoOutput
+from spacy_elmo.extensions import restore_vector_hooks
 from spacy_elmo.io import ModelFileError, load_allennlp
 from spacy_elmo.pipeline import create_pipeline
 
@@ -147,3 +148,28 @@ def test_multiprocess_pipe_matches_single_process(tiny_paths, tiny_sentences):
     multi = [doc._.elmo.layers for doc in nlp.pipe(texts, n_process=2, batch_size=4)]
     for a, b in zip(single, multi):
         np.testing.assert_allclose(a, b, atol=1e-5)  # other batches: float sums in another order
+    hooked = create_pipeline(load_allennlp(*tiny_paths), config={"set_vector_hooks": True})
+    for doc in restore_vector_hooks(hooked.pipe(texts[:2], n_process=2)):
+        np.testing.assert_allclose(doc[0].vector, doc[0]._.elmo, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore:\\[W109\\]")  # spaCy: "Unable to save user hooks" (what this is about)
+def test_vector_hooks_come_back_after_serialization(tiny_paths):
+    nlp = create_pipeline(load_allennlp(*tiny_paths), config={"set_vector_hooks": True})
+    doc = nlp("The bank by the river .")
+    assert doc._.elmo.vector_hooks
+    restored = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    [from_bin] = DocBin(docs=[doc], store_user_data=True).get_docs(nlp.vocab)
+    for lost in (restored, from_bin):
+        assert lost[1].vector.shape != doc[1].vector.shape  # spaCy drops hooks: static (empty) vectors
+    for back in restore_vector_hooks([restored, from_bin]):
+        np.testing.assert_array_equal(back[1].vector, doc[1].vector)
+        assert back[1].similarity(back[4]) == pytest.approx(doc[1].similarity(doc[4]))
+        np.testing.assert_allclose(back.vector, doc.vector, atol=1e-6)
+    # Docs whose component did not set hooks (or that never ran ELMo) are left as they are
+    plain = create_pipeline(load_allennlp(*tiny_paths))("The bank")
+    assert not plain._.elmo.vector_hooks
+    [same] = restore_vector_hooks([Doc(nlp.vocab).from_bytes(plain.to_bytes())])
+    assert "vector" not in same.user_token_hooks
+    [untouched] = restore_vector_hooks([nlp.make_doc("no elmo here")])
+    assert untouched._.elmo is None and not untouched.user_token_hooks
