@@ -18,6 +18,7 @@ import threading
 import weakref
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -127,9 +128,9 @@ def run_directions(
             table, slots = first_inputs
             distinct = torch.bmm(table.expand(2, *table.shape), paired[0]).add_(bias)
             for d in range(2):
-                torch.index_select(distinct[d], 0, slots[d][rows, times], out=projected[d])
+                torch.index_select(distinct[d], 0, gather_running(slots[d], rows, times), out=projected[d])
         else:
-            torch.bmm(torch.stack([x[rows, times] for x in xs]), paired[0], out=projected)
+            torch.bmm(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], out=projected)
             projected.add_(bias)
         out, finals = run_in_place(
             pair, projected, batch_sizes, [states[0][k], states[1][k]], paired[1:], starts=starts
@@ -150,12 +151,22 @@ def packed_positions(batch_sizes: Sequence[int], device: torch.device) -> Tuple[
     RETURNS (Tuple[Tensor, Tensor, List[int]]): row and timestep indices (as LongTensors on
         ``device``), and where each timestep's rows begin in that order.
     """
-    starts = [0]
-    for n in batch_sizes:
-        starts.append(starts[-1] + n)
-    rows = torch.cat([torch.arange(n) for n in batch_sizes]) if starts[-1] else torch.zeros(0, dtype=torch.long)
-    times = torch.repeat_interleave(torch.arange(len(batch_sizes)), torch.tensor(list(batch_sizes), dtype=torch.long))
-    return rows.to(device), times.to(device), starts[:-1]
+    # numpy: torch.repeat_interleave took 0.6 ms here, a twentieth of a short sentence's forward pass
+    sizes = np.asarray(batch_sizes, dtype=np.int64).reshape(-1)
+    starts = np.cumsum(sizes) - sizes
+    times = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    rows = np.arange(len(times), dtype=np.int64) - np.repeat(starts, sizes)
+    return torch.from_numpy(rows).to(device), torch.from_numpy(times).to(device), starts.tolist()
+
+
+def gather_running(x: torch.Tensor, rows: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+    """``x[rows, times]`` for (B, T, ...) ``x``: as a view or one reshape when nothing is left out."""
+    batch, steps = x.shape[:2]
+    if len(rows) == batch * steps:  # every position runs: time-major order is all of x
+        return x.transpose(0, 1).reshape(batch * steps, *x.shape[2:])
+    if x.is_contiguous():
+        return x.reshape(batch * steps, *x.shape[2:]).index_select(0, rows * steps + times)
+    return x[rows, times]
 
 
 def _workspace(owner: nn.Module, numel: int, like: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,7 @@ import torch
 
 from spacy_elmo.bilm import batch_char_ids
 from spacy_elmo.bilm.bidirectional import (
+    gather_running,
     packed_positions,
     pair_directions,
     paired_weights,
@@ -121,3 +122,14 @@ def test_first_layer_from_a_table_of_distinct_rows_equals_the_full_inputs():
     for (exp_out, _), (got_out, _) in zip(expected, got):
         for a, b in zip(exp_out, got_out):
             torch.testing.assert_close(b, a, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("batch_sizes", [[3, 3, 2, 1, 0], [3, 3, 3, 3, 3], [1, 1, 1, 1, 1], [2, 0, 0, 0, 0]])
+def test_gather_running_equals_indexing(batch_sizes):
+    x = torch.arange(3 * 5 * 2, dtype=torch.float32).view(3, 5, 2)
+    rows, times, _ = packed_positions(batch_sizes, x.device)
+    expected = x[rows, times]
+    for layout in (x, x.transpose(0, 1).contiguous().transpose(0, 1)):  # contiguous, and not
+        assert torch.equal(gather_running(layout, rows, times), expected)
+    slots = torch.arange(15).view(3, 5)
+    assert torch.equal(gather_running(slots, rows, times), slots[rows, times])
