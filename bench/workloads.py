@@ -17,7 +17,12 @@ SHAPES: Dict[str, BiLMConfig] = {
     "small": BiLMConfig(filters=FULL_FILTERS, n_highway=1, dim=1024, projection_dim=128),
     "tiny": BiLMConfig(char_embedding_dim=4, filters=((1, 8), (2, 8), (3, 16)), n_highway=1, dim=32, projection_dim=16),
 }
-PUBLISHED_NAMES = {"full": "2x4096_512_2048cnn_2xhighway", "small": "2x1024_128_2048cnn_1xhighway", "tiny": "tiny"}
+PUBLISHED_NAMES = {
+    "full": "2x4096_512_2048cnn_2xhighway",
+    "small": "2x1024_128_2048cnn_1xhighway",
+    "tiny": "tiny",
+    "shipped": "en_small, the model shipped with the package (trained weights, the component's default)",
+}
 EWT = Path("/work/shared/datasets/ud_english_ewt")
 # Used when the treebank is not there (a clean clone): a few real sentences, cut into the same lengths.
 FALLBACK_TEXT = (
@@ -31,8 +36,16 @@ FALLBACK_TEXT = (
 
 
 def published_bilm(shape: str, workdir: Path, *, seed: int = 0) -> BiLM:
-    """A biLM of a published shape with random weights, written in the published format and read back."""
+    """A biLM of a published shape with random weights, written in the published format and read back
+    (``shipped``: the package's own trained model, written and read back the same way)."""
     torch.manual_seed(seed)
+    if shape == "shipped":
+        from spacy_elmo.shipped import load_shipped_bilm
+
+        bilm = load_shipped_bilm()
+        options, weights = workdir / "shipped_options.json", workdir / "shipped_weights.hdf5"
+        export_allennlp(bilm, options, weights)
+        return load_allennlp(options, weights)
     bilm = BiLM(SHAPES[shape])
     options, weights = workdir / f"{shape}_options.json", workdir / f"{shape}_weights.hdf5"
     export_allennlp(bilm, options, weights)

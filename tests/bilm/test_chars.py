@@ -43,3 +43,14 @@ def test_batch_ids_pad_with_zero_tokens_and_add_boundaries():
     assert lengths.tolist() == [4, 2, 3]
     assert (ids[1, 2:] == 0).all()
     assert ids[1, 0, 1] == 257 and ids[1, 1, 1] == 258
+
+
+def test_rows_come_from_a_shared_cache_but_callers_get_their_own_arrays():
+    first = token_char_ids("bank")
+    first[:] = 0  # a caller writing into its array changes nothing for the next one
+    again = token_char_ids("bank")
+    assert again[1] == ord("b") + 1 and again.flags.writeable
+    sentence = sentence_char_ids(["bank", "bank"])
+    assert sentence.flags.writeable and (sentence[1] == again).all() and (sentence[2] == again).all()
+    sentence[1] = 0
+    assert (sentence_char_ids(["bank"])[1] == again).all()
