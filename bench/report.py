@@ -76,7 +76,10 @@ def markdown_tables(report: Dict) -> str:
         if result.get("char_cache"):
             c = result["char_cache"]
             lines += ["", f"Char cache after the run: {c['entries']} entries, hit rate {c['hit_rate']:.1%}."]
-        lines += ["", *targets(result), ""]
+        if shape == "full":
+            lines += ["", *targets(result), ""]
+        else:
+            lines += ["", "(The speed issue's targets are set for the full model; see its section.)", ""]
     return "\n".join(lines)
 
 
