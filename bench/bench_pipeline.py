@@ -136,7 +136,8 @@ def bench_component(nlp, sentences: List[List[str]], args: argparse.Namespace) -
 
 
 def multiprocess_time(nlp, docs: List[Doc], n_process: int, threads: int) -> float:
-    # Workers are forked from this process and inherit its torch thread setting.
+    # Workers are forked from this process; the component runs each on one torch thread (GNU
+    # OpenMP does not survive a fork), and this process steps aside while they work.
     torch.set_num_threads(max(1, threads // n_process))
     try:
         start = time.perf_counter()

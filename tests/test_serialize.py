@@ -1,5 +1,7 @@
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -173,3 +175,52 @@ def test_vector_hooks_come_back_after_serialization(tiny_paths):
     assert "vector" not in same.user_token_hooks
     [untouched] = restore_vector_hooks([nlp.make_doc("no elmo here")])
     assert untouched._.elmo is None and not untouched.user_token_hooks
+
+
+FORKED_WORKERS_SCRIPT = """
+import json, sys
+import spacy, torch
+from spacy.language import Language
+
+torch.set_num_threads(2)
+
+
+@Language.component("record_threads")
+def record_threads(doc):
+    doc.user_data["torch_threads"] = torch.get_num_threads()
+    return doc
+
+
+if __name__ == "__main__":
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")  # the shipped model: large enough for multi-threaded products
+    nlp.add_pipe("record_threads")
+    nlp.initialize()
+    nlp("I deposited cash at the bank .")  # this process uses torch's thread pool before forking
+    docs = list(nlp.pipe(["a river bank", "the bank raised its rates"] * 4, n_process=2, batch_size=2))
+    print(json.dumps({
+        "docs": len(docs),
+        "annotated": sum(doc._.elmo is not None for doc in docs),
+        "worker_threads": sorted({doc.user_data["torch_threads"] for doc in docs}),
+        "parent_threads": torch.get_num_threads(),
+    }))
+"""
+
+
+@pytest.mark.slow
+def test_forked_workers_after_a_multithreaded_call_do_not_hang(tmp_path):
+    # GNU OpenMP's pool does not survive fork: before the guard this waited forever in the workers
+    script = tmp_path / "forked_workers.py"
+    script.write_text(FORKED_WORKERS_SCRIPT, encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        out, err = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the workers too
+        process.communicate()
+        pytest.fail("nlp.pipe(n_process=2) hung after a multi-threaded nlp() call")
+    assert process.returncode == 0, err.decode()[-2000:]
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    assert result == {"docs": 8, "annotated": 8, "worker_threads": [1], "parent_threads": 2}

@@ -7,8 +7,9 @@ options that cost memory or accuracy. Measured in ``bench/`` (README "Speed").
 
 Threads: torch uses one intra-op thread per core by default. With other work on the
 machine, set ``torch.set_num_threads(n)`` to the cores you mean to give it (the benchmark
-uses 2). With ``nlp.pipe(n_process=k)`` give each process ``cores // k`` threads; more
-threads than cores makes the per-timestep products much slower, not faster.
+uses 2). ``nlp.pipe(n_process=k)`` workers run on one thread each (the elmo component sees to
+it: GNU OpenMP does not survive a fork); more threads than cores makes the per-timestep
+products much slower, not faster.
 """
 from typing import Iterable, Optional
 
