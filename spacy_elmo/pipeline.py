@@ -1,12 +1,10 @@
 """The `elmo` pipeline component: runs the biLM and sets doc._.elmo, token._.elmo and span._.elmo."""
-import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import spacy
 import srsly
-import torch
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
@@ -34,26 +32,9 @@ from .data_classes import ElmoOutput, softmax_weights
 from .extensions import install_extensions, install_vector_hooks
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .layers import get_batch_id, get_bilm, is_listener_for, set_bilm
+from .threads import one_thread_in_forked_workers
 
 PathLike = Union[str, Path]
-_FORK_GUARD: List[bool] = []
-
-
-def one_thread_in_forked_workers() -> None:
-    """Make every process forked from this one run torch on one thread (registered once).
-
-    ``nlp.pipe(texts, n_process=N)`` forks its workers. torch's CPU builds use GNU OpenMP, whose
-    thread pool does not survive a fork: once this process has run a multi-threaded operation
-    (any ``nlp(text)`` with a real model), a worker's first multi-threaded operation waits forever.
-    One thread per worker never enters OpenMP; N workers then use N cores.
-    """
-    if not _FORK_GUARD and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_one_torch_thread)
-        _FORK_GUARD.append(True)
-
-
-def _one_torch_thread() -> None:
-    torch.set_num_threads(1)
 
 
 @Language.factory(

@@ -16,7 +16,7 @@ counters; call ``clear()`` after such surgery.
 import itertools
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 import torch
@@ -110,10 +110,12 @@ class CharCNNCache:
         with self._lock:
             self._check(encoder)
         chosen: List[str] = []
+        seen: Set[str] = set()
         for token in itertools.chain((BOS_TOKEN, EOS_TOKEN), tokens):
             if len(chosen) == self.max_size:
                 break
-            if token not in (BOS_TOKEN, EOS_TOKEN) or token not in chosen:
+            if token not in seen:
+                seen.add(token)
                 chosen.append(token)
         width = encoder.config.max_characters_per_token
         device = encoder.char_embedding.weight.device

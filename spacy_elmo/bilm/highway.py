@@ -33,6 +33,7 @@ def _linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
         2 <= x.shape[0] <= 4
         and x.dim() == 2
         and type(layer) is nn.Linear
+        and layer.bias is not None
         and not torch.is_grad_enabled()
         and x.device.type == "cpu"
     ):

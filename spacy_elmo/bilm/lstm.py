@@ -102,20 +102,20 @@ def run_in_place(
     batch_sizes: Sequence[int],
     states: Sequence[State],
     paired: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
-    starts: Optional[Sequence[int]] = None,
+    packed: bool = False,
 ) -> Tuple[torch.Tensor, List[State]]:
     """The timesteps of D layers of one shape (directions) over the same batch sizes, without autograd.
 
     layers (Sequence[LSTMPLayer]): the D layers.
-    projected (Tensor): input projections: (D, T, B, 4 * dim), time-major; or, with ``starts``,
-        packed as (D, R, 4 * dim): the running rows only, timestep after timestep.
+    projected (Tensor): input projections: (D, T, B, 4 * dim), time-major; or, if ``packed``,
+        (D, sum(batch_sizes), 4 * dim): the running rows only, timestep after timestep.
     batch_sizes (Sequence[int]): rows still running at each timestep.
     states (Sequence[State]): initial (h, c) of each layer; not modified.
     paired (Optional[Tuple[Tensor, Tensor]]): recurrent and projection weights of all D layers as
         (D, proj, 4 * dim) and (D, dim, proj), for batched products; required when D > 1.
     RETURNS (Tuple[Tensor, List[State]]): outputs (T, D, B, proj), zero past each row's end, and
         each layer's final state.
-    starts (Optional[Sequence[int]]): where each timestep's rows begin in a packed ``projected``.
+    packed (bool): ``projected`` holds the running rows only.
     """
     layer = layers[0]
     n_dir, steps, batch = projected.shape[0], len(batch_sizes), states[0][0].shape[0]
@@ -161,8 +161,8 @@ def run_in_place(
     fused = layer.tanh_via_sigmoid and projected.device.type == "cpu"
     two, one = projected.new_tensor(2.0), projected.new_tensor(1.0)
     out_steps = out.unbind(0)  # views made once: indexing costs microseconds a step
-    if starts is not None:
-        step_inputs = [projected[:, start : start + n] for start, n in zip(starts, batch_sizes)]
+    if packed:
+        step_inputs = projected.split(list(batch_sizes), dim=1)
     for t in range(steps):
         n = batch_sizes[t]
         if n == 0:
@@ -179,7 +179,7 @@ def run_in_place(
                 c[:, :n],
             )
         gates, i_gate, j_gate, f_gate, o_gate, product, cell = views[n]
-        step_input = projected[:, t, :n] if starts is None else step_inputs[t]
+        step_input = step_inputs[t] if packed else projected[:, t, :n]
         recurrent(step_input, h if n == batch else h[:, :n], gates)
         if fused:
             # i, f, o = sigmoid; j = tanh = 2 * sigmoid(2x) - 1: one sigmoid over all four gates

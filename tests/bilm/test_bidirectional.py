@@ -11,6 +11,7 @@ from spacy_elmo.bilm.bidirectional import (
     run_directions,
     unpair_directions,
 )
+from spacy_elmo.bilm.lstm import run_in_place
 
 from ..conftest import random_bilm
 
@@ -77,6 +78,10 @@ def test_pairing_keeps_values_and_training_updates_the_shared_weights():
     unpair_directions(paired.forward_lstm, paired.backward_lstm)
     assert paired_weights(paired.forward_lstm.layers[0], paired.backward_lstm.layers[0]) is None
     assert all(p.is_contiguous() for p in paired.parameters())
+    # on an unpaired model it copies nothing (the component calls it before every training step)
+    pointers = [p.data_ptr() for p in paired.parameters()]
+    unpair_directions(paired.forward_lstm, paired.backward_lstm)
+    assert [p.data_ptr() for p in paired.parameters()] == pointers
 
 
 def test_hooks_and_autograd_run_the_directions_separately():
@@ -93,12 +98,29 @@ def test_hooks_and_autograd_run_the_directions_separately():
 
 
 def test_packed_positions_list_running_rows_timestep_after_timestep():
-    rows, times, starts = packed_positions([3, 3, 2, 1, 0], torch.device("cpu"))
+    rows, times = packed_positions([3, 3, 2, 1, 0], torch.device("cpu"))
     assert rows.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 0]
     assert times.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 3]
-    assert starts == [0, 3, 6, 8, 9]
-    rows, times, starts = packed_positions([], torch.device("cpu"))
-    assert rows.numel() == times.numel() == 0 and starts == []
+    rows, times = packed_positions([], torch.device("cpu"))
+    assert rows.numel() == times.numel() == 0
+
+
+def test_steps_read_a_packed_buffer_as_they_read_the_padded_one():
+    bilm = random_bilm(seed=15)
+    pair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    pair = (bilm.forward_lstm.layers[0], bilm.backward_lstm.layers[0])
+    weights = paired_weights(*pair)[1:]
+    batch_sizes = [3, 3, 2, 1, 0]
+    generator = torch.Generator().manual_seed(4)
+    padded = torch.randn(2, 5, 3, weights[0].shape[-1], generator=generator)
+    rows, times = packed_positions(batch_sizes, padded.device)
+    packed = padded[:, times, rows]  # (2, 9, gates): each timestep's running rows, in order
+    _, _, states = stack_inputs(bilm)
+    states = [states[0][0], states[1][0]]
+    with torch.no_grad():
+        expected, _ = run_in_place(pair, padded, batch_sizes, states, weights)
+        got, _ = run_in_place(pair, packed, batch_sizes, states, weights, packed=True)
+    assert torch.equal(got, expected)
 
 
 def test_first_layer_from_a_table_of_distinct_rows_equals_the_full_inputs():
@@ -127,7 +149,7 @@ def test_first_layer_from_a_table_of_distinct_rows_equals_the_full_inputs():
 @pytest.mark.parametrize("batch_sizes", [[3, 3, 2, 1, 0], [3, 3, 3, 3, 3], [1, 1, 1, 1, 1], [2, 0, 0, 0, 0]])
 def test_gather_running_equals_indexing(batch_sizes):
     x = torch.arange(3 * 5 * 2, dtype=torch.float32).view(3, 5, 2)
-    rows, times, _ = packed_positions(batch_sizes, x.device)
+    rows, times = packed_positions(batch_sizes, x.device)
     expected = x[rows, times]
     for layout in (x, x.transpose(0, 1).contiguous().transpose(0, 1)):  # contiguous, and not
         assert torch.equal(gather_running(layout, rows, times), expected)

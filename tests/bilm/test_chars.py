@@ -46,6 +46,9 @@ def test_batch_ids_pad_with_zero_tokens_and_add_boundaries():
 
 
 def test_rows_come_from_a_shared_cache_but_callers_get_their_own_arrays():
+    from spacy_elmo.bilm.chars import _shared_char_ids
+
+    before = _shared_char_ids.cache_info().hits
     first = token_char_ids("bank")
     first[:] = 0  # a caller writing into its array changes nothing for the next one
     again = token_char_ids("bank")
@@ -54,3 +57,4 @@ def test_rows_come_from_a_shared_cache_but_callers_get_their_own_arrays():
     assert sentence.flags.writeable and (sentence[1] == again).all() and (sentence[2] == again).all()
     sentence[1] = 0
     assert (sentence_char_ids(["bank"])[1] == again).all()
+    assert _shared_char_ids.cache_info().hits >= before + 4  # "bank" was built once

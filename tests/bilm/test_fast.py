@@ -135,11 +135,12 @@ def test_char_cache_is_bounded_and_vocab_fill_stays():
     bilm = optimize_for_inference(random_bilm(seed=8), char_cache_size=4)
     layers(bilm)
     assert len(bilm.token_encoder.cache) == 4
-    optimize_for_inference(bilm, char_cache_size=5, vocab=["the", "bank", ".", "rates", "river"])
+    optimize_for_inference(bilm, char_cache_size=5, vocab=["the", "the", "<S>", "bank", ".", "rates", "river"])
     cache = bilm.token_encoder.cache
     assert len(cache) == 5
     layers(bilm)
-    # <S> and </S> come first (every sentence has them), then "the", "bank", "."; nothing else admitted
+    # <S> and </S> come first (every sentence has them), then "the", "bank", "." (repeats take no
+    # slot); nothing else admitted
     assert len(cache) == 5 and cache.hits == 5
     optimize_for_inference(bilm, char_cache_size=1, vocab=["the"])
     assert len(bilm.token_encoder.cache) == 1

@@ -30,7 +30,15 @@ def test_encode_distinct_of_no_tokens():
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9])
-def test_highway_few_row_path_equals_the_linear_layers(rows):
+def test_highway_few_row_path_equals_the_linear_layers(rows, monkeypatch):
+    transposed = []  # addmm calls of the (W @ x^T) form: the bias comes as a column
+    addmm = torch.addmm
+
+    def spy(bias, *args, **kwargs):
+        transposed.append(bias.dim() == 2 and bias.shape[1] == 1)
+        return addmm(bias, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "addmm", spy)
     torch.manual_seed(rows)
     highway = Highway(64, 2)
     x = torch.randn(rows, 64)
@@ -46,6 +54,8 @@ def test_highway_few_row_path_equals_the_linear_layers(rows):
         expected = reference(x)
     assert got.shape == (rows, 64)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+    # 2-4 rows take the W @ x^T path in both layers' two products; other counts go through nn.Linear
+    assert sum(transposed) == (4 if 2 <= rows <= 4 else 0)
     # with autograd the layers run as they are, and gradients reach every weight
     highway(x).sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in highway.parameters())
