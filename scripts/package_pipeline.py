@@ -1,28 +1,59 @@
 """Package a trained pipeline as a wheel (`spacy package`), install it into a fresh venv and run it on text.
 
-The venv is made with ``--system-site-packages`` so torch, spaCy and spacy-elmo come from the
-current environment (nothing is downloaded: pip runs with ``--no-index``); the pipeline itself
-comes only from the wheel, and the check fails if it is imported from anywhere else.
+The check installs what a user installs: spacy-elmo's own wheel, built from this checkout, and the
+pipeline's wheel, both with ``pip install --no-index --no-deps`` into a new venv. The venv sees
+the packages of the environment that runs this script (spaCy, torch and the rest, through a
+``.pth`` file listing that environment's site-packages) and nothing else: not the base
+interpreter's packages, not the checkout. Nothing is downloaded. The check fails if the
+pipeline or spacy_elmo is imported from anywhere but the fresh venv, or if a requirement of
+either wheel is not met there.
 
     python scripts/package_pipeline.py training/ewt-elmo/model-best packages --name ewt_elmo_tagger \\
         --check "The bank by the river was closed ."
 """
 import argparse
 import json
+import shutil
+import site
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+# what building spacy-elmo's wheel reads from the checkout (setup.cfg: version, package data, README)
+SOURCE_FILES = ["setup.cfg", "setup.py", "pyproject.toml", "README.md"]
+PTH_NAME = "parent-environment.pth"
 
 # Runs inside the venv: load the installed package by name and report what it did with the text.
 RUN_IN_VENV = """
 import json, sys
-import spacy
+from importlib import metadata
+from packaging.requirements import Requirement
+import spacy, spacy_elmo
+
+def unmet(dist):
+    missing = []
+    for line in metadata.requires(dist) or []:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        try:
+            found = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            found = None
+        if found is None or not req.specifier.contains(found, prereleases=True):
+            missing.append(f"{dist}: {line} (found {found})")
+    return missing
+
 nlp = spacy.load(sys.argv[1])
 doc = nlp(sys.argv[2])
 print(json.dumps({
     "package_path": str(spacy.util.get_package_path(sys.argv[1])),
+    "spacy_elmo_path": spacy_elmo.__file__,
+    "spacy_elmo_version": metadata.version("spacy-elmo"),
+    "unmet_requirements": unmet(sys.argv[1]) + unmet("spacy-elmo"),
     "pipeline": nlp.pipe_names,
     "tokens": [t.text for t in doc],
     "tags": [t.tag_ for t in doc],
@@ -40,27 +71,79 @@ def build_wheel(pipeline: Path, output: Path, *, name: str, version: str) -> Pat
     package_dir = _only(output.glob(f"*_{name}-{version}"), f"package directory for {name}-{version}")
     dist = output / "dist"
     # setuptools builds the wheel without an isolated (downloading) build environment
-    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
-    _run(pip_wheel + ["--wheel-dir", str(dist), str(package_dir)])
+    _run(_pip_wheel(dist, package_dir))
     return _only(dist.glob(f"{package_dir.name.rsplit('-', 1)[0]}-{version}-*.whl"), "built wheel")
 
 
-def check_in_fresh_venv(wheel: Path, text: str, *, workdir: Optional[Path] = None) -> Dict[str, Any]:
-    """Install the wheel into a new venv and run the pipeline on ``text``.
+def build_spacy_elmo_wheel(dist: Path, *, source: Path = REPO) -> Path:
+    """spacy-elmo's wheel from the checkout at ``source``, built from a copy (the checkout gets no
+    build/ or egg-info). RETURNS (Path): the .whl file."""
+    dist.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "spacy-elmo"
+        copy.mkdir()
+        for name in SOURCE_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, copy / name)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+        shutil.copytree(source / "spacy_elmo", copy / "spacy_elmo", ignore=ignore)
+        for old in dist.glob("spacy_elmo-*.whl"):
+            old.unlink()
+        _run(_pip_wheel(dist, copy))
+    return _only(dist.glob("spacy_elmo-*.whl"), "spacy-elmo wheel")
 
-    RETURNS (Dict[str, Any]): pipeline, tokens, tags, ents, elmo_shape and the package's path.
+
+def environment_paths() -> List[str]:
+    """The running environment's package directories (its site-packages, as on ``sys.path``)."""
+    sites = {str(Path(p).resolve()) for p in site.getsitepackages()}
+    if site.ENABLE_USER_SITE:
+        sites.add(str(Path(site.getusersitepackages()).resolve()))
+    found: List[str] = []
+    for entry in sys.path:
+        path = Path(entry or ".").resolve()
+        is_site = str(path) in sites or path.name in ("site-packages", "dist-packages")
+        if is_site and path.is_dir() and path != REPO and str(path) not in found:
+            found.append(str(path))
+    return found
+
+
+def check_in_fresh_venv(
+    wheel: Path, text: str, *, workdir: Optional[Path] = None, spacy_elmo_wheel: Optional[Path] = None
+) -> Dict[str, Any]:
+    """Install spacy-elmo's wheel and the pipeline's wheel into a new venv and run the pipeline on ``text``.
+
+    spacy_elmo_wheel (Optional[Path]): spacy-elmo's wheel; built from the checkout when None.
+    RETURNS (Dict[str, Any]): pipeline, tokens, tags, ents, elmo_shape and where the packages came from.
     """
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        if spacy_elmo_wheel is None:
+            spacy_elmo_wheel = build_spacy_elmo_wheel(Path(tmp) / "dist")
         venv = Path(tmp) / "venv"
-        _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)])
+        _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
         python = venv / "bin" / "python"
-        _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--quiet", str(wheel)])
+        # installed while the venv sees nothing else, so pip cannot take an installed copy for them
+        install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps"]
+        _run(install + ["--quiet", str(spacy_elmo_wheel), str(wheel)])
+        site_packages = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip()
+        # plain directory lines: the parent's own .pth files (an editable spacy-elmo) are not run
+        (Path(site_packages) / PTH_NAME).write_text("".join(p + "\n" for p in environment_paths()), encoding="utf-8")
         name = wheel.name.split("-")[0]
         out = _run([str(python), "-c", RUN_IN_VENV, name, text], cwd=tmp)
         result = json.loads(out.strip().splitlines()[-1])
-        if not Path(result["package_path"]).resolve().is_relative_to(venv.resolve()):
-            raise RuntimeError(f"{name} was loaded from {result['package_path']}, not from the fresh venv")
+        for key, what in (("package_path", name), ("spacy_elmo_path", "spacy_elmo")):
+            if not Path(result[key]).resolve().is_relative_to(venv.resolve()):
+                raise RuntimeError(f"{what} was loaded from {result[key]}, not from the fresh venv")
+        if result["unmet_requirements"]:
+            raise RuntimeError(f"requirements not met in the fresh venv: {result['unmet_requirements']}")
+        # paths in the temporary venv mean nothing once it is gone
+        for key in ("package_path", "spacy_elmo_path"):
+            result[key] = str(Path(result[key]).resolve().relative_to(venv.resolve()))
         return result
+
+
+def _pip_wheel(dist: Path, source: Path) -> List[str]:
+    return [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+            "--wheel-dir", str(dist), str(source)]
 
 
 def _run(command: Sequence[str], cwd: Optional[str] = None) -> str:

@@ -1,7 +1,10 @@
-"""`spacy package` of a trained elmo + tagger pipeline, installed into a fresh venv and run on text."""
+"""`spacy package` of a trained elmo + tagger pipeline, installed with spacy-elmo's own wheel into a
+fresh venv (no network, nothing from the base interpreter or the checkout) and run on text."""
+from pathlib import Path
+
 import pytest
 
-from .training_runs import CONFIGS, make_data, script, train
+from .training_runs import CONFIGS, ROOT, make_data, script, train
 
 
 @pytest.mark.slow
@@ -13,9 +16,42 @@ def test_wheel_installs_into_a_fresh_venv_and_tags_text(tmp_path):
     pipeline = tmp_path / "training" / "model-last"
     wheel = package.build_wheel(pipeline, tmp_path / "packages", name="test_elmo_tagger", version="0.0.1")
     assert wheel.name.startswith("en_test_elmo_tagger-0.0.1-")
-    result = package.check_in_fresh_venv(wheel, "The bank by the river was closed .", workdir=tmp_path)
+    elmo_wheel = package.build_spacy_elmo_wheel(tmp_path / "elmo-dist")
+    assert elmo_wheel.name.startswith("spacy_elmo-0.1.0-")
+    result = package.check_in_fresh_venv(
+        wheel, "The bank by the river was closed .", workdir=tmp_path, spacy_elmo_wheel=elmo_wheel
+    )
+    # both packages come from the wheels installed into the venv (paths relative to it)
+    assert result["package_path"].startswith("lib/") and result["spacy_elmo_path"].startswith("lib/")
+    assert result["spacy_elmo_path"].endswith("site-packages/spacy_elmo/__init__.py")
+    assert result["unmet_requirements"] == []
     assert result["pipeline"] == ["elmo", "tagger"]
     assert result["tokens"] == ["The", "bank", "by", "the", "river", "was", "closed", "."]
     # the installed copy gives the trained pipeline's tags, with the biLM's layers on the Doc
     assert result["tags"] == expected
     assert result["elmo_shape"] == [3, 8, 32]
+
+
+def test_fresh_venv_sees_the_running_environment_not_the_base_interpreter():
+    # a venv made with --system-site-packages from a venv's python sees the base interpreter's
+    # packages; the check hands the fresh venv this environment's site-packages instead
+    package = script("package_pipeline")
+    paths = package.environment_paths()
+    import spacy
+
+    assert any(Path(spacy.__file__).resolve().is_relative_to(p) for p in paths), paths
+    assert str(ROOT.resolve()) not in paths
+    assert "--system-site-packages" not in Path(package.__file__).read_text(encoding="utf-8")
+
+
+def test_spacy_elmo_wheel_builds_from_a_copy_and_holds_the_shipped_model(tmp_path):
+    import zipfile
+
+    package = script("package_pipeline")
+    had_build = (ROOT / "build").exists()
+    wheel = package.build_spacy_elmo_wheel(tmp_path)
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "spacy_elmo/models/en_small/model.safetensors" in names
+    assert "spacy_elmo/models/en_small/config.json" in names
+    assert not any(n.startswith("tests/") for n in names)
+    assert (ROOT / "build").exists() == had_build  # built from a copy: the checkout gets no build/
