@@ -1,19 +1,20 @@
-"""Fault injection on pretraining (issue 5, part 2): SIGKILL at random points and during checkpoint
+"""Fault injection on pretraining: SIGKILL at random points and during checkpoint
 writes, damaged checkpoints and model files, a full disk. After each, ``--resume`` must end with the
 weights of an uninterrupted run, bit for bit.
 
 Runs use configs/bilm-tiny.cfg (dropout on, Adagrad, two epochs' worth of steps) in forked
 processes (see tiny_training.py) that are killed with SIGKILL, as the OOM killer or a preempted
-machine would.
+machine would. Each kill lands where the run's own progress reaches a planned point (a step, a
+rename inside a checkpoint or model-last write, the corpus count), never after a wall-clock
+delay, so the same kills happen on a fast machine and a slow one.
 """
 import errno
 import os
 import random
 import signal
 import subprocess
-import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import List
 
 import pytest
 
@@ -25,9 +26,11 @@ from spacy_elmo.training.checkpoints import LM_NAME, STATE_NAME, TRAINING_NAME, 
 from spacy_elmo.training.checkpoints import read_checkpoint
 from spacy_elmo.training.model_dir import SOFTMAX_NAME, load_lm_parts
 
-from .tiny_training import assert_same_weights, final_weights, run, start_child, tiny_config, write_corpus
+from .tiny_training import KillPoint, assert_same_weights, final_weights, run, start_child, tiny_config, write_corpus
 
 STEPS = 40
+# how long a child may take before the test calls it hung (a guard, not a measure of progress)
+HANG_S = 900
 SETTINGS = {"max_steps": STEPS, "checkpoint_frequency": 4, "keep_checkpoints": 3}
 
 
@@ -46,23 +49,17 @@ def reference(corpus, tmp_path_factory) -> Path:
 
 def _finish(config, output: Path) -> None:
     child = start_child(config, output, resume=True)
-    child.join(120)
+    child.join(HANG_S)
     assert child.exitcode == 0, f"resumed run failed with exit code {child.exitcode}"
 
 
-def _kill(child) -> None:
-    os.kill(child.pid, signal.SIGKILL)
-    child.join(30)
-    assert child.exitcode == -signal.SIGKILL
-
-
-def _wait_for(child, found: Callable[[], bool], timeout: float = 60.0) -> bool:
-    """Poll as fast as possible until ``found()``; False if the child ended first."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and child.exitcode is None:
-        if found():
-            return True
-    return False
+def _killed_at(config, output: Path, point: KillPoint) -> int:
+    """Run until the child kills itself at ``point``. RETURNS the newest checkpoint's step after it."""
+    start = _newest_step(output)
+    child = start_child(config, output, resume=output.exists(), kill=point, start_step=start)
+    child.join(HANG_S)
+    assert child.exitcode == -signal.SIGKILL, f"{point}: exit code {child.exitcode}, not a SIGKILL"
+    return _newest_step(output)
 
 
 def _names(directory: Path) -> List[str]:
@@ -77,25 +74,36 @@ def _newest_step(output: Path) -> int:
     return max((int(n[len("step-") :]) for n in kept), default=0)
 
 
+def _kill_plan(seed: int):
+    """A kill while the corpus is counted, then five at random points: inside steps, inside
+    checkpoint writes, inside model-last writes. RETURNS (points, newest checkpoint after each)."""
+    rng = random.Random(seed)
+    points, expected, newest = [KillPoint("startup", nth=rng.randint(1, 200))], [0], 0
+    for where in rng.sample(["step", "step", "checkpoint", "checkpoint", "model-last"], 5):
+        if where == "step":
+            step = rng.randint(newest + 1, newest + 6)
+            newest = 4 * ((step - 1) // 4)  # the update of a checkpoint step is not in it yet
+        else:
+            step = newest + 4 * rng.randint(1, 2)
+            # a checkpoint write is killed before the directory's rename; model-last comes after it
+            newest = step - 4 if where == "checkpoint" else step
+        points.append(KillPoint(where, step, nth=rng.randint(1, 4)))
+        expected.append(newest)
+    return points, expected
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_weights(corpus, reference, tmp_path):
-    """One kill during start-up (vocabulary counting), five at random times after random checkpoints
-    (inside steps, checkpoint writes, model-last writes): the resumed run ends bit-identical."""
+    """One kill during start-up (vocabulary counting), five at random points after random
+    checkpoints (inside steps, checkpoint writes, model-last writes): the resumed run ends
+    bit-identical. Resuming restores the weights, optimizer, RNG and data position of the
+    checkpoint and replays the same single-threaded computation, so bitwise equality is what
+    the code guarantees."""
     config, output = tiny_config(corpus, **SETTINGS), tmp_path / "run"
-    rng = random.Random(5)
-    targets = sorted(rng.sample(range(4, STEPS - 8, 4), 5))
-    kills: List[int] = []
-    child = start_child(config, output, resume=False)
-    child.join(rng.uniform(0.05, 1.0))
-    _kill(child)
-    kills.append(_newest_step(output))
-    for target in targets:
-        child = start_child(config, output, resume=True)
-        assert _wait_for(child, lambda: _newest_step(output) >= target), "the run ended before the kill"
-        time.sleep(rng.uniform(0.0, 0.4))
-        _kill(child)
-        kills.append(_newest_step(output))
-    assert len(kills) == 6 and kills[-1] < STEPS, kills
+    points, expected = _kill_plan(seed=5)
+    assert {p.where for p in points} == {"startup", "step", "checkpoint", "model-last"}
+    kills = [_killed_at(config, output, point) for point in points]
+    assert kills == expected and kills[-1] < STEPS, (points, kills)
     _finish(config, output)
     assert_same_weights(final_weights(output), final_weights(reference))
     load_lm_parts(output / "model-last")
@@ -115,31 +123,26 @@ def test_resuming_a_finished_run_changes_nothing(corpus, reference, tmp_path):
 def test_sigkill_during_checkpoint_and_model_writes(corpus, reference, tmp_path):
     config, output = tiny_config(corpus, **SETTINGS), tmp_path / "run"
     checkpoints, model_last = output / "checkpoints", output / "model-last"
-    targets: Dict[str, Callable[[], bool]] = {
-        "checkpoint": lambda: any(".tmp-" in n for n in _names(checkpoints)),
-        "model-last": lambda: any(".tmp-" in n for n in _names(model_last)),
-    }
-    caught: List[str] = []
-    for target in ["checkpoint", "model-last", "checkpoint"]:
-        child = start_child(config, output, resume=output.exists())
-        if _wait_for(child, targets[target]):
-            _kill(child)
-            caught.append(target)
-            if target == "checkpoint":
-                # the half-written checkpoint is invisible; the newest listed one reads back intact
-                kept = list_checkpoints(checkpoints)
-                assert all(p.name.startswith("step-") for p in kept)
-                if kept:
-                    read_checkpoint(kept[-1])
-            else:
-                # model-last is either whole or refused by its checksum, never silently mixed
-                try:
-                    load_lm_parts(model_last)
-                except ModelFileError as err:  # e.g. "config.json: missing" on the first write
-                    assert err.path.startswith(str(model_last)), err
+    # before the 2nd file of the checkpoint at step 4, before model-last's 3rd file at step 8 (its
+    # softmax and vocabulary are new, the biLM not), before the checkpoint at step 12 is renamed
+    plan = [KillPoint("checkpoint", 4, nth=2), KillPoint("model-last", 8, nth=3), KillPoint("checkpoint", 12, nth=4)]
+    for point in plan:
+        newest = _killed_at(config, output, point)
+        if point.where == "checkpoint":
+            assert newest == point.step - 4
+            # the half-written checkpoint is invisible; the newest listed one reads back intact
+            assert any(".tmp-" in n for n in _names(checkpoints)), _names(checkpoints)
+            kept = list_checkpoints(checkpoints)
+            assert all(p.name.startswith("step-") for p in kept)
+            if kept:
+                read_checkpoint(kept[-1])
         else:
-            child.join(60)
-    assert caught.count("checkpoint") >= 1 and len(caught) >= 2, f"kills inside a write: {caught}"
+            assert newest == point.step
+            assert any(".tmp-" in n for n in _names(model_last)), _names(model_last)
+            # model-last is either whole or refused by its checksum, never silently mixed
+            with pytest.raises(ModelFileError) as err:
+                load_lm_parts(model_last)
+            assert err.value.path.startswith(str(model_last)), err
     _finish(config, output)
     assert_same_weights(final_weights(output), final_weights(reference))
 
