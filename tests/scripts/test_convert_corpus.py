@@ -1,3 +1,5 @@
+import shutil
+
 import pytest
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
@@ -73,3 +75,44 @@ def test_fractions_are_seeded_nested_and_in_order():
     assert convert_corpus.select_fraction(5, 0.01, seed=0) != []  # at least one sentence
     with pytest.raises(ValueError):
         convert_corpus.select_fraction(10, 0.0, seed=0)
+
+
+def _polarity_folder(root, n_per_label):
+    for label in ("pos", "neg"):
+        (root / "movie_reviews" / label).mkdir(parents=True)
+        for i in range(n_per_label):
+            text = f"review {i} is {label} .\n\nit's a second line , {label} .\n"
+            (root / "movie_reviews" / label / f"cv{i:03d}_{label}.txt").write_text(text, encoding="utf-8")
+    return root / "movie_reviews"
+
+
+def test_textcat_reviews_become_docs_with_cats_and_their_lines_as_sentences(tmp_path):
+    folder = _polarity_folder(tmp_path, 10)
+    assert convert_corpus.convert("textcat", folder, tmp_path / "test.spacy", part="test") == (2, 4, 24)
+    docs = _docs(tmp_path / "test.spacy")
+    assert sorted(d.cats["pos"] for d in docs) == [0.0, 1.0]
+    for doc in docs:
+        label = "pos" if doc.cats["pos"] else "neg"
+        assert doc.cats == {"pos": float(label == "pos"), "neg": float(label == "neg")}
+        assert [s.text for s in doc.sents][1] == f"it's a second line , {label} ."
+    # the zip as NLTK ships it reads the same
+    archive = shutil.make_archive(str(tmp_path / "movie_reviews"), "zip", tmp_path, "movie_reviews")
+    assert convert_corpus.convert("textcat", archive, tmp_path / "zip.spacy", part="test") == (2, 4, 24)
+    assert [d.text for d in _docs(tmp_path / "zip.spacy")] == [d.text for d in docs]
+
+
+def test_textcat_split_is_seeded_disjoint_balanced_and_fractions_nest(tmp_path):
+    reviews = convert_corpus.read_polarity_reviews(_polarity_folder(tmp_path, 50))
+    parts = {p: convert_corpus.split_reviews(reviews, p, seed=0) for p in ("train", "dev", "test")}
+    assert [len(parts[p]) for p in parts] == [80, 10, 10]
+    texts = {str(review) for part in parts.values() for review in part}
+    assert len(texts) == 100  # every review in exactly one part
+    assert all(sum(r[0] == "pos" for r in part) == len(part) // 2 for part in parts.values())
+    assert convert_corpus.split_reviews(reviews, "dev", seed=1) != parts["dev"]
+    for pct in (10, 50):
+        convert_corpus.write_reviews(parts["train"], tmp_path / f"{pct}.spacy", fraction=pct / 100, seed=0)
+    small, large = (_docs(tmp_path / f"{pct}.spacy") for pct in (10, 50))
+    assert [len(small), len(large)] == [8, 40] and {d.text for d in small} <= {d.text for d in large}
+    assert sum(d.cats["pos"] for d in small) == 4  # each label's share
+    with pytest.raises(ValueError):
+        convert_corpus.convert("textcat", tmp_path, tmp_path / "x.spacy")  # no part
