@@ -58,6 +58,7 @@ print(json.dumps({
     "tokens": [t.text for t in doc],
     "tags": [t.tag_ for t in doc],
     "ents": [[e.text, e.label_] for e in doc.ents],
+    "cats": doc.cats,
     "elmo_shape": list(doc._.elmo.layers.shape) if doc.has_extension("elmo") and doc._.elmo is not None else None,
 }))
 """
@@ -113,7 +114,7 @@ def check_in_fresh_venv(
     """Install spacy-elmo's wheel and the pipeline's wheel into a new venv and run the pipeline on ``text``.
 
     spacy_elmo_wheel (Optional[Path]): spacy-elmo's wheel; built from the checkout when None.
-    RETURNS (Dict[str, Any]): pipeline, tokens, tags, ents, elmo_shape and where the packages came from.
+    RETURNS (Dict[str, Any]): pipeline, tokens, tags, ents, cats, elmo_shape and where the packages came from.
     """
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         if spacy_elmo_wheel is None:

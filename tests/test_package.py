@@ -1,10 +1,11 @@
-"""`spacy package` of a trained elmo + tagger pipeline, installed with spacy-elmo's own wheel into a
-fresh venv (no network, nothing from the base interpreter or the checkout) and run on text."""
+"""`spacy package` of trained elmo + tagger and elmo + textcat pipelines, installed with spacy-elmo's
+own wheel into a fresh venv (no network, nothing from the base interpreter or the checkout) and run
+on text."""
 from pathlib import Path
 
 import pytest
 
-from .training_runs import CONFIGS, ROOT, make_data, script, train
+from .training_runs import CONFIGS, ROOT, make_data, make_textcat_data, script, train
 
 
 @pytest.mark.slow
@@ -55,3 +56,17 @@ def test_spacy_elmo_wheel_builds_from_a_copy_and_holds_the_shipped_model(tmp_pat
     assert "spacy_elmo/models/en_small/config.json" in names
     assert not any(n.startswith("tests/") for n in names)
     assert (ROOT / "build").exists() == had_build  # built from a copy: the checkout gets no build/
+
+
+@pytest.mark.slow
+def test_textcat_wheel_classifies_text_as_the_trained_pipeline_does(tmp_path):
+    data = make_textcat_data(tmp_path / "data")
+    nlp = train(CONFIGS / "textcat-elmo.cfg", data, tmp_path / "training")
+    text = "We saw it on Sunday. The film was wonderful."
+    package = script("package_pipeline")
+    pipeline = tmp_path / "training" / "model-last"
+    wheel = package.build_wheel(pipeline, tmp_path / "packages", name="test_textcat", version="0.0.1")
+    result = package.check_in_fresh_venv(wheel, text, workdir=tmp_path)
+    assert result["pipeline"] == ["sentencizer", "elmo", "textcat"]
+    assert result["cats"] == pytest.approx(nlp(text).cats, abs=1e-6)
+    assert result["elmo_shape"] == [3, 11, 32]

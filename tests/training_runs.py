@@ -6,6 +6,7 @@ from types import ModuleType
 
 import spacy
 from spacy.cli.train import train as spacy_train
+from spacy.tokens import DocBin
 from spacy.language import Language
 from spacy.util import load_config
 
@@ -16,6 +17,8 @@ CONFIGS = ROOT / "configs"
 SAMPLE = ROOT / "sample" / "ewt"
 TINY = Path(__file__).parent / "data" / "allennlp" / "tiny"
 STEPS = 40
+# words that make a short text classification task learnable in STEPS steps
+CUES = {"pos": ("great", "wonderful", "moving", "superb"), "neg": ("awful", "dull", "boring", "terrible")}
 
 
 def script(name: str) -> ModuleType:
@@ -36,6 +39,26 @@ def make_data(root: Path) -> Path:
     convert = script("convert_corpus").convert
     convert("ud", SAMPLE / "train.conllu", root / "train.spacy", fraction=0.04, n_sents=5)
     convert("ud", SAMPLE / "dev.conllu", root / "dev.spacy", fraction=0.1, n_sents=5)
+    return root
+
+
+def make_textcat_data(root: Path, *, n_train: int = 40, n_dev: int = 20) -> Path:
+    """root/bilm (the tiny biLM), root/train.spacy and root/dev.spacy: Docs of three sentences of
+    the UD EWT sample and one saying what the film was (CUES), with doc.cats {"pos": 1.0, "neg": 0.0}
+    or the reverse, as scripts/convert_corpus.py writes reviews. RETURNS root."""
+    save_bilm(tiny_bilm(), root / "bilm")
+    convert = script("convert_corpus")
+    text = (SAMPLE / "train.conllu").read_text(encoding="utf-8")
+    sentences = [words for words, _, _ in convert.read_conllu(text)]
+    reviews = []
+    for i in range(n_train + n_dev):
+        label = convert.POLARITY_LABELS[i % 2]
+        review = sentences[3 * i : 3 * i + 3]
+        review.insert(i % 4, ["The", "film", "was", CUES[label][(i // 2) % 4], "."])
+        reviews.append((label, review))
+    vocab = spacy.blank("en").vocab
+    for name, part in (("train.spacy", reviews[:n_train]), ("dev.spacy", reviews[n_train:])):
+        DocBin(docs=convert.reviews_to_docs(vocab, part)).to_disk(root / name)
     return root
 
 
