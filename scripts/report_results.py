@@ -8,13 +8,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import matplotlib
+from spacy_elmo.plotting import pyplot
 
-matplotlib.use("Agg")  # files only: no display on servers and CI
-import matplotlib.pyplot as plt  # noqa: E402
-
-TASK_TITLES = {"upos": "UPOS tagging (accuracy)", "ner": "NER (entity F1)"}
+TASK_TITLES = {"upos": "UPOS tagging (accuracy)", "ner": "NER (entity F1)", "textcat": "Sentiment (accuracy)"}
 SETTING_TITLES = {"plain": "without ELMo", "elmo": "with ELMo"}
+# tasks with more than one row in the table: (row name, key in record["scores"] or None for "score")
+TASK_ROWS = {"textcat": (("textcat accuracy", None), ("textcat macro F1", "cats_macro_f"))}
 
 # (task, fraction_pct, setting) -> record
 Records = Dict[Tuple[str, int, str], dict]
@@ -31,26 +30,42 @@ def load_records(metrics_dir: Path) -> Records:
 
 
 def markdown_table(records: Records, *, title: str = "") -> str:
-    """One row per task and training fraction: sentences, score of each setting, ELMo minus plain."""
+    """One row per task (and metric: TASK_ROWS) and training fraction: sentences, score of each
+    setting, ELMo minus plain."""
     settings = sorted({s for _, _, s in records}, key=lambda s: list(SETTING_TITLES).index(s))
     header = ["task", "train %", "train sentences"] + [SETTING_TITLES[s] for s in settings]
     if {"plain", "elmo"} <= set(settings):
         header.append("ELMo - plain")
     lines = [f"### {title}\n" if title else "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for task, pct in sorted({(t, p) for t, p, _ in records}, key=lambda k: (list(TASK_TITLES).index(k[0]), k[1])):
-        row_records = {s: records.get((task, pct, s)) for s in settings}
-        sentences = next(r["train_sentences"] for r in row_records.values() if r is not None)
-        cells = [task, str(pct), f"{sentences:,}"]
-        cells += [f"{100 * r['score']:.2f}" if r else "-" for r in row_records.values()]
-        if "ELMo - plain" in header:
-            plain, elmo = row_records["plain"], row_records["elmo"]
-            cells.append(f"{100 * (elmo['score'] - plain['score']):+.2f}" if plain and elmo else "-")
-        lines.append("| " + " | ".join(cells) + " |")
+    for task in sorted({t for t, _, _ in records}, key=list(TASK_TITLES).index):
+        for row_name, key in TASK_ROWS.get(task, ((task, None),)):
+            for pct in sorted({p for t, p, _ in records if t == task}):
+                row_records = {s: records.get((task, pct, s)) for s in settings}
+                sentences = next(r["train_sentences"] for r in row_records.values() if r is not None)
+                scores = {s: _score(r, key) for s, r in row_records.items()}
+                cells = [row_name, str(pct), f"{sentences:,}"]
+                cells += [f"{100 * v:.2f}" if v is not None else "-" for v in scores.values()]
+                if "ELMo - plain" in header:
+                    plain, elmo = scores["plain"], scores["elmo"]
+                    cells.append(f"{100 * (elmo - plain):+.2f}" if plain is not None and elmo is not None else "-")
+                lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(line for line in lines if line) + "\n"
 
 
-def plot(records: Records, path: Path, *, title: str = "") -> None:
-    """Score against training fraction (log scale), one panel per task, one curve per setting."""
+def _score(record: Optional[dict], key: Optional[str]) -> Optional[float]:
+    if record is None:
+        return None
+    return record["scores"][key] if key else record["score"]
+
+
+def plot(records: Records, path: Path, *, title: str = "") -> Optional[Path]:
+    """Score against training fraction (log scale), one panel per task, one curve per setting.
+
+    RETURNS None (after one line on stderr) when matplotlib, the ``plot`` extra, is not installed.
+    """
+    plt = pyplot(str(path))
+    if plt is None:
+        return None
     curves: Dict[str, Dict[str, List[Tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
     for (task, pct, setting), record in sorted(records.items()):
         curves[task][setting].append((pct, 100 * record["score"]))
@@ -74,13 +89,14 @@ def plot(records: Records, path: Path, *, title: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return path
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("metrics", type=Path, help="folder of metrics JSON files")
     parser.add_argument("--table", type=Path, required=True, help="markdown file to write")
-    parser.add_argument("--plot", type=Path, required=True, help="PNG file to write")
+    parser.add_argument("--plot", type=Path, required=True, help="PNG file to write (needs matplotlib: the plot extra)")
     parser.add_argument("--title", default="", help="heading of the table and the plot")
     args = parser.parse_args(argv)
     records = load_records(args.metrics)

@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
+from ..plotting import pyplot
+
 
 def format_duration(seconds: float) -> str:
     if not math.isfinite(seconds) or seconds < 0:
@@ -79,15 +81,18 @@ class MetricsLog:
 
 
 def plot_learning_curve(records: List[Dict[str, Any]], path: Path, *, title: str = "biLM training") -> Optional[Path]:
-    """Training and held-out perplexity against step, as a PNG. RETURNS None if nothing to plot."""
+    """Training and held-out perplexity against step, as a PNG.
+
+    RETURNS None if there is nothing to plot, or if matplotlib (the ``plot`` extra) is not
+    installed: then one line on stderr says so, and the run goes on.
+    """
     train = [(r["step"], r["train_ppl"]) for r in records if r.get("kind") == "train"]
     dev = [(r["step"], r["dev_ppl"]) for r in records if r.get("kind") == "eval"]
     if not train and not dev:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot(str(path))
+    if plt is None:
+        return None
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     if train:
