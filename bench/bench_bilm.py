@@ -33,9 +33,12 @@ from .hardware import GemmBound, MatvecBound, gemm_peak, matvec_bandwidth
 from .report import markdown_tables
 from .workloads import (
     PUBLISHED_NAMES,
+    add_data_options,
     benchmark_sentences,
     char_batch,
     cosines,
+    data_file,
+    display_path,
     flops_per_position,
     frequent_tokens,
     published_bilm,
@@ -60,13 +63,15 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     # The interleaved GEMM bound uses the shape that did best here.
     args.gemm_shape = max(gemm_shapes, key=lambda shape: report["gemm"]["x".join(map(str, shape))])
     report["gemm_shape"] = list(args.gemm_shape)
-    sentences, source = benchmark_sentences(args.sentences)
+    sentences, source = benchmark_sentences(args.sentences, args.test_data)
     report["sentences"] = {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences))}
-    vocab = frequent_tokens(args.cache_size) if args.cache_size and not args.quick else []
-    vocab_source = "the most frequent tokens of the EWT training set"
+    vocab, vocab_source = [], ""
+    if args.cache_size and not args.quick:
+        vocab = frequent_tokens(args.cache_size, args.train_data)
+        vocab_source = f"the most frequent tokens of {display_path(data_file(args.train_data, 'train'))}"
     if not vocab and args.cache_size:
         vocab_source = "every other distinct token of the benchmark sentences"
-        # No training text (or a smoke run): half the benchmark's own tokens, so hits and misses both occur.
+        # A smoke run: half the benchmark's own tokens, so hits and misses both occur.
         distinct = sorted({t for s in sentences for t in s})
         vocab = distinct[::2]
     report["cache"] = {"size": args.cache_size, "vocab_tokens": len(vocab), "vocab_source": vocab_source}
@@ -100,6 +105,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--json", default=None)
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--quick", action="store_true", help="tiny model, few sentences: a smoke run")
+    add_data_options(parser, test=True, train=True)
     args = parser.parse_args(argv)
     if args.modes is None:
         args.modes = list(FAST_MODES) if _has_bf16() else [m for m in FAST_MODES if m != "bf16"]

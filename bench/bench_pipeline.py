@@ -29,7 +29,7 @@ from spacy.util import registry
 
 from spacy_elmo.pipeline import ARCHITECTURE, create_pipeline
 
-from .workloads import PUBLISHED_NAMES, benchmark_sentences, char_batch, published_bilm
+from .workloads import PUBLISHED_NAMES, add_data_options, benchmark_sentences, char_batch, published_bilm
 
 VARIANTS = {
     "optimize = false (as loaded)": {"optimize": False, "char_cache_size": 0},
@@ -48,11 +48,12 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--max-batch-items", type=int, default=None, help="its max_batch_items (default: its own)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--quick", action="store_true")
+    add_data_options(parser, test=True)
     args = parser.parse_args(argv)
     if args.quick:
         args.shape, args.sentences, args.repeats = "tiny", 16, 1
     torch.set_num_threads(args.threads)
-    sentences, source = benchmark_sentences(args.sentences)
+    sentences, source = benchmark_sentences(args.sentences, args.test_data)
     tokens = sum(map(len, sentences))
     report: Dict = {
         "command": "python -m bench.bench_pipeline " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -4,7 +4,7 @@
     python -m bench.bench_train --quick
 
 The model is the one the config's [model] section describes, random weights, train mode.
-A batch is [training] batch_size sentences of the EWT training set, capped at
+A batch is [training] batch_size sentences of the EWT training set (``--train-data``), capped at
 max_batch_tokens tokens, as the "sentences" training mode builds them. The loss is a fixed
 random linear function of the top layer: the word softmax is the same code on both sides
 and is left out, so the ratio is the biLM's own. Gradients of both sides are compared.
@@ -22,7 +22,7 @@ from thinc.api import Config
 from spacy_elmo.bilm import BiLM, BiLMConfig
 
 from .baseline import BaselineBiLM
-from .workloads import EWT, SHAPES, char_batch, conllu_sentences, benchmark_sentences
+from .workloads import SHAPES, add_data_options, char_batch, conllu_sentences, data_file, display_path
 
 # Gradients compared between the two sides: (our parameter name, the baseline's).
 COMPARED = [
@@ -40,6 +40,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None)
     parser.add_argument("--quick", action="store_true", help="tiny model, a few sentences")
+    add_data_options(parser, train=True)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -49,7 +50,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         cfg = Config().from_disk(args.config)
         config = BiLMConfig(**{k: v for k, v in cfg["model"].items()})
         batch_size, max_tokens = int(cfg["training"]["batch_size"]), int(cfg["training"]["max_batch_tokens"])
-    sentences = training_batch(batch_size, max_tokens)
+    train = data_file(args.train_data, "train")
+    sentences = training_batch(batch_size, max_tokens, train)
     ours = BiLM(config).train()
     baseline = BaselineBiLM(ours).train()
     ids, lengths = char_batch(sentences, config.max_characters_per_token)
@@ -80,7 +82,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "command": "python -m bench.bench_train " + " ".join(argv if argv is not None else sys.argv[1:]),
         "threads": args.threads,
         "config": config.to_options(),
-        "batch": {"sentences": len(sentences), "tokens": tokens},
+        "batch": {"sentences": len(sentences), "tokens": tokens, "source": display_path(train)},
         "loss_diff": abs(losses["ours"] - losses["baseline"]),
         "grad_rel_diff": {
             ours_name: float((ours_grads[ours_name] - base_grads[base_name]).norm() / base_grads[base_name].norm())
@@ -103,10 +105,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     return report
 
 
-def training_batch(batch_size: int, max_tokens: int) -> List[List[str]]:
-    """Consecutive training-set sentences, at most batch_size of them and max_tokens tokens."""
-    train = EWT / "en_ewt-ud-train.conllu"
-    pool = conllu_sentences(train) if train.is_file() else benchmark_sentences(batch_size, min_len=5)[0]
+def training_batch(batch_size: int, max_tokens: int, train: Path) -> List[List[str]]:
+    """Consecutive sentences of ``train`` (CoNLL-U), at most batch_size of them and max_tokens tokens."""
+    pool = conllu_sentences(train)
     batch: List[List[str]] = []
     total = 0
     for sentence in pool:

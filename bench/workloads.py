@@ -1,8 +1,15 @@
-"""Models and sentences for the benchmarks: published shapes with random weights, real English text."""
-import random
+"""Models and sentences for the benchmarks: published shapes with random weights, real English text.
+
+The text is UD English EWT (CoNLL-U), from the files the ``--test-data`` and ``--train-data``
+options name. By default: ``../shared/datasets/ud_english_ewt`` beside the checkout when that
+folder exists (the full treebank, which the recorded results used), otherwise the sample shipped
+in the repository (``sample/ewt``). A file that is not there is an error.
+"""
+import argparse
+import os
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -23,16 +30,41 @@ PUBLISHED_NAMES = {
     "tiny": "tiny",
     "shipped": "en_small, the model shipped with the package (trained weights, the component's default)",
 }
-EWT = Path("/work/shared/datasets/ud_english_ewt")
-# Used when the treebank is not there (a clean clone): a few real sentences, cut into the same lengths.
-FALLBACK_TEXT = (
-    "From the AP comes this story : President Bush on Tuesday nominated two individuals to replace retiring "
-    "jurists on federal courts in the Washington area . The sheikh in wheel - chair has been attacked with a "
-    "F - 16 - launched bomb . He could be killed years ago and the israelians have all the reasons , since he "
-    "founded and he is the spiritual leader of Hamas , but they did n't . Today 's incident proves that Sharon "
-    "has lost his patience and his hope in peace . I 'd like to thank everyone who came out to the meeting last "
-    "night , and especially those of you who stayed to help clean up the room afterwards ."
-)
+REPO = Path(__file__).resolve().parent.parent
+SHARED_EWT = REPO.parent / "shared" / "datasets" / "ud_english_ewt"
+SAMPLE_EWT = REPO / "sample" / "ewt"
+
+
+def default_ewt(split: str) -> Path:
+    """EWT's ``split`` ("train", "dev", "test"): from ../shared/datasets beside the checkout when that
+    folder exists, else the sample shipped in the repository."""
+    if SHARED_EWT.is_dir():
+        return SHARED_EWT / f"en_ewt-ud-{split}.conllu"
+    return SAMPLE_EWT / f"{split}.conllu"
+
+
+def add_data_options(parser: argparse.ArgumentParser, *, test: bool = False, train: bool = False) -> None:
+    """``--test-data`` (the sentences measured) and/or ``--train-data`` (training text) options."""
+    if test:
+        parser.add_argument("--test-data", type=Path, default=None, metavar="CONLLU",
+                            help=f"sentences to measure (default: {display_path(default_ewt('test'))})")
+    if train:
+        parser.add_argument("--train-data", type=Path, default=None, metavar="CONLLU",
+                            help=f"training text (default: {display_path(default_ewt('train'))})")
+
+
+def data_file(path: Optional[Path], split: str) -> Path:
+    """``path``, or the default file of ``split``; an error if the file is not there."""
+    path = Path(path) if path is not None else default_ewt(split)
+    if not path.is_file():
+        option = "--test-data" if split == "test" else "--train-data"
+        raise FileNotFoundError(f"{display_path(path)}: no such file (name a CoNLL-U file with {option})")
+    return path
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the checkout (reports name no machine's directories)."""
+    return os.path.relpath(Path(path).resolve(), REPO)
 
 
 def published_bilm(shape: str, workdir: Path, *, seed: int = 0) -> BiLM:
@@ -69,29 +101,23 @@ def conllu_sentences(path: Path) -> List[List[str]]:
     return sentences
 
 
-def benchmark_sentences(n: int, *, min_len: int = 20, max_len: int = 30, seed: int = 0) -> Tuple[List[List[str]], str]:
-    """``n`` sentences of min_len..max_len tokens (EWT test set if present). RETURNS (sentences, source)."""
-    test = EWT / "en_ewt-ud-test.conllu"
-    if test.is_file():
-        pool = [s for s in conllu_sentences(test) if min_len <= len(s) <= max_len]
-        source = f"{test.name}, first {n} sentences of {min_len}-{max_len} tokens"
-        return pool[:n], source
-    rng = random.Random(seed)
-    words = FALLBACK_TEXT.split()
-    out = []
-    for _ in range(n):
-        length = rng.randint(min_len, max_len)
-        start = rng.randrange(len(words))
-        out.append([words[(start + k) % len(words)] for k in range(length)])
-    return out, "built-in sample text (treebank not found)"
+def benchmark_sentences(
+    n: int, path: Optional[Path] = None, *, min_len: int = 20, max_len: int = 30
+) -> Tuple[List[List[str]], str]:
+    """The first ``n`` sentences of min_len..max_len tokens of the CoNLL-U file ``path`` (default:
+    EWT's test set, see ``default_ewt``). RETURNS (sentences, source)."""
+    test = data_file(path, "test")
+    pool = [s for s in conllu_sentences(test) if min_len <= len(s) <= max_len]
+    if len(pool) < n:
+        raise ValueError(f"{display_path(test)} has {len(pool)} sentences of {min_len}-{max_len} tokens, not {n}: "
+                         "ask for fewer or name a larger file")
+    return pool[:n], f"{display_path(test)}, first {n} sentences of {min_len}-{max_len} tokens"
 
 
-def frequent_tokens(limit: int) -> List[str]:
-    """The ``limit`` most frequent tokens of the EWT training set (disjoint from the test sentences), or []."""
-    train = EWT / "en_ewt-ud-train.conllu"
-    if not train.is_file():
-        return []
-    counts = Counter(token for sentence in conllu_sentences(train) for token in sentence)
+def frequent_tokens(limit: int, path: Optional[Path] = None) -> List[str]:
+    """The ``limit`` most frequent tokens of the CoNLL-U file ``path`` (default: EWT's training set,
+    disjoint from the test sentences)."""
+    counts = Counter(token for sentence in conllu_sentences(data_file(path, "train")) for token in sentence)
     return [token for token, _ in counts.most_common(limit)]
 
 
