@@ -6,7 +6,7 @@
 to continue language-model training.
 """
 import hashlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -23,8 +23,41 @@ from .vocab import VOCAB_NAME, Vocab
 SOFTMAX_NAME = "softmax.safetensors"
 
 
+def portable(value: Any) -> Any:
+    """``value`` (JSON-like) with every absolute path replaced by its file name.
+
+    A model directory travels (it is shipped, packaged, copied between machines): its metadata
+    names the files it was trained on, not the directories of the machine that trained it.
+    """
+    if isinstance(value, dict):
+        return {key: portable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(item) for item in value]
+    if isinstance(value, str):
+        # corpus paths may be comma-separated lists of paths
+        parts = value.split(",")
+        if any(is_absolute_path(part.strip()) for part in parts):
+            return ",".join(_name(part.strip()) if is_absolute_path(part.strip()) else part for part in parts)
+    return value
+
+
+def is_absolute_path(text: str) -> bool:
+    """Whether ``text`` is an absolute path on POSIX or Windows (``/a/b``, ``~/a``, ``C:\\a``, ``\\\\host\\a``)."""
+    if text.startswith(("~", "\\\\")):
+        return True
+    return PurePosixPath(text).is_absolute() or PureWindowsPath(text).is_absolute()
+
+
+def _name(path: str) -> str:
+    return PurePosixPath(path.replace("\\", "/")).name
+
+
 def save_lm(lm: LanguageModel, vocab: Vocab, path: Path, *, extra: Optional[Dict[str, Any]] = None) -> Path:
-    """Write the biLM directory with the vocabulary and softmax next to it."""
+    """Write the biLM directory with the vocabulary and softmax next to it.
+
+    extra (Optional[dict]): metadata for config.json; absolute paths in it are recorded as file
+    names only (see ``portable``).
+    """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     softmax = {k: v.detach().cpu().float().contiguous() for k, v in lm.softmax.state_dict().items()}
@@ -32,7 +65,7 @@ def save_lm(lm: LanguageModel, vocab: Vocab, path: Path, *, extra: Optional[Dict
     write_atomic(path / SOFTMAX_NAME, data)
     vocab.to_disk(path)
     info = {
-        **(extra or {}),
+        **portable(extra or {}),
         "vocab_size": len(vocab),
         "softmax": SOFTMAX_NAME,
         "softmax_sha256": hashlib.sha256(data).hexdigest(),
