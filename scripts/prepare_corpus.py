@@ -7,9 +7,16 @@ an extra held-out set (only with --wikitext, never in the bundled sample).
 
     python scripts/prepare_corpus.py --datasets ../shared/datasets --output assets/corpus
     python scripts/prepare_corpus.py --datasets ../shared/datasets --output corpus_sample --max-sentences 1500
+    bible -l100000 Gen1:1-Rev22:21 > kjv.txt   # Debian's bible-kjv package
+    python scripts/prepare_corpus.py --datasets ../shared/datasets --output assets/corpus-full --wikitext --all-open --kjv kjv.txt
+
+--all-open adds every other open-licence English text to pretraining: the King James Bible (public
+domain, from --kjv), WikiText-2 validation (CC BY-SA 3.0; sentences with <unk> left out), the UD EWT
+train text (CC BY-SA 4.0) and the WNUT17 training tweets (CC BY 4.0). Held out in every case: the
+pretraining dev.txt, EWT dev and test text and WikiText-2 test.
 
 Writes OUTPUT/pretrain/train/train-XX.txt, OUTPUT/pretrain/dev.txt, OUTPUT/domain/ewt-{train,dev}.txt,
-OUTPUT/eval/wikitext2-test.txt (with --wikitext) and OUTPUT/ATTRIBUTION.md.
+OUTPUT/eval/ewt-test.txt, OUTPUT/eval/wikitext2-test.txt (with --wikitext) and OUTPUT/ATTRIBUTION.md.
 """
 import argparse
 import random
@@ -37,7 +44,14 @@ English tokenizer and sentencizer; {sampling}; nothing else changed.
   International (CC BY-SA 4.0), https://github.com/UniversalDependencies/UD_English-EWT;
   the English Web Treebank (LDC2012T13) text by Google Inc. / LDC, UD annotation by the UD
   contributors (Silveira et al. 2014). These files are under CC BY-SA 4.0 as well.
-{wikitext}"""
+{all_open}{wikitext}"""
+
+ALL_OPEN = """- Also in `pretrain/` (--all-open): the King James Version of the Bible (1611; public domain), verse text
+  as printed by Debian's `bible-kjv` package, verse numbers removed; WikiText-2 (v1) validation set,
+  Merity et al. 2016 (Salesforce), CC BY-SA 3.0, sentences containing `<unk>` left out and `@-@`,
+  `@,@`, `@.@` joined back; the UD English EWT train text (CC BY-SA 4.0, as above; never its dev or
+  test text); WNUT17 emerging-entities training tweets, Derczynski et al. 2017, CC BY 4.0 (tokens only).
+"""
 
 WIKITEXT = """- `eval/wikitext2-test.txt`: WikiText-2 (v1) test set, Merity et al. 2016 (Salesforce), as
   distributed in pytorch/examples; WikiText is distributed under CC BY-SA 3.0. Used for
@@ -65,6 +79,40 @@ def movie_review_sentences(zip_path: Path) -> Iterator[List[str]]:
                     yield tokens
 
 
+def kjv_verses(path: Path) -> Iterator[str]:
+    """Verse lines of `bible -l100000 Gen1:1-Rev22:21` ("  12 And God said ..."), numbers removed."""
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = re.match(r"\s+\d+ (.+)", line)
+        if match:
+            yield match.group(1)
+
+
+def wikitext_sentences(path: Path) -> Iterator[List[str]]:
+    """WikiText lines without headings; sentences holding `<unk>` are left out."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("="):
+            continue
+        line = line.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
+        for sentence in re.split(r"(?<= \.) ", line):
+            tokens = sentence.split()
+            if tokens and "<unk>" not in tokens:
+                yield tokens
+
+
+def conll_tokens(path: Path) -> Iterator[List[str]]:
+    """The sentences of a token<TAB>tag file (blank-line separated)."""
+    tokens: List[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            tokens.append(line.split("\t")[0])
+        elif tokens:
+            yield tokens
+            tokens = []
+    if tokens:
+        yield tokens
+
+
 def spacy_sentences(nlp, texts: Iterator[str], *, split: bool) -> Iterator[List[str]]:
     for doc in nlp.pipe(texts, batch_size=256):
         spans = doc.sents if split else [doc[:]]
@@ -87,6 +135,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8, help="pretraining files")
     parser.add_argument("--dev-fraction", type=float, default=0.01)
     parser.add_argument("--wikitext", action="store_true", help="also copy WikiText-2 test (evaluation only)")
+    parser.add_argument("--all-open", action="store_true", help="every other open-licence text in pretraining (see above)")
+    parser.add_argument("--kjv", type=Path, default=None, help="with --all-open: the King James Bible verse dump")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     limit = args.max_sentences or None
@@ -101,6 +151,18 @@ def main() -> None:
         gutenberg = rng.sample(gutenberg, min(limit, len(gutenberg)))
         reviews = rng.sample(reviews, min(limit, len(reviews)))
     pretrain = gutenberg + reviews
+    ewt = args.datasets / "ud_english_ewt"
+    extra = {}
+    if args.all_open:
+        if args.kjv is None or not args.kjv.is_file():
+            parser.error("--all-open needs --kjv FILE (bible -l100000 Gen1:1-Rev22:21 > FILE)")
+        extra["King James Bible"] = list(spacy_sentences(nlp, kjv_verses(args.kjv), split=True))
+        extra["WikiText-2 valid"] = list(wikitext_sentences(args.datasets / "lm_wikitext2" / "valid.txt"))
+        raw = (ewt / "derived_en_ewt_raw_train.txt").read_text(encoding="utf-8").splitlines()
+        extra["EWT train"] = list(spacy_sentences(nlp, iter(raw), split=False))
+        extra["WNUT17 train"] = list(conll_tokens(args.datasets / "wnut17" / "wnut17train.conll"))
+        for sentences in extra.values():
+            pretrain += sentences
     rng.shuffle(pretrain)
     n_dev = max(1, int(len(pretrain) * args.dev_fraction)) if not limit else max(1, len(pretrain) // 20)
     write_lines(args.output / "pretrain" / "dev.txt", pretrain[:n_dev])
@@ -109,13 +171,16 @@ def main() -> None:
     for k in range(shards):
         write_lines(args.output / "pretrain" / "train" / f"train-{k:02d}.txt", train[k::shards])
 
-    ewt = args.datasets / "ud_english_ewt"
     for split in ("train", "dev"):
         lines = (ewt / f"derived_en_ewt_raw_{split}.txt").read_text(encoding="utf-8").splitlines()
         if limit:
             lines = lines[: limit if split == "train" else max(limit // 4, 1)]
         write_lines(args.output / "domain" / f"ewt-{split}.txt", list(spacy_sentences(nlp, iter(lines), split=False)))
 
+    test_lines = (ewt / "derived_en_ewt_raw_test.txt").read_text(encoding="utf-8").splitlines()
+    if limit:
+        test_lines = test_lines[: max(limit // 4, 1)]
+    write_lines(args.output / "eval" / "ewt-test.txt", list(spacy_sentences(nlp, iter(test_lines), split=False)))
     wikitext = ""
     if args.wikitext:
         lines = (args.datasets / "lm_wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
@@ -123,11 +188,13 @@ def main() -> None:
         wikitext = WIKITEXT
     sampling = f"a seeded random sample of {limit} sentences per source" if limit else "all sentences"
     command = "python scripts/prepare_corpus.py " + " ".join(sys.argv[1:])
-    text = ATTRIBUTION.format(wikitext=wikitext, sampling=sampling, command=command)
+    text = ATTRIBUTION.format(wikitext=wikitext, all_open=ALL_OPEN if args.all_open else "", sampling=sampling, command=command)
     (args.output / "ATTRIBUTION.md").write_text(text, encoding="utf-8")
     print(
         f"{args.output}: pretrain {len(train)} train / {n_dev} dev sentences "
-        f"({len(gutenberg)} Gutenberg, {len(reviews)} movie reviews), EWT train/dev, shards {shards}"
+        f"({len(gutenberg)} Gutenberg, {len(reviews)} movie reviews"
+        + "".join(f", {len(v)} {k}" for k, v in extra.items())
+        + f"), {sum(map(len, pretrain))} tokens; EWT train/dev, shards {shards}"
     )
 
 

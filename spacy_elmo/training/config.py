@@ -50,6 +50,11 @@ class TrainingSettings:
     initial_accumulator: float = 1.0
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
+    # linear warm-up from 0 over this many steps, then "constant" or "inverse_sqrt" (lr * sqrt(warmup / step))
+    warmup_steps: int = 0
+    lr_schedule: str = "constant"
+    # "fp32", or "bf16": the forward pass under CPU/GPU autocast (weights, optimizer and loss stay fp32)
+    precision: str = "fp32"
     grad_clip: float = 10.0
     dropout: float = 0.1
     max_epochs: int = 10
@@ -66,6 +71,12 @@ class TrainingSettings:
             problems.append(f"training.mode must be 'sentences' or 'windows', not {self.mode!r}")
         if self.optimizer not in ("adagrad", "adam"):
             problems.append(f"training.optimizer must be 'adagrad' or 'adam', not {self.optimizer!r}")
+        if self.lr_schedule not in ("constant", "inverse_sqrt"):
+            problems.append(f"training.lr_schedule must be 'constant' or 'inverse_sqrt', not {self.lr_schedule!r}")
+        if self.precision not in ("fp32", "bf16"):
+            problems.append(f"training.precision must be 'fp32' or 'bf16', not {self.precision!r}")
+        if self.warmup_steps < 0:
+            problems.append("training.warmup_steps must be >= 0")
         if not 0.0 <= self.dropout < 1.0:
             problems.append("training.dropout must be in [0, 1)")
         for name in ("batch_size", "unroll_steps", "eval_frequency", "checkpoint_frequency", "keep_checkpoints"):

@@ -58,6 +58,20 @@ def make_optimizer(params: Iterable[nn.Parameter], settings: TrainingSettings, l
     return torch.optim.Adam(params, lr=lr, betas=(settings.adam_beta1, settings.adam_beta2))
 
 
+def learning_rate_at(step: int, settings: TrainingSettings, base: Optional[float] = None) -> float:
+    """The rate for update number ``step`` (1-based): linear warm-up, then constant or inverse-sqrt decay.
+
+    A function of the step alone, so a resumed run continues the schedule where it stopped.
+    """
+    base = settings.learning_rate if base is None else base
+    warmup = settings.warmup_steps
+    if warmup and step <= warmup:
+        return base * step / warmup
+    if settings.lr_schedule == "inverse_sqrt" and warmup:
+        return base * math.sqrt(warmup / step)
+    return base
+
+
 def epoch_batches(
     corpus: Corpus, vocab: Vocab, *, settings: TrainingSettings, corpus_settings: CorpusSettings, seed: int,
     epoch: int, info: DistInfo, max_chars: int,
@@ -111,6 +125,9 @@ def train_lm(
     elif info.enabled:
         # same initial weights everywhere (DDP checks), but each rank its own dropout masks and samples
         torch.manual_seed(seed * 1009 + info.rank)
+    for group in optimizer.param_groups:
+        # the schedule's base rate (checkpoints written before schedules existed lack it)
+        group.setdefault("initial_lr", group["lr"])
     module: nn.Module = lm
     if info.enabled:
         module = nn.parallel.DistributedDataParallel(lm, device_ids=[device.index] if device.type == "cuda" else None)
@@ -153,13 +170,16 @@ def train_lm(
                 stop = "max_time"
                 break
             initial = _initial_state(lm, batch, carry)
-            out = lm.run_batch(batch, initial, module=module)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16"):
+                out = lm.run_batch(batch, initial, module=module)
             # bilm-tf differentiates the mean token loss times unroll_steps, i.e. the summed loss of
             # a row's window averaged over rows; with sentences, the summed loss of each sentence
             objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
             loss = 0.5 * (out["forward_nll"] / max(out["forward_n"], 1) + out["backward_nll"] / max(out["backward_n"], 1))
             optimizer.zero_grad(set_to_none=True)
             objective.backward()
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate_at(step + 1, settings, base=group["initial_lr"])
             if settings.grad_clip > 0:
                 nn.utils.clip_grad_norm_([p for p in lm.parameters() if p.requires_grad], settings.grad_clip)
             optimizer.step()

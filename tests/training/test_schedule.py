@@ -1,0 +1,50 @@
+import json
+import math
+
+import pytest
+
+from spacy_elmo.training.config import TrainingSettings
+from spacy_elmo.training.loop import learning_rate_at
+from spacy_elmo.training.pretrain import pretrain
+
+from .conftest import tiny_config, write_corpus
+
+
+def test_warmup_rises_linearly_then_inverse_sqrt_decays():
+    settings = TrainingSettings(optimizer="adam", learning_rate=0.002, warmup_steps=100, lr_schedule="inverse_sqrt")
+    assert learning_rate_at(1, settings) == pytest.approx(0.002 / 100)
+    assert learning_rate_at(50, settings) == pytest.approx(0.001)
+    assert learning_rate_at(100, settings) == pytest.approx(0.002)
+    assert learning_rate_at(400, settings) == pytest.approx(0.001)
+    constant = TrainingSettings(learning_rate=0.2, warmup_steps=10)
+    assert learning_rate_at(5, constant) == pytest.approx(0.1)
+    assert learning_rate_at(1000, constant) == pytest.approx(0.2)
+    assert learning_rate_at(7, TrainingSettings(learning_rate=0.2)) == 0.2
+
+
+@pytest.mark.parametrize("bad", [{"lr_schedule": "cosine"}, {"precision": "fp16"}, {"warmup_steps": -1}])
+def test_bad_schedule_or_precision_settings_are_refused(bad):
+    with pytest.raises(ValueError, match="training\\."):
+        TrainingSettings(**bad)
+
+
+def _train_records(out):
+    return [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "train"]
+
+
+def test_bf16_autocast_training_learns_like_fp32(tmp_path):
+    """The bf16 step trains the same tiny model to a loss close to the fp32 one (weights stay fp32)."""
+    train, dev = write_corpus(tmp_path / "train.txt", 300, seed=1), write_corpus(tmp_path / "dev.txt", 40, seed=2)
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        config = tiny_config(
+            train, dev, training__max_epochs=2, training__dropout=0.0, training__eval_frequency=1000,
+            training__log_frequency=1, training__precision=precision, training__optimizer="adam",
+            training__learning_rate=0.01, training__warmup_steps=5,
+        )
+        summary = pretrain(config, tmp_path / precision)
+        records = _train_records(tmp_path / precision)
+        assert all(math.isfinite(r["loss"]) for r in records)
+        losses[precision] = (records[0]["loss"], records[-1]["loss"], summary.best_dev["ppl"])
+    assert losses["bf16"][1] < losses["bf16"][0] - 0.5
+    assert losses["bf16"][2] == pytest.approx(losses["fp32"][2], rel=0.25)
