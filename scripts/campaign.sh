@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The shipped English biLM, rebuilt from open-licence text in resumable stages (see
+# spacy_elmo/models/en_small/MODEL_CARD.md for what each stage ran and where).
+#
+#   scripts/campaign.sh corpus               # build $CORPUS (needs Debian's bible-kjv for `bible`)
+#   scripts/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
+#   scripts/campaign.sh finetune 12m         # continue on UD EWT train text
+#   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
+#
+# Checkpoints live in $RUN (outside the checkout). Each stretch ends on its own (--max-time) with
+# a checkpoint, model-last/ and model-best/; a stretch that is killed resumes from its last checkpoint.
+set -euo pipefail
+DATASETS=${DATASETS:-$(cd "$(dirname "$0")/../.." && pwd)/shared/datasets}
+CORPUS=${CORPUS:-/work/runs/corpus-full}
+RUN=${RUN:-/work/runs/campaign}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# the recipe: bilm-small's shape; Adam with warm-up and inverse-sqrt decay; 256 sentences a step
+RECIPE=(
+  --training.optimizer adam --training.learning_rate 0.002 --training.warmup_steps 200
+  --training.lr_schedule inverse_sqrt --training.batch_size 256 --training.max_batch_tokens 6144
+  --training.eval_frequency 300 --training.checkpoint_frequency 100 --training.max_epochs 100
+)
+mkdir -p "$RUN"
+
+case "${1:-}" in
+  corpus)
+    command -v bible >/dev/null || { echo "needs Debian's bible-kjv package (apt-get install bible-kjv)" >&2; exit 2; }
+    bible -l100000 Gen1:1-Rev22:21 > "$RUN/kjv.txt"
+    python scripts/prepare_corpus.py --datasets "$DATASETS" --output "$CORPUS" --wikitext --all-open --kjv "$RUN/kjv.txt"
+    ;;
+  pretrain)
+    python -m spacy_elmo pretrain configs/bilm-small.cfg --output "$RUN/pretrain" \
+      --paths.train "$CORPUS/pretrain/train" --paths.dev "$CORPUS/pretrain/dev.txt" "${RECIPE[@]}" \
+      --max-time "${2:-100m}" $( [ -d "$RUN/pretrain/checkpoints" ] && echo --resume )
+    ;;
+  finetune)
+    python -m spacy_elmo finetune configs/bilm-small.cfg --model "$RUN/pretrain/model-best" \
+      --output "$RUN/finetune-ewt" --paths.train "$CORPUS/domain/ewt-train.txt" \
+      --paths.dev "$CORPUS/domain/ewt-dev.txt" --max-time "${2:-12m}" \
+      --training.optimizer adam --training.learning_rate 0.0005 --training.eval_frequency 100 \
+      --training.batch_size 256 --training.max_batch_tokens 6144 \
+      $( [ -d "$RUN/finetune-ewt/checkpoints" ] && echo --resume )
+    ;;
+  evaluate)
+    for model in pretrain/model-best finetune-ewt/model-best; do
+      for data in eval/ewt-test.txt eval/wikitext2-test.txt pretrain/dev.txt; do
+        name="eval-$(echo "$model-$data" | tr '/' '_' | sed 's/.txt$//')"
+        python -m spacy_elmo evaluate --model "$RUN/$model" --data "$CORPUS/$data" --output "$RUN/$name.json"
+      done
+    done
+    ;;
+  *) echo "usage: $0 corpus | pretrain [TIME] | finetune [TIME] | evaluate" >&2; exit 2 ;;
+esac
