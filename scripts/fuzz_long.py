@@ -6,7 +6,9 @@ over many more generated Docs than CI affords.
 Generates batches of messy Docs with hypothesis (any non-surrogate code point, control
 characters, combining marks, emoji ZWJ sequences, whitespace tokens, raw text through the
 tokenizer, sentence starts, Docs up to thousands of tokens), runs each batch through
-``nlp.pipe`` with a random batch size on tiny pipelines with different batching settings,
+``nlp.pipe`` with a random batch size on pipelines with different batching settings around
+the biLM in --bilm DIR (default: the tiny random-weight fixture model in
+../shared/fixtures/allennlp/tiny beside the checkout),
 and checks that nothing raises, shapes, dtypes, finiteness and segments. It measures how far
 each Doc's layers move when the Doc runs alone instead of in its batch: batches beyond
 --atol are counted (and saved with --save-failures DIR), not stopped at, so the summary
@@ -18,25 +20,28 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Optional, Sequence
 
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.reliability.fuzz_docs import ATOL, PIPELINE_SETTINGS, batches, check_batch, tiny_pipelines  # noqa: E402
+from spacy_elmo.reliability.fuzz import ATOL, PIPELINE_SETTINGS, batches, bilm_loader, check_batch, fuzz_pipelines
+
+TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
 
 
-def main() -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=10000, help="stop after at least this many Docs")
     parser.add_argument("--atol", type=float, default=ATOL, help="allowed deviation from the Doc run alone")
     parser.add_argument("--examples-per-round", type=int, default=200, help="hypothesis examples per round")
     parser.add_argument("--save-failures", type=Path, default=None, help="write failing batches here as JSON")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    args = parser.parse_args()
+    parser.add_argument("--bilm", type=Path, default=TINY_FIXTURE, help="a biLM directory (default: %(default)s)")
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    pipelines = tiny_pipelines()
+    pipelines = fuzz_pipelines(bilm_loader(args.bilm))
     totals = {"docs": 0, "tokens": 0, "batches": 0, "longest_doc": 0, "empty_docs": 0, "errors": 0,
               "batches_over_atol": 0, "max_deviation": 0.0}
     deviations = []

@@ -2,7 +2,8 @@
 
     python scripts/soak.py --docs 100000
 
-Builds the tiny test pipeline (or loads --model DIR), streams --docs generated short texts
+Builds a pipeline around the biLM in --bilm DIR (default: the tiny random-weight fixture model
+in ../shared/fixtures/allennlp/tiny beside the checkout), or loads --model DIR, streams --docs generated short texts
 through ``nlp.pipe`` without keeping the Docs, samples RSS with psutil, and checks every Doc
 holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (RSS samples
 included); exits 1 if RSS grows more than --max-growth percent after the warm-up or a Doc
@@ -12,27 +13,30 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Optional, Sequence
 
 import spacy
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.reliability.fuzz_docs import tiny_pipelines  # noqa: E402
-from tests.reliability.soak_run import short_texts, soak  # noqa: E402
+from spacy_elmo.reliability.fuzz import bilm_loader, fuzz_pipelines
+from spacy_elmo.reliability.soak import short_texts, soak
+
+TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
 
 
-def main() -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=100000)
     parser.add_argument("--warmup", type=float, default=0.1, help="fraction of the Docs before growth is measured")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--sample-every", type=int, default=1000, help="Docs between RSS samples")
-    parser.add_argument("--model", type=Path, default=None, help="a pipeline directory (default: the tiny test one)")
+    parser.add_argument("--model", type=Path, default=None, help="a pipeline directory (default: one around --bilm)")
+    parser.add_argument("--bilm", type=Path, default=TINY_FIXTURE, help="a biLM directory (default: %(default)s)")
     parser.add_argument("--max-growth", type=float, default=5.0, help="percent RSS growth allowed after warm-up")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    nlp = spacy.load(args.model) if args.model else tiny_pipelines()["defaults"]
+    nlp = spacy.load(args.model) if args.model else fuzz_pipelines(bilm_loader(args.bilm))["defaults"]
     warmup = max(1, int(args.docs * args.warmup))
     result = soak(nlp, short_texts(args.docs), n_docs=args.docs, warmup=warmup, batch_size=args.batch_size,
                   sample_every=args.sample_every)

@@ -36,6 +36,11 @@ def tiny_expected():
         return {k: data[k] for k in data.files}
 
 
+def load_tiny_bilm() -> BiLM:
+    """The tiny fixture model (AllenNLP format, random weights)."""
+    return load_allennlp(TINY / "options.json", TINY / "weights.hdf5")
+
+
 @pytest.fixture()
 def tiny_bilm(tiny_paths):
     return load_allennlp(*tiny_paths)

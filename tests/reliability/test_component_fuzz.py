@@ -1,4 +1,4 @@
-"""Property-based tests of the `elmo` component on messy Docs (issue 5, part 1).
+"""Property-based tests of the `elmo` component on messy Docs.
 
 The long run of the same checks: ``python scripts/fuzz_long.py --docs 10000``.
 """
@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from spacy.tokens import Doc
 
 from spacy_elmo.io import load_allennlp
+from spacy_elmo.reliability.fuzz import PIPELINE_SETTINGS, batches, build_doc, check_batch, fuzz_pipelines
 
-from .fuzz_docs import PIPELINE_SETTINGS, batches, build_doc, check_batch, tiny_pipelines
+from ..conftest import load_tiny_bilm
 
-PIPELINES = tiny_pipelines()
+PIPELINES = fuzz_pipelines(load_tiny_bilm)
 # a 200-token window that scripts/fuzz_long.py found to depend on its batch mates by > 1e-5
 WINDOW = json.loads((Path(__file__).parent / "data" / "batch_mates_window.json").read_text("utf-8"))["tokens"]
 FUZZ = settings(max_examples=25, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))

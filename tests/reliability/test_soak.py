@@ -1,4 +1,4 @@
-"""Soak, CI-sized (issue 5, part 4): 3,000 short Docs through nlp.pipe with RSS sampled.
+"""Soak, CI-sized: 3,000 short Docs through nlp.pipe with RSS sampled.
 
 The full run: ``python scripts/soak.py --docs 100000``.
 """
@@ -8,15 +8,17 @@ import torch
 
 from spacy_elmo.data_classes import ElmoOutput
 
-from .fuzz_docs import tiny_pipelines
-from .soak_run import holds_only_numpy, short_texts, soak
+from spacy_elmo.reliability.fuzz import fuzz_pipelines
+from spacy_elmo.reliability.soak import holds_only_numpy, short_texts, soak
+
+from ..conftest import load_tiny_bilm
 
 DOCS, WARMUP = 3000, 1500
 
 
 @pytest.fixture(scope="module")
 def nlp():
-    return tiny_pipelines()["defaults"]
+    return fuzz_pipelines(load_tiny_bilm)["defaults"]
 
 
 @pytest.mark.slow

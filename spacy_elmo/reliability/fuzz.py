@@ -1,24 +1,26 @@
 """Generated Docs of messy Unicode and the checks every `elmo` output must pass.
 
-Shared by ``test_component_fuzz.py`` (CI-sized) and ``scripts/fuzz_long.py`` (>= 10,000 Docs).
-A Doc is described by a spec (``("words", words, spaces, sent_starts)`` or ``("text", text)``)
-so that the same Doc can be rebuilt to run alone and be compared with its batched run.
+Shared by the CI-sized property tests (tests/reliability/test_component_fuzz.py) and the long run
+(``scripts/fuzz_long.py``, >= 10,000 Docs). A Doc is described by a spec (``("words", words,
+spaces, sent_starts)`` or ``("text", text)``) so that the same Doc can be rebuilt to run alone
+and be compared with its batched run. Needs hypothesis (the ``test`` extra).
 """
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from hypothesis import strategies as st
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from spacy_elmo.io import load_allennlp
-from spacy_elmo.pipeline import create_pipeline
+from ..bilm import BiLM
+from ..io import load_allennlp, load_native
+from ..io.native import CONFIG_NAME
+from ..pipeline import create_pipeline
 
-TINY = Path(__file__).parent.parent / "data" / "allennlp" / "tiny"
-# The tiny fixture's random recurrent weights amplify float32 rounding along long windows
-# (see test_regression_long_window_batch_mates): 1e-4 for this model, 1e-5 for trained ones.
+# The tiny random-weight fixture model's recurrent weights amplify float32 rounding along long
+# windows (see test_regression_long_window_batch_mates): 1e-4 for that model, 1e-5 for trained ones.
 ATOL = 1e-4
 
 # Pipelines whose batching differs: the library defaults, and settings that force many windows,
@@ -70,12 +72,21 @@ def build_doc(nlp: Language, spec: Spec) -> Doc:
     return Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
 
 
-def tiny_pipelines() -> Dict[str, Language]:
-    """One tiny `elmo` pipeline per entry of PIPELINE_SETTINGS (weights from tests/data/allennlp/tiny)."""
-    return {
-        name: create_pipeline(load_allennlp(TINY / "options.json", TINY / "weights.hdf5"), config=settings)
-        for name, settings in PIPELINE_SETTINGS.items()
-    }
+def bilm_loader(path: Path) -> Callable[[], BiLM]:
+    """A function loading the biLM in directory ``path``: an AllenNLP pair (options.json and
+    weights.hdf5) or a directory written by ``save_bilm``. Raises FileNotFoundError if it is neither."""
+    path = Path(path)
+    options, weights = path / "options.json", path / "weights.hdf5"
+    if options.is_file() and weights.is_file():
+        return lambda: load_allennlp(options, weights)
+    if (path / CONFIG_NAME).is_file():
+        return lambda: load_native(path)
+    raise FileNotFoundError(f"{path}: no biLM there (options.json + weights.hdf5, or {CONFIG_NAME})")
+
+
+def fuzz_pipelines(load_bilm: Callable[[], BiLM]) -> Dict[str, Language]:
+    """One `elmo` pipeline per entry of PIPELINE_SETTINGS, each with its own biLM from ``load_bilm()``."""
+    return {name: create_pipeline(load_bilm(), config=settings) for name, settings in PIPELINE_SETTINGS.items()}
 
 
 @dataclass

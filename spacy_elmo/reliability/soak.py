@@ -1,11 +1,11 @@
 """Soak: stream many short Docs through ``nlp.pipe`` and watch the process's memory.
 
-Shared by ``test_soak.py`` (3,000 Docs in CI) and ``scripts/soak.py`` (100,000 Docs).
-RSS is sampled with psutil; growth is measured from the end of the warm-up (allocator
-pools, spaCy's StringStore filling with the corpus's words, torch's first-call set-up) to
-the largest sample after it. Every Doc is checked for torch objects: ``doc._.elmo.layers``
-must be a float32 numpy array that owns its memory, so no torch storage (or whole batch
-buffer) stays alive through a Doc.
+Shared by the CI-sized soak test (tests/reliability/test_soak.py, 3,000 Docs) and
+``scripts/soak.py`` (100,000 Docs). RSS is sampled with psutil (the ``test`` extra); growth is
+measured from the end of the warm-up (allocator pools, spaCy's StringStore filling with the
+corpus's words, torch's first-call set-up) to the largest sample after it. Every Doc is checked
+for torch objects: ``doc._.elmo.layers`` must be a float32 numpy array that owns its memory, so
+no torch storage (or whole batch buffer) stays alive through a Doc.
 """
 import gc
 import random
