@@ -145,7 +145,11 @@ def elmo_tok2vec_v1(
     else:
         input_mix, output_mix = None, mix
     if encode is not None:
-        receptive_field = encode.attrs.get("receptive_field", 0)
+        # The Docs of a batch run as one array: they need the encoder's receptive field of padding
+        # between them, or a window encoder's edge tokens see the neighbouring Doc. spaCy's window
+        # encoders are with_array layers padded by their receptive field ("pad"). (Pipelines saved
+        # before this keep the padding they were trained with: attrs are saved with the model.)
+        receptive_field = encode.attrs.get("pad", 0)
         if input_mix is not None:
             encode = chain(Maxout(nO=encode.get_dim("nO"), nP=3, normalize=True), encode)
         encode = with_array(encode, pad=receptive_field)

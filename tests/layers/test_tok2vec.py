@@ -93,3 +93,27 @@ def _score(model, docs, layers, direction, dY, eps):
 def test_needs_elmo_somewhere_and_an_input():
     with pytest.raises(ValueError, match="input"):
         _tok2vec(embed=False, elmo_input=False, elmo_output=True)
+
+
+@pytest.mark.parametrize("elmo_input", [True, False])
+def test_a_docs_vectors_do_not_depend_on_its_batch_mates(elmo_input):
+    # the batch runs through the window encoder as one array: without its receptive field of
+    # padding between Docs, each Doc's edge tokens saw the neighbouring Doc
+    install_extensions()
+    vocab = Vocab()
+    docs = [Doc(vocab, words=w.split()) for w in ("a b c d e f g", "the river bank", "h i j k l")]
+    model = elmo_tok2vec_v1(
+        elmo=elmo_listener_v1(upstream="elmo"),
+        embed=MultiHashEmbed(width=WIDTH, attrs=["NORM"], rows=[50], include_static_vectors=False),
+        encode=MaxoutWindowEncoder(width=WIDTH, depth=3, window_size=2, maxout_pieces=2),
+        elmo_input=elmo_input,
+        elmo_output=not elmo_input,
+    )
+    model.get_ref("listener").set_upstream_shape(N_LAYERS, ELMO_WIDTH)
+    layers = _layers(docs)
+    for doc, x in zip(docs, layers):
+        doc._.elmo = ElmoOutput(layers=x)
+    model.initialize(X=docs)
+    together = model.predict(docs)
+    for doc, vectors in zip(docs, together):
+        np.testing.assert_allclose(model.predict([doc])[0], vectors, atol=1e-6)
