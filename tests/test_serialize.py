@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 import spacy
+import torch
 from spacy.tokens import Doc, DocBin
 from spacy.util import load_model_from_config
 
@@ -42,6 +43,7 @@ def _layers(nlp, sentences):
 
 
 def test_saved_pipeline_runs_in_fresh_process_without_the_hdf5(tiny_paths, tiny_sentences, tmp_path):
+    """Bitwise: the same weights, batches and thread count in both processes."""
     options = shutil.copy(tiny_paths[0], tmp_path / "options.json")
     weights = shutil.copy(tiny_paths[1], tmp_path / "weights.hdf5")
     nlp = spacy.blank("en")
@@ -66,6 +68,7 @@ def test_saved_pipeline_runs_in_fresh_process_without_the_hdf5(tiny_paths, tiny_
 
 
 def test_to_disk_from_disk_is_exact_and_keeps_a_model_directory(tiny_paths, tiny_sentences, tmp_path):
+    """Bitwise where both pipelines run the same batches with the same char-cache history."""
     nlp = create_pipeline(load_allennlp(*tiny_paths), config={"mix_weights": [0.5, 0.0, 1.0], "gamma": 2.0})
     nlp.to_disk(tmp_path)
     loaded = spacy.load(tmp_path)
@@ -73,9 +76,12 @@ def test_to_disk_from_disk_is_exact_and_keeps_a_model_directory(tiny_paths, tiny
         np.testing.assert_array_equal(a, b)
     doc_a, doc_b = nlp("a bank"), loaded("a bank")
     np.testing.assert_array_equal(doc_a[1]._.elmo, doc_b[1]._.elmo)
-    # initializing a loaded pipeline (e.g. to add a downstream component) keeps the weights
+    # initializing a loaded pipeline (e.g. to add a downstream component) keeps the weights; its
+    # outputs may differ by rounding (doc_a's tokens came from nlp's cache, encoded in other batches)
+    weights = {k: v.clone() for k, v in loaded.get_pipe("elmo").bilm.state_dict().items()}
     loaded.initialize()
-    np.testing.assert_array_equal(loaded("a bank")._.elmo.layers, doc_a._.elmo.layers)
+    assert all(torch.equal(v, weights[k]) for k, v in loaded.get_pipe("elmo").bilm.state_dict().items())
+    np.testing.assert_allclose(loaded("a bank")._.elmo.layers, doc_a._.elmo.layers, atol=1e-6, rtol=0)
     # the component's weights are a spacy-elmo model directory any tool can load
     bilm = load_bilm(tmp_path / "elmo" / "model")
     # the component runs it optimized for inference (rounding-level changes; DESIGN: same to 1e-5)
@@ -83,6 +89,7 @@ def test_to_disk_from_disk_is_exact_and_keeps_a_model_directory(tiny_paths, tiny
 
 
 def test_initialize_from_a_saved_pipeline_or_model_directory(tiny_paths, tmp_path):
+    """Bitwise: each pipeline's first call, on the same text, with empty char caches."""
     nlp = create_pipeline(load_allennlp(*tiny_paths))
     nlp.to_disk(tmp_path / "pipeline")
     expected = nlp("one more text")._.elmo.layers

@@ -106,6 +106,8 @@ def test_packed_positions_list_running_rows_timestep_after_timestep():
 
 
 def test_steps_read_a_packed_buffer_as_they_read_the_padded_one():
+    """Bitwise: both layouts feed each step the same rows to the same products; only where the
+    step reads its gate inputs from differs."""
     bilm = random_bilm(seed=15)
     pair_directions(bilm.forward_lstm, bilm.backward_lstm)
     pair = (bilm.forward_lstm.layers[0], bilm.backward_lstm.layers[0])

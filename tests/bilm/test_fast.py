@@ -59,6 +59,7 @@ def test_token_encoder_equals_full_width_convolutions():
         expected = enc.projection(enc.highway(pooled))
         got = enc(ids)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    # bitwise: repeated rows are encoded once and gathered
     torch.testing.assert_close(got[-2:], got[:2], atol=0, rtol=0)
 
 
@@ -86,6 +87,8 @@ def test_tanh_via_sigmoid_close_to_tanh():
 
 
 def test_char_cache_hits_and_results_match():
+    """Bitwise: with exact=True the misses are encoded in the same batch of distinct tokens as the
+    plain model's, and a hit returns the stored row."""
     bilm = random_bilm(seed=5)
     expected = layers(bilm).layers
     optimize_for_inference(bilm, char_cache_size=1000, exact=True)

@@ -20,6 +20,7 @@ def test_encode_distinct_gives_each_token_once_and_forward_gathers_it():
     assert encoded.shape[0] == 7  # <S>, </S>, the, bank, river, ., the padding row
     assert inverse[0, 1] == inverse[0, 3] and inverse[0, 2] == inverse[1, 1]
     assert inverse[0, 1] != inverse[0, 2]
+    # bitwise: forward encodes the distinct rows the same way and gathers them
     torch.testing.assert_close(encoded[inverse], full, atol=0, rtol=0)
 
 

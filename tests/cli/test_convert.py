@@ -69,6 +69,7 @@ def test_to_allennlp_round_trip_from_pipeline_and_model_dir(tiny_paths, tiny_sen
             published.visit(lambda name: names.append(name) if isinstance(published[name], h5py.Dataset) else None)
             for name in names:
                 assert exported[name].shape == published[name].shape and exported[name].dtype == np.float32, name
+        # bitwise: float32 weights exported and read back unchanged, the same batches
         for a, b in zip(load_allennlp(out / "options.json", out / "weights.hdf5").embed(tiny_sentences), original):
             np.testing.assert_array_equal(a, b)
 

@@ -68,8 +68,9 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _arm(point: KillPoint, output: Path, start_step: int) -> None:
-    """Install the hooks that kill this (forked, throwaway) process at ``point``."""
+def arm_kill(point: KillPoint, output: Path, start_step: int) -> None:
+    """Install the hooks that kill this (throwaway) process at ``point`` of a run writing to
+    ``output`` from step ``start_step``."""
     import importlib
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -119,7 +120,7 @@ def _arm(point: KillPoint, output: Path, start_step: int) -> None:
 def _child(config: LMConfig, output: Path, resume: bool, kill: Optional[KillPoint], start_step: int) -> None:
     torch.set_num_threads(1)
     if kill is not None:
-        _arm(kill, output, start_step)
+        arm_kill(kill, output, start_step)
     run(config, output, resume=resume)
 
 

@@ -22,6 +22,7 @@ def test_two_process_torchrun_ends_with_identical_weights(lm_corpus, tmp_path):
     assert "rank 0: 12 steps" in result.stdout and "rank 1: 12 steps" in result.stdout
     rank0, rank1 = load_file(str(out / "rank0.safetensors")), load_file(str(out / "rank1.safetensors"))
     assert rank0.keys() == rank1.keys()
+    # bitwise: DDP gives both ranks the same all-reduced gradients for the same weights
     for name in rank0:
         assert torch.equal(rank0[name], rank1[name]), name
     # the saved model is the one both ranks hold

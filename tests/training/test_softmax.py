@@ -47,6 +47,7 @@ def test_sampled_head_is_exact_in_eval_mode_and_when_vocabulary_is_small():
     hidden, targets = torch.randn(4, 8), torch.randint(0, 100, (4,))
     assert head.is_sampled
     head.eval()
+    # bitwise: in eval mode the head calls full_nll
     assert torch.equal(head(hidden, targets), head.full_nll(hidden, targets))
     head.train()
     assert not torch.allclose(head(hidden, targets), head.full_nll(hidden, targets))
