@@ -27,6 +27,7 @@ import torch
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.bidirectional import paired_weights
 from spacy_elmo.bilm.fast import optimize_for_inference
+from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM
 from .hardware import GemmBound, MatvecBound, gemm_peak, matvec_bandwidth
@@ -57,6 +58,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     torch.manual_seed(0)
     started = time.time()
     report: Dict = {"command": "python -m bench.bench_bilm " + " ".join(argv if argv is not None else sys.argv[1:])}
+    report["provenance"] = provenance(report["command"])
     report["machine"] = machine_info(args.threads)
     gemm_shapes = [(256, 256, 256)] if args.quick else [(2048, 2048, 2048), (1024, 512, 16384), (4096, 512, 2048)]
     report["gemm"] = gemm_peak(gemm_shapes)

@@ -28,6 +28,7 @@ from spacy.tokens import Doc
 from spacy.util import registry
 
 from spacy_elmo.pipeline import ARCHITECTURE, create_pipeline
+from spacy_elmo.provenance import provenance
 
 from .workloads import PUBLISHED_NAMES, add_data_options, benchmark_sentences, char_batch, published_bilm
 
@@ -55,8 +56,10 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     torch.set_num_threads(args.threads)
     sentences, source = benchmark_sentences(args.sentences, args.test_data)
     tokens = sum(map(len, sentences))
+    command = "python -m bench.bench_pipeline " + " ".join(argv if argv is not None else sys.argv[1:])
     report: Dict = {
-        "command": "python -m bench.bench_pipeline " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
+        "provenance": provenance(command),
         "shape": PUBLISHED_NAMES[args.shape],
         "threads": args.threads,
         "sentences": {"source": source, "count": len(sentences), "tokens": tokens},

@@ -20,6 +20,7 @@ import torch
 from thinc.api import Config
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM
 from .workloads import SHAPES, add_data_options, char_batch, conllu_sentences, data_file, display_path
@@ -91,6 +92,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         },
         "modes": {},
     }
+    report["provenance"] = provenance(report["command"])
     for name in steps:
         best = min(times[name])
         report["modes"][name] = {

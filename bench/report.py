@@ -1,5 +1,13 @@
-"""Markdown tables from a benchmark report (the JSON that bench_bilm writes)."""
-from typing import Dict, List
+"""Markdown tables from a benchmark report (the JSON that bench_bilm writes).
+
+    python -m bench.report bench/results/bilm.json --markdown bench/results/bilm.md
+
+rewrites a report's tables from its JSON without running anything again.
+"""
+import argparse
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
 
 MODE_NAMES = {
     "baseline": "baseline (original algorithm)",
@@ -9,7 +17,7 @@ MODE_NAMES = {
     "int8": "fast: dynamic int8",
     "bf16": "fast: bf16",
 }
-# Targets of issue 7, for the full model.
+# Speed targets, set for the full published model (docs/speed.md).
 TARGETS = {
     "batch_speedup": 2.0,
     "batch_pct_gemm": 70.0,
@@ -25,6 +33,7 @@ def markdown_tables(report: Dict) -> str:
     lines = [
         f"Command: `{report['command']}`",
         "",
+        *_provenance_lines(report.get("provenance")),
         f"torch {machine['torch']}, {machine['threads']} threads, CPU capability {machine['cpu_capability']} "
         f"({' '.join(machine['cpu_flags']) or 'no flags read'}), quantized engine {machine['quantized_engine']}. "
         f"Short best-case torch.mm: {gemm['peak']:.1f} GFLOP/s.",
@@ -79,8 +88,15 @@ def markdown_tables(report: Dict) -> str:
         if shape == "full":
             lines += ["", *targets(result), ""]
         else:
-            lines += ["", "(The speed issue's targets are set for the full model; see its section.)", ""]
+            lines += ["", "(The speed targets are set for the full model; see docs/speed.md.)", ""]
     return "\n".join(lines)
+
+
+def _provenance_lines(record: Optional[Dict]) -> List[str]:
+    if not record:
+        return []
+    state = f"{record['commit'] or 'no git checkout'}{' with uncommitted changes' if record.get('dirty') else ''}"
+    return [f"Recorded {record['date']} at commit {state}, on {record['cpu']} ({record['cpu_count']} CPUs).", ""]
 
 
 def _paired_line(workload: Dict, what: str) -> str:
@@ -101,7 +117,7 @@ def _diff(stats: Dict) -> str:
 
 
 def targets(result: Dict) -> List[str]:
-    """The issue's targets, checked against this run's numbers."""
+    """The speed targets, checked against a report's numbers."""
     batch, single = result["batch"]["modes"], result["single"]["modes"]
     best = batch["ours_opt"]
     fast = [m for m in batch if m not in ("baseline", "ours", "ours_opt")]
@@ -131,3 +147,16 @@ def targets(result: Dict) -> List[str]:
         shown = f"{value:.1f}{unit}" if unit else f"{value:.6f}"
         out.append(f"| {label} | {shown} | {'yes' if value >= goal else f'no ({value / goal:.0%} of target)'} |")
     return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description="Rewrite a benchmark report's markdown from its JSON.")
+    parser.add_argument("report", type=Path, help="the JSON that bench_bilm wrote")
+    parser.add_argument("--markdown", type=Path, required=True)
+    args = parser.parse_args(argv)
+    text = markdown_tables(json.loads(args.report.read_text(encoding="utf-8")))
+    args.markdown.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

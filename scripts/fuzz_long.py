@@ -1,7 +1,7 @@
 """Long fuzz run of the `elmo` component: the checks of tests/reliability/test_component_fuzz.py
 over many more generated Docs than CI affords.
 
-    python scripts/fuzz_long.py --docs 10000
+    python scripts/fuzz_long.py --docs 10000 --output results/reliability/fuzz.json
 
 Generates batches of messy Docs with hypothesis (any non-surrogate code point, control
 characters, combining marks, emoji ZWJ sequences, whitespace tokens, raw text through the
@@ -12,10 +12,12 @@ the biLM in --bilm DIR (default: the tiny random-weight fixture model in
 and checks that nothing raises, shapes, dtypes, finiteness and segments. It measures how far
 each Doc's layers move when the Doc runs alone instead of in its batch: batches beyond
 --atol are counted (and saved with --save-failures DIR), not stopped at, so the summary
-gives the distribution. Prints a JSON summary; exits 1 on any error or deviation > --atol.
+gives the distribution. Prints a JSON summary (with --output FILE also written there, with the
+command, commit, CPU and date); exits 1 on any error or deviation > --atol.
 """
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -26,6 +28,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spacy_elmo.provenance import provenance
 from spacy_elmo.reliability.fuzz import ATOL, PIPELINE_SETTINGS, batches, bilm_loader, check_batch, fuzz_pipelines
 
 TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
@@ -39,6 +42,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--save-failures", type=Path, default=None, help="write failing batches here as JSON")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--bilm", type=Path, default=TINY_FIXTURE, help="a biLM directory (default: %(default)s)")
+    parser.add_argument("--output", type=Path, default=None, help="also write the JSON summary here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     pipelines = fuzz_pipelines(bilm_loader(args.bilm))
@@ -81,9 +85,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             (args.save_failures / f"failure-{i}.json").write_text(json.dumps(failure), encoding="utf-8")
     ranked = sorted(deviations)
     quantiles = {f"p{q}": ranked[min(len(ranked) - 1, int(len(ranked) * q / 100))] for q in (50, 99)}
-    result = {**totals, "deviation_quantiles": quantiles, "seconds": round(time.monotonic() - start, 1)}
+    ok = totals["errors"] == 0 and totals["batches_over_atol"] == 0
+    result = {"provenance": provenance(), "bilm": os.path.relpath(args.bilm), "atol": args.atol, "passed": ok, **totals,
+              "deviation_quantiles": quantiles, "seconds": round(time.monotonic() - start, 1)}
     print(json.dumps(result))
-    return 0 if totals["errors"] == 0 and totals["batches_over_atol"] == 0 else 1
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

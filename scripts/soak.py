@@ -1,16 +1,17 @@
 """Soak test of the `elmo` component: RSS while ``nlp.pipe`` streams many short Docs.
 
-    python scripts/soak.py --docs 100000
+    python scripts/soak.py --docs 100000 --output results/reliability/soak.json
 
 Builds a pipeline around the biLM in --bilm DIR (default: the tiny random-weight fixture model
 in ../shared/fixtures/allennlp/tiny beside the checkout), or loads --model DIR, streams --docs generated short texts
 through ``nlp.pipe`` without keeping the Docs, samples RSS with psutil, and checks every Doc
-holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (RSS samples
-included); exits 1 if RSS grows more than --max-growth percent after the warm-up or a Doc
-holds a torch object.
+holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (RSS samples included;
+with --output FILE also written there, with the command, commit, CPU and date); exits 1 if RSS
+grows more than --max-growth percent after the warm-up or a Doc holds a torch object.
 """
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -18,6 +19,7 @@ from typing import Optional, Sequence
 import spacy
 import torch
 
+from spacy_elmo.provenance import provenance
 from spacy_elmo.reliability.fuzz import bilm_loader, fuzz_pipelines
 from spacy_elmo.reliability.soak import short_texts, soak
 
@@ -34,14 +36,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--bilm", type=Path, default=TINY_FIXTURE, help="a biLM directory (default: %(default)s)")
     parser.add_argument("--max-growth", type=float, default=5.0, help="percent RSS growth allowed after warm-up")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--output", type=Path, default=None, help="also write the JSON summary here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     nlp = spacy.load(args.model) if args.model else fuzz_pipelines(bilm_loader(args.bilm))["defaults"]
     warmup = max(1, int(args.docs * args.warmup))
     result = soak(nlp, short_texts(args.docs), n_docs=args.docs, warmup=warmup, batch_size=args.batch_size,
                   sample_every=args.sample_every)
-    print(json.dumps(result.to_dict()))
     ok = result.growth_pct < args.max_growth and result.docs_with_torch_objects == 0
+    source = str(args.model) if args.model else f"a pipeline around the biLM in {os.path.relpath(args.bilm)}"
+    summary = {"provenance": provenance(), "pipeline": source, "max_growth_pct": args.max_growth, "passed": ok,
+               **result.to_dict()}
+    print(json.dumps(summary))
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0 if ok else 1
 
 

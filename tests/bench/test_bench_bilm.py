@@ -43,7 +43,7 @@ def test_markdown_has_tables_and_targets(report):
     text = report["markdown"]
     assert "| batch | tokens/s | x baseline |" in text and "| one sentence | tokens/s |" in text
     assert "python -m bench.bench_bilm --quick" in text
-    # the targets are printed for the full model only; checked here on the tiny one's numbers
+    # the speed targets are printed for the full model only; checked here on the tiny one's numbers
     assert "targets are set for the full model" in text and "| target | measured | met |" not in text
     rows = targets(report["shapes"]["tiny"])
     assert rows[0] == "| target | measured | met |" and any("one sentence: optimized fp32" in row for row in rows)

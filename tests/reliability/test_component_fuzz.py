@@ -1,6 +1,6 @@
 """Property-based tests of the `elmo` component on messy Docs.
 
-The long run of the same checks: ``python scripts/fuzz_long.py --docs 10000``.
+The long run of the same checks: ``python scripts/fuzz_long.py --docs 10000 --output FILE``.
 """
 import json
 from pathlib import Path

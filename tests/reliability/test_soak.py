@@ -1,6 +1,6 @@
 """Soak, CI-sized: 3,000 short Docs through nlp.pipe with RSS sampled.
 
-The full run: ``python scripts/soak.py --docs 100000``.
+The long run: ``python scripts/soak.py --docs 100000 --output FILE``.
 """
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Untrusted files (issue 5, part 3): nothing we load unpickles, and hostile or odd content is refused
+"""Untrusted files: nothing we load unpickles, and hostile or odd content is refused
 with an error naming the file.
 
 Each pickle payload would create a marker file if anything unpickled it; the tests put it where

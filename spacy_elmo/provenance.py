@@ -1,0 +1,81 @@
+"""Where a recorded number came from: the command, the code's commit, the machine and the date.
+
+Every results file the package's commands and scripts write carries this record, so a number in the
+documentation can be traced to the state of the code and the machine that produced it.
+"""
+import datetime
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence
+
+import torch
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def provenance(command: Optional[str] = None) -> Dict[str, Any]:
+    """The record that goes into a results file.
+
+    command (Optional[str]): the command line that wrote the file (default: this process's).
+    RETURNS (Dict[str, Any]): command, commit and dirty (None outside a git checkout; dirty: tracked
+        files differed from the commit), cpu, cpu_count, torch_threads, python, torch, spacy_elmo, date (UTC).
+    """
+    from . import __version__
+
+    commit = _git("rev-parse", "HEAD")
+    changed = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "command": command or command_line(),
+        "commit": commit,
+        "dirty": None if changed is None else bool(changed),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "spacy_elmo": __version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def command_line(argv: Optional[Sequence[str]] = None) -> str:
+    """This process's command as a reader would type it: ``python -m PACKAGE`` for a package's
+    ``__main__.py``, paths inside the current directory made relative."""
+    args = list(sys.argv if argv is None else argv)
+    program = Path(args[0]).resolve() if args else Path("python")
+    if program.name == "__main__.py":
+        first = ["-m", program.parent.name]
+    else:
+        first = [_relative(str(program))]
+    return shlex.join(["python", *first, *(_relative(a) for a in args[1:])])
+
+
+def cpu_model() -> str:
+    """RETURNS (str): the CPU's model name (Linux /proc/cpuinfo), else what platform knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _relative(arg: str) -> str:
+    path = Path(arg)
+    if not path.is_absolute():
+        return arg
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return arg
+
+
+def _git(*args: str) -> Optional[str]:
+    if not (CHECKOUT / ".git").exists():
+        return None
+    found = subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True, check=False)
+    return found.stdout.strip() if found.returncode == 0 else None
