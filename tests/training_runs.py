@@ -43,8 +43,8 @@ def make_data(root: Path) -> Path:
 
 
 def make_textcat_data(root: Path, *, n_train: int = 40, n_dev: int = 20) -> Path:
-    """root/bilm (the tiny biLM), root/train.spacy and root/dev.spacy: Docs of three sentences of
-    the UD EWT sample and one saying what the film was (CUES), with doc.cats {"pos": 1.0, "neg": 0.0}
+    """root/bilm (the tiny biLM), root/train.spacy and root/dev.spacy: Docs of a sentence of the
+    UD EWT sample and one saying what the film was (CUES), with doc.cats {"pos": 1.0, "neg": 0.0}
     or the reverse, as scripts/convert_corpus.py writes reviews. RETURNS root."""
     save_bilm(tiny_bilm(), root / "bilm")
     convert = script("convert_corpus")
@@ -53,8 +53,8 @@ def make_textcat_data(root: Path, *, n_train: int = 40, n_dev: int = 20) -> Path
     reviews = []
     for i in range(n_train + n_dev):
         label = convert.POLARITY_LABELS[i % 2]
-        review = sentences[3 * i : 3 * i + 3]
-        review.insert(i % 4, ["The", "film", "was", CUES[label][(i // 2) % 4], "."])
+        review = [sentences[i]]
+        review.insert(i % 2, ["The", "film", "was", CUES[label][(i // 2) % 4], "."])
         reviews.append((label, review))
     vocab = spacy.blank("en").vocab
     for name, part in (("train.spacy", reviews[:n_train]), ("dev.spacy", reviews[n_train:])):
