@@ -32,6 +32,7 @@ def dump_cli(
     options: Optional[Path] = typer.Option(None, "--options", help="published options.json"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights"),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
+    exact: bool = typer.Option(False, "--exact", help="the plain float32 computation bit for bit (slower)"),
 ) -> None:
     """Write every biLM layer of every input sentence to HDF5.
 
@@ -40,7 +41,7 @@ def dump_cli(
     """
     import h5py
 
-    bilm = load_bilm(model, options=options, weights=weights)
+    bilm = load_bilm(model, options=options, weights=weights, optimize=not exact)
     sentences = read_sentences(input)
     vectors = bilm.embed(sentences, batch_size=batch_size)
     output.parent.mkdir(parents=True, exist_ok=True)

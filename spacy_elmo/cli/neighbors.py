@@ -21,6 +21,7 @@ def neighbors_cli(
     lang: str = typer.Option("en", "--lang", help="spaCy language whose tokenizer splits the text"),
     max_lines: int = typer.Option(50000, "--max-lines", min=1, help="read at most this many corpus lines"),
     layer: str = typer.Option("mean", "--layer", help="'mean' of all layers, or a layer index (0 = char-CNN)"),
+    exact: bool = typer.Option(False, "--exact", help="the plain float32 computation bit for bit (slower)"),
 ) -> None:
     """Show the corpus uses of WORD closest to its use in QUERY (ELMo), and layer 0's nearest words (static)."""
     import spacy
@@ -33,7 +34,7 @@ def neighbors_cli(
     if word.lower() not in lowered:
         raise typer.BadParameter(f"{word!r} is not a token of the query {query_tokens}")
     position = lowered.index(word.lower())
-    bilm = load_bilm(model, options=options, weights=weights)
+    bilm = load_bilm(model, options=options, weights=weights, optimize=not exact)
     with corpus.open(encoding="utf-8", errors="replace") as handle:
         lines = [line.strip() for _, line in zip(range(max_lines), handle)]
     sentences = [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(line for line in lines if line)]

@@ -13,12 +13,21 @@ from ..conftest import random_bilm
 
 def test_round_trip_is_exact(tmp_path, tiny_bilm, tiny_sentences):
     save_bilm(tiny_bilm, tmp_path / "model", extra={"note": "tiny"})
-    again = load_bilm(tmp_path / "model")
+    again = load_bilm(tmp_path / "model", optimize=False)
     for a, b in zip(tiny_bilm.embed(tiny_sentences), again.embed(tiny_sentences)):
         np.testing.assert_array_equal(a, b)
     config = json.loads((tmp_path / "model" / CONFIG_NAME).read_text())
     assert config["extra"] == {"note": "tiny"} and config["options"]["lstm"]["dim"] == 64
     assert not list((tmp_path / "model").glob(".*tmp*"))
+
+
+def test_load_bilm_runs_the_fast_path_by_default_within_1e5_of_the_plain_one(tmp_path, tiny_bilm, tiny_sentences):
+    save_bilm(tiny_bilm, tmp_path / "model")
+    fast, plain = load_bilm(tmp_path / "model"), load_bilm(tmp_path / "model", optimize=False)
+    assert fast.token_encoder.cache is not None and plain.token_encoder.cache is None
+    assert fast.forward_lstm.layers[0].tanh_via_sigmoid and not plain.forward_lstm.layers[0].tanh_via_sigmoid
+    for a, b in zip(fast.embed(tiny_sentences), plain.embed(tiny_sentences)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
 
 
 def test_bit_flip_is_detected(tmp_path):
