@@ -18,7 +18,7 @@ def evaluate_cli(
     max_sentence_tokens: Optional[int] = typer.Option(None, "--max-sentence-tokens", help="cut longer lines (default: as trained)"),
     max_segments: int = typer.Option(0, "--max-segments", help="score only the first N segments (0: all)"),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
-    output: Optional[Path] = typer.Option(None, "--output", help="also write the numbers as JSON"),
+    output: Optional[Path] = typer.Option(None, "--output", help="also write the numbers as JSON (with the command, commit, CPU and date)"),
 ) -> None:
     """Exact held-out perplexity of a trained biLM (forward, backward, geometric mean).
 
@@ -32,6 +32,7 @@ def evaluate_cli(
     from ..training.model_dir import load_lm_parts
     from ..bilm.softmax import WordSoftmax
     from ..training.perplexity import evaluate_perplexity
+    from ..provenance import provenance
 
     try:
         bilm, vocab, weights = load_lm_parts(model)
@@ -51,7 +52,8 @@ def evaluate_cli(
     stats = CorpusStats()
     segments = split_long(corpus.segments(stats), max_sentence_tokens)
     result = evaluate_perplexity(lm, islice(segments, max_segments or None), vocab, batch_size=batch_size).to_dict()
-    result.update({"model": str(model), "data": data, "vocab_size": len(vocab), "corpus": stats.to_dict()})
+    result.update({"model": str(model), "data": data, "vocab_size": len(vocab), "corpus": stats.to_dict(),
+                   "provenance": provenance()})
     typer.echo(
         f"perplexity {result['ppl']:.2f} (forward {result['forward_ppl']:.2f}, backward {result['backward_ppl']:.2f}) "
         f"over {result['tokens']} tokens; OOV {100 * result['oov_rate']:.2f}% of a {len(vocab)}-word vocabulary; "

@@ -1,4 +1,5 @@
 """`neighbors`: corpus sentences that use a word in the same sense as a query sentence."""
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -6,6 +7,7 @@ import typer
 
 from ..api import load_bilm
 from ..neighbors import SenseIndex, static_neighbors
+from ..provenance import provenance
 from ._app import app
 
 
@@ -22,6 +24,9 @@ def neighbors_cli(
     max_lines: int = typer.Option(50000, "--max-lines", min=1, help="read at most this many corpus lines"),
     layer: str = typer.Option("mean", "--layer", help="'mean' of all layers, or a layer index (0 = char-CNN)"),
     exact: bool = typer.Option(False, "--exact", help="the plain float32 computation bit for bit (slower)"),
+    output: Optional[Path] = typer.Option(
+        None, "--output", help="also write the neighbours as JSON (with the command, commit, CPU and date)"
+    ),
 ) -> None:
     """Show the corpus uses of WORD closest to its use in QUERY (ELMo), and layer 0's nearest words (static)."""
     import spacy
@@ -45,9 +50,26 @@ def neighbors_cli(
     typer.echo(f"Query: {' '.join(query_tokens)}  (target: {query_tokens[position]})")
     described = "mean of layers" if chosen == "mean" else f"layer {chosen}"
     typer.echo(f"ELMo ({described}), {len(index)} corpus sentences use {word!r}:")
-    for hit in index.query(query_tokens, position, k=k):
+    hits = index.query(query_tokens, position, k=k)
+    for hit in hits:
         typer.echo(f"  {hit.score:.3f}  {hit.highlighted()}")
     vocabulary = {t for s in sentences for t in s if t.isalpha()}
     typer.echo("Static (layer 0 alone), nearest words:")
-    for other, score in static_neighbors(bilm, word, vocabulary, k=k):
+    static = static_neighbors(bilm, word, vocabulary, k=k)
+    for other, score in static:
         typer.echo(f"  {score:.3f}  {other}")
+    if output is not None:
+        record = {
+            "provenance": provenance(),
+            "model": str(model) if model else f"{options} + {weights}" if options else "shipped en_small",
+            "corpus": str(corpus),
+            "corpus_sentences": len(sentences),
+            "query": query_tokens,
+            "word": query_tokens[position],
+            "layer": chosen,
+            "sentences_using_word": len(index),
+            "neighbors": [{"score": h.score, "sentence": " ".join(h.sentence), "position": h.position} for h in hits],
+            "static_neighbors": [{"score": score, "word": other} for other, score in static],
+        }
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -31,3 +32,20 @@ def test_neighbors_cli_word_not_in_query(tmp_path, tiny_paths):
         capture_output=True, text=True,
     )
     assert result.returncode != 0 and "not a token of the query" in result.stderr
+
+
+def test_neighbors_cli_writes_what_it_printed_with_provenance(tmp_path, tiny_paths):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("We sat on the river bank.\nThe bank raised rates.\n", encoding="utf-8")
+    out = tmp_path / "results" / "bank.json"
+    subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "neighbors", "--corpus", str(corpus), "--query",
+         "I deposited cash at the bank.", "--word", "bank", "--options", str(tiny_paths[0]),
+         "--weights", str(tiny_paths[1]), "--k", "2", "--output", str(out)],
+        capture_output=True, text=True, check=True,
+    )
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["word"] == "bank" and record["sentences_using_word"] == 2 and record["layer"] == "mean"
+    assert [n["sentence"].split()[n["position"]] for n in record["neighbors"]] == ["bank", "bank"]
+    assert len(record["static_neighbors"]) == 2
+    assert "neighbors" in record["provenance"]["command"] and record["provenance"]["date"]
