@@ -52,15 +52,24 @@ def _name(path: str) -> str:
     return PurePosixPath(path.replace("\\", "/")).name
 
 
-def save_lm(lm: LanguageModel, vocab: Vocab, path: Path, *, extra: Optional[Dict[str, Any]] = None) -> Path:
+def save_lm(
+    lm: LanguageModel,
+    vocab: Vocab,
+    path: Path,
+    *,
+    extra: Optional[Dict[str, Any]] = None,
+    softmax_dtype: torch.dtype = torch.float32,
+) -> Path:
     """Write the biLM directory with the vocabulary and softmax next to it.
 
     extra (Optional[dict]): metadata for config.json; absolute paths in it are recorded as file
     names only (see ``portable``).
+    softmax_dtype (torch.dtype): how the softmax is stored (float16 halves a shipped model's
+    training-only part; it is read back into float32).
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    softmax = {k: v.detach().cpu().float().contiguous() for k, v in lm.softmax.state_dict().items()}
+    softmax = {k: v.detach().cpu().to(softmax_dtype).contiguous() for k, v in lm.softmax.state_dict().items()}
     data = save_tensors(softmax)
     write_atomic(path / SOFTMAX_NAME, data)
     vocab.to_disk(path)
@@ -92,4 +101,4 @@ def load_lm_parts(path: Path) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str,
         raise ModelFileError(softmax_path, f"not a valid safetensors file ({err})") from err
     if weights.get("weight") is None or weights["weight"].shape[0] != len(vocab):
         raise ModelFileError(softmax_path, f"softmax does not match {VOCAB_NAME} ({len(vocab)} words)")
-    return bilm, vocab, weights
+    return bilm, vocab, {name: tensor.float() for name, tensor in weights.items()}
