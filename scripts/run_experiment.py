@@ -2,11 +2,12 @@
 
 For every (task, fraction, setting) this runs ``spacy train`` with configs/<task config>[-elmo].cfg on
 CORPUS/<task>-train-<pct>.spacy (dev: CORPUS/<task>-dev.spacy), then scores model-best on
-CORPUS/<task>-test.spacy with gold tokens, and writes OUTPUT/metrics/<task>-<setting>-<pct>.json.
+CORPUS/<task>-test.spacy (UPOS and NER with gold tokens and sentences, text classification on whole
+Docs), and writes OUTPUT/metrics/<task>-<setting>-<pct>.json.
 Runs whose metrics exist are skipped, so an interrupted experiment continues where it stopped.
 
     python scripts/run_experiment.py --corpus corpus/full --elmo training/bilm-ewt/model-best \\
-        --output training/full --tasks upos ner --fractions 1 10 100 --training.max_steps 20000
+        --output training/full --tasks upos ner textcat --fractions 1 10 100 --training.max_steps 20000
 
 Other ``--section.key value`` arguments override the configs of every run, as with ``spacy train``.
 """
@@ -14,7 +15,7 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from spacy.cli._util import parse_config_overrides
 from spacy.cli.evaluate import evaluate
@@ -23,8 +24,20 @@ from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
 CONFIGS = Path(__file__).parent.parent / "configs"
-# task -> (config stem, metric that the table reports)
-TASKS = {"upos": ("tagger", "tag_acc"), "ner": ("ner", "ents_f")}
+
+
+class Task(NamedTuple):
+    config: str  # stem of configs/<config>.cfg and configs/<config>-elmo.cfg
+    metric: str  # the score the table reports
+    gold_preproc: bool  # score on gold tokens, one example per gold sentence
+
+
+TASKS = {
+    "upos": Task("tagger", "tag_acc", gold_preproc=True),
+    "ner": Task("ner", "ents_f", gold_preproc=True),
+    # a label belongs to the whole Doc: its sentences are not examples of their own
+    "textcat": Task("textcat", "cats_accuracy", gold_preproc=False),
+}
 SETTINGS = ("plain", "elmo")
 
 
@@ -42,7 +55,7 @@ def run_one(
 ) -> Dict[str, Any]:
     """Train and score one cell of the table (score_only: score the model-best an earlier, stopped
     run left, without training). RETURNS (Dict): the metrics record written."""
-    stem, metric = TASKS[task]
+    stem, metric, gold_preproc = TASKS[task]
     config = CONFIGS / (f"{stem}-elmo.cfg" if setting == "elmo" else f"{stem}.cfg")
     train_path = corpus / f"{task}-train-{pct}.spacy"
     model_dir = output / "models" / f"{task}-{setting}-{pct}"
@@ -57,7 +70,12 @@ def run_one(
     if not score_only:
         train(config, model_dir, overrides=settings)
     seconds = None if score_only else round(time.time() - start, 1)
-    scores = evaluate(str(model_dir / "model-best"), corpus / f"{task}-test.spacy", gold_preproc=True)
+    scores = evaluate(str(model_dir / "model-best"), corpus / f"{task}-test.spacy", gold_preproc=gold_preproc)
+    if metric == "cats_accuracy":
+        # exclusive classes (configs/textcat*.cfg): one gold and one predicted label per Doc, so each
+        # Doc counts once in the micro-averaged F1, as a hit or as one false positive plus one false
+        # negative: that F1 is the accuracy
+        scores["cats_accuracy"] = scores["cats_micro_f"]
     docs = list(DocBin().from_disk(train_path).get_docs(Vocab()))
     return {
         "task": task,
@@ -65,6 +83,7 @@ def run_one(
         "fraction_pct": pct,
         "metric": metric,
         "score": scores[metric],
+        "train_docs": len(docs),
         "train_sentences": sum(len(list(doc.sents)) for doc in docs),
         "train_tokens": sum(len(doc) for doc in docs),
         "train_seconds": seconds,

@@ -26,3 +26,25 @@ def test_table_and_plot(tmp_path):
         "| ner | 10 | 1,404 | 50.00 | - | - |",
     ]
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_textcat_has_an_accuracy_and_a_macro_f1_row_under_the_other_tasks(tmp_path):
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    _write(metrics, "upos", "plain", 1, 0.8, 125)
+    for setting, accuracy, macro_f in (("plain", 0.7, 0.69), ("elmo", 0.75, 0.7466)):
+        record = dict(
+            task="textcat",
+            setting=setting,
+            fraction_pct=10,
+            score=accuracy,
+            train_sentences=5252,
+            scores={"cats_accuracy": accuracy, "cats_macro_f": macro_f},
+        )
+        (metrics / f"textcat-{setting}-10.json").write_text(json.dumps(record), encoding="utf-8")
+    report.main([str(metrics), "--table", str(tmp_path / "t.md"), "--plot", str(tmp_path / "p.png")])
+    assert (tmp_path / "t.md").read_text(encoding="utf-8").splitlines()[2:] == [
+        "| upos | 1 | 125 | 80.00 | - | - |",
+        "| textcat accuracy | 10 | 5,252 | 70.00 | 75.00 | +5.00 |",
+        "| textcat macro F1 | 10 | 5,252 | 69.00 | 74.66 | +5.66 |",
+    ]
