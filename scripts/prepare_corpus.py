@@ -39,8 +39,9 @@ English tokenizer and sentencizer; {sampling}; nothing else changed.
   Movie Review Data, sentence polarity dataset v2.0, (c) 2004 Bo Pang and Lillian Lee,
   Creative Commons Attribution 4.0 International (CC BY 4.0),
   https://www.cs.cornell.edu/people/pabo/movie-review-data/ (NLTK packaging).
-- `domain/`: Universal Dependencies English Web Treebank (UD_English-EWT), raw sentence text
-  (the `# text` comments), train and dev splits. Creative Commons Attribution-ShareAlike 4.0
+- `domain/` and `eval/ewt-test.txt`: Universal Dependencies English Web Treebank (UD_English-EWT), raw
+  sentence text (the `# text` comments), train and dev splits (`domain/`) and the test split, held out for
+  evaluation (`eval/`). Creative Commons Attribution-ShareAlike 4.0
   International (CC BY-SA 4.0), https://github.com/UniversalDependencies/UD_English-EWT;
   the English Web Treebank (LDC2012T13) text by Google Inc. / LDC, UD annotation by the UD
   contributors (Silveira et al. 2014). These files are under CC BY-SA 4.0 as well.
