@@ -6,6 +6,7 @@
 #   scripts/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
 #   scripts/campaign.sh finetune 12m         # continue on UD EWT train text
 #   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
+#   scripts/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
 #
 # Checkpoints live in $RUN (outside the checkout). Each stretch ends on its own (--max-time) with
 # a checkpoint, model-last/ and model-best/; a stretch that is killed resumes from its last checkpoint.
@@ -43,11 +44,24 @@ case "${1:-}" in
     ;;
   evaluate)
     for model in pretrain/model-best finetune-ewt/model-best; do
-      for data in eval/ewt-test.txt eval/wikitext2-test.txt pretrain/dev.txt; do
+      # EWT dev chose the fine-tuned model-best; EWT test and WikiText-2 test are held out from every stage
+      for data in eval/ewt-test.txt domain/ewt-dev.txt eval/wikitext2-test.txt pretrain/dev.txt; do
         name="eval-$(echo "$model-$data" | tr '/' '_' | sed 's/.txt$//')"
         python -m spacy_elmo evaluate --model "$RUN/$model" --data "$CORPUS/$data" --output "$RUN/$name.json"
       done
     done
     ;;
-  *) echo "usage: $0 corpus | pretrain [TIME] | finetune [TIME] | evaluate" >&2; exit 2 ;;
+  results)
+    out=${2:?results DIR}
+    mkdir -p "$out/pretrain" "$out/finetune-ewt"
+    for stage in pretrain finetune-ewt; do
+      for f in metrics.jsonl learning-curve.png corpus-stats.json finetune-report.json; do
+        [ -f "$RUN/$stage/$f" ] && cp "$RUN/$stage/$f" "$out/$stage/"
+      done
+      [ -f "$RUN/$stage/model-best/config.json" ] && cp "$RUN/$stage/model-best/config.json" "$out/$stage/model-best-config.json"
+    done
+    cp "$RUN"/eval-*.json "$out/" 2>/dev/null || true
+    cp "$CORPUS/ATTRIBUTION.md" "$out/corpus-ATTRIBUTION.md"
+    ;;
+  *) echo "usage: $0 corpus | pretrain [TIME] | finetune [TIME] | evaluate | results DIR" >&2; exit 2 ;;
 esac
