@@ -1,14 +1,21 @@
 """The experiment's markdown table and PNG plot from the metrics that scripts/run_experiment.py wrote.
 
-    python scripts/report_results.py training/sample/metrics --table results/sample.md --plot results/sample.png
+    python scripts/report_results.py training/sample/metrics --table results/sample.md --plot results/sample.png \
+        --records results/sample-metrics.json
+
+--records also writes every run's metrics (what run_experiment.py recorded for each cell of the
+table) in one JSON file, with the command, commit, CPU and date of the report, so the table can be
+checked against them.
 """
 import argparse
 import json
+import shlex
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from spacy_elmo.plotting import pyplot
+from spacy_elmo.provenance import provenance
 
 TASK_TITLES = {"upos": "UPOS tagging (accuracy)", "ner": "NER (entity F1)", "textcat": "Sentiment (accuracy)"}
 SETTING_TITLES = {"plain": "without ELMo", "elmo": "with ELMo"}
@@ -98,12 +105,19 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--table", type=Path, required=True, help="markdown file to write")
     parser.add_argument("--plot", type=Path, required=True, help="PNG file to write (needs matplotlib: the plot extra)")
     parser.add_argument("--title", default="", help="heading of the table and the plot")
+    parser.add_argument("--records", type=Path, default=None, help="also write every run's metrics here (JSON)")
     args = parser.parse_args(argv)
     records = load_records(args.metrics)
     table = markdown_table(records, title=args.title)
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text(table, encoding="utf-8")
     plot(records, args.plot, title=args.title)
+    if args.records is not None:
+        runs = [records[key] for key in sorted(records)]
+        command = None if argv is None else shlex.join(["python", "scripts/report_results.py", *argv])
+        args.records.parent.mkdir(parents=True, exist_ok=True)
+        written = {"provenance": provenance(command), "runs": runs}
+        args.records.write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
     print(table)
 
 

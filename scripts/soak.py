@@ -56,7 +56,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         nlp = create_pipeline(bilm_loader(args.bilm)(), config={"model": model_settings})
     warmup = max(1, int(args.docs * args.warmup))
     texts = short_texts(args.docs, vocab_size=args.vocab_size)
-    result = soak(nlp, texts, n_docs=args.docs, warmup=warmup, batch_size=args.batch_size, sample_every=args.sample_every)
+    result = soak(nlp, texts, n_docs=args.docs, warmup=warmup, batch_size=args.batch_size,
+                  sample_every=args.sample_every)
     ok = result.growth_pct < args.max_growth and result.docs_with_torch_objects == 0
     source = str(args.model) if args.model else f"a pipeline around the biLM in {os.path.relpath(args.bilm)}"
     summary = {"provenance": provenance(), "pipeline": source, "vocab_size": args.vocab_size,

@@ -48,3 +48,18 @@ def test_textcat_has_an_accuracy_and_a_macro_f1_row_under_the_other_tasks(tmp_pa
         "| textcat accuracy | 10 | 5,252 | 70.00 | 75.00 | +5.00 |",
         "| textcat macro F1 | 10 | 5,252 | 69.00 | 74.66 | +5.66 |",
     ]
+
+
+def test_records_holds_every_run_behind_the_table_with_provenance(tmp_path):
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    _write(metrics, "upos", "plain", 10, 0.9, 1254)
+    _write(metrics, "upos", "elmo", 10, 0.91, 1254)
+    out = tmp_path / "results" / "runs.json"
+    argv = [str(metrics), "--table", str(tmp_path / "t.md"), "--plot", str(tmp_path / "p.png"), "--records", str(out)]
+    report.main(argv)
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert sorted((r["setting"], r["score"]) for r in written["runs"]) == [("elmo", 0.91), ("plain", 0.9)]
+    command = written["provenance"]["command"]
+    assert command.startswith("python scripts/report_results.py ") and command.endswith(f"--records {out}")
+    assert written["provenance"]["date"]
