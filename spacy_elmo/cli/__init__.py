@@ -3,5 +3,6 @@ from ._app import app
 from . import dump, neighbors  # noqa: F401  (registers the commands)
 from . import convert  # noqa: F401
 from . import evaluate, finetune, pretrain  # noqa: F401  (biLM training commands)
+from . import probe  # noqa: F401
 
 __all__ = ["app"]

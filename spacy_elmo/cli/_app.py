@@ -3,7 +3,7 @@ import typer
 
 app = typer.Typer(
     name="elmo",
-    help="ELMo biLMs for spaCy: convert, dump, pretrain, fine-tune, evaluate.",
+    help="ELMo biLMs for spaCy: convert, dump, pretrain, fine-tune, evaluate, probe.",
     no_args_is_help=True,
     add_completion=False,
 )
