@@ -26,7 +26,7 @@ import argparse
 import random
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
@@ -107,8 +107,7 @@ def split_reviews(reviews: Sequence[Review], part: str, seed: int) -> List[Revie
     if part not in PARTS:
         raise ValueError(f"unknown part {part!r}; use one of {list(PARTS)}")
     chosen = []
-    for label in POLARITY_LABELS:
-        indices = [i for i, review in enumerate(reviews) if review[0] == label]
+    for label, indices in _indices_by_label(reviews):
         random.Random(f"{seed}-{label}").shuffle(indices)
         bounds = [round(sum(list(PARTS.values())[:k]) * len(indices)) for k in range(len(PARTS) + 1)]
         k = list(PARTS).index(part)
@@ -156,6 +155,10 @@ def _space_after_sentences(group: Sequence[Sentence], spaces: List[bool]) -> Lis
     return spaces
 
 
+def _indices_by_label(reviews: Sequence[Review]) -> List[Tuple[str, List[int]]]:
+    return [(label, [i for i, review in enumerate(reviews) if review[0] == label]) for label in POLARITY_LABELS]
+
+
 def reviews_to_docs(vocab: Vocab, reviews: Sequence[Review]) -> List[Doc]:
     """One Doc per review: its sentences with sentence starts, doc.cats 1.0 for its label, 0.0 otherwise."""
     docs = []
@@ -171,9 +174,8 @@ def reviews_to_docs(vocab: Vocab, reviews: Sequence[Review]) -> List[Doc]:
 def write_reviews(reviews: Sequence[Review], output_path: Path, *, fraction: float, seed: int) -> Tuple[int, int, int]:
     """Write a seeded ``fraction`` of each label's reviews. RETURNS (Tuple[int, int, int]): docs, sentences, tokens."""
     chosen = []
-    for label in POLARITY_LABELS:
-        indices = [i for i, review in enumerate(reviews) if review[0] == label]
-        chosen += [indices[k] for k in select_fraction(len(indices), fraction, seed)] if indices else []
+    for _, indices in _indices_by_label(reviews):
+        chosen += [indices[k] for k in select_fraction(len(indices), fraction, seed)]
     kept = [reviews[i] for i in sorted(chosen)]
     output_path = Path(output_path)
     output_path.parent.mkdir(parents=True, exist_ok=True)

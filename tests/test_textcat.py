@@ -25,7 +25,8 @@ def frozen(data):
 
 @pytest.fixture(scope="module")
 def tuned(data):
-    return train(CONFIGS / "textcat-elmo.cfg", data, data / "tuned", **STEPS, **{"components.elmo.model.trainable": True})
+    trainable = {"components.elmo.model.trainable": True}
+    return train(CONFIGS / "textcat-elmo.cfg", data, data / "tuned", **STEPS, **trainable)
 
 
 def _accuracy(nlp, data):
