@@ -6,8 +6,9 @@ from typing import Any, Dict, Optional, Union
 from thinc.api import Config, ConfigValidationError
 
 from ..bilm import BiLMConfig
+from ..probes import TASKS
 
-SECTIONS = ("paths", "system", "corpus", "vocab", "model", "softmax", "training", "finetune")
+SECTIONS = ("paths", "system", "corpus", "vocab", "model", "softmax", "training", "finetune", "probe")
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,30 @@ class FinetuneSettings:
 
 
 @dataclass(frozen=True)
+class ProbeSettings:
+    """[probe]: a layer probe (``spacy_elmo.probes``) of the model at each evaluation, logged beside perplexity.
+
+    train, eval: the task's files (None: its default data, see ``probes.task_data``); train_fraction:
+    None for the task's default; max_sentences: at most this many train and eval items (0: all).
+    """
+
+    enabled: bool = False
+    task: str = "upos"
+    train: Optional[str] = None
+    eval: Optional[str] = None
+    train_fraction: Optional[float] = None
+    max_sentences: int = 0
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"probe.task must be one of {list(TASKS)}, not {self.task!r}")
+        if self.train_fraction is not None and not 0.0 < self.train_fraction <= 1.0:
+            raise ValueError("probe.train_fraction must be in (0, 1]")
+        if self.max_sentences < 0:
+            raise ValueError("probe.max_sentences must be >= 0")
+
+
+@dataclass(frozen=True)
 class LMConfig:
     """Everything a pretraining or fine-tuning run needs, resolved from the .cfg."""
 
@@ -108,6 +133,7 @@ class LMConfig:
     softmax: SoftmaxSettings
     training: TrainingSettings
     finetune: FinetuneSettings
+    probe: ProbeSettings
     raw: Dict[str, Any]
 
 
@@ -150,6 +176,7 @@ def lm_config_from_dict(config: Dict[str, Any]) -> LMConfig:
         softmax=_section(SoftmaxSettings, dict(config.get("softmax", {})), "softmax"),
         training=_section(TrainingSettings, dict(config.get("training", {})), "training"),
         finetune=_section(FinetuneSettings, dict(config.get("finetune", {})), "finetune"),
+        probe=_section(ProbeSettings, dict(config.get("probe", {})), "probe"),
         raw=_plain(config),
     )
 

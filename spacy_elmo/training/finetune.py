@@ -110,7 +110,7 @@ def finetune(
         summary = train_lm(
             lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
             output=output, info=info, dev_segments=dev, resume=resume, max_time=remaining, extra=extra,
-            stream=stream, steps_per_epoch=None,
+            stream=stream, steps_per_epoch=None, probe=config.probe,
         )
         after = summary.best_dev
         if info.is_main:

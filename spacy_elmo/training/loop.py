@@ -6,8 +6,9 @@ unroll_steps), global-norm clipping, an Adagrad or Adam update; the loss
 reported is the mean token NLL of the two directions. Every
 ``checkpoint_frequency`` steps (and at the end) a checkpoint and ``model-last``
 are written; every ``eval_frequency`` steps the held-out perplexity is computed
-with the full softmax and the best model kept as ``model-best``. Only rank 0
-writes; all ranks step together.
+with the full softmax and the best model kept as ``model-best``; with a
+``[probe]`` section enabled, a layer probe's scores go into the same record. Only
+rank 0 writes; all ranks step together.
 """
 import math
 import time
@@ -19,9 +20,10 @@ import torch
 from torch import nn
 
 from ..bilm import BiLMState
+from ..probes import TrainingProbe
 from .batches import LMBatch, epoch_segments, sentence_batches, window_batches
 from .checkpoints import latest_checkpoint, restore_training_state, save_checkpoint
-from .config import CorpusSettings, TrainingSettings
+from .config import CorpusSettings, ProbeSettings, TrainingSettings
 from .corpus import Corpus
 from .distributed import DistInfo, all_reduce_sum, barrier, gather_to_main, stop_flags
 from .lm import LanguageModel
@@ -103,11 +105,13 @@ def train_lm(
     max_time: Optional[float] = None,
     extra: Optional[Dict[str, Any]] = None,
     stream=None,
+    probe: Optional[ProbeSettings] = None,
 ) -> RunSummary:
     """Train ``lm`` in place and write DIR/checkpoints, DIR/model-last, DIR/model-best, DIR/metrics.jsonl.
 
     steps_per_epoch (Optional[int]): the estimate from the counting pass (for ETA and ``max_steps`` = 0).
     max_time (Optional[float]): seconds for this invocation (overrides ``training.max_time``); 0: no limit.
+    probe (Optional[ProbeSettings]): when enabled, a layer probe at each evaluation (rank 0).
     """
     device = lm.bilm.device
     max_time = settings.max_time if max_time is None else max_time
@@ -133,6 +137,7 @@ def train_lm(
         module = nn.parallel.DistributedDataParallel(lm, device_ids=[device.index] if device.type == "cuda" else None)
     progress = ProgressLine(total_steps, max_time=max_time, stream=stream)
     metrics = MetricsLog(output / "metrics.jsonl") if info.is_main else None
+    layer_probe = _layer_probe(probe, seed) if info.is_main else None
     summary = RunSummary(best_dev=best)
     start = time.monotonic()
     start_step, interval = step, _Interval()
@@ -191,7 +196,7 @@ def train_lm(
             if step % settings.log_frequency == 0:
                 _log_train(info, interval, progress, metrics, step, start_step, start, device)
             if step % settings.eval_frequency == 0 and dev_segments is not None:
-                best = _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra)
+                best = _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra, layer_probe)
             if step % settings.checkpoint_frequency == 0:
                 write_models(final=False)
                 barrier(info)
@@ -204,7 +209,7 @@ def train_lm(
     stop = stop or "max_epochs"
     _log_train(info, interval, progress, metrics, step, start_step, start, device)
     if dev_segments is not None and (summary.last_dev is None or summary.last_dev.get("step") != step):
-        best = _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra)
+        best = _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra, layer_probe)
     write_models(final=True)
     if info.is_main:
         if best is None:
@@ -248,10 +253,23 @@ def _log_train(info, interval, progress, metrics, step, start_step, start, devic
         metrics.write({"kind": "train", "step": step, "loss": loss, "train_ppl": math.exp(min(loss, 50.0)), "tokens_per_s": rate, "time": time.time()})
 
 
-def _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra):
+def _layer_probe(settings: Optional[ProbeSettings], seed: int) -> Optional[TrainingProbe]:
+    if settings is None or not settings.enabled:
+        return None
+    return TrainingProbe(
+        settings.task, train=settings.train, eval=settings.eval, train_fraction=settings.train_fraction,
+        max_sentences=settings.max_sentences or None, seed=seed,
+    )
+
+
+def _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra, layer_probe=None):
     if info.is_main:
         result: Perplexity = evaluate_perplexity(lm, dev_segments(), vocab)
         record = {"step": step, **result.to_dict()}
+        if layer_probe is not None:
+            probed = layer_probe(lm.bilm)
+            record["probe"] = {"task": probed.task, "metric": probed.metric, "scores": probed.scores, "seconds": probed.seconds}
+            progress.message(f"step {step}: {probed.task} probe " + ", ".join(f"{k} {v:.1f}" for k, v in probed.scores.items()))
         summary.last_dev = record
         summary.history.append(record)
         metrics.write({"kind": "eval", "dev_ppl": result.mean, **record, "time": time.time()})

@@ -165,7 +165,7 @@ def pretrain(
             lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
             output=output, info=info, dev_segments=dev_reader(config), steps_per_epoch=steps_per_epoch,
             resume=resume, max_time=max_time, extra={"training_config": config.raw, "stage": "pretrain"},
-            stream=stream,
+            stream=stream, probe=config.probe,
         )
     finally:
         shutdown(info)

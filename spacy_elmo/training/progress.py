@@ -81,20 +81,26 @@ class MetricsLog:
 
 
 def plot_learning_curve(records: List[Dict[str, Any]], path: Path, *, title: str = "biLM training") -> Optional[Path]:
-    """Training and held-out perplexity against step, as a PNG.
+    """Training and held-out perplexity against step, as a PNG, with a layer probe's scores below
+    when the evaluations carry them (the ``[probe]`` config section).
 
     RETURNS None if there is nothing to plot, or if matplotlib (the ``plot`` extra) is not
     installed: then one line on stderr says so, and the run goes on.
     """
     train = [(r["step"], r["train_ppl"]) for r in records if r.get("kind") == "train"]
     dev = [(r["step"], r["dev_ppl"]) for r in records if r.get("kind") == "eval"]
+    probed = [r for r in records if r.get("kind") == "eval" and r.get("probe")]
     if not train and not dev:
         return None
     plt = pyplot(str(path))
     if plt is None:
         return None
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    if probed:
+        fig, (ax, below) = plt.subplots(2, 1, figsize=(7, 8), dpi=100, sharex=True)
+        _plot_probe(below, probed)
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     if train:
         ax.plot(*zip(*train), label="train (sampled/full loss)", linewidth=1)
     if dev:
@@ -109,3 +115,15 @@ def plot_learning_curve(records: List[Dict[str, Any]], path: Path, *, title: str
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _plot_probe(ax, records: List[Dict[str, Any]]) -> None:
+    """Each probe row (layers, mean, mix; baselines dashed) against step."""
+    probe = records[-1]["probe"]
+    for row in probe["scores"]:
+        points = [(r["step"], r["probe"]["scores"][row]) for r in records if row in r["probe"]["scores"]]
+        ax.plot(*zip(*points), "--" if row in ("majority", "word identity") else "o-", label=row, linewidth=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"{probe['task']} probe {probe['metric']} (%)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
