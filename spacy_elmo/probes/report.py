@@ -1,19 +1,17 @@
 """Writing a probe run: probe.json (everything), probe.md (the table), probe.png (a bar chart per task)."""
-import importlib.util
 from pathlib import Path
-from typing import IO, List
+from typing import List, Optional
 
 from ..io.native import write_atomic
+from ..plotting import pyplot
 from .representations import BASELINES
 from .result import ProbeResult, row_label
 
-PLOT_MISSING = "probe.png skipped: matplotlib is not installed (pip install 'spacy-elmo[plot]')"
 
+def write_report(result: ProbeResult, output: Path) -> List[Path]:
+    """Write OUT/probe.json, OUT/probe.md and OUT/probe.png (skipped with one line on stderr
+    without matplotlib, the ``plot`` extra).
 
-def write_report(result: ProbeResult, output: Path, *, stream: IO[str]) -> List[Path]:
-    """Write OUT/probe.json, OUT/probe.md and (with matplotlib) OUT/probe.png.
-
-    stream (IO[str]): where the line about a skipped plot goes.
     RETURNS (List[Path]): the files written.
     """
     output = Path(output)
@@ -21,20 +19,16 @@ def write_report(result: ProbeResult, output: Path, *, stream: IO[str]) -> List[
     written = [output / "probe.json", output / "probe.md"]
     write_atomic(written[0], (result.to_json() + "\n").encode("utf-8"))
     write_atomic(written[1], result.markdown().encode("utf-8"))
-    if importlib.util.find_spec("matplotlib") is None:
-        stream.write(PLOT_MISSING + "\n")
-    else:
-        written.append(plot_probe(result, output / "probe.png"))
-    return written
+    plotted = plot_probe(result, output / "probe.png")
+    return written + ([plotted] if plotted is not None else [])
 
 
-def plot_probe(result: ProbeResult, path: Path) -> Path:
-    """A bar chart per task: the layers, mean and mix in colour, the baselines in grey."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_probe(result: ProbeResult, path: Path) -> Optional[Path]:
+    """A bar chart per task: the layers, mean and mix in colour, the baselines in grey.
+    RETURNS (Optional[Path]): None without matplotlib."""
+    plt = pyplot(str(path))
+    if plt is None:
+        return None
     tasks = result.tasks
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks) + 0.6, 4.2), dpi=100, squeeze=False)
     for ax, task in zip(axes[0], tasks):

@@ -87,7 +87,7 @@ def run_probe(
         cpu_seconds=time.process_time() - cpu_start,
     )
     if output is not None:
-        write_report(probe, Path(output), stream=stream)
+        write_report(probe, Path(output))
     return probe
 
 
