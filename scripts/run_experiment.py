@@ -23,6 +23,8 @@ from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
+from spacy_elmo.provenance import provenance
+
 CONFIGS = Path(__file__).parent.parent / "configs"
 
 
@@ -91,6 +93,7 @@ def run_one(
         "overrides": {} if score_only else settings,
         "scored_existing_model": score_only,
         "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
+        "provenance": provenance(),
     }
 
 
