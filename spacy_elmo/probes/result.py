@@ -22,7 +22,8 @@ class TaskResult:
     """task (str): upos, ner, wsd or wic. metric (str): what the scores are (percent).
     scores (Dict[str, float]): per row (``layer 0`` .. ``layer L``, ``mean``, ``scalar mix``, baselines).
     sizes (Dict[str, int]): items and tokens of train and eval. data (Dict[str, str]): the files.
-    details (Dict[str, Any]): learned mix weights, thresholds, defaults applied. seconds (float): wall time.
+    details (Dict[str, Any]): learned mix weights, thresholds, defaults applied. seconds, cpu_seconds (float):
+    wall and CPU time (all threads; on a busy machine, the measure of the work).
     """
 
     task: str
@@ -32,6 +33,7 @@ class TaskResult:
     data: Dict[str, str] = field(default_factory=dict)
     details: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     def best_layer(self) -> str:
         """RETURNS (str): the single layer that scores highest (the first on a tie)."""
@@ -44,8 +46,7 @@ class ProbeResult:
     """tasks (List[TaskResult]): in run order. model (Dict[str, Any]): where the biLM came from, its weights'
     SHA-256 and shape. settings (Dict[str, Any]): seed, fractions, caps. environment (Dict[str, Any]):
     command, commit, CPU, threads, versions, date. embedding (Dict[str, Any]): tokens run through the biLM
-    and how fast. seconds (float): the whole run's wall time. cpu_seconds (float): its CPU time, all threads
-    (on a busy machine, the measure of the work)."""
+    and how fast. seconds, cpu_seconds (float): the whole run's wall and CPU time."""
 
     tasks: List[TaskResult]
     model: Dict[str, Any] = field(default_factory=dict)
@@ -89,7 +90,7 @@ class ProbeResult:
         for t in self.tasks:
             sizes = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in t.sizes.items())
             files = ", ".join(f"{k} `{v}`" for k, v in t.data.items())
-            notes.append(f"- **{t.task}**: {files}; {sizes}; {t.seconds:.0f} s.")
+            notes.append(f"- **{t.task}**: {files}; {sizes}; {t.seconds:.0f} s ({t.cpu_seconds:.0f} s of CPU time).")
         model = self.model.get("source", "?")
         digest = str(self.model.get("weights_sha256", ""))[:12]
         return (

@@ -73,7 +73,7 @@ def run_probe(
     results = []
     for task in names:
         result = _run_task(data[task], cache, seed)
-        stream.write(f"{task}: done in {result.seconds:.0f} s; best single layer: {result.best_layer()}\n")
+        stream.write(f"{task}: done in {result.seconds:.0f} s ({result.cpu_seconds:.0f} s CPU); best single layer: {result.best_layer()}\n")
         results.append(result)
     probe = ProbeResult(
         tasks=results,
@@ -126,9 +126,9 @@ class TrainingProbe:
 
 
 def _run_task(data: TaskData, cache: VectorCache, seed: int) -> TaskResult:
-    began = time.monotonic()
+    began, cpu_began = time.monotonic(), time.process_time()
     result = RUNNERS[data.task](data, cache, seed=seed)
-    result.seconds = time.monotonic() - began
+    result.seconds, result.cpu_seconds = time.monotonic() - began, time.process_time() - cpu_began
     return result
 
 

@@ -15,6 +15,7 @@ A fraction is a seeded sample of the training items, nested (the 10% sample is i
 one), so runs at several fractions share their forward passes. Word-sense contexts are cut to
 16 tokens either side of the target.
 """
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,8 +90,10 @@ class TaskData:
         }
 
     def files(self) -> Dict[str, str]:
-        held_out = str(self.eval_file) if self.eval_file is not None else "seeded split of train"
-        return {"train": str(self.train_file), "eval": held_out}
+        """RETURNS (Dict[str, str]): the train and eval files, relative to the working directory as a
+        command line would name them (the default data: ``../shared/datasets/...`` from a checkout)."""
+        held_out = os.path.relpath(self.eval_file) if self.eval_file is not None else "seeded split of train"
+        return {"train": os.path.relpath(self.train_file), "eval": held_out}
 
 
 def _tokens(task: str, item: Any) -> int:
