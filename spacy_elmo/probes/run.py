@@ -107,13 +107,12 @@ class TrainingProbe:
         train_fraction: Optional[float] = None,
         max_sentences: Optional[int] = None,
         seed: int = 0,
-        data_dir: Optional[PathLike] = None,
     ) -> None:
         names = parse_tasks(task)
         if len(names) != 1:
             raise ValueError(f"a training probe runs one task, not {', '.join(names)}")
         self.task = names[0]
-        self.files = task_files(self.task, train, eval, data_dir)
+        self.files = task_files(self.task, train, eval)
         self.train_fraction, self.max_sentences, self.seed = train_fraction, max_sentences, seed
         self._data: Optional[TaskData] = None
 
