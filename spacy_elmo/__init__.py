@@ -3,6 +3,6 @@ from .api import load_bilm
 from .bilm import BiLM, BiLMConfig, ScalarMix
 from .io import ModelFileError, export_allennlp, save_bilm
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["BiLM", "BiLMConfig", "ModelFileError", "ScalarMix", "export_allennlp", "load_bilm", "save_bilm"]

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+import spacy_elmo
+
 from .training_runs import CONFIGS, ROOT, make_data, make_textcat_data, script, train
 
 
@@ -18,7 +20,7 @@ def test_wheel_installs_into_a_fresh_venv_and_tags_text(tmp_path):
     wheel = package.build_wheel(pipeline, tmp_path / "packages", name="test_elmo_tagger", version="0.0.1")
     assert wheel.name.startswith("en_test_elmo_tagger-0.0.1-")
     elmo_wheel = package.build_spacy_elmo_wheel(tmp_path / "elmo-dist")
-    assert elmo_wheel.name.startswith("spacy_elmo-0.1.0-")
+    assert elmo_wheel.name.startswith(f"spacy_elmo-{spacy_elmo.__version__}-")
     result = package.check_in_fresh_venv(
         wheel, "The bank by the river was closed .", workdir=tmp_path, spacy_elmo_wheel=elmo_wheel
     )
