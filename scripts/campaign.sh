@@ -8,12 +8,14 @@
 #   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
 #   scripts/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
 #
-# Checkpoints live in $RUN (outside the checkout). Each stretch ends on its own (--max-time) with
+# Checkpoints live in $RUN (untracked; set RUN to keep them outside the checkout). Each stretch ends on its own (--max-time) with
 # a checkpoint, model-last/ and model-best/; a stretch that is killed resumes from its last checkpoint.
 set -euo pipefail
-DATASETS=${DATASETS:-$(cd "$(dirname "$0")/../.." && pwd)/shared/datasets}
-CORPUS=${CORPUS:-/work/runs/corpus-full}
-RUN=${RUN:-/work/runs/campaign}
+# defaults relative to the checkout (corpus/ and training/ are not tracked), as project.yml's vars
+cd "$(dirname "$0")/.."
+DATASETS=${DATASETS:-../shared/datasets}
+CORPUS=${CORPUS:-corpus/full}
+RUN=${RUN:-training/campaign}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # the recipe: bilm-small's shape; Adam with warm-up and inverse-sqrt decay; 256 sentences a step
 RECIPE=(

@@ -2,14 +2,16 @@
 # The recorded bilm-small run (README, "Pretraining"): prepare the open-licence corpus, pretrain
 # for a bounded time, fine-tune on EWT raw text, evaluate held-out perplexity before and after.
 #
-#   nohup nice -n 10 scripts/run_bilm_small.sh all > /work/runs/pretrain-small.log 2>&1 &
+#   nohup nice -n 10 scripts/run_bilm_small.sh all > pretrain-small.log 2>&1 &
 #
 # Stages can be rerun alone: corpus | pretrain | finetune | evaluate | all.
 # Peak RSS of each stage is in RUN/<stage>.time (GNU time -v).
 set -euo pipefail
-DATASETS=${DATASETS:-/work/shared/datasets}
-CORPUS=${CORPUS:-/work/runs/corpus}
-RUN=${RUN:-/work/runs/pretrain-small}
+# defaults relative to the checkout (corpus/ and training/ are not tracked)
+cd "$(dirname "$0")/.."
+DATASETS=${DATASETS:-../shared/datasets}
+CORPUS=${CORPUS:-corpus/bilm-small}
+RUN=${RUN:-training/pretrain-small}
 PRETRAIN_TIME=${PRETRAIN_TIME:-50m}
 FINETUNE_TIME=${FINETUNE_TIME:-10m}
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE  # a shared 2-core machine: no spinning threads

@@ -48,3 +48,19 @@ def test_bf16_autocast_training_learns_like_fp32(tmp_path):
         losses[precision] = (records[0]["loss"], records[-1]["loss"], summary.best_dev["ppl"])
     assert losses["bf16"][1] < losses["bf16"][0] - 0.5
     assert losses["bf16"][2] == pytest.approx(losses["fp32"][2], rel=0.25)
+    # the setting took effect: bf16 rounding moves the losses
+    assert losses["bf16"] != losses["fp32"]
+
+
+def test_the_loop_steps_with_the_scheduled_rate_and_a_checkpoint_keeps_it(tmp_path):
+    train = write_corpus(tmp_path / "train.txt", 200, seed=1)
+    config = tiny_config(
+        train, training__max_steps=9, training__checkpoint_frequency=3, training__optimizer="adam",
+        training__learning_rate=0.01, training__warmup_steps=4, training__lr_schedule="inverse_sqrt",
+    )
+    pretrain(config, tmp_path / "out")
+    for step in (3, 9):
+        state = json.loads((tmp_path / "out" / "checkpoints" / f"step-{step:08d}" / "state.json").read_text())
+        group = state["optimizer"]["param_groups"][0]
+        assert group["lr"] == pytest.approx(learning_rate_at(step, config.training))
+        assert group["initial_lr"] == pytest.approx(0.01)
