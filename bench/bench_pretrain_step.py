@@ -1,0 +1,163 @@
+"""Throughput of one whole pretraining step (biLM + sampled softmax + backward + optimizer) by setting.
+
+    python -m bench.bench_pretrain_step --text corpus/full/pretrain/dev.txt --json bench/results/pretrain-step-CPU.json
+    python -m bench.bench_pretrain_step --quick
+
+What the ``pretrain`` command runs at each step, timed for each combination of precision (fp32,
+bf16 autocast), torch threads and batch size, with random weights of the config's shape and a
+vocabulary counted from ``--text``. The settings are interleaved round by round (the machines are
+shared VMs whose speed drifts), the first round warms up, and the report gives the median and the
+spread of tokens/s per setting plus each setting's ratio to fp32 at the same threads and batch,
+taken round by round. bf16 autocast only pays where the CPU has bf16 arithmetic (avx512_bf16,
+amx_bf16); the machine's flags are recorded with the result.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+from thinc.api import Config
+
+from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.bilm.softmax import WordSoftmax
+from spacy_elmo.provenance import provenance
+from spacy_elmo.training.batches import sentence_batch
+from spacy_elmo.training.lm import LanguageModel, init_for_training
+from spacy_elmo.training.vocab import Vocab
+
+from .bench_bilm import machine_info
+from .workloads import SHAPES
+
+
+def main(argv: Optional[List[str]] = None) -> Dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/bilm-small.cfg")
+    parser.add_argument("--text", default=None, help="whitespace-tokenized text, a sentence a line")
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--threads", default="2", help="comma-separated torch thread counts")
+    parser.add_argument("--batches", default="256:6144", help="comma-separated SENTENCES:TOKENS caps")
+    parser.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--quick", action="store_true", help="tiny model and batch (a smoke run)")
+    args = parser.parse_args(argv)
+    command = "python -m bench.bench_pretrain_step " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.quick:
+        config, n_samples = SHAPES["tiny"], 64
+        batches = [(8, 200)]
+    else:
+        cfg = Config().from_disk(args.config)
+        config = BiLMConfig(**dict(cfg["model"]))
+        n_samples = int(cfg["softmax"]["n_samples"])
+        batches = [tuple(int(x) for x in spec.split(":")) for spec in args.batches.split(",")]
+    sentences = read_sentences(args.text, quick=args.quick)
+    vocab = Vocab.from_counts(Counter(t for s in sentences for t in s), size=50000, min_count=1)
+    precisions = args.precisions.split(",")
+    threads = [int(t) for t in args.threads.split(",")]
+    torch.manual_seed(0)
+    lm = LanguageModel(init_for_training(BiLM(config)), WordSoftmax(len(vocab), config.projection_dim, n_samples=min(n_samples, len(vocab))), dropout=0.1)
+    lm.train()
+    make_opt = torch.optim.Adam if args.optimizer == "adam" else torch.optim.Adagrad
+    optimizer = make_opt(lm.parameters(), lr=1e-4)
+    settings = [(p, t, b) for b in batches for t in threads for p in precisions]
+    prepared = {b: sentence_batch(take(sentences, *b), vocab, config.max_characters_per_token) for b in batches}
+    seconds: Dict[tuple, List[float]] = {s: [] for s in settings}
+    for round_ in range(args.rounds + 1):
+        for setting in settings:
+            precision, n_threads, batch_spec = setting
+            torch.set_num_threads(n_threads)
+            batch = prepared[batch_spec]
+            start = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                out = lm.run_batch(batch)
+            objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
+            optimizer.zero_grad(set_to_none=True)
+            objective.backward()
+            torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+            optimizer.step()
+            if round_:
+                seconds[setting].append(time.perf_counter() - start)
+    rows = []
+    for setting in settings:
+        precision, n_threads, (n_sent, n_tok) = setting
+        batch = prepared[(n_sent, n_tok)]
+        tokens = batch.n_targets
+        rates = [tokens / s for s in seconds[setting]]
+        fp32 = seconds[("fp32", n_threads, (n_sent, n_tok))] if "fp32" in precisions else None
+        ratios = [f / s for f, s in zip(fp32, seconds[setting])] if fp32 else []
+        rows.append({
+            "precision": precision, "threads": n_threads, "batch_sentences": len(batch.lengths),
+            "batch_tokens": tokens, "tokens_per_s_median": statistics.median(rates),
+            "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
+            "x_fp32_median": statistics.median(ratios) if ratios else None,
+            "x_fp32_min": min(ratios) if ratios else None, "x_fp32_max": max(ratios) if ratios else None,
+        })
+    report = {
+        "command": command, "provenance": provenance(command), "machine": machine_info(max(threads)),
+        "config": config.to_options(), "softmax_samples": n_samples, "vocab": len(vocab),
+        "optimizer": args.optimizer, "rounds": args.rounds, "rows": rows,
+    }
+    print(markdown(report))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        Path(args.json).with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    return report
+
+
+def read_sentences(path: Optional[str], *, quick: bool) -> List[List[str]]:
+    if path is None:
+        if not quick:
+            raise SystemExit("--text FILE is needed (whitespace-tokenized, a sentence a line)")
+        words = "the bank of the river flooded after the storm and the bank closed early".split()
+        return [words[i:] + words[:i] for i in range(12)]
+    source = Path(path)
+    if not source.is_file():
+        raise SystemExit(f"--text: no such file: {source}")
+    lines = source.read_text(encoding="utf-8").splitlines()
+    return [line.split()[:64] for line in lines if line.split()]
+
+
+def take(sentences: List[List[str]], max_sentences: int, max_tokens: int) -> List[List[str]]:
+    """Consecutive sentences up to either cap (as a length bucket of the training batches fills)."""
+    batch: List[List[str]] = []
+    total = 0
+    for sentence in sentences * (1 + max_sentences // max(len(sentences), 1)):
+        if len(batch) == max_sentences or total + len(sentence) > max_tokens:
+            break
+        batch.append(sentence)
+        total += len(sentence)
+    return batch
+
+
+def markdown(report: Dict) -> str:
+    machine = report["machine"]
+    lines = [
+        f"# One pretraining step: {report['provenance']['cpu']}",
+        "",
+        f"`{report['command']}`",
+        "",
+        f"torch {machine['torch']}, CPU capability {machine['cpu_capability']}, flags: {', '.join(machine['cpu_flags'])}; "
+        f"optimizer {report['optimizer']}, sampled softmax {report['softmax_samples']} of {report['vocab']} words; "
+        f"{report['rounds']} interleaved rounds after a warm-up round.",
+        "",
+        "| precision | threads | sentences | tokens | tokens/s (median) | range | x fp32 (median) | range |",
+        "|---|---:|---:|---:|---:|---|---:|---|",
+    ]
+    for r in report["rows"]:
+        ratio = "" if r["x_fp32_median"] is None else f"{r['x_fp32_median']:.2f}"
+        spread = "" if r["x_fp32_min"] is None else f"{r['x_fp32_min']:.2f}-{r['x_fp32_max']:.2f}"
+        lines.append(
+            f"| {r['precision']} | {r['threads']} | {r['batch_sentences']} | {r['batch_tokens']} | "
+            f"{r['tokens_per_s_median']:.0f} | {r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f} | {ratio} | {spread} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
