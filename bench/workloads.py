@@ -72,7 +72,7 @@ def published_bilm(shape: str, workdir: Path, *, seed: int = 0) -> BiLM:
     (``shipped``: the package's own trained model, written and read back the same way)."""
     torch.manual_seed(seed)
     if shape == "shipped":
-        from spacy_elmo.shipped import load_shipped_bilm
+        from spacy_elmo.io import load_shipped_bilm
 
         bilm = load_shipped_bilm()
         options, weights = workdir / "shipped_options.json", workdir / "shipped_weights.hdf5"

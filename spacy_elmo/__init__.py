@@ -1,7 +1,6 @@
 """ELMo contextual word vectors for spaCy 3."""
-from .api import load_bilm
 from .bilm import BiLM, BiLMConfig, ScalarMix
-from .io import ModelFileError, export_allennlp, save_bilm
+from .io import ModelFileError, export_allennlp, load_bilm, save_bilm
 
 __version__ = "0.2.0"
 

@@ -1,5 +1,6 @@
 """Registered, versioned model builders. A released version is never changed in place."""
-from typing import List, Optional, Sequence
+from dataclasses import asdict
+from typing import Any, Dict, List, Optional, Sequence
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -13,8 +14,20 @@ from .layers.listener import ElmoListener
 from .layers.mix import ElmoMix, mix_like
 from .layers.tok2vec import ElmoTok2Vec
 
+BILM_ARCHITECTURE = "spacy-elmo.BiLM.v1"
 
-@registry.architectures("spacy-elmo.BiLM.v1")
+
+def bilm_model_config(config: BiLMConfig, **settings: Any) -> Dict[str, Any]:
+    """The ``[components.elmo.model]`` block that builds a biLM of this shape.
+
+    settings: other arguments of the architecture (max_window, batch_size, ...).
+    """
+    shape = asdict(config)
+    shape["filters"] = [list(f) for f in config.filters]
+    return {"@architectures": BILM_ARCHITECTURE, **shape, **settings}
+
+
+@registry.architectures(BILM_ARCHITECTURE)
 def bilm_v1(
     *,
     char_embedding_dim: int = 16,

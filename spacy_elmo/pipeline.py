@@ -20,21 +20,53 @@ from .bilm import BiLM, BiLMConfig
 from .bilm.bidirectional import unpair_directions
 from .bilm.fast import forget_derived_weights, optimize_for_inference
 from .bilm.quantize import PRECISIONS
-from .bilm_source import (  # noqa: F401 (find_bilm_directory: importable from here too)
-    ARCHITECTURE,
-    FACTORY,
-    bilm_model_config,
-    find_bilm_directory,
-    initial_bilm,
-    record_shape,
-)
+from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
+from .architectures import bilm_model_config
 from .data_classes import ElmoOutput, softmax_weights
 from .extensions import install_extensions, install_vector_hooks
-from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
+from .io import ModelFileError, bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
+from .io.loading import DEFAULT_CHAR_CACHE_SIZE, PIPELINE_FACTORY, find_bilm_directory, resolve_bilm  # noqa: F401
 from .layers import get_batch_id, get_bilm, is_listener_for, set_bilm
 from .threads import one_thread_in_forked_workers
 
 PathLike = Union[str, Path]
+FACTORY = PIPELINE_FACTORY
+NO_WEIGHTS = (
+    "The '{name}' component has no biLM weights. Set [initialize.components.{name}] "
+    "options = \"options.json\" and weights = \"weights.hdf5\" (a published AllenNLP/bilm-tf "
+    "pair) or model = \"DIR\" (a spacy-elmo model directory, or a pipeline with an elmo "
+    "component) and call nlp.initialize(); or call nlp.get_pipe('{name}').initialize(lambda: [], "
+    "options=..., weights=...); or build a ready pipeline with `python -m spacy_elmo convert`."
+)
+
+
+def initial_bilm(
+    *, name: str = FACTORY, options: Optional[PathLike], weights: Optional[PathLike], model: Optional[PathLike]
+) -> BiLM:
+    """The biLM that ``Elmo.initialize`` imports (``spacy_elmo.io.loading.resolve_bilm``): from the
+    given files or, where none is given, the English biLM shipped with the package.
+
+    RETURNS (BiLM): loaded on CPU, in eval mode.
+    """
+    what = f"[initialize.components.{name}]"
+    if model is None and options is None and weights is None:
+        try:
+            return resolve_bilm(what=what)
+        except ModelFileError as err:
+            raise ValueError(f"{NO_WEIGHTS.format(name=name)} ({err})") from err
+    return resolve_bilm(model, options=options, weights=weights, what=what)
+
+
+def record_shape(nlp: Language, name: str, config: BiLMConfig) -> None:
+    """Write a biLM shape into the pipeline's config of the component ``name`` (its
+    ``[components.NAME.model]`` block, when that block builds our architecture); other
+    settings of the block are kept."""
+    try:
+        block = nlp.get_pipe_config(name).get("model")
+    except ValueError:
+        return
+    if isinstance(block, dict) and block.get("@architectures") == ARCHITECTURE:
+        block.update(bilm_model_config(config))
 
 
 @Language.factory(
@@ -47,7 +79,7 @@ PathLike = Union[str, Path]
         "set_vector_hooks": False,
         "optimize": True,
         "precision": "fp32",
-        "char_cache_size": 20000,
+        "char_cache_size": DEFAULT_CHAR_CACHE_SIZE,
     },
 )
 def make_elmo(

@@ -96,7 +96,7 @@ def test_vector_hooks(tiny_paths, tiny_sentences):
 
 
 def test_without_weights_or_shipped_model_says_what_to_do(monkeypatch, tmp_path):
-    monkeypatch.setattr("spacy_elmo.shipped.SHIPPED_MODEL_DIR", tmp_path / "absent")
+    monkeypatch.setattr("spacy_elmo.io.loading.SHIPPED_MODEL_DIR", tmp_path / "absent")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": {"dim": 8, "projection_dim": 4, "filters": [[1, 4]]}})
     with pytest.raises(ValueError, match=r"initialize\.components\.elmo"):
@@ -107,7 +107,7 @@ def test_without_weights_or_shipped_model_says_what_to_do(monkeypatch, tmp_path)
 
 def test_without_weights_the_shipped_model_is_used(monkeypatch, tmp_path, tiny_bilm, tiny_expected, tiny_sentences):
     save_bilm(tiny_bilm, tmp_path / "shipped")
-    monkeypatch.setattr("spacy_elmo.shipped.SHIPPED_MODEL_DIR", tmp_path / "shipped")
+    monkeypatch.setattr("spacy_elmo.io.loading.SHIPPED_MODEL_DIR", tmp_path / "shipped")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")  # no weights given, no initialize
     doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))

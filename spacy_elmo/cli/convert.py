@@ -22,8 +22,7 @@ def build_pipeline(
     needs nothing but the output directory.
     RETURNS (Path): the pipeline directory.
     """
-    from ..bilm_source import initial_bilm
-    from ..pipeline import create_pipeline
+    from ..pipeline import create_pipeline, initial_bilm
 
     create_pipeline(initial_bilm(options=options, weights=weights, model=model), lang=lang).to_disk(output)
     return output
@@ -32,10 +31,9 @@ def build_pipeline(
 def export_pipeline_bilm(model: Path, output: Path) -> None:
     """Write the biLM of a spacy-elmo directory or of a pipeline's elmo component as
     ``output/options.json`` + ``output/weights.hdf5`` in the published layout."""
-    from ..io import export_allennlp, load_native
-    from ..bilm_source import find_bilm_directory
+    from ..io import export_allennlp, resolve_bilm
 
-    bilm = load_native(find_bilm_directory(model))
+    bilm = resolve_bilm(model, what="--model")
     export_allennlp(bilm, output / "options.json", output / "weights.hdf5")
 
 

@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import typer
 
-from ..api import load_bilm
+from ..io import load_bilm
 from ._app import app
 
 

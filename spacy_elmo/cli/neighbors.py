@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from ..api import load_bilm
+from ..io import load_bilm
 from ..neighbors import SenseIndex, static_neighbors
 from ..provenance import provenance
 from ._app import app

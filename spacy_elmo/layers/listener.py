@@ -6,7 +6,6 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..data_classes import ElmoOutput
-from ..extensions import install_extensions
 from .listener_protocol import UPSTREAM_ATTR, get_batch_id
 
 NOT_ANNOTATED = (
@@ -43,7 +42,6 @@ class ElmoListener(Model):
             dims={"nL": None, "nO": None},
             attrs={UPSTREAM_ATTR: upstream_name, "grad_factor": float(grad_factor)},
         )
-        install_extensions()  # doc._.elmo is read even in pipelines without an elmo component yet
         self._batch_id: Optional[int] = None
         self._outputs: Optional[List[ElmoOutput]] = None
         self._backprop: Optional[Callable] = None
@@ -89,13 +87,19 @@ def forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tuple[List[
         return [model.ops.asarray3f(out.layers) for out in outputs], backprop
     layers = []
     for doc in docs:
-        if doc._.elmo is not None:
-            layers.append(model.ops.asarray3f(doc._.elmo.layers))
+        annotation = _annotation(doc)
+        if annotation is not None:
+            layers.append(model.ops.asarray3f(annotation.layers))
         elif is_train:
             raise ValueError(NOT_ANNOTATED.format(name=model.name))
         else:
             layers.append(_zeros(model, len(doc)))
     return layers, _no_gradient
+
+
+def _annotation(doc: Doc) -> Optional[ElmoOutput]:
+    # doc._.elmo exists once an elmo component is created; before that no Doc has the annotation
+    return doc._.get("elmo") if Doc.has_extension("elmo") else None
 
 
 def _zeros(model: ElmoListener, n_tokens: int) -> Floats3d:

@@ -4,7 +4,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Optional, Sequence, Union
 
-from ..api import load_bilm
+from ..io import load_bilm
 from ..bilm import BiLM
 from ..provenance import provenance
 from .conllu import PathLike

@@ -8,7 +8,7 @@ import torch
 
 from spacy_elmo import load_bilm
 from spacy_elmo.io import export_allennlp, load_allennlp
-from spacy_elmo.bilm_source import bilm_model_config
+from spacy_elmo.architectures import bilm_model_config
 from spacy_elmo.training.corpus import Corpus
 from spacy_elmo.training.model_dir import load_lm_parts
 from spacy_elmo.training.perplexity import evaluate_perplexity
