@@ -17,16 +17,22 @@ from thinc.types import Floats3d
 from thinc.util import to_numpy
 
 from .bilm import BiLM, BiLMConfig
-from .bilm.bidirectional import unpair_directions
-from .bilm.fast import forget_derived_weights, optimize_for_inference
-from .bilm.quantize import PRECISIONS
 from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
 from .architectures import bilm_model_config
 from .data_classes import ElmoOutput, softmax_weights
 from .extensions import install_extensions, install_vector_hooks
 from .io import ModelFileError, bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .io.loading import DEFAULT_CHAR_CACHE_SIZE, PIPELINE_FACTORY, find_bilm_directory, resolve_bilm  # noqa: F401
-from .layers import get_batch_id, get_bilm, is_listener_for, set_bilm
+from .layers import (
+    InferencePlan,
+    apply_inference,
+    get_batch_id,
+    get_bilm,
+    is_listener_for,
+    set_bilm,
+    set_inference,
+    weights_updated,
+)
 from .threads import one_thread_in_forked_workers
 
 PathLike = Union[str, Path]
@@ -142,10 +148,11 @@ class Elmo(TrainablePipe):
     pipeline: the stored options decide the shape on loading, whatever the
     ``[components.elmo.model]`` block says.
 
-    Inference settings (``optimize``, ``precision``, ``char_cache_size``) are applied with
-    ``spacy_elmo.bilm.fast.optimize_for_inference`` to whichever biLM the component holds
-    whenever it predicts (``nlp(text)``, ``nlp.pipe``, evaluation), so they hold for imported,
-    loaded and fine-tuned weights alike; they are kept in the pipeline's config.cfg. Training
+    Inference settings (``optimize``, ``precision``, ``char_cache_size``) belong to the model
+    (``spacy_elmo.layers.InferencePlan``): it applies them to whichever biLM it holds when the
+    weights are set or change, before a prediction (``nlp(text)``, ``nlp.pipe``, evaluation), so
+    they hold for imported, loaded and fine-tuned weights alike; they are kept in the pipeline's
+    config.cfg. The component only turns Docs into batches and sets annotations. Training
     (``update`` of a trainable biLM) is untouched: it runs the plain float32 computation, and the
     weights it changes are re-laid out at the next prediction. ``optimize`` changes outputs by
     float32 rounding only (at most a few 1e-6); ``nlp.pipe`` ran 2.1x faster with the small model
@@ -183,28 +190,33 @@ class Elmo(TrainablePipe):
             tokens (least recently used dropped first; 0: none). About 2.5 KB a token with the
             full published model, 1 KB with the small one. Needs ``optimize``.
         """
-        if precision not in PRECISIONS:
-            raise ValueError(f"[components.{name}] precision must be one of {PRECISIONS}, not {precision!r}")
-        if char_cache_size < 0:
-            raise ValueError(f"[components.{name}] char_cache_size must be >= 0, not {char_cache_size}")
-        if not optimize and (precision != "fp32" or char_cache_size):
-            raise ValueError(
-                f"[components.{name}] precision {precision!r} and char_cache_size {char_cache_size} need "
-                "optimize = true; set optimize = true, or precision = \"fp32\" and char_cache_size = 0"
-            )
+        try:
+            plan = InferencePlan(optimize=optimize, precision=precision, char_cache_size=char_cache_size)
+        except ValueError as err:
+            raise ValueError(f"[components.{name}] {err}") from None
         self.vocab = vocab
         self.model = model
         self.name = name
         self.mix_weights = tuple(float(w) for w in mix_weights or ())
         self.gamma = float(gamma)
         self.set_vector_hooks = set_vector_hooks
-        self.optimize = optimize
-        self.precision = precision
-        self.char_cache_size = char_cache_size
+        set_inference(model, optimize=plan.optimize, precision=plan.precision, char_cache_size=plan.char_cache_size)
         self.listener_map: Dict[str, List[Model]] = {}
         self.cfg: Dict[str, Any] = {"bilm_options": self.bilm.config.to_options(), "has_weights": False}
         install_extensions()
         one_thread_in_forked_workers()
+
+    @property
+    def optimize(self) -> bool:
+        return self.model.attrs["inference"].optimize
+
+    @property
+    def precision(self) -> str:
+        return self.model.attrs["inference"].precision
+
+    @property
+    def char_cache_size(self) -> int:
+        return self.model.attrs["inference"].char_cache_size
 
     @property
     def bilm(self) -> BiLM:
@@ -252,7 +264,6 @@ class Elmo(TrainablePipe):
         RETURNS (List[ElmoOutput]): per Doc, layers on the model's device.
         """
         self._require_weights()
-        self.prepare_for_inference()
         return self.model.predict(list(docs))
 
     def prepare_for_inference(self) -> None:
@@ -261,8 +272,7 @@ class Elmo(TrainablePipe):
         Cheap when they are in effect already; after a training step of a trainable biLM it
         lays the changed weights out again (a copy of the LSTM weights).
         """
-        if self.optimize:
-            optimize_for_inference(self.bilm, precision=self.precision, char_cache_size=self.char_cache_size)
+        apply_inference(self.model)
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
         """Store the outputs on the Docs (as float32 numpy on CPU) and install hooks if configured."""
@@ -305,10 +315,6 @@ class Elmo(TrainablePipe):
         if not listeners:
             return losses
         docs = [eg.predicted for eg in examples]
-        if self.model.attrs["trainable"]:
-            # Train on a freshly built model's layout: with the weights a prediction paired, autograd
-            # would copy every gradient into their column-major layout (and warn each step).
-            unpair_directions(self.bilm.forward_lstm, self.bilm.backward_lstm)
         set_dropout_rate(self.model, drop)
         outputs, backprop_layers = self.model.begin_update(docs)
         d_layers: List[Floats3d] = [self.model.ops.alloc3f(*out.layers.shape) for out in outputs]
@@ -337,7 +343,7 @@ class Elmo(TrainablePipe):
         if self.model.attrs["trainable"]:
             self.model.finish_update(sgd)
             # thinc's optimizers write through numpy views, which torch's version counters miss
-            forget_derived_weights(self.bilm)
+            weights_updated(self.model)
 
     def initialize(
         self,

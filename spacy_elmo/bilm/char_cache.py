@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .chars import BOS_TOKEN, EOS_TOKEN, token_char_ids
+from .versions import weights_version
 
 if TYPE_CHECKING:
     from .token_encoder import CharCNNEncoder
@@ -144,7 +145,7 @@ class CharCNNCache:
             self._entries.popitem(last=False)
 
     def _check(self, encoder: "CharCNNEncoder") -> None:
-        fingerprint = _fingerprint(encoder)
+        fingerprint = weights_version(encoder)
         if fingerprint != self._fingerprint:
             self._entries.clear()
             self._fingerprint = fingerprint
@@ -154,11 +155,3 @@ def _keys(rows: torch.Tensor) -> List[bytes]:
     # Character ids fit in int32 (published models use 262 of them); 200 bytes per key.
     array = rows.detach().to("cpu", torch.int32).numpy()
     return [row.tobytes() for row in array]
-
-
-def _fingerprint(encoder: "CharCNNEncoder") -> Tuple:
-    params = tuple(
-        (name, id(p), p.data_ptr(), p._version, p.dtype, p.device) for name, p in encoder.named_parameters()
-    )
-    kinds = tuple((name, type(m).__name__, getattr(m, "precision", None)) for name, m in encoder.named_modules())
-    return params, kinds

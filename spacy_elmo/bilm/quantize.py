@@ -19,6 +19,8 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import nn
 
+from .versions import tensors_version
+
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 CPU_ONLY = ("fp16", "int8")
 
@@ -69,7 +71,7 @@ class ReducedPrecisionLinear(nn.Linear):
 
     def _current(self) -> Any:
         weight, bias = self.weight, self.bias
-        key = (weight.data_ptr(), weight._version, weight.device, None if bias is None else bias._version)
+        key = tensors_version(weight, bias)
         if key != self._packed_for:
             self._packed = _pack(weight.detach(), None if bias is None else bias.detach(), self.precision)
             self._packed_for = key

@@ -1,5 +1,14 @@
 """thinc glue: Docs -> biLM -> ElmoOutput, and the listener contract."""
-from .bilm_model import ElmoBiLM, clear_frozen_cache, get_bilm, set_bilm
+from .bilm_model import (
+    ElmoBiLM,
+    InferencePlan,
+    apply_inference,
+    clear_frozen_cache,
+    get_bilm,
+    set_bilm,
+    set_inference,
+    weights_updated,
+)
 from .listener_protocol import ANY_UPSTREAM, UPSTREAM_ATTR, get_batch_id, is_listener_for
 from .segments import doc_segments
 
@@ -7,10 +16,14 @@ __all__ = [
     "ANY_UPSTREAM",
     "UPSTREAM_ATTR",
     "ElmoBiLM",
+    "InferencePlan",
+    "apply_inference",
     "clear_frozen_cache",
     "doc_segments",
     "get_batch_id",
     "get_bilm",
     "is_listener_for",
     "set_bilm",
+    "set_inference",
+    "weights_updated",
 ]

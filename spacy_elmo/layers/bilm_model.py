@@ -6,6 +6,10 @@ this layer cuts Docs into segments (``doc_segments``), batches them by length
 layers. Outputs are arrays of the model's ops (numpy, or cupy under
 ``spacy.require_gpu``); the torch module runs on the device of its parameters.
 
+Prediction runs the biLM as the layer's ``InferencePlan`` says (the elmo component's
+``optimize``, ``precision`` and ``char_cache_size``), applied when the weights are set or change,
+not at every call; training a trainable biLM runs the plain layout.
+
 A frozen biLM's layers depend on nothing but a segment's words, so ``spacy train`` would
 recompute the same layers every epoch and at every dev evaluation: a frozen model keeps them
 in a bounded LRU cache (``FrozenCache``) for training and prediction alike.
@@ -21,11 +25,61 @@ from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, batch_char_ids, plan_batches
+from ..bilm.bidirectional import unpair_directions
+from ..bilm.fast import forget_derived_weights, optimize_for_inference
+from ..bilm.quantize import PRECISIONS
+from ..bilm.versions import weights_version
 from ..data_classes import ElmoOutput
 from .segments import doc_segments
 
 BatchInput = Tuple[np.ndarray, np.ndarray]
 CACHE_ATTR = "frozen_cache"
+INFERENCE_ATTR = "inference"
+
+
+class InferencePlan:
+    """How the layer runs its biLM at prediction: ``optimize_for_inference`` settings, and the
+    state of the weights they were last applied to.
+
+    optimize (bool): apply ``optimize_for_inference`` (False: the plain computation, bit for bit).
+    precision (str): "fp32", "bf16", "fp16" or "int8" (needs ``optimize``).
+    char_cache_size (int): char-CNN cache entries, 0 for none (needs ``optimize``).
+
+    Part of the layer's config, not of its weights: serialized models keep the settings of the
+    config they are loaded with (deserializing keeps the plan in place).
+    """
+
+    def __init__(self, *, optimize: bool = False, precision: str = "fp32", char_cache_size: int = 0) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        if char_cache_size < 0:
+            raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
+        if not optimize and (precision != "fp32" or char_cache_size):
+            raise ValueError(
+                f"precision {precision!r} and char_cache_size {char_cache_size} need optimize = true; "
+                "set optimize = true, or precision = \"fp32\" and char_cache_size = 0"
+            )
+        self.optimize = bool(optimize)
+        self.precision = precision
+        self.char_cache_size = int(char_cache_size)
+        self._applied_to: Optional[Tuple] = None
+
+    def __deepcopy__(self, memo: dict) -> "InferencePlan":
+        return InferencePlan(optimize=self.optimize, precision=self.precision, char_cache_size=self.char_cache_size)
+
+    def apply(self, bilm: BiLM) -> None:
+        """Put the settings into effect on ``bilm`` unless they already are for its current weights."""
+        if not self.optimize:
+            return
+        if self._applied_to is not None and self._applied_to == (id(bilm), weights_version(bilm)):
+            return
+        optimize_for_inference(bilm, precision=self.precision, char_cache_size=self.char_cache_size)
+        # pairing the directions replaces the LSTM weight tensors: key the state they are left in
+        self._applied_to = (id(bilm), weights_version(bilm))
+
+    def forget(self) -> None:
+        """Apply again at the next prediction."""
+        self._applied_to = None
 
 
 class FrozenCache:
@@ -63,7 +117,7 @@ class FrozenCache:
 
     def check(self, module: torch.nn.Module) -> None:
         """Empty the cache unless its entries were computed by this module in this state."""
-        state = _weights_state(module)
+        state = weights_version(module)
         if module is not self._module or state != self._state:
             self.clear()
             self._module = module
@@ -100,11 +154,34 @@ def _deserialize_cache(_: FrozenCache, value: bytes, name: str, model: Model) ->
     return FrozenCache(deserialize_attr(0, value, name, model))
 
 
-def _weights_state(module: torch.nn.Module) -> Tuple:
-    tensors = [*module.parameters(), *module.buffers()]
-    # submodules swapped for reduced-precision ones (fast.optimize_for_inference) change outputs
-    layout = tuple((type(m), getattr(m, "precision", None)) for m in module.modules())
-    return (layout, *((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in tensors))
+@serialize_attr.register(InferencePlan)
+def _serialize_plan(_: InferencePlan, value: InferencePlan, name: str, model: Model) -> bytes:
+    return serialize_attr(value.precision, value.precision, name, model)
+
+
+@deserialize_attr.register(InferencePlan)
+def _deserialize_plan(current: InferencePlan, value: bytes, name: str, model: Model) -> InferencePlan:
+    # the settings come from the config the model is built with, not from the saved bytes
+    return InferencePlan(optimize=current.optimize, precision=current.precision, char_cache_size=current.char_cache_size)
+
+
+def set_inference(model: Model, *, optimize: bool, precision: str = "fp32", char_cache_size: int = 0) -> None:
+    """Give a model built by ``ElmoBiLM`` its inference settings (see ``InferencePlan``); they take
+    effect at the next prediction."""
+    model.attrs[INFERENCE_ATTR] = InferencePlan(optimize=optimize, precision=precision, char_cache_size=char_cache_size)
+
+
+def apply_inference(model: Model) -> None:
+    """Put a model's inference settings into effect now (a prediction does this itself)."""
+    model.attrs[INFERENCE_ATTR].apply(get_bilm(model))
+
+
+def weights_updated(model: Model) -> None:
+    """Tell a model built by ``ElmoBiLM`` that its biLM's weights were written in ways torch does not
+    count (thinc's optimizers write through numpy views): every cache derived from them is dropped."""
+    forget_derived_weights(get_bilm(model))
+    model.attrs[CACHE_ATTR].clear()
+    model.attrs[INFERENCE_ATTR].forget()
 
 
 def clear_frozen_cache(model: Model) -> None:
@@ -156,6 +233,7 @@ def ElmoBiLM(
             "max_batch_items": max_batch_items,
             "trainable": trainable,
             CACHE_ATTR: FrozenCache(int(frozen_cache_mb * 2**20)),
+            INFERENCE_ATTR: InferencePlan(),
         },
         dims={"nO": None},
     )
@@ -181,6 +259,7 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
     bilm.reset_states()
     shim._model = bilm.to(device)
     model.attrs[CACHE_ATTR].clear()
+    model.attrs[INFERENCE_ATTR].forget()
     model.set_dim("nO", bilm.config.output_dim, force=True)
     model.attrs["n_layers"] = bilm.config.n_output_layers
 
@@ -190,6 +269,12 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOut
     bilm = get_bilm(model)
     config = bilm.config
     trainable = is_train and model.attrs["trainable"]
+    if trainable:
+        # Train on a freshly built model's layout: with the weights a prediction paired, autograd
+        # would copy every gradient into their column-major layout (and warn each step).
+        unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    elif not is_train:
+        model.attrs[INFERENCE_ATTR].apply(bilm)
     cache: FrozenCache = model.attrs[CACHE_ATTR]
     use_cache = cache.max_bytes > 0 and not model.attrs["trainable"]
     if use_cache:

@@ -1,0 +1,100 @@
+"""The model's inference settings: applied when the weights are set or change, not at every call."""
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from spacy.tokens import Doc
+from spacy.vocab import Vocab
+
+import spacy_elmo.layers.bilm_model as bilm_model
+from spacy_elmo.layers import ElmoBiLM, InferencePlan, apply_inference, get_bilm, set_bilm, set_inference, weights_updated
+
+from ..conftest import random_bilm
+
+PACKAGE = Path(bilm_model.__file__).resolve().parent.parent
+
+
+def _model(**inference):
+    model = ElmoBiLM(random_bilm(), max_window=50, batch_size=8, max_batch_items=None, trainable=True)
+    set_inference(model, **inference)
+    return model
+
+
+def _docs():
+    return [Doc(Vocab(), words=["the", "bank", "of", "the", "river"]), Doc(Vocab(), words=["money", "in", "the", "bank"])]
+
+
+@pytest.fixture()
+def applications(monkeypatch):
+    calls = []
+    real = bilm_model.optimize_for_inference
+
+    def counted(bilm, **settings):
+        calls.append(settings)
+        return real(bilm, **settings)
+
+    monkeypatch.setattr(bilm_model, "optimize_for_inference", counted)
+    return calls
+
+
+def test_applied_once_then_again_only_when_the_weights_change(applications):
+    model = _model(optimize=True, char_cache_size=100)
+    first = model.predict(_docs())
+    model.predict(_docs())
+    model.predict(_docs())
+    assert applications == [{"precision": "fp32", "char_cache_size": 100}]
+    # a training step of a trainable biLM: back to the plain layout, weights moved
+    outputs, backprop = model.begin_update(_docs())
+    backprop([np.ones_like(o.layers) for o in outputs])
+    with torch.no_grad():
+        for p in get_bilm(model).parameters():
+            p.add_(0.01)
+    changed = model.predict(_docs())
+    assert len(applications) == 2
+    assert not np.allclose(first[0].layers, changed[0].layers, atol=1e-4)
+    # writes torch does not count are announced
+    weights_updated(model)
+    model.predict(_docs())
+    assert len(applications) == 3
+    # a new biLM is a new state
+    set_bilm(model, random_bilm(seed=5))
+    model.predict(_docs())
+    assert len(applications) == 4
+
+
+def test_optimized_prediction_matches_plain_and_plain_is_untouched(applications):
+    plain = _model(optimize=False)
+    fast = _model(optimize=True)
+    reference = plain.predict(_docs())
+    outputs = fast.predict(_docs())
+    assert len(applications) == 1
+    for a, b in zip(reference, outputs):
+        np.testing.assert_allclose(a.layers, b.layers, atol=1e-5)
+    assert not any(getattr(layer, "tanh_via_sigmoid", False) for layer in get_bilm(plain).forward_lstm.layers)
+    apply_inference(plain)  # optimize = False: nothing to do
+    assert not any(getattr(layer, "tanh_via_sigmoid", False) for layer in get_bilm(plain).forward_lstm.layers)
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="precision must be one of"):
+        InferencePlan(optimize=True, precision="fp8")
+    with pytest.raises(ValueError, match="need optimize = true"):
+        InferencePlan(optimize=False, char_cache_size=10)
+    with pytest.raises(ValueError, match=">= 0"):
+        InferencePlan(optimize=True, char_cache_size=-1)
+
+
+def test_loading_keeps_the_settings_of_the_config():
+    saved = _model(optimize=True, precision="fp32", char_cache_size=10)
+    loaded = _model(optimize=True, precision="int8")
+    loaded.from_bytes(saved.to_bytes())
+    plan = loaded.attrs["inference"]
+    assert (plan.optimize, plan.precision, plan.char_cache_size) == (True, "int8", 0)
+
+
+def test_component_leaves_the_inference_machinery_to_the_model():
+    tree = ast.parse((PACKAGE / "pipeline.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not {m for m in imported if m.startswith("bilm.")}, imported
