@@ -22,7 +22,8 @@ def provenance(command: Optional[str] = None) -> Dict[str, Any]:
 
     command (Optional[str]): the command line that wrote the file (default: this process's).
     RETURNS (Dict[str, Any]): command, commit and dirty (None outside a git checkout; dirty: tracked
-        files differed from the commit), cpu, cpu_count, torch_threads, python, torch, spacy_elmo, date (UTC).
+        files differed from the commit), cpu, cpu_flags (``FLAGS_THAT_MATTER`` present),
+        cpu_capability (torch's kernel level), cpu_count, torch_threads, python, torch, spacy_elmo, date (UTC).
     """
     from . import __version__
 
@@ -33,6 +34,8 @@ def provenance(command: Optional[str] = None) -> Dict[str, Any]:
         "commit": commit,
         "dirty": None if changed is None else bool(changed),
         "cpu": cpu_model(),
+        "cpu_flags": cpu_flags(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
@@ -62,6 +65,20 @@ def cpu_model() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
+
+
+# the flags that decide which kernels run: vector width, bf16 and int8 arithmetic, AMX tiles
+FLAGS_THAT_MATTER = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def cpu_flags() -> list:
+    """RETURNS (list): which of ``FLAGS_THAT_MATTER`` the CPU has (Linux /proc/cpuinfo; empty elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        return []
+    line = next((l for l in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines() if l.startswith("flags")), "")
+    present = set(line.split(":", 1)[-1].split())
+    return [flag for flag in FLAGS_THAT_MATTER if flag in present]
 
 
 def _relative(arg: str) -> str:

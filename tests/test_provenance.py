@@ -1,6 +1,6 @@
 import datetime
 
-from spacy_elmo.provenance import command_line, provenance
+from spacy_elmo.provenance import FLAGS_THAT_MATTER, command_line, provenance
 
 
 def test_record_names_command_machine_and_date():
@@ -10,6 +10,17 @@ def test_record_names_command_machine_and_date():
     assert datetime.datetime.fromisoformat(record["date"]).tzinfo is not None
     assert record["commit"] is None or len(record["commit"]) == 40
     assert record["dirty"] in (None, True, False)
+    assert set(record["cpu_flags"]) <= set(FLAGS_THAT_MATTER) and record["cpu_capability"]
+
+
+def test_cpu_flags_read_from_cpuinfo(tmp_path, monkeypatch):
+    import spacy_elmo.provenance as module
+
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("model name\t: X\nflags\t\t: fpu avx2 fma avx512f amx_bf16 sse\n", encoding="utf-8")
+    real_path = module.Path
+    monkeypatch.setattr(module, "Path", lambda p: fake if p == "/proc/cpuinfo" else real_path(p))
+    assert module.cpu_flags() == ["avx2", "fma", "avx512f", "amx_bf16"]
 
 
 def test_a_package_main_reads_as_python_dash_m(tmp_path, monkeypatch):
