@@ -1,8 +1,9 @@
 """The character-level token encoder: distinct tokens once, and the highway's few-row path."""
+import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.bilm import batch_char_ids
+from spacy_elmo.bilm import batch_char_ids, token_char_ids
 from spacy_elmo.bilm.highway import Highway
 
 from ..conftest import random_bilm
@@ -60,3 +61,23 @@ def test_highway_few_row_path_equals_the_linear_layers(rows, monkeypatch):
     # with autograd the layers run as they are, and gradients reach every weight
     highway(x).sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in highway.parameters())
+
+
+def test_token_encoder_equals_full_width_convolutions():
+    bilm = random_bilm(seed=2, filters=((1, 4), (2, 4), (3, 8), (5, 8)))
+    enc = bilm.token_encoder
+    generator = torch.Generator().manual_seed(0)
+    rows = [token_char_ids(t) for t in ["a", "bank", "b" * 47, "c" * 48, "é" * 30, "<S>", "</S>", ""]]
+    ids = torch.from_numpy(np.stack(rows))
+    # arbitrary ids, including rows whose filler is not the PAD id, and an all-padding row
+    noise = torch.randint(1, 262, (6, 50), generator=generator)
+    noise[:3, 20:] = 7
+    ids = torch.cat([ids, noise, torch.zeros(1, 50, dtype=torch.long), ids[:2]])
+    with torch.no_grad():
+        embedded = enc.char_embedding(ids).transpose(1, 2)
+        pooled = torch.cat([torch.relu(conv(embedded).max(dim=-1).values) for conv in enc.convolutions], dim=-1)
+        expected = enc.projection(enc.highway(pooled))
+        got = enc(ids)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    # bitwise: repeated rows are encoded once and gathered
+    torch.testing.assert_close(got[-2:], got[:2], atol=0, rtol=0)
