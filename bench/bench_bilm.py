@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM
-from spacy_elmo.bilm.bidirectional import paired_weights
-from spacy_elmo.bilm.fast import optimize_for_inference
+from spacy_elmo.bilm.inference.bidirectional import paired_weights
+from spacy_elmo.bilm.inference.fast import optimize_for_inference
 from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM

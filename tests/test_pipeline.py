@@ -7,8 +7,8 @@ from spacy.training import Example
 from spacy.util import load_model_from_config
 from thinc.api import Adam, Model
 
-from spacy_elmo.bilm.bidirectional import paired_weights
-from spacy_elmo.bilm.fast import optimize_for_inference
+from spacy_elmo.bilm.inference.bidirectional import paired_weights
+from spacy_elmo.bilm.inference.fast import optimize_for_inference
 from spacy_elmo.io import ModelFileError, load_allennlp, save_bilm
 from spacy_elmo.layers import UPSTREAM_ATTR, get_batch_id
 from spacy_elmo.pipeline import create_pipeline

@@ -8,7 +8,7 @@ Speed (see bench/): the input projections of all timesteps are one matrix produc
 rows that have ended drop out of each step (the batch is sorted by length); without
 autograd the step runs in place on preallocated time-major buffers, so each timestep
 is one fused recurrent product, a few in-place elementwise ops and the projection
-(``run_in_place``, which also steps both directions together: see bidirectional.py).
+(``run_in_place``, which also steps both directions together: see inference/bidirectional.py).
 """
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -146,7 +146,7 @@ def run_in_place(
         def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
             torch.mm(hidden[0], layer.projection.weight.t(), out=dest[0])
 
-    else:  # reduced-precision stand-ins for the linear layers (see quantize.py)
+    else:  # reduced-precision stand-ins for the linear layers (see inference/quantize.py)
 
         def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
             torch.add(layer.state_linearity(h[0]), p[0], out=gates[0])

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .bidirectional import run_directions
+from .inference.bidirectional import run_directions
 from .config import BiLMConfig
 from .lstm import LSTMPStack, State
 from .token_encoder import CharCNNEncoder

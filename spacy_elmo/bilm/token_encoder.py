@@ -5,7 +5,7 @@ Two savings that leave the results unchanged: a batch's distinct tokens are enco
 of a token that holds characters. A token's ids end in a run of one filler id (PAD, or 0 in
 an all-padding row); every convolution window that lies inside that run sees the same input
 and gives the same value, so one such window stands for all of them in the max-pool. Most
-tokens need 8-16 of the 50 positions. An optional ``CharCNNCache`` (see ``char_cache.py``)
+tokens need 8-16 of the 50 positions. An optional ``CharCNNCache`` (see ``inference/char_cache.py``)
 keeps encodings of frequent tokens across calls at inference time.
 """
 from typing import TYPE_CHECKING, List, Optional, Tuple
@@ -17,7 +17,7 @@ from .config import BiLMConfig
 from .highway import Highway
 
 if TYPE_CHECKING:
-    from .char_cache import CharCNNCache
+    from .inference.char_cache import CharCNNCache
 
 # Spans are rounded up to a multiple of this, so tokens of similar length share one convolution call.
 SPAN_STEP = 4

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..bilm import BiLM
-from ..bilm.fast import optimize_for_inference
+from ..bilm.inference.fast import optimize_for_inference
 from .allennlp import load_allennlp
 from .errors import ModelFileError
 from .native import CONFIG_NAME, load_native

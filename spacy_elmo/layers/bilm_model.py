@@ -25,9 +25,9 @@ from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, batch_char_ids, plan_batches
-from ..bilm.bidirectional import unpair_directions
-from ..bilm.fast import forget_derived_weights, optimize_for_inference
-from ..bilm.quantize import PRECISIONS
+from ..bilm.inference.bidirectional import unpair_directions
+from ..bilm.inference.fast import forget_derived_weights, optimize_for_inference
+from ..bilm.inference.quantize import PRECISIONS
 from ..bilm.versions import weights_version
 from ..data_classes import ElmoOutput
 from .segments import doc_segments

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import batch_char_ids
-from spacy_elmo.bilm.bidirectional import (
+from spacy_elmo.bilm.inference.bidirectional import (
     gather_running,
     packed_positions,
     pair_directions,

@@ -2,7 +2,7 @@
 import torch
 
 from spacy_elmo.bilm import batch_char_ids
-from spacy_elmo.bilm.fast import optimize_for_inference
+from spacy_elmo.bilm.inference.fast import optimize_for_inference
 
 from ..conftest import random_bilm
 from .sentences import SENTENCES, layers

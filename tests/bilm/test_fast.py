@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from spacy_elmo.bilm.fast import optimize_for_inference
+from spacy_elmo.bilm.inference.fast import optimize_for_inference
 
 from ..conftest import random_bilm
 from .sentences import layers
@@ -30,3 +30,16 @@ def test_rejects_unknown_precision_and_negative_cache():
         optimize_for_inference(bilm, precision="int4")
     with pytest.raises(ValueError, match="char_cache_size"):
         optimize_for_inference(bilm, char_cache_size=-1)
+
+
+@pytest.mark.parametrize("name", ["fast", "bidirectional", "char_cache", "quantize"])
+def test_old_module_paths_warn_and_give_the_inference_modules_objects(name):
+    import importlib
+    import sys
+
+    sys.modules.pop(f"spacy_elmo.bilm.{name}", None)
+    with pytest.warns(DeprecationWarning, match=f"spacy_elmo.bilm.inference.{name}"):
+        old = importlib.import_module(f"spacy_elmo.bilm.{name}")
+    new = importlib.import_module(f"spacy_elmo.bilm.inference.{name}")
+    public = [n for n in vars(old) if not n.startswith("_") and n not in ("warnings",)]
+    assert public and all(getattr(old, n) is getattr(new, n) for n in public)

@@ -4,8 +4,8 @@ import torch
 from torch import nn
 
 from spacy_elmo.bilm import batch_char_ids
-from spacy_elmo.bilm.fast import optimize_for_inference
-from spacy_elmo.bilm.quantize import ReducedPrecisionLinear, reduce_precision
+from spacy_elmo.bilm.inference.fast import optimize_for_inference
+from spacy_elmo.bilm.inference.quantize import ReducedPrecisionLinear, reduce_precision
 
 from ..conftest import random_bilm
 from .sentences import SENTENCES, layers

@@ -1,0 +1,95 @@
+"""Inference settings for a biLM: lockstep directions, char-CNN cache, reduced precision.
+
+Every biLM already computes all timesteps' input projections in one product, drops
+finished rows from each step, runs the recurrent step in place and encodes each batch's
+distinct tokens once over their used characters only. ``optimize_for_inference`` adds the
+options that cost memory or accuracy. Measured in ``bench/`` (README "Speed").
+
+Threads: torch uses one intra-op thread per core by default. With other work on the
+machine, set ``torch.set_num_threads(n)`` to the cores you mean to give it (the benchmark
+uses 2). ``nlp.pipe(n_process=k)`` workers run on one thread each (the elmo component sees to
+it: GNU OpenMP does not survive a fork); more threads than cores makes the per-timestep
+products much slower, not faster.
+"""
+from typing import Iterable, Optional
+
+from .bidirectional import pair_directions, unpair_directions
+from .char_cache import CharCNNCache
+from ..model import BiLM
+from .quantize import CPU_ONLY, PRECISIONS, ReducedPrecisionLinear, reduce_precision
+
+
+def optimize_for_inference(
+    bilm: BiLM,
+    *,
+    precision: str = "fp32",
+    char_cache_size: int = 0,
+    vocab: Optional[Iterable[str]] = None,
+    exact: bool = False,
+) -> BiLM:
+    """Prepare a biLM for fast inference, in place. Training still works afterwards (in float32).
+
+    bilm (BiLM): the model; put in eval mode.
+    precision (str): "fp32" (outputs equal to the plain model to about 1e-6), or a fast mode:
+        "fp16" (float16 weights, CPU), "int8" (dynamic quantization, CPU) or "bf16" (for hardware
+        with bf16 arithmetic). Applies to every linear layer of the LSTMs and the token encoder's
+        highway and projection; the reduced-precision copies are made on first use and remade when
+        the weights change. "fp32" also undoes an earlier fast mode.
+    char_cache_size (int): keep the token encodings of up to this many tokens across calls
+        (0 disables). 20000 tokens take about 50 MB with the published models.
+    vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
+        (at most char_cache_size); the cache then keeps exactly these. Without a vocabulary the
+        cache fills as tokens are seen and evicts the least recently used; such a cache of the
+        same size is kept (with its entries) when this runs again, which is then cheap.
+    exact (bool): keep the plain float32 computation bit for bit. If False (the default), each
+        layer's weights of the two directions share one tensor (same values; the recurrent ones
+        column-major), so both directions step in lockstep with batched products (see
+        bidirectional.py), and tanh goes through sigmoid (2.7x faster than MKL's tanh, which
+        also stalls on a busy machine). Results then move at float32 rounding level: at most
+        2.2e-6 on the test fixtures, whose values reach 4. The input projections of a batch go
+        into a buffer kept between calls, per thread: 128 KiB per running position (padding rows
+        are left out) with the full published model (about 215 MiB for 64 sentences of 20-30
+        tokens), 32 KiB with the small one; the first layer's are computed once per distinct token.
+    RETURNS (BiLM): the same model. (copy.deepcopy copies parameters one by one, which undoes the
+        pairing of the directions: call this again on a copy.)
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    if precision in CPU_ONLY and bilm.device.type != "cpu":
+        raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" or "fp32" on {bilm.device.type}')
+    if char_cache_size < 0:
+        raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
+    bilm.eval()
+    reduce_precision(bilm, precision)
+    encoder = bilm.token_encoder
+    for stack in (bilm.forward_lstm, bilm.backward_lstm):
+        for layer in stack.layers:
+            layer.tanh_via_sigmoid = not exact
+    if exact:
+        unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    else:
+        pair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    current = encoder.cache
+    if not char_cache_size:
+        encoder.cache = None
+    elif vocab is not None:
+        encoder.cache = CharCNNCache(char_cache_size, admit_new=False)
+        encoder.cache.fill(encoder, vocab)
+    elif current is None or current.max_size != char_cache_size or not current.admit_new:
+        encoder.cache = CharCNNCache(char_cache_size)
+    return bilm
+
+
+def forget_derived_weights(bilm: BiLM) -> None:
+    """Drop what ``optimize_for_inference`` derived from the weights: char cache entries and
+    reduced-precision copies (both are remade as needed).
+
+    They notice optimizer steps, ``load_state_dict`` and ``.to()`` themselves; call this after
+    writes that torch does not count: through ``param.data`` or numpy views of the parameters,
+    as thinc's optimizers write (the elmo component calls it after each update).
+    """
+    if bilm.token_encoder.cache is not None:
+        bilm.token_encoder.cache.clear()
+    for module in bilm.modules():
+        if isinstance(module, ReducedPrecisionLinear):
+            module.forget()
