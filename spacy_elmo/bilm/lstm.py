@@ -258,6 +258,13 @@ class LSTMPStack(nn.Module):
             ]
         )
 
+    def skip(self, k: int, layer_input: torch.Tensor, layer_output: torch.Tensor) -> torch.Tensor:
+        """Layer ``k``'s output as the next layer (and the caller) sees it: plus its input above
+        the first layer when the stack has skip connections. Every layer loop goes through here."""
+        if k > 0 and self.use_skip_connections:
+            return layer_output + layer_input
+        return layer_output
+
     def forward(
         self, inputs: torch.Tensor, batch_sizes: Sequence[int], states: List[State]
     ) -> Tuple[List[torch.Tensor], List[State]]:
@@ -266,8 +273,7 @@ class LSTMPStack(nn.Module):
         x = inputs
         for k, layer in enumerate(self.layers):
             y, state = layer(x, batch_sizes, states[k])
-            if k > 0 and self.use_skip_connections:
-                y = y + x
+            y = self.skip(k, x, y)
             outputs.append(y)
             final.append(state)
             x = y

@@ -136,9 +136,7 @@ def run_directions(
             pair, projected, batch_sizes, [states[0][k], states[1][k]], paired[1:], packed=True
         )
         for d, stack in enumerate((forward, backward)):
-            y = out[:, d].transpose(0, 1)
-            if k > 0 and stack.use_skip_connections:
-                y = y + xs[d]
+            y = stack.skip(k, xs[d], out[:, d].transpose(0, 1))
             results[d][0].append(y)
             results[d][1].append(finals[d])
             xs[d] = y
