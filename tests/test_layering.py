@@ -1,0 +1,54 @@
+"""Imports go downward only (docs/ARCHITECTURE.md): the lower layers never import the upper ones."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "spacy_elmo"
+# layer -> the spacy_elmo modules and packages its code may import (besides its own)
+ALLOWED = {
+    "bilm": set(),
+    "io": {"bilm"},
+    "probes": {"bilm", "io", "provenance", "plotting"},
+    "layers": {"bilm", "data_classes"},
+    "training": {"bilm", "io", "probes", "provenance", "plotting"},
+}
+
+
+def _imported(path: Path, root: Path = PACKAGE):
+    """The spacy_elmo top-level names a module imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    depth = len(path.relative_to(root).parts) - 1  # packages between spacy_elmo and the module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                parts = (node.module or "").split(".")
+                if parts[0] == "spacy_elmo" and len(parts) > 1:
+                    yield parts[1]
+            elif node.level > depth:  # reaches above its own top-level package
+                target = (node.module or "").split(".")[0]
+                yield target if target else None
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "spacy_elmo" and len(parts) > 1:
+                    yield parts[1]
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_imports_only_downward(layer):
+    wrong = set()
+    for path in (PACKAGE / layer).rglob("*.py"):
+        for name in _imported(path):
+            if name is not None and name != layer and name not in ALLOWED[layer]:
+                wrong.add(f"{path.relative_to(PACKAGE)} imports spacy_elmo.{name}")
+    assert not wrong, sorted(wrong)
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    fake = tmp_path / "spacy_elmo" / "bilm"
+    fake.mkdir(parents=True)
+    (fake / "model.py").write_text(
+        "from ..pipeline import Elmo\nfrom .lstm import X\nfrom spacy_elmo.training import loop\n", encoding="utf-8"
+    )
+    assert list(_imported(fake / "model.py", tmp_path / "spacy_elmo")) == ["pipeline", "training"]
