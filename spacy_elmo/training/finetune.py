@@ -20,10 +20,11 @@ from ..io.native import write_atomic
 from .config import LMConfig
 from .distributed import DistInfo, barrier, shutdown
 from .lm import LanguageModel
-from .loop import CHECKPOINTS, RunSummary, train_lm
+from .loop import RunSummary, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity
-from .pretrain import dev_reader, logger, prepare_vocab, setup_process, train_corpus
+from .pretrain import prepare_vocab
+from .setup import check_output, dev_reader, has_checkpoints, logger, make_output, setup_process, train_corpus
 from .vocab import Vocab
 
 REPORT_NAME = "finetune-report.json"
@@ -66,14 +67,11 @@ def finetune(
     max_time (Optional[float]): seconds for the whole invocation (warm-up included).
     """
     output = Path(output)
-    if not resume and (output / CHECKPOINTS).is_dir() and any((output / CHECKPOINTS).iterdir()):
-        raise FileExistsError(f"{output} already has checkpoints: pass --resume to continue, or use a new directory")
+    check_output(output, resume=resume)
     started = time.monotonic()
     torch_device, info = setup_process(config, device)
     try:
-        if info.is_main:
-            output.mkdir(parents=True, exist_ok=True)
-        barrier(info)
+        make_output(output, info)
         log = logger(info, stream)
         bilm, vocab, softmax_weights = load_start(model, options, weights)
         corpus = train_corpus(config)
@@ -88,7 +86,7 @@ def finetune(
             softmax.load_state_dict(softmax_weights)
         lm = LanguageModel(bilm, softmax, dropout=config.training.dropout).to(torch_device)
         dev = dev_reader(config)
-        resuming = resume and (output / CHECKPOINTS).is_dir() and any((output / CHECKPOINTS).iterdir())
+        resuming = resume and has_checkpoints(output)
         limit = config.training.max_time if max_time is None else max_time
         if resuming:
             before = _saved_before(output)

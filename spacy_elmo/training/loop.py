@@ -14,7 +14,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -113,116 +113,251 @@ def train_lm(
     max_time (Optional[float]): seconds for this invocation (overrides ``training.max_time``); 0: no limit.
     probe (Optional[ProbeSettings]): when enabled, a layer probe at each evaluation (rank 0).
     """
-    device = lm.bilm.device
-    max_time = settings.max_time if max_time is None else max_time
+    run = _Run(
+        lm, vocab, corpus, settings=settings, corpus_settings=corpus_settings, seed=seed, output=output, info=info,
+        dev_segments=dev_segments, extra=extra or {},
+    )
+    run.restore(resume)
     total_steps = settings.max_steps or (settings.max_epochs * steps_per_epoch if steps_per_epoch else None)
-    optimizer = make_optimizer(lm.parameters(), settings)
-    step, epoch, batch_index, run_tokens = 0, 0, 0, 0
+    run.start(total_steps=total_steps, max_time=settings.max_time if max_time is None else max_time, stream=stream, probe=probe)
+    return run.finish(run.train_epochs())
+
+
+@dataclass
+class RunState:
+    """Where a run stands: what a checkpoint records (the rest is in the weights and optimizer) and a resumed run restores."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0
     carry: Optional[BiLMState] = None
     best: Optional[Dict[str, float]] = None
-    checkpoint = latest_checkpoint(output / CHECKPOINTS) if resume else None
-    if checkpoint is not None:
-        restore_training_state(checkpoint, lm, optimizer, rank=info.rank)
-        step, epoch, batch_index = checkpoint.step, checkpoint.position["epoch"], checkpoint.position["batch"]
-        best = checkpoint.extra.get("best_dev")
-        carry = _carry_from_tensors(checkpoint.carry, info.rank, lm)
-    elif info.enabled:
-        # same initial weights everywhere (DDP checks), but each rank its own dropout masks and samples
-        torch.manual_seed(seed * 1009 + info.rank)
+    # tokens trained on by this rank in this invocation (for the summary's throughput)
+    run_tokens: int = 0
+
+
+def train_step(
+    lm: LanguageModel,
+    batch: LMBatch,
+    *,
+    optimizer: torch.optim.Optimizer,
+    settings: TrainingSettings,
+    step: int,
+    initial: Optional[BiLMState] = None,
+    module: Optional[nn.Module] = None,
+) -> Tuple[Dict[str, Any], torch.Tensor]:
+    """One update after ``step`` updates: forward (bf16 autocast if set), backward, the scheduled rate, clipping, the step.
+
+    optimizer (torch.optim.Optimizer): its groups hold ``initial_lr``, the schedule's base rate.
+    initial (Optional[BiLMState]): the state carried from the previous window (windows mode).
+    module (Optional[nn.Module]): what runs the forward pass: ``lm`` itself, or its DistributedDataParallel wrapper.
+    RETURNS (Tuple[dict, torch.Tensor]): the model's outputs and the loss reported (mean token NLL of both directions).
+    """
+    with torch.autocast(lm.bilm.device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16"):
+        out = lm.run_batch(batch, initial, module=module)
+    # bilm-tf differentiates the mean token loss times unroll_steps, i.e. the summed loss of
+    # a row's window averaged over rows; with sentences, the summed loss of each sentence
+    objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
+    loss = 0.5 * (out["forward_nll"] / max(out["forward_n"], 1) + out["backward_nll"] / max(out["backward_n"], 1))
+    optimizer.zero_grad(set_to_none=True)
+    objective.backward()
     for group in optimizer.param_groups:
-        # the schedule's base rate (checkpoints written before schedules existed lack it)
-        group.setdefault("initial_lr", group["lr"])
-    module: nn.Module = lm
-    if info.enabled:
-        module = nn.parallel.DistributedDataParallel(lm, device_ids=[device.index] if device.type == "cuda" else None)
-    progress = ProgressLine(total_steps, max_time=max_time, stream=stream)
-    metrics = MetricsLog(output / "metrics.jsonl") if info.is_main else None
-    layer_probe = _layer_probe(probe, seed) if info.is_main else None
-    summary = RunSummary(best_dev=best)
-    start = time.monotonic()
-    start_step, interval = step, _Interval()
-    if info.is_main:
-        progress.message(f"training from step {step} (epoch {epoch}, batch {batch_index}); about {total_steps or '?'} steps")
+        group["lr"] = learning_rate_at(step + 1, settings, base=group["initial_lr"])
+    if settings.grad_clip > 0:
+        nn.utils.clip_grad_norm_([p for p in lm.parameters() if p.requires_grad], settings.grad_clip)
+    optimizer.step()
+    return out, loss
 
-    def write_models(final: bool) -> None:
-        carry_tensors, rng_by_rank = _gathered_state(info, carry, device)
-        if not info.is_main:
-            return
-        meta = {**(extra or {}), "step": step, "best_dev": best}
-        save_checkpoint(
-            output / CHECKPOINTS, step=step, position={"epoch": epoch, "batch": batch_index}, model=lm,
-            optimizer=optimizer, carry=carry_tensors, extra=meta, keep=settings.keep_checkpoints,
-            rng_by_rank=rng_by_rank,
-        )
-        save_lm(lm, vocab, output / "model-last", extra={**meta, "final": final})
 
-    # a resumed run that had already reached max_steps (killed after its last checkpoint) trains no further
-    stop = "max_steps" if settings.max_steps and step >= settings.max_steps else ""
-    lm.train()
-    while not stop and epoch < settings.max_epochs:
+class _Run:
+    """One invocation of the loop: the model, data and settings it was given, its logs, and its ``RunState``."""
+
+    def __init__(
+        self, lm: LanguageModel, vocab: Vocab, corpus: Corpus, *, settings: TrainingSettings,
+        corpus_settings: CorpusSettings, seed: int, output: Path, info: DistInfo,
+        dev_segments: Optional[Callable[[], Iterable[List[str]]]], extra: Dict[str, Any],
+    ) -> None:
+        self.lm, self.vocab, self.corpus = lm, vocab, corpus
+        self.settings, self.corpus_settings, self.seed = settings, corpus_settings, seed
+        self.output, self.info, self.dev_segments, self.extra = output, info, dev_segments, extra
+        self.device = lm.bilm.device
+        self.optimizer = make_optimizer(lm.parameters(), settings)
+        self.state = RunState()
+
+    def restore(self, resume: bool) -> None:
+        """Continue from the newest intact checkpoint (with ``resume``), else seed this rank's randomness."""
+        lm, optimizer, info, state = self.lm, self.optimizer, self.info, self.state
+        checkpoint = latest_checkpoint(self.output / CHECKPOINTS) if resume else None
+        if checkpoint is not None:
+            restore_training_state(checkpoint, lm, optimizer, rank=info.rank)
+            state.step, state.epoch, state.batch_index = checkpoint.step, checkpoint.position["epoch"], checkpoint.position["batch"]
+            state.best = checkpoint.extra.get("best_dev")
+            state.carry = _carry_from_tensors(checkpoint.carry, info.rank, lm)
+        elif info.enabled:
+            # same initial weights everywhere (DDP checks), but each rank its own dropout masks and samples
+            torch.manual_seed(self.seed * 1009 + info.rank)
+        for group in optimizer.param_groups:
+            # the schedule's base rate (checkpoints written before schedules existed lack it)
+            group.setdefault("initial_lr", group["lr"])
+
+    def start(self, *, total_steps: Optional[int], max_time: float, stream, probe: Optional[ProbeSettings]) -> None:
+        """Wrap the model for distributed training, open the logs and start the clock."""
+        lm, info, state = self.lm, self.info, self.state
+        self.module: nn.Module = lm
+        if info.enabled:
+            self.module = nn.parallel.DistributedDataParallel(lm, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.max_time = max_time
+        self.progress = ProgressLine(total_steps, max_time=max_time, stream=stream)
+        self.metrics = MetricsLog(self.output / "metrics.jsonl") if info.is_main else None
+        self.layer_probe = _layer_probe(probe, self.seed) if info.is_main else None
+        self.summary = RunSummary(best_dev=state.best)
+        self.started = time.monotonic()
+        self.start_step, self.interval = state.step, _Interval()
+        if info.is_main:
+            self.progress.message(
+                f"training from step {state.step} (epoch {state.epoch}, batch {state.batch_index}); about {total_steps or '?'} steps"
+            )
+
+    def train_epochs(self) -> str:
+        """Train until a limit is reached. RETURNS (str): the limit (max_steps, max_time or max_epochs)."""
+        state = self.state
+        # a resumed run that had already reached max_steps (killed after its last checkpoint) trains no further
+        stop = "max_steps" if self.reached_max_steps() else ""
+        self.lm.train()
+        while not stop and state.epoch < self.settings.max_epochs:
+            stop = self.train_epoch()
+            if not stop:
+                state.epoch, state.batch_index, state.carry = state.epoch + 1, 0, None
+                self.summary.epochs_done = state.epoch
+        return stop or "max_epochs"
+
+    def train_epoch(self) -> str:
+        """Train on the rest of the current epoch. RETURNS (str): the limit reached, "" if the epoch ended first."""
+        state = self.state
         batches = epoch_batches(
-            corpus, vocab, settings=settings, corpus_settings=corpus_settings, seed=seed, epoch=epoch, info=info,
-            max_chars=lm.bilm.config.max_characters_per_token,
+            self.corpus, self.vocab, settings=self.settings, corpus_settings=self.corpus_settings, seed=self.seed,
+            epoch=state.epoch, info=self.info, max_chars=self.lm.bilm.config.max_characters_per_token,
         )
-        for _ in range(batch_index):
+        for _ in range(state.batch_index):
             next(batches, None)
         while True:
             batch = next(batches, None)
-            out_of_data, out_of_time = stop_flags(info, batch is None, bool(max_time) and time.monotonic() - start >= max_time, device)
-            if out_of_data:
-                break
-            if out_of_time:
-                stop = "max_time"
-                break
-            initial = _initial_state(lm, batch, carry)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16"):
-                out = lm.run_batch(batch, initial, module=module)
-            # bilm-tf differentiates the mean token loss times unroll_steps, i.e. the summed loss of
-            # a row's window averaged over rows; with sentences, the summed loss of each sentence
-            objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
-            loss = 0.5 * (out["forward_nll"] / max(out["forward_n"], 1) + out["backward_nll"] / max(out["backward_n"], 1))
-            optimizer.zero_grad(set_to_none=True)
-            objective.backward()
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate_at(step + 1, settings, base=group["initial_lr"])
-            if settings.grad_clip > 0:
-                nn.utils.clip_grad_norm_([p for p in lm.parameters() if p.requires_grad], settings.grad_clip)
-            optimizer.step()
-            carry = out["state"] if batch.carry_state else None
-            step += 1
-            batch_index += 1
-            interval.add(float(loss.detach()), out["forward_n"])
-            run_tokens += out["forward_n"]
-            if step % settings.log_frequency == 0:
-                _log_train(info, interval, progress, metrics, step, start_step, start, device)
-            if step % settings.eval_frequency == 0 and dev_segments is not None:
-                best = _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra, layer_probe)
-            if step % settings.checkpoint_frequency == 0:
-                write_models(final=False)
-                barrier(info)
-            if settings.max_steps and step >= settings.max_steps:
-                stop = "max_steps"
-                break
-        if not stop:
-            epoch, batch_index, carry = epoch + 1, 0, None
-            summary.epochs_done = epoch
-    stop = stop or "max_epochs"
-    _log_train(info, interval, progress, metrics, step, start_step, start, device)
-    if dev_segments is not None and (summary.last_dev is None or summary.last_dev.get("step") != step):
-        best = _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra, layer_probe)
-    write_models(final=True)
-    if info.is_main:
-        if best is None:
-            # without held-out data the last model is the best one we know
-            save_lm(lm, vocab, output / "model-best", extra={**(extra or {}), "step": step})
-        records = metrics.read() if metrics else []
-        plot_learning_curve(records, output / "learning-curve.png")
-        progress.message(f"stopped by {stop} at step {step}; models in {output}")
-    barrier(info)
-    total_tokens = all_reduce_sum(info, torch.tensor([run_tokens], dtype=torch.float64, device=device))
-    summary.steps, summary.tokens, summary.stopped_by = step, int(total_tokens.item()), stop
-    summary.seconds, summary.best_dev = time.monotonic() - start, best
-    return summary
+            stop = self.stop_before(batch)
+            if stop is not None:
+                return stop
+            initial = _initial_state(self.lm, batch, state.carry)
+            out, loss = train_step(
+                self.lm, batch, optimizer=self.optimizer, settings=self.settings, step=state.step, initial=initial,
+                module=self.module,
+            )
+            state.carry = out["state"] if batch.carry_state else None
+            state.step += 1
+            state.batch_index += 1
+            self.interval.add(float(loss.detach()), out["forward_n"])
+            state.run_tokens += out["forward_n"]
+            self.after_step()
+            if self.reached_max_steps():
+                return "max_steps"
+
+    def stop_before(self, batch: Optional[LMBatch]) -> Optional[str]:
+        """Whether all ranks go on to train on their next batch: None if so, "" if one ran out of data
+        (the epoch ends), "max_time" if one ran out of time."""
+        out_of_time = bool(self.max_time) and time.monotonic() - self.started >= self.max_time
+        out_of_data, out_of_time = stop_flags(self.info, batch is None, out_of_time, self.device)
+        if out_of_data:
+            return ""
+        if out_of_time:
+            return "max_time"
+        return None
+
+    def reached_max_steps(self) -> bool:
+        return bool(self.settings.max_steps) and self.state.step >= self.settings.max_steps
+
+    def after_step(self) -> None:
+        """Log, evaluate and checkpoint when the step is due for it."""
+        step, settings = self.state.step, self.settings
+        if step % settings.log_frequency == 0:
+            self.log_train()
+        if step % settings.eval_frequency == 0 and self.dev_segments is not None:
+            self.evaluate()
+        if step % settings.checkpoint_frequency == 0:
+            self.write_models(final=False)
+            barrier(self.info)
+
+    def finish(self, stop: str) -> RunSummary:
+        """The last log line, evaluation and models (a model-best without held-out data), and the summary."""
+        lm, info, state, summary = self.lm, self.info, self.state, self.summary
+        self.log_train()
+        if self.dev_segments is not None and (summary.last_dev is None or summary.last_dev.get("step") != state.step):
+            self.evaluate()
+        self.write_models(final=True)
+        if info.is_main:
+            if state.best is None:
+                # without held-out data the last model is the best one we know
+                save_lm(lm, self.vocab, self.output / "model-best", extra={**self.extra, "step": state.step})
+            records = self.metrics.read() if self.metrics else []
+            plot_learning_curve(records, self.output / "learning-curve.png")
+            self.progress.message(f"stopped by {stop} at step {state.step}; models in {self.output}")
+        barrier(info)
+        total_tokens = all_reduce_sum(info, torch.tensor([state.run_tokens], dtype=torch.float64, device=self.device))
+        summary.steps, summary.tokens, summary.stopped_by = state.step, int(total_tokens.item()), stop
+        summary.seconds, summary.best_dev = time.monotonic() - self.started, state.best
+        return summary
+
+    def log_train(self) -> None:
+        """Report the interval's mean loss and the tokens/s of all ranks together."""
+        info, interval = self.info, self.interval
+        totals = all_reduce_sum(info, torch.tensor([interval.loss_sum, interval.steps, interval.tokens], dtype=torch.float64, device=self.device))
+        loss_sum, steps, tokens = (float(x) for x in totals.cpu())
+        seconds = time.monotonic() - interval.started
+        interval.__init__()
+        if steps == 0:
+            return
+        loss = loss_sum / steps
+        rate = tokens / seconds if seconds > 0 else 0.0
+        if info.is_main:
+            step = self.state.step
+            self.progress.report(step=step, start_step=self.start_step, tokens_per_s=rate, loss=loss, elapsed=time.monotonic() - self.started)
+            self.metrics.write({"kind": "train", "step": step, "loss": loss, "train_ppl": math.exp(min(loss, 50.0)), "tokens_per_s": rate, "time": time.time()})
+
+    def evaluate(self) -> None:
+        """Held-out perplexity (and the layer probe) on rank 0; a new best is saved as model-best."""
+        lm, vocab, state, summary, progress = self.lm, self.vocab, self.state, self.summary, self.progress
+        step = state.step
+        if self.info.is_main:
+            result: Perplexity = evaluate_perplexity(lm, self.dev_segments(), vocab)
+            record = {"step": step, **result.to_dict()}
+            if self.layer_probe is not None:
+                probed = self.layer_probe(lm.bilm)
+                record["probe"] = {"task": probed.task, "metric": probed.metric, "scores": probed.scores, "seconds": probed.seconds}
+                progress.message(f"step {step}: {probed.task} probe " + ", ".join(f"{k} {v:.1f}" for k, v in probed.scores.items()))
+            summary.last_dev = record
+            summary.history.append(record)
+            self.metrics.write({"kind": "eval", "dev_ppl": result.mean, **record, "time": time.time()})
+            progress.message(
+                f"step {step}: held-out ppl {result.mean:.2f} (forward {result.forward:.2f}, backward {result.backward:.2f}, "
+                f"{result.n_forward} tokens, OOV {100 * record['oov_rate']:.1f}%)"
+            )
+            if state.best is None or result.mean < state.best["ppl"]:
+                state.best = record
+                save_lm(lm, vocab, self.output / "model-best", extra={**self.extra, "step": step, "dev": record})
+        else:
+            summary.last_dev = {"step": step}
+        barrier(self.info)
+
+    def write_models(self, final: bool) -> None:
+        """A checkpoint (weights, optimizer, data position, every rank's carried state and RNG) and model-last."""
+        state = self.state
+        carry_tensors, rng_by_rank = _gathered_state(self.info, state.carry, self.device)
+        if not self.info.is_main:
+            return
+        meta = {**self.extra, "step": state.step, "best_dev": state.best}
+        save_checkpoint(
+            self.output / CHECKPOINTS, step=state.step, position={"epoch": state.epoch, "batch": state.batch_index},
+            model=self.lm, optimizer=self.optimizer, carry=carry_tensors, extra=meta, keep=self.settings.keep_checkpoints,
+            rng_by_rank=rng_by_rank,
+        )
+        save_lm(self.lm, self.vocab, self.output / "model-last", extra={**meta, "final": final})
 
 
 @dataclass
@@ -238,21 +373,6 @@ class _Interval:
         self.tokens += tokens
 
 
-def _log_train(info, interval, progress, metrics, step, start_step, start, device) -> None:
-    """Report the interval's mean loss and the tokens/s of all ranks together."""
-    totals = all_reduce_sum(info, torch.tensor([interval.loss_sum, interval.steps, interval.tokens], dtype=torch.float64, device=device))
-    loss_sum, steps, tokens = (float(x) for x in totals.cpu())
-    seconds = time.monotonic() - interval.started
-    interval.__init__()
-    if steps == 0:
-        return
-    loss = loss_sum / steps
-    rate = tokens / seconds if seconds > 0 else 0.0
-    if info.is_main:
-        progress.report(step=step, start_step=start_step, tokens_per_s=rate, loss=loss, elapsed=time.monotonic() - start)
-        metrics.write({"kind": "train", "step": step, "loss": loss, "train_ppl": math.exp(min(loss, 50.0)), "tokens_per_s": rate, "time": time.time()})
-
-
 def _layer_probe(settings: Optional[ProbeSettings], seed: int) -> Optional[TrainingProbe]:
     if settings is None or not settings.enabled:
         return None
@@ -260,30 +380,6 @@ def _layer_probe(settings: Optional[ProbeSettings], seed: int) -> Optional[Train
         settings.task, train=settings.train, eval=settings.eval, train_fraction=settings.train_fraction,
         max_sentences=settings.max_sentences or None, seed=seed,
     )
-
-
-def _evaluate(lm, vocab, dev_segments, info, metrics, progress, summary, step, best, output, extra, layer_probe=None):
-    if info.is_main:
-        result: Perplexity = evaluate_perplexity(lm, dev_segments(), vocab)
-        record = {"step": step, **result.to_dict()}
-        if layer_probe is not None:
-            probed = layer_probe(lm.bilm)
-            record["probe"] = {"task": probed.task, "metric": probed.metric, "scores": probed.scores, "seconds": probed.seconds}
-            progress.message(f"step {step}: {probed.task} probe " + ", ".join(f"{k} {v:.1f}" for k, v in probed.scores.items()))
-        summary.last_dev = record
-        summary.history.append(record)
-        metrics.write({"kind": "eval", "dev_ppl": result.mean, **record, "time": time.time()})
-        progress.message(
-            f"step {step}: held-out ppl {result.mean:.2f} (forward {result.forward:.2f}, backward {result.backward:.2f}, "
-            f"{result.n_forward} tokens, OOV {100 * record['oov_rate']:.1f}%)"
-        )
-        if best is None or result.mean < best["ppl"]:
-            best = record
-            save_lm(lm, vocab, output / "model-best", extra={**(extra or {}), "step": step, "dev": record})
-    else:
-        summary.last_dev = {"step": step}
-    barrier(info)
-    return best
 
 
 def _initial_state(lm: LanguageModel, batch: LMBatch, carry: Optional[BiLMState]) -> Optional[BiLMState]:

@@ -15,12 +15,15 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from ..bilm import BiLM
+from ..bilm.softmax import WordSoftmax
 from ..io import ModelFileError, load_native, save_bilm
 from ..io.native import read_config, write_atomic
 from .lm import LanguageModel
 from .vocab import VOCAB_NAME, Vocab
 
 SOFTMAX_NAME = "softmax.safetensors"
+# the segment length assumed for a model directory that does not record its training config
+DEFAULT_MAX_SENTENCE_TOKENS = 64
 
 
 def portable(value: Any) -> Any:
@@ -102,3 +105,24 @@ def load_lm_parts(path: Path) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str,
     if weights.get("weight") is None or weights["weight"].shape[0] != len(vocab):
         raise ModelFileError(softmax_path, f"softmax does not match {VOCAB_NAME} ({len(vocab)} words)")
     return bilm, vocab, {name: tensor.float() for name, tensor in weights.items()}
+
+
+def load_lm(path: Path) -> Tuple[LanguageModel, Vocab]:
+    """The language model of a trained directory (biLM with its own softmax), for scoring text.
+
+    RETURNS (Tuple[LanguageModel, Vocab]): the model (full softmax, no dropout) and its vocabulary.
+    """
+    bilm, vocab, weights = load_lm_parts(path)
+    if vocab is None or weights is None:
+        raise ValueError(
+            f"{path} has no vocab.txt/softmax.safetensors (an imported model?): fine-tune it first to get a softmax"
+        )
+    softmax = WordSoftmax(len(vocab), bilm.config.projection_dim)
+    softmax.load_state_dict(weights)
+    return LanguageModel(bilm, softmax), vocab
+
+
+def trained_max_sentence_tokens(path: Path) -> int:
+    """The segment length the model in ``path`` was trained with (its config's [corpus] max_sentence_tokens)."""
+    trained = read_config(Path(path)).get("extra", {}).get("training_config", {})
+    return int(trained.get("corpus", {}).get("max_sentence_tokens", DEFAULT_MAX_SENTENCE_TOKENS))

@@ -8,11 +8,13 @@ rate, since perplexities over different vocabularies are not comparable).
 """
 import math
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional
+from itertools import islice
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 
 from .batches import sentence_batches
+from .corpus import Corpus, CorpusStats, split_long
 from .lm import LanguageModel
 from .vocab import Vocab
 
@@ -97,3 +99,26 @@ def evaluate_perplexity(
     finally:
         lm.train(was_training)
     return result
+
+
+def corpus_perplexity(
+    lm: LanguageModel,
+    vocab: Vocab,
+    data: str,
+    *,
+    fmt: str = "auto",
+    tokenizer: str = "whitespace",
+    max_sentence_tokens: int,
+    max_segments: int = 0,
+    batch_size: int = 64,
+) -> Tuple[Perplexity, CorpusStats]:
+    """Score held-out text read from files, directories or globs (comma-separated), each line a sentence.
+
+    max_sentence_tokens (int): longer lines are cut into pieces of this length (use the model's own).
+    max_segments (int): score only the first N segments (0: all).
+    RETURNS (Tuple[Perplexity, CorpusStats]): the perplexity and what was read.
+    """
+    corpus = Corpus(data, fmt=fmt, tokenizer=tokenizer)
+    stats = CorpusStats()
+    segments = split_long(corpus.segments(stats), max_sentence_tokens)
+    return evaluate_perplexity(lm, islice(segments, max_segments or None), vocab, batch_size=batch_size), stats

@@ -1,13 +1,9 @@
 """Pretraining a biLM from scratch: count the corpus, build the vocabulary and the model, train."""
 import json
-import random
-import sys
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
-import numpy as np
 import torch
 
 from ..bilm import BiLM, plan_batches
@@ -15,9 +11,11 @@ from ..bilm.softmax import WordSoftmax
 from ..io.native import write_atomic
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
-from .distributed import DistInfo, barrier, init_distributed, shutdown
+from .distributed import DistInfo, barrier, shutdown
 from .lm import LanguageModel, init_for_training
-from .loop import CHECKPOINTS, RunSummary, train_lm
+from .loop import RunSummary, train_lm
+# the run set-up moved to setup.py; config_corpus and setup_process stay importable from here as before
+from .setup import check_output, config_corpus, dev_reader, logger, make_output, setup_process, train_corpus  # noqa: F401
 from .vocab import VOCAB_NAME, Vocab, count_tokens
 
 STATS_NAME = "corpus-stats.json"
@@ -69,48 +67,11 @@ def _n_batches(lengths: List[int], settings) -> int:
     return len(plan_batches(lengths, batch_size=settings.batch_size, max_batch_items=settings.max_batch_tokens))
 
 
-def dev_reader(config: LMConfig) -> Optional[Callable[[], Iterable[List[str]]]]:
-    """A function returning a fresh stream of held-out segments (None without ``paths.dev``)."""
-    if config.dev is None:
-        return None
-    corpus = config_corpus(config, config.dev)
-    limit = config.corpus.dev_max_segments or None
-
-    def read() -> Iterable[List[str]]:
-        return islice(split_long(corpus.segments(CorpusStats()), config.corpus.max_sentence_tokens), limit)
-
-    return read
-
-
-def setup_process(config: LMConfig, device: str) -> tuple:
-    """Threads, device, process group and seeds (identical on all ranks, so the initial weights are)."""
-    if config.threads > 0:
-        torch.set_num_threads(config.threads)
-    torch_device = torch.device(device)
-    info = init_distributed(torch_device)
-    if torch_device.type == "cuda" and info.enabled:
-        torch_device = torch.device("cuda", info.local_rank)
-        torch.cuda.set_device(torch_device)
-    random.seed(config.seed)
-    np.random.seed(config.seed)
-    torch.manual_seed(config.seed)
-    return torch_device, info
-
-
-def config_corpus(config: LMConfig, paths: str) -> Corpus:
-    """A corpus read as the config's [corpus] section says."""
-    settings = config.corpus
-    return Corpus(paths, fmt=settings.format, tokenizer=settings.tokenizer, max_line_chars=settings.max_line_chars)
-
-
-def train_corpus(config: LMConfig) -> Corpus:
-    if config.train is None:
-        raise ValueError("no training corpus: set [paths] train in the config or pass --paths.train PATH")
-    return config_corpus(config, config.train)
-
-
 def prepare_vocab(corpus: Corpus, config: LMConfig, output: Path, info: DistInfo, *, resume: bool, log) -> tuple:
-    """Count the corpus on rank 0 (or read the counts a resumed run saved) and share them by file."""
+    """Count the corpus on rank 0 (or read the counts a resumed run saved) and share them by file.
+
+    Fine-tuning with a new softmax builds its vocabulary here too.
+    """
     stats_path = output / STATS_NAME
     if info.is_main and not (resume and stats_path.is_file() and (output / VOCAB_NAME).is_file()):
         counted = count_corpus(corpus, config)
@@ -153,13 +114,10 @@ def pretrain(
     max_time (Optional[float]): seconds for this invocation (overrides the config); 0 for no limit.
     """
     output = Path(output)
-    if not resume and (output / CHECKPOINTS).is_dir() and any((output / CHECKPOINTS).iterdir()):
-        raise FileExistsError(f"{output} already has checkpoints: pass --resume to continue, or use a new directory")
+    check_output(output, resume=resume)
     torch_device, info = setup_process(config, device)
     try:
-        if info.is_main:
-            output.mkdir(parents=True, exist_ok=True)
-        barrier(info)
+        make_output(output, info)
         lm, vocab, corpus, steps_per_epoch = build_pretraining(config, output, info, torch_device, resume=resume, stream=stream)
         return train_lm(
             lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
@@ -170,13 +128,3 @@ def pretrain(
     finally:
         shutdown(info)
 
-
-def logger(info: DistInfo, stream):
-    """A function that prints a line on rank 0 only (to ``stream`` or stderr)."""
-    def log(text: str) -> None:
-        if info.is_main:
-            target = stream if stream is not None else sys.stderr
-            target.write(text + "\n")
-            target.flush()
-
-    return log

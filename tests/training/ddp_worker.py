@@ -9,7 +9,8 @@ from conftest import tiny_config  # noqa: E402
 
 from spacy_elmo.training.distributed import barrier, shutdown  # noqa: E402
 from spacy_elmo.training.loop import train_lm  # noqa: E402
-from spacy_elmo.training.pretrain import build_pretraining, dev_reader, setup_process  # noqa: E402
+from spacy_elmo.training.pretrain import build_pretraining  # noqa: E402
+from spacy_elmo.training.setup import dev_reader, setup_process  # noqa: E402
 
 
 def main(train: str, dev: str, output: str) -> None:

@@ -1,0 +1,82 @@
+"""The set-up that pretraining and fine-tuning runs share: the process, the output directory, the corpora, logging."""
+import random
+import sys
+from itertools import islice
+from pathlib import Path
+from typing import Callable, Iterable, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from .config import LMConfig
+from .corpus import Corpus, CorpusStats, split_long
+from .distributed import DistInfo, barrier, init_distributed
+from .loop import CHECKPOINTS
+
+
+def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo]:
+    """Threads, device, process group and seeds (identical on all ranks, so the initial weights are)."""
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
+    torch_device = torch.device(device)
+    info = init_distributed(torch_device)
+    if torch_device.type == "cuda" and info.enabled:
+        torch_device = torch.device("cuda", info.local_rank)
+        torch.cuda.set_device(torch_device)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    return torch_device, info
+
+
+def check_output(output: Path, *, resume: bool) -> None:
+    """Refuse to start a new run over the checkpoints of an earlier one."""
+    if not resume and has_checkpoints(output):
+        raise FileExistsError(f"{output} already has checkpoints: pass --resume to continue, or use a new directory")
+
+
+def has_checkpoints(output: Path) -> bool:
+    return (output / CHECKPOINTS).is_dir() and any((output / CHECKPOINTS).iterdir())
+
+
+def make_output(output: Path, info: DistInfo) -> None:
+    """Create the output directory on rank 0; the other ranks wait until it exists."""
+    if info.is_main:
+        output.mkdir(parents=True, exist_ok=True)
+    barrier(info)
+
+
+def config_corpus(config: LMConfig, paths: str) -> Corpus:
+    """A corpus read as the config's [corpus] section says."""
+    settings = config.corpus
+    return Corpus(paths, fmt=settings.format, tokenizer=settings.tokenizer, max_line_chars=settings.max_line_chars)
+
+
+def train_corpus(config: LMConfig) -> Corpus:
+    if config.train is None:
+        raise ValueError("no training corpus: set [paths] train in the config or pass --paths.train PATH")
+    return config_corpus(config, config.train)
+
+
+def dev_reader(config: LMConfig) -> Optional[Callable[[], Iterable[List[str]]]]:
+    """A function returning a fresh stream of held-out segments (None without ``paths.dev``)."""
+    if config.dev is None:
+        return None
+    corpus = config_corpus(config, config.dev)
+    limit = config.corpus.dev_max_segments or None
+
+    def read() -> Iterable[List[str]]:
+        return islice(split_long(corpus.segments(CorpusStats()), config.corpus.max_sentence_tokens), limit)
+
+    return read
+
+
+def logger(info: DistInfo, stream) -> Callable[[str], None]:
+    """A function that prints a line on rank 0 only (to ``stream`` or stderr)."""
+    def log(text: str) -> None:
+        if info.is_main:
+            target = stream if stream is not None else sys.stderr
+            target.write(text + "\n")
+            target.flush()
+
+    return log

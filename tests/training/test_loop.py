@@ -1,0 +1,44 @@
+from dataclasses import replace
+
+import pytest
+import torch
+
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm.softmax import WordSoftmax
+from spacy_elmo.training.batches import sentence_batch
+from spacy_elmo.training.lm import LanguageModel, init_for_training
+from spacy_elmo.training.loop import learning_rate_at, make_optimizer, train_step
+from spacy_elmo.training.vocab import Vocab
+
+from .conftest import grammar_sentences, tiny_config
+
+SENTENCES = grammar_sentences(6, seed=3)
+VOCAB = Vocab(sorted({word for sentence in SENTENCES for word in sentence}))
+
+
+def tiny_lm(config):
+    torch.manual_seed(0)
+    bilm = init_for_training(BiLM(config.model))
+    return LanguageModel(bilm, WordSoftmax(len(VOCAB), config.model.projection_dim))
+
+
+def test_a_step_uses_the_scheduled_rate_and_reports_the_mean_token_loss_it_had_before_the_update(tmp_path):
+    config = tiny_config(tmp_path / "unused.txt", training__warmup_steps=4, training__grad_clip=1.0)
+    settings = replace(config.training, dropout=0.0)
+    lm = tiny_lm(config)
+    batch = sentence_batch(SENTENCES, VOCAB, lm.bilm.config.max_characters_per_token)
+    optimizer = make_optimizer(lm.parameters(), settings)
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+    lm.eval()
+    with torch.no_grad():
+        before = lm.run_batch(batch)
+    expected = 0.5 * (before["forward_nll"] / before["forward_n"] + before["backward_nll"] / before["backward_n"])
+    weights = [p.detach().clone() for p in lm.parameters()]
+
+    out, loss = train_step(lm, batch, optimizer=optimizer, settings=settings, step=2)
+
+    assert [g["lr"] for g in optimizer.param_groups] == [learning_rate_at(3, settings)]
+    assert float(loss.detach()) == pytest.approx(float(expected), rel=1e-5)
+    assert out["forward_n"] == before["forward_n"] == sum(len(s) + 1 for s in SENTENCES)
+    assert any(not torch.equal(w, p) for w, p in zip(weights, lm.parameters()))

@@ -1,0 +1,35 @@
+import io
+
+import pytest
+
+from spacy_elmo.training.distributed import DistInfo
+from spacy_elmo.training.setup import check_output, dev_reader, has_checkpoints, logger, make_output
+
+from .conftest import tiny_config, write_corpus
+
+
+def test_a_new_run_refuses_a_directory_with_checkpoints_but_a_resumed_one_does_not(tmp_path):
+    check_output(tmp_path / "new", resume=False)
+    make_output(tmp_path / "new", DistInfo())
+    assert (tmp_path / "new").is_dir() and not has_checkpoints(tmp_path / "new")
+    (tmp_path / "new" / "checkpoints" / "step-00000001").mkdir(parents=True)
+    assert has_checkpoints(tmp_path / "new")
+    with pytest.raises(FileExistsError, match="--resume"):
+        check_output(tmp_path / "new", resume=False)
+    check_output(tmp_path / "new", resume=True)
+
+
+def test_the_dev_reader_streams_the_same_capped_segments_every_time(tmp_path):
+    train = write_corpus(tmp_path / "train.txt", 5)
+    assert dev_reader(tiny_config(train)) is None
+    dev = write_corpus(tmp_path / "dev.txt", 20, seed=2)
+    read = dev_reader(tiny_config(train, dev, corpus__dev_max_segments=7))
+    first = list(read())
+    assert len(first) == 7 and list(read()) == first
+
+
+def test_only_the_main_rank_logs():
+    stream = io.StringIO()
+    logger(DistInfo(), stream)("main")
+    logger(DistInfo(rank=1, world_size=2), stream)("other")
+    assert stream.getvalue() == "main\n"
