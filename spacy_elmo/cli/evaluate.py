@@ -1,6 +1,5 @@
 """`evaluate`: exact held-out perplexity (forward, backward, geometric mean) of a trained biLM."""
 import json
-from itertools import islice
 from pathlib import Path
 from typing import Optional
 
@@ -25,33 +24,21 @@ def evaluate_cli(
     Every line is scored as a sentence <S> .. </S> with the full softmax; words outside the model's
     vocabulary count as <UNK> (the OOV rate is reported: perplexities over different vocabularies
     do not compare)."""
-    from ..io import ModelFileError
-    from ..io.native import read_config
-    from ..training.corpus import Corpus, CorpusStats, split_long
-    from ..training.lm import LanguageModel
-    from ..training.model_dir import load_lm_parts
-    from ..bilm.softmax import WordSoftmax
-    from ..training.perplexity import evaluate_perplexity
     from ..provenance import provenance
+    from ..training.model_dir import load_lm, trained_max_sentence_tokens
+    from ..training.perplexity import corpus_perplexity
 
     try:
-        bilm, vocab, weights = load_lm_parts(model)
-    except ModelFileError as err:
+        lm, vocab = load_lm(model)
+    except ValueError as err:  # a damaged file (ModelFileError) or no softmax to score with
         raise typer.BadParameter(str(err)) from err
-    if vocab is None or weights is None:
-        raise typer.BadParameter(
-            f"{model} has no vocab.txt/softmax.safetensors (an imported model?): fine-tune it first to get a softmax"
-        )
-    softmax = WordSoftmax(len(vocab), bilm.config.projection_dim)
-    softmax.load_state_dict(weights)
-    lm = LanguageModel(bilm, softmax)
     if max_sentence_tokens is None:
-        trained = read_config(model).get("extra", {}).get("training_config", {})
-        max_sentence_tokens = int(trained.get("corpus", {}).get("max_sentence_tokens", 64))
-    corpus = Corpus(data, fmt=fmt, tokenizer=tokenizer)
-    stats = CorpusStats()
-    segments = split_long(corpus.segments(stats), max_sentence_tokens)
-    result = evaluate_perplexity(lm, islice(segments, max_segments or None), vocab, batch_size=batch_size).to_dict()
+        max_sentence_tokens = trained_max_sentence_tokens(model)
+    perplexity, stats = corpus_perplexity(
+        lm, vocab, data, fmt=fmt, tokenizer=tokenizer, max_sentence_tokens=max_sentence_tokens,
+        max_segments=max_segments, batch_size=batch_size,
+    )
+    result = perplexity.to_dict()
     result.update({"model": str(model), "data": data, "vocab_size": len(vocab), "corpus": stats.to_dict(),
                    "provenance": provenance()})
     typer.echo(

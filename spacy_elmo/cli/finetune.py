@@ -3,36 +3,31 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from spacy.cli._util import parse_config_overrides
 
 from ._app import app
-from .pretrain import OVERRIDES, parse_duration
+from ._training_options import DEVICE, OUTPUT, OVERRIDES, RESUME, load_config, max_time_option, parse_duration
 
 
 @app.command("finetune", context_settings=OVERRIDES)
 def finetune_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="training .cfg ([paths] train/dev: domain text)"),
-    output: Path = typer.Option(..., "--output", "-o", help="DIR for model-last/, model-best/, checkpoints/"),
+    output: Path = OUTPUT,
     model: Optional[Path] = typer.Option(None, "--model", help="our model directory (pretrain output's model-best/ or model-last/)"),
     options: Optional[Path] = typer.Option(None, "--options", help="published options.json (with --weights)"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights (with --options)"),
-    resume: bool = typer.Option(False, "--resume", help="continue from the newest intact checkpoint in DIR"),
-    max_time: Optional[str] = typer.Option(None, "--max-time", help="time limit of this run, e.g. 600, 10m"),
-    device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda"),
+    resume: bool = RESUME,
+    max_time: Optional[str] = max_time_option("600, 10m"),
+    device: str = DEVICE,
 ) -> None:
     """Fine-tune a biLM on new unlabeled text and report held-out perplexity before and after.
     A published pair has no softmax: one is built for the domain vocabulary and warmed up with the
     biLM frozen for `[finetune] warmup_steps` steps. Overrides as in `pretrain`."""
-    from ..training.config import load_lm_config
     from ..training.finetune import finetune
 
     if model is None and (options is None or weights is None):
         raise typer.BadParameter("give --model DIR, or --options and --weights")
-    try:
-        config = load_lm_config(config_path, parse_config_overrides(ctx.args))
-    except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+    config = load_config(ctx, config_path)
     result = finetune(
         config, output, model=model, options=options, weights=weights, resume=resume,
         max_time=parse_duration(max_time), device=device,

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from spacy_elmo import load_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.io import load_allennlp
-from spacy_elmo.cli.pretrain import parse_duration
+from spacy_elmo.cli._training_options import parse_duration
 
 from ..training.conftest import PYTHON, ROOT, TINY_CFG, cli_env, write_corpus
 

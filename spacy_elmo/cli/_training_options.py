@@ -1,0 +1,49 @@
+"""What the biLM training commands (`pretrain`, `finetune`) share: their common options, the time
+limit's syntax, and the config read with `--section.key value` overrides from the command line."""
+from pathlib import Path
+from typing import Optional
+
+import typer
+from spacy.cli._util import parse_config_overrides
+
+# extra `--section.key value` arguments reach the command as ctx.args
+OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+OUTPUT = typer.Option(..., "--output", "-o", help="DIR for model-last/, model-best/, checkpoints/")
+RESUME = typer.Option(False, "--resume", help="continue from the newest intact checkpoint in DIR")
+DEVICE = typer.Option("cpu", "--device", help="torch device: cpu, cuda")
+
+
+def max_time_option(examples: str):
+    """The --max-time option, its help showing ``examples`` of the syntax ``parse_duration`` reads."""
+    return typer.Option(None, "--max-time", help=f"time limit of this run, e.g. {examples}")
+
+
+def parse_duration(value: Optional[str]) -> Optional[float]:
+    """Seconds from "90", "90s", "50m" or "1.5h"; None stays None (the config decides)."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    factor = units.get(text[-1:], None)
+    number = text[:-1] if factor is not None else text
+    try:
+        seconds = float(number) * (factor or 1.0)
+    except ValueError as err:
+        raise typer.BadParameter(f"{value!r}: expected seconds or a number with s, m or h (e.g. 50m)") from err
+    if seconds < 0:
+        raise typer.BadParameter("the time limit cannot be negative")
+    return seconds
+
+
+def load_config(ctx: typer.Context, config_path: Path):
+    """The training config at ``config_path`` with the command line's overrides.
+
+    RETURNS (LMConfig): the config; a bad file or override is reported as a bad parameter.
+    """
+    from ..training.config import load_lm_config
+
+    try:
+        return load_lm_config(config_path, parse_config_overrides(ctx.args))
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
