@@ -23,7 +23,7 @@ from .lm import LanguageModel
 from .loop import RunSummary, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity
-from .pretrain import prepare_vocab
+from .counting import prepare_vocab
 from .setup import check_output, dev_reader, has_checkpoints, logger, make_output, setup_process, train_corpus
 from .vocab import Vocab
 

@@ -1,86 +1,21 @@
 """Pretraining a biLM from scratch: count the corpus, build the vocabulary and the model, train."""
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
-from ..bilm import BiLM, plan_batches
+from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
-from ..io.native import write_atomic
 from .config import LMConfig
-from .corpus import Corpus, CorpusStats, split_long
-from .distributed import DistInfo, barrier, shutdown
+# counting moved to counting.py; these names stay importable from here as before
+from .counting import STATS_NAME, CorpusCount, count_corpus, prepare_vocab  # noqa: F401
+from .corpus import Corpus
+from .distributed import DistInfo, shutdown
 from .lm import LanguageModel, init_for_training
 from .loop import RunSummary, train_lm
 # the run set-up moved to setup.py; config_corpus and setup_process stay importable from here as before
 from .setup import check_output, config_corpus, dev_reader, logger, make_output, setup_process, train_corpus  # noqa: F401
-from .vocab import VOCAB_NAME, Vocab, count_tokens
-
-STATS_NAME = "corpus-stats.json"
-
-
-@dataclass
-class CorpusCount:
-    """What one streaming pass over the training corpus found (saved as corpus-stats.json)."""
-
-    stats: CorpusStats
-    vocab: Vocab
-    segments: int
-    batches: int
-
-    def to_dict(self) -> dict:
-        return {"stats": self.stats.to_dict(), "vocab_size": len(self.vocab), "segments": self.segments, "batches": self.batches}
-
-
-def count_corpus(corpus: Corpus, config: LMConfig) -> CorpusCount:
-    """Token counts (for the vocabulary) and the number of batches of an epoch, in one pass.
-
-    The batch count plans the same length buckets as training, from lengths only, so steps and
-    ETA follow from the data rather than from a constant.
-    """
-    stats = CorpusStats()
-    settings = config.training
-    segments, batches = 0, 0
-    lengths: List[int] = []
-
-    def pieces() -> Iterable[List[str]]:
-        nonlocal segments, batches
-        for tokens in split_long(corpus.segments(stats), config.corpus.max_sentence_tokens):
-            segments += 1
-            lengths.append(len(tokens) + 2)
-            if len(lengths) >= config.corpus.buffer_size:
-                batches += _n_batches(lengths, settings)
-                lengths.clear()
-            yield tokens
-
-    counts = count_tokens(pieces())
-    batches += _n_batches(lengths, settings) if lengths else 0
-    if settings.mode == "windows":
-        batches = (stats.tokens + 2 * segments) // (settings.batch_size * settings.unroll_steps)
-    vocab = Vocab.from_counts(counts, size=config.vocab.size, min_count=config.vocab.min_count)
-    return CorpusCount(stats=stats, vocab=vocab, segments=segments, batches=batches)
-
-
-def _n_batches(lengths: List[int], settings) -> int:
-    return len(plan_batches(lengths, batch_size=settings.batch_size, max_batch_items=settings.max_batch_tokens))
-
-
-def prepare_vocab(corpus: Corpus, config: LMConfig, output: Path, info: DistInfo, *, resume: bool, log) -> tuple:
-    """Count the corpus on rank 0 (or read the counts a resumed run saved) and share them by file.
-
-    Fine-tuning with a new softmax builds its vocabulary here too.
-    """
-    stats_path = output / STATS_NAME
-    if info.is_main and not (resume and stats_path.is_file() and (output / VOCAB_NAME).is_file()):
-        counted = count_corpus(corpus, config)
-        counted.vocab.to_disk(output)
-        write_atomic(stats_path, json.dumps(counted.to_dict(), indent=2).encode("utf-8"))
-        log(f"corpus: {counted.stats.summary()}; {counted.segments} segments, vocabulary {len(counted.vocab)}")
-    barrier(info)
-    saved = json.loads(stats_path.read_text(encoding="utf-8"))
-    return Vocab.from_disk(output), saved
+from .vocab import Vocab
 
 
 def build_pretraining(

@@ -75,10 +75,10 @@ def arm_kill(point: KillPoint, output: Path, start_step: int) -> None:
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    pretrain_module = importlib.import_module("spacy_elmo.training.pretrain")  # the package exports a function of that name
+    counting_module = importlib.import_module("spacy_elmo.training.counting")
 
     if point.where == "startup":
-        count_tokens = pretrain_module.count_tokens
+        count_tokens = counting_module.count_tokens
 
         def counting(segments, *args, **kwargs):
             def pieces():
@@ -89,7 +89,7 @@ def arm_kill(point: KillPoint, output: Path, start_step: int) -> None:
 
             return count_tokens(pieces(), *args, **kwargs)
 
-        pretrain_module.count_tokens = counting
+        counting_module.count_tokens = counting
         return
     if point.where not in ("step", "checkpoint", "model-last"):
         raise ValueError(f"unknown kill point {point.where!r}")

@@ -12,7 +12,8 @@ from spacy_elmo.architectures import bilm_model_config
 from spacy_elmo.training.corpus import Corpus
 from spacy_elmo.training.model_dir import load_lm_parts
 from spacy_elmo.training.perplexity import evaluate_perplexity
-from spacy_elmo.training.pretrain import pretrain, count_corpus
+from spacy_elmo.training.counting import count_corpus
+from spacy_elmo.training.pretrain import pretrain
 from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.training.lm import LanguageModel, init_for_training
 from spacy_elmo.bilm import BiLM
