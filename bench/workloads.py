@@ -14,7 +14,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids
+from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids, token_char_ids
+from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN
 from spacy_elmo.io import export_allennlp, load_allennlp
 
 FULL_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -134,6 +135,37 @@ def flops_per_position(config: BiLMConfig) -> Dict[str, float]:
     char_cnn = conv + config.n_highway * 2 * (2 * f * f) + 2 * f * p
     lstm = 2 * config.n_layers * 2 * (p * 4 * d + p * 4 * d + d * p)
     return {"char_cnn": float(char_cnn), "lstm": float(lstm), "total": float(char_cnn + lstm)}
+
+
+def work_done(config: BiLMConfig, runs, cached_tokens: Sequence[str] = ()) -> Dict[str, float]:
+    """The FLOPs the optimized path does on ``runs`` (batches of (char ids, lengths)), against the
+    nominal count (every running position through the whole model; padding is never counted).
+
+    The optimized path encodes each batch's distinct tokens once, and not at all those in a
+    vocabulary-filled char-CNN cache (``cached_tokens``); it computes the first LSTM layer's input
+    projections once per distinct token of a batch. Everything else runs at every position.
+    RETURNS (Dict[str, float]): positions, distinct_tokens, uncached_tokens, nominal_flops,
+        done_flops, removed_flops (by the caches and the sharing) and removed_fraction.
+    """
+    flops = flops_per_position(config)
+    first_input = 2.0 * 2 * config.projection_dim * 4 * config.dim  # both directions, one row
+    # a filled cache holds the boundary tokens too
+    tokens = [BOS_TOKEN, EOS_TOKEN, *cached_tokens] if cached_tokens else []
+    cached = {np.asarray(token_char_ids(t, config.max_characters_per_token), dtype=np.int32).tobytes() for t in tokens}
+    positions = distinct = uncached = 0
+    for ids, lengths in runs:
+        array = ids.numpy().astype(np.int32)
+        rows = {array[b, t].tobytes() for b in range(len(lengths)) for t in range(int(lengths[b]))}
+        positions += int(lengths.sum())
+        distinct += len(rows)
+        uncached += len(rows - cached)
+    nominal = positions * flops["total"]
+    done = uncached * flops["char_cnn"] + distinct * first_input + positions * (flops["lstm"] - first_input)
+    return {
+        "positions": positions, "distinct_tokens": distinct, "uncached_tokens": uncached,
+        "nominal_flops": nominal, "done_flops": done, "removed_flops": nominal - done,
+        "removed_fraction": (nominal - done) / nominal if nominal else 0.0,
+    }
 
 
 def recurrent_bytes_per_step(config: BiLMConfig, bytes_per_weight: int = 4) -> int:

@@ -48,3 +48,16 @@ def test_markdown_has_tables_and_targets(report):
     rows = targets(report["shapes"]["tiny"])
     assert rows[0] == "| target | measured | met |" and any("one sentence: optimized fp32" in row for row in rows)
     assert "repeat by repeat" in text and "median" in text
+
+
+def test_bound_for_the_work_done_leaves_out_what_the_caches_skip(report):
+    tiny = report["shapes"]["tiny"]
+    work = tiny["batch"]["work"]
+    assert 0 < work["uncached_tokens"] < work["distinct_tokens"] <= work["positions"]
+    assert 0 < work["done_flops"] < work["nominal_flops"]
+    modes = tiny["batch"]["modes"]
+    assert "pct_gemm_bound_work_done" not in modes["ours"]
+    # the same bound scaled to the work done: smaller than the nominal percentage by exactly that ratio
+    ratio = work["done_flops"] / work["nominal_flops"]
+    assert abs(modes["ours_opt"]["pct_gemm_bound_work_done"] - modes["ours_opt"]["pct_gemm_bound"] * ratio) < 1e-6
+    assert "FLOPs done" in report["markdown"] and "remove" in report["markdown"]

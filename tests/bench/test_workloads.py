@@ -39,3 +39,17 @@ def test_sources_name_no_machine_paths():
     for module in Path(workloads.__file__).parent.glob("*.py"):
         text = module.read_text(encoding="utf-8")
         assert not re.search(r"""["'](/work|/home|/root|/tmp)/""", text), module.name
+
+
+def test_work_done_counts_distinct_and_uncached_tokens():
+    config = workloads.SHAPES["tiny"]
+    runs = [workloads.char_batch([["a", "b", "a"], ["a", "c"]], config.max_characters_per_token)]
+    flops = workloads.flops_per_position(config)
+    plain = workloads.work_done(config, runs)
+    # positions: 5 tokens + 2 boundaries per sentence; distinct: a, b, c, <S>, </S>
+    assert (plain["positions"], plain["distinct_tokens"], plain["uncached_tokens"]) == (9, 5, 5)
+    assert plain["nominal_flops"] == 9 * flops["total"]
+    cached = workloads.work_done(config, runs, ["a", "b"])
+    assert cached["uncached_tokens"] == 1  # only "c": the cache holds the boundaries too
+    assert plain["done_flops"] - cached["done_flops"] == 4 * flops["char_cnn"]
+    assert cached["removed_fraction"] > plain["removed_fraction"] > 0
