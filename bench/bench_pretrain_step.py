@@ -31,7 +31,7 @@ from spacy_elmo.training.lm import LanguageModel, init_for_training
 from spacy_elmo.training.vocab import Vocab
 
 from .bench_bilm import machine_info
-from .workloads import SHAPES
+from .workloads import SHAPES, first_batch
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
@@ -65,7 +65,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     make_opt = torch.optim.Adam if args.optimizer == "adam" else torch.optim.Adagrad
     optimizer = make_opt(lm.parameters(), lr=1e-4)
     settings = [(p, t, b) for b in batches for t in threads for p in precisions]
-    prepared = {b: sentence_batch(take(sentences, *b), vocab, config.max_characters_per_token) for b in batches}
+    prepared = {b: sentence_batch(first_batch(sentences * (1 + b[0] // max(len(sentences), 1)), *b), vocab, config.max_characters_per_token) for b in batches}
     seconds: Dict[tuple, List[float]] = {s: [] for s in settings}
     for round_ in range(args.rounds + 1):
         for setting in settings:
@@ -121,18 +121,6 @@ def read_sentences(path: Optional[str], *, quick: bool) -> List[List[str]]:
         raise SystemExit(f"--text: no such file: {source}")
     lines = source.read_text(encoding="utf-8").splitlines()
     return [line.split()[:64] for line in lines if line.split()]
-
-
-def take(sentences: List[List[str]], max_sentences: int, max_tokens: int) -> List[List[str]]:
-    """Consecutive sentences up to either cap (as a length bucket of the training batches fills)."""
-    batch: List[List[str]] = []
-    total = 0
-    for sentence in sentences * (1 + max_sentences // max(len(sentences), 1)):
-        if len(batch) == max_sentences or total + len(sentence) > max_tokens:
-            break
-        batch.append(sentence)
-        total += len(sentence)
-    return batch
 
 
 def markdown(report: Dict) -> str:

@@ -23,7 +23,7 @@ from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM
-from .workloads import SHAPES, add_data_options, char_batch, conllu_sentences, data_file, display_path
+from .workloads import SHAPES, add_data_options, char_batch, conllu_sentences, data_file, display_path, first_batch
 
 # Gradients compared between the two sides: (our parameter name, the baseline's).
 COMPARED = [
@@ -109,15 +109,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
 
 def training_batch(batch_size: int, max_tokens: int, train: Path) -> List[List[str]]:
     """Consecutive sentences of ``train`` (CoNLL-U), at most batch_size of them and max_tokens tokens."""
-    pool = conllu_sentences(train)
-    batch: List[List[str]] = []
-    total = 0
-    for sentence in pool:
-        if len(batch) == batch_size or total + len(sentence) > max_tokens:
-            break
-        batch.append(sentence)
-        total += len(sentence)
-    return batch
+    return first_batch(conllu_sentences(train), batch_size, max_tokens)
 
 
 def markdown(report: Dict) -> str:

@@ -122,6 +122,19 @@ def frequent_tokens(limit: int, path: Optional[Path] = None) -> List[str]:
     return [token for token, _ in counts.most_common(limit)]
 
 
+def first_batch(sentences: Sequence[Sequence[str]], max_sentences: int, max_tokens: int) -> List[List[str]]:
+    """Consecutive sentences from the start, at most ``max_sentences`` of them and ``max_tokens``
+    tokens (as a length bucket of the training batches fills)."""
+    batch: List[List[str]] = []
+    total = 0
+    for sentence in sentences:
+        if len(batch) == max_sentences or total + len(sentence) > max_tokens:
+            break
+        batch.append(list(sentence))
+        total += len(sentence)
+    return batch
+
+
 def char_batch(sentences: Sequence[Sequence[str]], max_chars: int) -> Tuple[torch.Tensor, torch.Tensor]:
     ids, lengths = batch_char_ids(sentences, max_chars)
     return torch.from_numpy(ids), torch.from_numpy(lengths)
