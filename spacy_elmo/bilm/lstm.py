@@ -9,8 +9,9 @@ rows that have ended drop out of each step (the batch is sorted by length); with
 autograd the step runs in place on preallocated time-major buffers, so each timestep
 is one fused recurrent product, a few in-place elementwise ops and the projection
 (``run_in_place``, which also steps both directions together: see inference/bidirectional.py).
+Both paths take the step's elementwise math from ``cell_step`` and are bitwise equal.
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -73,15 +74,8 @@ class LSTMPLayer(nn.Module):
         for t in range(steps):
             n = batch_sizes[t]
             gates = torch.addmm(per_step[t][:n], h[:n], weight)
-            i = torch.sigmoid(gates[:, :dim])
-            j = torch.tanh(gates[:, dim : 2 * dim])
-            f, o = torch.sigmoid(gates[:, 2 * dim :]).chunk(2, dim=1)
-            c_new = f * c[:n] + i * j
-            if self.cell_clip is not None:
-                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-            h_new = self.projection(o * torch.tanh(c_new))
-            if self.proj_clip is not None:
-                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
+            hidden, c_new = cell_step(gates, c[:n], dim, self.cell_clip)
+            h_new = clip(self.projection(hidden), self.proj_clip)
             if n < batch:
                 outputs.append(nn.functional.pad(h_new, (0, 0, 0, batch - n)))
                 h = torch.cat([h_new, h[n:]])
@@ -155,9 +149,8 @@ def run_in_place(
             dest[0].copy_(layer.projection(hidden[0]))
 
     h = h0
-    views: Dict[int, Tuple[torch.Tensor, ...]] = {}  # per number of running rows: the step's buffers
-    # tanh through sigmoid with the step's ops fused where the values allow (same results); the
-    # constants as tensors: a Python float costs each op a conversion (5.7 us against 2.5 per op)
+    views: Dict[int, InPlaceStep] = {}  # per number of running rows: the step's buffers
+    # tanh through sigmoid with the step's ops fused where the values allow (see cell_step)
     fused = layer.tanh_via_sigmoid and projected.device.type == "cpu"
     two, one = projected.new_tensor(2.0), projected.new_tensor(1.0)
     out_steps = out.unbind(0)  # views made once: indexing costs microseconds a step
@@ -169,43 +162,89 @@ def run_in_place(
             break
         if n not in views:
             g = gates_buffer[: n_dir * n * 4 * dim].view(n_dir, n, 4 * dim)
-            views[n] = (
-                g,
-                g[..., :dim],
-                g[..., dim : 2 * dim],
-                g[..., 2 * dim : 3 * dim],
-                g[..., 3 * dim :],
-                hidden_buffer[: n_dir * n * dim].view(n_dir, n, dim),
-                c[:, :n],
-            )
-        gates, i_gate, j_gate, f_gate, o_gate, product, cell = views[n]
+            parts = (g[..., k * dim : (k + 1) * dim] for k in range(4))
+            views[n] = InPlaceStep(g, *parts, hidden_buffer[: n_dir * n * dim].view(n_dir, n, dim), c[:, :n], two, one)
+        buffers = views[n]
         step_input = step_inputs[t] if packed else projected[:, t, :n]
-        recurrent(step_input, h if n == batch else h[:, :n], gates)
-        if fused:
-            # i, f, o = sigmoid; j = tanh = 2 * sigmoid(2x) - 1: one sigmoid over all four gates
-            j_gate.mul_(two)
-            gates.sigmoid_()
-            j_gate.mul_(two).sub_(one)
-        else:
-            i_gate.sigmoid_()
-            tanh_(j_gate)
-            gates[..., 2 * dim :].sigmoid_()
-        # f * c + i * j rounded like the autograd path (addcmul_ would fuse the multiply-add)
-        torch.mul(i_gate, j_gate, out=product)
-        cell.mul_(f_gate).add_(product)
-        if layer.cell_clip is not None:
-            cell.clamp_(-layer.cell_clip, layer.cell_clip)
-        if fused:
-            hidden = torch.mul(cell, two, out=product).sigmoid_().mul_(two).sub_(one).mul_(o_gate)
-        else:
-            hidden = tanh_(product.copy_(cell)).mul_(o_gate)
+        recurrent(step_input, h if n == batch else h[:, :n], buffers.gates)
+        hidden, _ = cell_step(buffers.gates, buffers.cell, dim, layer.cell_clip, tanh=tanh_, buffers=buffers, fused=fused)
         h = out_steps[t]
         h_new = h if n == batch else h[:, :n]
         project(hidden, h_new)
-        if layer.proj_clip is not None:
-            h_new.clamp_(-layer.proj_clip, layer.proj_clip)
+        clip(h_new, layer.proj_clip, in_place=True)
     finals = [(_final_hidden(out[:, d], h0[d], batch_sizes), c[d]) for d in range(n_dir)]
     return out, finals
+
+
+class InPlaceStep(NamedTuple):
+    """The buffers of one in-place timestep over ``n`` running rows: views made once per ``n``,
+    since making a view costs microseconds a step."""
+
+    gates: torch.Tensor  # (D, n, 4 * dim), the summed pre-activations [i, j, f, o]
+    i: torch.Tensor
+    j: torch.Tensor
+    f: torch.Tensor
+    o: torch.Tensor
+    product: torch.Tensor  # (D, n, dim): receives i * j, then the hidden state
+    cell: torch.Tensor  # (D, n, dim): the running rows' cells, updated in place
+    two: torch.Tensor  # the constants of tanh through sigmoid, as tensors: a Python float costs
+    one: torch.Tensor  # each op a conversion (5.7 us against 2.5 per op)
+
+
+def cell_step(
+    gates: torch.Tensor,
+    cell: torch.Tensor,
+    dim: int,
+    cell_clip: Optional[float],
+    *,
+    tanh: Callable[[torch.Tensor], torch.Tensor] = torch.tanh,
+    buffers: Optional[InPlaceStep] = None,
+    fused: bool = False,
+) -> State:
+    """The elementwise part of an LSTMP timestep: the one place its math is written.
+
+    From the summed pre-activations ``gates`` = [i, j, f, o] (``(..., 4 * dim)``) and the cell:
+    ``c' = clip(sigmoid(f) * c + sigmoid(i) * tanh(j))`` and the hidden state before the
+    projection, ``sigmoid(o) * tanh(c')``.
+
+    Without ``buffers`` every result is a new tensor (the autograd path). With them the step runs
+    in place for inference (``gates`` and ``cell`` are those of ``buffers``): the gates and the cell
+    are overwritten, ``tanh`` must work in place, and the hidden state is written into
+    ``buffers.product``. Both compute in the same order, so their results are bitwise equal
+    (f * c + i * j is rounded as two operations, never fused into one multiply-add).
+    fused (bool): in place on CPU, tanh taken as 2 * sigmoid(2x) - 1 (within 2.5e-7) with one
+        sigmoid over all four gates.
+    RETURNS (State): the hidden state before the projection, and the new cell.
+    """
+    if buffers is None:
+        i = torch.sigmoid(gates[..., :dim])
+        j = tanh(gates[..., dim : 2 * dim])
+        f, o = torch.sigmoid(gates[..., 2 * dim :]).chunk(2, dim=-1)
+        cell = clip(f * cell + i * j, cell_clip)
+        return o * tanh(cell), cell
+    b = buffers
+    if fused:
+        b.j.mul_(b.two)
+        b.gates.sigmoid_()
+        b.j.mul_(b.two).sub_(b.one)
+    else:
+        b.i.sigmoid_()
+        tanh(b.j)
+        b.gates[..., 2 * dim :].sigmoid_()
+    torch.mul(b.i, b.j, out=b.product)
+    clip(b.cell.mul_(b.f).add_(b.product), cell_clip, in_place=True)
+    if fused:
+        hidden = torch.mul(b.cell, b.two, out=b.product).sigmoid_().mul_(b.two).sub_(b.one)
+    else:
+        hidden = tanh(b.product.copy_(b.cell))
+    return hidden.mul_(b.o), b.cell
+
+
+def clip(x: torch.Tensor, limit: Optional[float], in_place: bool = False) -> torch.Tensor:
+    """``x`` clamped to [-limit, limit] (in place if asked); unchanged when ``limit`` is None."""
+    if limit is None:
+        return x
+    return x.clamp_(-limit, limit) if in_place else x.clamp(-limit, limit)
 
 
 def _tanh_via_sigmoid_(x: torch.Tensor) -> torch.Tensor:

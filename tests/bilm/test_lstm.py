@@ -1,9 +1,7 @@
 """The LSTM step: the in-place inference path equals the autograd path; tanh through sigmoid."""
 import torch
 
-from spacy_elmo.bilm.lstm import LSTMPLayer, _tanh_via_sigmoid_
-
-
+from spacy_elmo.bilm.lstm import InPlaceStep, LSTMPLayer, _tanh_via_sigmoid_, cell_step
 
 def test_in_place_step_equals_autograd_step():
     torch.manual_seed(0)
@@ -27,3 +25,37 @@ def test_tanh_via_sigmoid_close_to_tanh():
     torch.testing.assert_close(_tanh_via_sigmoid_(x.clone()), torch.tanh(x), atol=2.5e-7, rtol=0)
     big = torch.randn(2, 64, 4096) * 4
     torch.testing.assert_close(_tanh_via_sigmoid_(big.clone()), torch.tanh(big), atol=2.5e-7, rtol=0)
+
+
+def _in_place_buffers(gates: torch.Tensor, cell: torch.Tensor) -> InPlaceStep:
+    dim = cell.shape[-1]
+    parts = [gates[..., k * dim : (k + 1) * dim] for k in range(4)]
+    return InPlaceStep(gates, *parts, torch.empty_like(cell), cell, gates.new_tensor(2.0), gates.new_tensor(1.0))
+
+
+def test_cell_step_in_place_is_bitwise_the_autograd_step():
+    torch.manual_seed(1)
+    gates, cell = torch.randn(2, 3, 4 * 16) * 4, torch.randn(2, 3, 16) * 2
+    for clip in (None, 0.7):
+        hidden, new_cell = cell_step(gates, cell, 16, clip)
+        buffers = _in_place_buffers(gates.clone(), cell.clone())
+        got_hidden, got_cell = cell_step(buffers.gates, buffers.cell, 16, clip, tanh=torch.Tensor.tanh_, buffers=buffers)
+        assert torch.equal(got_hidden, hidden) and torch.equal(got_cell, new_cell)
+        assert got_cell.data_ptr() == buffers.cell.data_ptr()  # written where the caller's cell lives
+        if clip is not None:
+            assert new_cell.abs().max() <= clip and not torch.equal(new_cell, cell_step(gates, cell, 16, None)[1])
+    # the math itself, written out once more here: c' = f * c + i * j, h = o * tanh(c')
+    i, j, f, o = gates.split(16, dim=-1)
+    expected_cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(j)
+    torch.testing.assert_close(cell_step(gates, cell, 16, None)[1], expected_cell)
+    torch.testing.assert_close(cell_step(gates, cell, 16, None)[0], torch.sigmoid(o) * torch.tanh(expected_cell))
+
+
+def test_fused_cell_step_close_to_the_plain_step():
+    torch.manual_seed(2)
+    gates, cell = torch.randn(1, 5, 4 * 32) * 4, torch.randn(1, 5, 32)
+    hidden, new_cell = cell_step(gates, cell, 32, 3.0)
+    buffers = _in_place_buffers(gates.clone(), cell.clone())
+    got_hidden, got_cell = cell_step(buffers.gates, buffers.cell, 32, 3.0, tanh=_tanh_via_sigmoid_, buffers=buffers, fused=True)
+    torch.testing.assert_close(got_hidden, hidden, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got_cell, new_cell, atol=1e-6, rtol=0)
