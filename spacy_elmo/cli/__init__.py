@@ -4,5 +4,6 @@ from . import dump, neighbors  # noqa: F401  (registers the commands)
 from . import convert  # noqa: F401
 from . import evaluate, finetune, pretrain  # noqa: F401  (biLM training commands)
 from . import probe  # noqa: F401
+from . import download  # noqa: F401  (published models by name)
 
 __all__ = ["app"]

@@ -2,9 +2,10 @@
 
 ``load_bilm`` (the public function), the ``elmo`` component's ``initialize`` and ``convert`` all
 call ``resolve_bilm``: one of our model directories (or a spaCy pipeline directory holding an
-elmo component), a published AllenNLP/bilm-tf options + HDF5 pair, or, where nothing is given,
-the English biLM shipped inside the package. Nothing is downloaded, ever, and nothing is
-unpickled.
+elmo component), a published AllenNLP/bilm-tf options + HDF5 pair, a published model by name
+("small", "original", ...: see ``registry``), or, where nothing is given, the English biLM
+shipped inside the package. Only a name downloads, once, into the cache (``download``); an
+existing path always wins over a name. Nothing is unpickled.
 """
 from pathlib import Path
 from typing import Optional, Union
@@ -12,6 +13,7 @@ from typing import Optional, Union
 from ..bilm import BiLM
 from ..bilm.inference.fast import optimize_for_inference
 from .allennlp import load_allennlp
+from .download import fetch_published
 from .errors import ModelFileError
 from .native import CONFIG_NAME, load_native
 
@@ -49,7 +51,8 @@ def resolve_bilm(
     """The biLM the arguments name, loaded on CPU in eval mode with the plain computation.
 
     path (Optional[PathLike]): our model directory, or a spaCy pipeline directory with one elmo
-        component (its saved model is used).
+        component (its saved model is used); where no such path exists, the name of a published
+        model, downloaded into the cache on first use (``download.fetch_published``).
     options, weights (Optional[PathLike]): a published options.json and HDF5 weights, together.
     With none of them, the English biLM shipped with the package.
     what (str): who asks, for the error messages (e.g. "[initialize.components.elmo]").
@@ -57,6 +60,8 @@ def resolve_bilm(
     if path is not None:
         if options is not None or weights is not None:
             raise ValueError(f"{what}: give either a model directory, or options and weights, not both")
+        if not Path(path).exists():
+            return load_allennlp(*fetch_published(str(path)))
         return load_native(find_bilm_directory(path))
     if options is not None and weights is not None:
         return load_allennlp(options, weights)
@@ -74,7 +79,9 @@ def load_bilm(
 ) -> BiLM:
     """Load a biLM from our directory format, or from a published options + HDF5 pair.
 
-    path (Optional[PathLike]): a directory written by ``save_bilm`` (or a pipeline's training output).
+    path (Optional[PathLike]): a directory written by ``save_bilm`` (or a pipeline's training output),
+        or the name of a published model ("small", "medium", "original", "original-5.5b"), downloaded
+        on first use into the cache (``$SPACY_ELMO_CACHE``; docs/download.md).
     options (Optional[PathLike]): a published options.json (with ``weights``).
     weights (Optional[PathLike]): a published HDF5 weights file (with ``options``).
     With no argument, the English biLM shipped with the package.

@@ -1,0 +1,67 @@
+"""`download`: a published ELMo biLM by name (or any published pair by URL), verified, into the
+cache or a directory, or straight into a spaCy pipeline with --pipeline."""
+from pathlib import Path
+from typing import Optional, Tuple
+
+import typer
+
+from ..io import ModelFileError
+from ..io.download import fetch_pair, fetch_published, url_pair_dir
+from ..io.registry import PUBLISHED_MODELS, published_model
+from ._app import app
+from .convert import build_pipeline
+
+
+def fetch_for_cli(
+    name: Optional[str], options: Optional[str], weights: Optional[str], directory: Optional[Path]
+) -> Tuple[Path, Path]:
+    """The published pair a `download` command line names: a registered name, or two URLs.
+
+    directory (Optional[Path]): where the files go (default: the cache).
+    RETURNS (Tuple[Path, Path]): options.json and weights.hdf5, verified.
+    """
+    if name is not None:
+        if options is not None or weights is not None:
+            raise typer.BadParameter("give a model NAME or --options and --weights URLs, not both")
+        model = published_model(name)
+        typer.echo(
+            f"{model.name}: {model.shape}, {model.parameters}M parameters, about {model.size_mb:,.0f} MB "
+            f"(trained on {model.trained_on})",
+            err=True,
+        )
+        return fetch_published(name, directory=directory)
+    if options is None or weights is None:
+        names = ", ".join(PUBLISHED_MODELS)
+        raise typer.BadParameter(f"give a model NAME ({names}), or --options and --weights URLs together")
+    return fetch_pair(options, weights, directory or url_pair_dir(options, weights))
+
+
+@app.command("download")
+def download_cli(
+    name: Optional[str] = typer.Argument(
+        None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}", show_default=False
+    ),
+    options: Optional[str] = typer.Option(None, "--options", help="URL of another published options.json"),
+    weights: Optional[str] = typer.Option(None, "--weights", help="URL of its HDF5 weights"),
+    output: Optional[Path] = typer.Option(
+        None, "--output", help="directory for options.json + weights.hdf5 (default: the cache), or with "
+        "--pipeline the spaCy pipeline to write"
+    ),
+    pipeline: bool = typer.Option(False, "--pipeline", help="write a spaCy pipeline (blank LANG + elmo) to --output"),
+    lang: str = typer.Option("en", "--lang", help="language of the blank pipeline (with --pipeline)"),
+) -> None:
+    """Download a published ELMo biLM once (resumed if interrupted, verified, SHA-256 recorded),
+    into the cache (SPACY_ELMO_CACHE) or --output; with --pipeline, also write a spaCy pipeline
+    as `convert` does. The published models are hundreds of MB."""
+    try:
+        if pipeline and output is None:
+            raise typer.BadParameter("--pipeline writes a spaCy pipeline: give its directory with --output")
+        files = fetch_for_cli(name, options, weights, None if pipeline else output)
+        if pipeline:
+            build_pipeline(output, lang=lang, options=files[0], weights=files[1])
+            typer.echo(f"Wrote a spaCy pipeline to {output}; load it with spacy.load({str(output)!r})")
+        else:
+            typer.echo(f"Verified {files[0]} and {files[1]}")
+    except (ModelFileError, ValueError) as err:
+        typer.secho(f"Error: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from err

@@ -1,0 +1,378 @@
+"""Published biLM files fetched over HTTP once, verified, and read from a cache from then on.
+
+Only the standard library (urllib). A file is streamed to ``NAME.part`` beside its place, resumed
+with a Range request after a dropped connection (a server that ignores Range and answers 200 is
+read again from the start), checked (the length the server announced; the options parse; the
+HDF5 weights load through ``load_allennlp``, with every dataset and shape the options imply; the
+SHA-256 where the registry knows it) and only then renamed into place with ``os.replace``. Its
+SHA-256 is written beside it (``NAME.sha256.json``) and compared on every later use: a download
+that was changed or damaged since is fetched again, and a file placed by hand is checked once and
+recorded. Nothing downloads unless a published model is asked for by name or URL; nothing is
+unpickled.
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from http.client import HTTPException, HTTPResponse
+from pathlib import Path
+from typing import IO, Callable, Mapping, Optional, Tuple
+
+from .allennlp import load_allennlp, read_options
+from .errors import DownloadError, ModelFileError
+from .registry import PublishedModel, published_model
+
+CACHE_ENV = "SPACY_ELMO_CACHE"
+OPTIONS_NAME = "options.json"
+WEIGHTS_NAME = "weights.hdf5"
+SIDECAR_SUFFIX = ".sha256.json"
+PART_SUFFIX = ".part"
+CHUNK_BYTES = 1 << 20
+USER_AGENT = "spacy-elmo (urllib)"
+# answers worth asking again: the server may be busy or restarting
+RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+
+Check = Callable[[Path], object]
+
+
+@dataclass
+class Transfer:
+    """How files are fetched.
+
+    retries (int): attempts after the first, for a dropped connection or a passing server error.
+    retry_wait (float): seconds before the first retry, doubled for each one after it.
+    timeout (float): seconds a connection may stay silent before it counts as dropped.
+    progress (Optional[IO[str]]): where the progress line goes (default: stderr; None: quiet).
+    """
+
+    retries: int = 4
+    retry_wait: float = 1.0
+    timeout: float = 60.0
+    progress: Optional[IO[str]] = field(default_factory=lambda: sys.stderr)
+
+
+class _Transient(Exception):
+    """A failure that another attempt, resuming where this one stopped, may get past."""
+
+
+class _Unreachable(_Transient):
+    """No answer from the server at all: worth another attempt only if it answered before."""
+
+
+class _Refused(Exception):
+    """An answer that asking again will not change (404, 403, ...)."""
+
+
+def cache_dir() -> Path:
+    """Where downloaded models are kept: ``$SPACY_ELMO_CACHE``, else ``$XDG_CACHE_HOME/spacy_elmo``,
+    else ``~/.cache/spacy_elmo``. RETURNS (Path): the directory (not created here)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "spacy_elmo"
+
+
+def fetch_published(
+    name: str,
+    *,
+    directory: Optional[Path] = None,
+    models: Optional[Mapping[str, PublishedModel]] = None,
+    base_url: Optional[str] = None,
+    transfer: Optional[Transfer] = None,
+) -> Tuple[Path, Path]:
+    """The options and weights of the published model ``name``, downloaded unless already there.
+
+    directory (Optional[Path]): where the two files go (default: ``cache_dir() / name``).
+    models (Optional[Mapping[str, PublishedModel]]): the table of names (default: the registry).
+    base_url (Optional[str]): the server the files are below (default: ``models_base_url()``).
+    transfer (Optional[Transfer]): retries, timeout and progress output.
+    RETURNS (Tuple[Path, Path]): options.json and weights.hdf5, verified.
+    """
+    model = published_model(name, models)
+    return fetch_pair(
+        model.options_url(base_url),
+        model.weights_url(base_url),
+        Path(directory) if directory is not None else cache_dir() / model.name,
+        options_sha256=model.options_sha256,
+        weights_sha256=model.weights_sha256,
+        transfer=transfer,
+    )
+
+
+def url_pair_dir(options_url: str, weights_url: str) -> Path:
+    """RETURNS (Path): the cache directory of a published pair given by its URLs."""
+    key = hashlib.sha256(f"{options_url}\n{weights_url}".encode("utf-8")).hexdigest()[:16]
+    return cache_dir() / "urls" / key
+
+
+def fetch_pair(
+    options_url: str,
+    weights_url: str,
+    directory: Path,
+    *,
+    options_sha256: Optional[str] = None,
+    weights_sha256: Optional[str] = None,
+    transfer: Optional[Transfer] = None,
+) -> Tuple[Path, Path]:
+    """A published options + weights pair in ``directory`` as options.json and weights.hdf5,
+    downloaded unless already there (see ``ensure_file``); the weights are checked against the options.
+
+    options_sha256, weights_sha256 (Optional[str]): the files' known SHA-256, if any.
+    RETURNS (Tuple[Path, Path]): the two files.
+    """
+    for url in (options_url, weights_url):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url}: not an http(s) URL; give a local file as a path instead")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        options = ensure_file(options_url, directory / OPTIONS_NAME, sha256=options_sha256,
+                              check=read_options, transfer=transfer)
+    except DownloadError as err:  # name both files for whoever places them by hand
+        raise DownloadError(err.url, err.path, err.reason, also=[(weights_url, directory / WEIGHTS_NAME)]) from err
+    weights = ensure_file(weights_url, directory / WEIGHTS_NAME, sha256=weights_sha256,
+                          check=lambda path: load_allennlp(options, path), transfer=transfer)
+    return options, weights
+
+
+def ensure_file(
+    url: str,
+    target: Path,
+    *,
+    sha256: Optional[str] = None,
+    check: Optional[Check] = None,
+    transfer: Optional[Transfer] = None,
+) -> Path:
+    """The file at ``target``, verified: downloaded from ``url`` if missing or changed since its download.
+
+    sha256 (Optional[str]): the digest the file must have, if known.
+    check (Optional[Callable[[Path], object]]): reads a file, raising ``ModelFileError`` if it is not
+        usable; run on each download and on a file placed by hand before it is first used.
+    RETURNS (Path): ``target``.
+    """
+    target = Path(target)
+    if target.is_file() and _intact(target, url, sha256, check):
+        return target
+    return _download(url, target, sha256, check, transfer or Transfer())
+
+
+def _download(url: str, target: Path, sha256: Optional[str], check: Optional[Check], transfer: Transfer) -> Path:
+    """Download ``url`` to ``target`` through ``target.part``, verify it and move it into place.
+
+    A download that was resumed and then fails verification is fetched once more from the start
+    (the earlier part may have been a different file); any other failure raises ``DownloadError``.
+    RETURNS (Path): ``target``, with its SHA-256 recorded beside it.
+    """
+    part = target.with_name(target.name + PART_SUFFIX)
+    for _ in range(2):
+        resumed = _fetch(url, part, target, transfer)
+        digest, problem = _verify(part, sha256, check)
+        if problem is None:
+            os.replace(part, target)
+            _write_record(target, url, digest)
+            return target
+        part.unlink()
+        if not resumed:
+            break
+    raise DownloadError(url, target, problem)
+
+
+def file_sha256(path: Path) -> str:
+    """RETURNS (str): the hex SHA-256 of the file at ``path``, read in chunks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def record_path(target: Path) -> Path:
+    """RETURNS (Path): the JSON file beside ``target`` that records its URL, size and SHA-256."""
+    return Path(target).with_name(Path(target).name + SIDECAR_SUFFIX)
+
+
+def _intact(target: Path, url: str, sha256: Optional[str], check: Optional[Check]) -> bool:
+    """Whether ``target`` is usable as it is. A file we downloaded that no longer matches its
+    record is removed (to be fetched again); a file placed by hand that fails is refused."""
+    digest = file_sha256(target)
+    recorded = _read_record(target)
+    if recorded is not None:
+        if digest == recorded and sha256 in (None, digest):
+            return True
+        _note(f"{target}: changed since it was downloaded (SHA-256 {digest}, recorded {recorded}); "
+              "downloading it again")
+        target.unlink()
+        record_path(target).unlink()
+        return False
+    if sha256 is not None and digest != sha256:
+        raise ModelFileError(target, f"SHA-256 {digest} is not the published file's {sha256}; delete it "
+                                     "to download it again")
+    if check is not None:
+        check(target)
+    _write_record(target, url, digest)
+    return True
+
+
+def _read_record(target: Path) -> Optional[str]:
+    """The SHA-256 recorded at download, or None where there is no (readable) record."""
+    try:
+        record = json.loads(record_path(target).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    digest = record.get("sha256") if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def _write_record(target: Path, url: str, digest: str) -> None:
+    record = {"url": url, "bytes": target.stat().st_size, "sha256": digest}
+    path = record_path(target)
+    temporary = path.with_name(path.name + PART_SUFFIX)
+    temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _verify(part: Path, sha256: Optional[str], check: Optional[Check]) -> Tuple[str, Optional[str]]:
+    """RETURNS (Tuple[str, Optional[str]]): the file's SHA-256, and what is wrong with it (None: nothing)."""
+    digest = file_sha256(part)
+    if sha256 is not None and digest != sha256:
+        return digest, f"the file received has SHA-256 {digest}, not the published {sha256} (altered or damaged)"
+    try:
+        if check is not None:
+            check(part)
+    except ModelFileError as err:
+        return digest, f"the file received is not usable: {err.problem}"
+    return digest, None
+
+
+def _fetch(url: str, part: Path, target: Path, transfer: Transfer) -> bool:
+    """Bring ``part`` to the whole file, resuming after dropped connections, up to ``transfer.retries``
+    times. RETURNS (bool): whether it was resumed (an earlier run's part, or a dropped connection),
+    so that it may hold bytes of another version of the file."""
+    resumed = part.is_file() and part.stat().st_size > 0
+    answered = False
+    failures = 0
+    while True:
+        try:
+            _get(url, part, transfer)
+            return resumed
+        except _Refused as err:
+            raise DownloadError(url, target, str(err)) from err
+        except _Transient as err:
+            if isinstance(err, _Unreachable) and not answered:
+                raise DownloadError(url, target, f"cannot reach the server ({err})") from err
+            answered = answered or not isinstance(err, _Unreachable)
+            failures += 1
+            if failures > transfer.retries:
+                raise DownloadError(url, target, f"gave up after {failures} attempts; the last: {err}") from err
+            _note(f"{url}: {err}; trying again")
+            resumed = True
+            time.sleep(transfer.retry_wait * 2 ** (failures - 1))
+
+
+def _get(url: str, part: Path, transfer: Transfer) -> None:
+    """One request: the rest of the file from the end of ``part`` (all of it if the server ignores Range)."""
+    offset = part.stat().st_size if part.is_file() else 0
+    headers = {"User-Agent": USER_AGENT, **({"Range": f"bytes={offset}-"} if offset else {})}
+    try:
+        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=transfer.timeout)
+    except urllib.error.HTTPError as err:
+        if err.code == 416:  # the part is no prefix of the server's file
+            part.unlink()
+            raise _Transient("the partial file does not fit the server's (HTTP 416); starting again") from err
+        if err.code in RETRY_STATUSES:
+            raise _Transient(f"HTTP {err.code} {err.reason}") from err
+        raise _Refused(f"the server answered HTTP {err.code} {err.reason}") from err
+    except (urllib.error.URLError, OSError) as err:
+        raise _Unreachable(str(getattr(err, "reason", err))) from err
+    with response:
+        start, total = _extent(response)
+        if start != offset and start != 0:
+            part.unlink()
+            raise _Transient(f"the server sent bytes from {start}, not {offset}; starting again")
+        _stream(response, part, start, total, transfer)
+
+
+def _extent(response: HTTPResponse) -> Tuple[int, Optional[int]]:
+    """RETURNS (Tuple[int, Optional[int]]): where the body starts in the file, and the file's full
+    length where the server says it (206: Content-Range; 200: Content-Length, the whole file)."""
+    length = response.headers.get("Content-Length")
+    if response.status != 206:
+        return 0, int(length) if length is not None else None
+    content_range = response.headers.get("Content-Range", "")  # "bytes START-END/TOTAL"
+    try:
+        span, total = content_range.split(" ", 1)[1].split("/")
+        start = int(span.split("-")[0])
+    except (IndexError, ValueError):
+        return -1, None  # unreadable: counts as the wrong range
+    if total.strip() != "*":
+        return start, int(total)
+    return start, start + int(length) if length is not None else None
+
+
+def _stream(response: HTTPResponse, part: Path, start: int, total: Optional[int], transfer: Transfer) -> None:
+    """Write the body to ``part`` from byte ``start`` (0: truncating what was there), with progress."""
+    progress = _Progress(part.name[: -len(PART_SUFFIX)], total, start, transfer.progress)
+    done = start
+    try:
+        with part.open("ab" if start else "wb") as out:
+            while True:
+                try:
+                    chunk = response.read(CHUNK_BYTES)
+                except (HTTPException, OSError) as err:
+                    raise _Transient(f"connection lost after {done:,} bytes ({type(err).__name__})") from err
+                if not chunk:
+                    break
+                out.write(chunk)
+                done += len(chunk)
+                progress.update(done)
+    finally:
+        progress.close(done)
+    if total is not None and done < total:
+        raise _Transient(f"connection closed after {done:,} of {total:,} bytes")
+    if total is not None and done > total:
+        part.unlink()
+        raise _Transient(f"received {done:,} bytes where the server announced {total:,}; starting again")
+
+
+class _Progress:
+    """One progress line on a stream (bytes, rate, time left): redrawn in place on a terminal,
+    a line every 10 s elsewhere (logs), and always a last one."""
+
+    def __init__(self, name: str, total: Optional[int], start: int, stream: Optional[IO[str]]) -> None:
+        self.name, self.total, self.start, self.stream = name, total, start, stream
+        self.tty = stream is not None and stream.isatty()
+        self.began = self.shown = time.monotonic()
+
+    def update(self, done: int) -> None:
+        if self.stream is not None and time.monotonic() - self.shown >= (0.5 if self.tty else 10.0):
+            self._show(done, final=False)
+
+    def close(self, done: int) -> None:
+        if self.stream is not None:
+            self._show(done, final=True)
+
+    def _show(self, done: int, *, final: bool) -> None:
+        self.shown = now = time.monotonic()
+        rate = (done - self.start) / max(now - self.began, 1e-6)
+        line = f"{self.name}: {done / 1e6:,.1f}"
+        if self.total:
+            left = (self.total - done) / rate if rate > 0 else 0.0
+            line += f" of {self.total / 1e6:,.1f} MB, {rate / 1e6:,.1f} MB/s, {_clock(left)} left"
+        else:
+            line += f" MB, {rate / 1e6:,.1f} MB/s"
+        end = "\n" if final or not self.tty else ""
+        self.stream.write(("\r" + line.ljust(72) if self.tty else line) + end)
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr)

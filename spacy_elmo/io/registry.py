@@ -1,0 +1,96 @@
+"""The published English ELMo biLMs by name: where their files are and what was reported for them.
+
+The URLs are those of AllenNLP's code (``allennlp/commands/elmo.py`` and the ``ElmoTokenEmbedder``
+defaults name ``https://allennlp.s3.amazonaws.com/models/elmo/...``); AllenNLP's ELMo page lists the
+same files in the bucket's path-style form (``https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/...``),
+together with the parameter counts and the SRL and constituency-parsing F1 of each model. Sizes are the
+weights' float32 parameters at 4 bytes each (the HDF5 file adds a few kilobytes). docs/download.md
+cites the sources.
+"""
+import os
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional
+
+from .errors import ModelFileError
+
+DEFAULT_BASE_URL = "https://allennlp.s3.amazonaws.com/models/elmo/"
+# another server (a mirror, or a local one in tests) holding the same layout below it
+BASE_URL_ENV = "SPACY_ELMO_BASE_URL"
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """One published biLM.
+
+    name (str): the short name ``load_bilm`` and ``download`` take.
+    shape (str): AllenNLP's name for it, which is also its folder and file stem on the server.
+    parameters (float): millions of parameters in the weights file (no softmax).
+    size_mb (float): the weights file's size in megabytes (10^6 bytes).
+    trained_on (str): the pretraining text.
+    reported (str): what AllenNLP's ELMo page reports for it.
+    options_sha256, weights_sha256 (Optional[str]): the files' SHA-256 where known; otherwise
+        the digest of the first download is recorded beside the file and checked from then on.
+    """
+
+    name: str
+    shape: str
+    parameters: float
+    size_mb: float
+    trained_on: str
+    reported: str
+    options_sha256: Optional[str] = None
+    weights_sha256: Optional[str] = None
+
+    def options_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): the options JSON's URL below ``base_url`` (default: ``models_base_url()``)."""
+        return f"{models_base_url(base_url)}{self.shape}/elmo_{self.shape}_options.json"
+
+    def weights_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): the HDF5 weights' URL below ``base_url`` (default: ``models_base_url()``)."""
+        return f"{models_base_url(base_url)}{self.shape}/elmo_{self.shape}_weights.hdf5"
+
+
+BILLION_WORD = "1B Word Benchmark (about 800M tokens of WMT 2011 news)"
+PUBLISHED_MODELS: Dict[str, PublishedModel] = {
+    model.name: model
+    for model in (
+        PublishedModel(
+            "small", "2x1024_128_2048cnn_1xhighway", 13.6, 54.4, BILLION_WORD,
+            "SRL F1 83.62, constituency parsing F1 93.12",
+        ),
+        PublishedModel(
+            "medium", "2x2048_256_2048cnn_1xhighway", 28.0, 112.1, BILLION_WORD,
+            "SRL F1 84.04, constituency parsing F1 93.60",
+        ),
+        PublishedModel(
+            "original", "2x4096_512_2048cnn_2xhighway", 93.6, 374.4, BILLION_WORD,
+            "SRL F1 84.63, constituency parsing F1 93.85; the paper's model (SQuAD 85.8 F1, SNLI 88.7, "
+            "SRL 84.6, coreference 70.4, CoNLL-2003 NER 92.22, SST-5 54.7)",
+        ),
+        PublishedModel(
+            "original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", 93.6, 374.4,
+            "5.5B tokens: Wikipedia (1.9B) and WMT 2008-2012 news crawl (3.6B)",
+            "SRL F1 84.93, constituency parsing F1 94.01; AllenNLP recommends it as the default",
+        ),
+    )
+}
+
+
+def models_base_url(base_url: Optional[str] = None) -> str:
+    """The URL the published files are below: ``base_url``, else ``$SPACY_ELMO_BASE_URL``, else
+    AllenNLP's bucket. RETURNS (str): ending in "/"."""
+    url = base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+    return url if url.endswith("/") else url + "/"
+
+
+def published_model(name: str, models: Optional[Mapping[str, PublishedModel]] = None) -> PublishedModel:
+    """The published model called ``name``, with an error that lists the names.
+
+    models (Optional[Mapping[str, PublishedModel]]): the table to look in (default: ``PUBLISHED_MODELS``).
+    """
+    models = PUBLISHED_MODELS if models is None else models
+    if name not in models:
+        raise ModelFileError(
+            name, f"not found: neither an existing path nor a published model name ({', '.join(models)})"
+        )
+    return models[name]

@@ -1,0 +1,56 @@
+"""`download`: published models by name or URL into the cache, a directory, or a spaCy pipeline."""
+import json
+
+import numpy as np
+import spacy
+from spacy.tokens import Doc
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+
+from ..io.test_download import OPTIONS, OPTIONS_PATH, WEIGHTS, WEIGHTS_PATH, server  # noqa: F401 (fixture)
+
+runner = CliRunner()
+
+
+def test_download_pipeline_loads_with_spacy_and_matches_the_reference(
+    server, tmp_path, tiny_sentences, tiny_expected  # noqa: F811
+):
+    server.publish_small()
+    out = tmp_path / "en_elmo_small"
+    result = runner.invoke(app, ["download", "small", "--pipeline", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    nlp = spacy.load(out)
+    assert nlp.pipe_names == ["elmo"] and nlp.config["components"]["elmo"]["model"]["projection_dim"] == 16
+    docs = nlp.pipe(Doc(nlp.vocab, words=words) for words in tiny_sentences)
+    for i, doc in enumerate(docs):
+        np.testing.assert_allclose(doc._.elmo.layers, tiny_expected[f"layers_{i}"], atol=1e-5)
+    # the files went to the cache, with their records
+    assert (tmp_path / "cache" / "small" / "weights.hdf5.sha256.json").is_file()
+
+
+def test_download_name_to_a_directory_and_a_pair_by_url(server, tmp_path):  # noqa: F811
+    server.publish_small()
+    result = runner.invoke(app, ["download", "small", "--output", str(tmp_path / "files")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "files" / "weights.hdf5").read_bytes() == WEIGHTS
+    assert not (tmp_path / "cache").exists()
+    urls = ["--options", server.base + OPTIONS_PATH, "--weights", server.base + WEIGHTS_PATH]
+    result = runner.invoke(app, ["download", *urls])
+    assert result.exit_code == 0, result.output
+    cached = list((tmp_path / "cache" / "urls").glob("*/options.json"))
+    assert [p.read_bytes() for p in cached] == [OPTIONS]
+    record = json.loads((cached[0].parent / "weights.hdf5.sha256.json").read_text())
+    assert record["url"] == server.base + WEIGHTS_PATH
+
+
+def test_download_errors_say_what_to_do(server, tmp_path):  # noqa: F811
+    result = runner.invoke(app, ["download", "large"])
+    assert result.exit_code == 1 and "small, medium, original, original-5.5b" in result.output
+    result = runner.invoke(app, ["download", "small"])  # the server has no files: 404
+    assert result.exit_code == 1 and "HTTP 404" in result.output and server.base + OPTIONS_PATH in result.output
+    assert not (tmp_path / "cache" / "small" / "options.json").exists()
+    result = runner.invoke(app, ["download", "small", "--pipeline"])
+    assert result.exit_code == 2 and "--output" in result.output
+    result = runner.invoke(app, ["download", "small", "--options", server.base + OPTIONS_PATH])
+    assert result.exit_code == 2 and "not both" in result.output
