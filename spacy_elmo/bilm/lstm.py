@@ -120,7 +120,18 @@ def run_in_place(
     gates_buffer = projected.new_empty(n_dir * batch * 4 * dim)
     hidden_buffer = projected.new_empty(n_dir * batch * dim)
     tanh_ = _tanh_via_sigmoid_ if layer.tanh_via_sigmoid else torch.Tensor.tanh_
-    if paired is not None:
+    if paired is not None and paired[0].dtype != projected.dtype:  # bfloat16 weights: cast each step
+        state_weights, projection_weights = paired
+        low = projected.new_empty(n_dir * batch * 4 * dim, dtype=state_weights.dtype)
+
+        def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
+            product = torch.bmm(h.to(state_weights.dtype), state_weights, out=low[: gates.numel()].view(gates.shape))
+            torch.add(p, product, out=gates)
+
+        def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
+            dest.copy_(torch.bmm(hidden.to(projection_weights.dtype), projection_weights))
+
+    elif paired is not None:
         state_weights, projection_weights = paired
 
         def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:

@@ -11,8 +11,9 @@ running positions only (padding rows are left out), into a buffer kept between c
 (``_workspace``). The pair needs each layer's weights of the two directions in
 one tensor (``pair_directions``, which ``fast.optimize_for_inference`` calls): the
 parameters become views into it, so state_dict(), optimizers and saving see the same values.
-Otherwise, and whenever autograd or module hooks are involved, the directions run one after
-the other.
+With bf16 layers (``quantize``) the pair's products take bfloat16 copies of the paired weights
+(``bf16_weights``) while the gates, cells and outputs stay float32. Otherwise, and whenever
+autograd or module hooks are involved, the directions run one after the other.
 """
 import threading
 import weakref
@@ -23,6 +24,8 @@ import torch
 from torch import nn
 
 from ..lstm import LSTMPLayer, LSTMPStack, State, run_in_place
+from ..versions import tensors_version
+from .quantize import ReducedPrecisionLinear
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
 # Each layer's linear maps, and whether the pair holds them transposed (in, out) rather than as
@@ -101,23 +104,19 @@ def run_directions(
     """
     pairs = list(zip(forward.layers, backward.layers))
     weights = [paired_weights(*pair) for pair in pairs]
-    plain = all(
-        type(getattr(layer, name)) is nn.Linear
-        and not (layer._forward_hooks or layer._forward_pre_hooks)
-        for pair in pairs
-        for layer in pair
-        for name in LINEARS
-    )
+    precision = lockstep_precision(pairs)
     needs_grad = torch.is_grad_enabled() and (
         any(x.requires_grad for x in inputs)
         or any(p.requires_grad for p in (*forward.parameters(), *backward.parameters()))
     )
-    if needs_grad or not plain or any(w is None for w in weights) or len(forward.layers) != len(backward.layers):
+    if needs_grad or precision is None or any(w is None for w in weights) or len(forward.layers) != len(backward.layers):
         return forward(inputs[0], batch_sizes, states[0]), backward(inputs[1], batch_sizes, states[1])
     xs = list(inputs)
     results: Tuple[StackResult, StackResult] = (([], []), ([], []))
     rows, times = packed_positions(batch_sizes, xs[0].device)
     for k, (pair, paired) in enumerate(zip(pairs, weights)):
+        if precision == "bf16":
+            paired = bf16_weights(pair, paired)
         gates = paired[0].shape[-1]
         # Running positions only, timestep after timestep (no padding rows), both directions in one
         # batched product (MKL then gives each direction its own thread), bias added afterwards
@@ -126,11 +125,11 @@ def run_directions(
         projected = _workspace(forward, 2 * len(rows) * gates, xs[0]).view(2, len(rows), gates)
         if k == 0 and first_inputs is not None:
             table, slots = first_inputs
-            distinct = torch.bmm(table.expand(2, *table.shape), paired[0]).add_(bias)
+            distinct = _bmm(table.expand(2, *table.shape), paired[0]).add_(bias)
             for d in range(2):
                 torch.index_select(distinct[d], 0, gather_running(slots[d], rows, times), out=projected[d])
         else:
-            torch.bmm(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], out=projected)
+            _bmm(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], out=projected)
             projected.add_(bias)
         out, finals = run_in_place(
             pair, projected, batch_sizes, [states[0][k], states[1][k]], paired[1:], packed=True
@@ -141,6 +140,46 @@ def run_directions(
             results[d][1].append(finals[d])
             xs[d] = y
     return results
+
+
+def lockstep_precision(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]]) -> Optional[str]:
+    """The precision the layer pairs run in lockstep: "fp32" (plain linear layers), "bf16" (all of
+    them bf16 stand-ins: the pair's products then run on bfloat16 copies of the paired weights),
+    or None (anything else, or module hooks: the directions then run one after the other)."""
+    kinds = set()
+    for pair in pairs:
+        for layer in pair:
+            if layer._forward_hooks or layer._forward_pre_hooks:
+                return None
+            for name in LINEARS:
+                linear = getattr(layer, name)
+                if type(linear) is nn.Linear:
+                    kinds.add("fp32")
+                elif isinstance(linear, ReducedPrecisionLinear) and linear.precision == "bf16":
+                    kinds.add("bf16")
+                else:
+                    return None
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def bf16_weights(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> PairedWeights:
+    """bfloat16 copies of a layer pair's paired weights in the same layouts, made once per weights
+    version and kept on the pair's first layer."""
+    owner = pair[0]
+    key = tensors_version(*(getattr(layer, name).weight for layer in pair for name in LINEARS))
+    cached = getattr(owner, "_bf16_paired", None)
+    if cached is None or cached[0] != key:
+        cached = (key, tuple(w.to(torch.bfloat16) for w in paired))  # strides kept: same layouts
+        owner._bf16_paired = cached
+    return cached[1]
+
+
+def _bmm(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``a @ b`` batched, in ``b``'s precision (bfloat16 weights: a cast, the result back in ``a``'s)."""
+    if b.dtype == a.dtype:
+        return torch.bmm(a, b, out=out)
+    result = torch.bmm(a.to(b.dtype), b)
+    return result.to(a.dtype) if out is None else out.copy_(result)
 
 
 def packed_positions(batch_sizes: Sequence[int], device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:

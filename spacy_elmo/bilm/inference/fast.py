@@ -11,8 +11,10 @@ uses 2). ``nlp.pipe(n_process=k)`` workers run on one thread each (the elmo comp
 it: GNU OpenMP does not survive a fork); more threads than cores makes the per-timestep
 products much slower, not faster.
 """
+import warnings
 from typing import Iterable, Optional
 
+from . import quantize
 from .bidirectional import pair_directions, unpair_directions
 from .char_cache import CharCNNCache
 from ..model import BiLM
@@ -32,8 +34,8 @@ def optimize_for_inference(
     bilm (BiLM): the model; put in eval mode.
     precision (str): "fp32" (outputs equal to the plain model to about 1e-6), or a fast mode:
         "fp16" (float16 weights, CPU), "int8" (dynamic quantization, CPU) or "bf16" (for hardware
-        with bf16 arithmetic). Applies to every linear layer of the LSTMs and the token encoder's
-        highway and projection; the reduced-precision copies are made on first use and remade when
+        with bf16 arithmetic: on a CPU without AVX512-BF16 or AMX this warns and runs fp32).
+        Applies to every linear layer of the LSTMs and the token encoder's highway and projection; the reduced-precision copies are made on first use and remade when
         the weights change. "fp32" also undoes an earlier fast mode.
     char_cache_size (int): keep the token encodings of up to this many tokens across calls
         (0 disables). 20000 tokens take about 50 MB with the published models.
@@ -59,6 +61,14 @@ def optimize_for_inference(
         raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" or "fp32" on {bilm.device.type}')
     if char_cache_size < 0:
         raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
+    if precision == "bf16" and bilm.device.type == "cpu" and not quantize.cpu_has_bf16():
+        warnings.warn(
+            'precision "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which this one '
+            'lacks (torch would emulate it, several times slower than fp32): running in fp32 instead',
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        precision = "fp32"
     bilm.eval()
     reduce_precision(bilm, precision)
     encoder = bilm.token_encoder
@@ -93,3 +103,4 @@ def forget_derived_weights(bilm: BiLM) -> None:
     for module in bilm.modules():
         if isinstance(module, ReducedPrecisionLinear):
             module.forget()
+        module.__dict__.pop("_bf16_paired", None)  # the lockstep path's bf16 weight copies

@@ -6,8 +6,9 @@ with autograd off does it multiply with a reduced-precision copy of its weight, 
 first use and remade whenever the weight changes (storage, in-place version, device).
 
 - "bf16": weight, bias and input in bfloat16, output cast back to float32. Fast where the
-  hardware has bf16 arithmetic (AVX512-BF16/AMX CPUs, recent GPUs); elsewhere slower than fp32
-  except for one-row products, where it halves the weight bytes read.
+  hardware has bf16 arithmetic (AVX512-BF16/AMX CPUs, recent GPUs; ``cpu_has_bf16``); elsewhere
+  torch emulates it, slower than fp32. The LSTMs' products then run in lockstep on bfloat16
+  copies of the paired weights (inference/bidirectional.py), with cell and gates in float32.
 - "fp16": weight stored as float16 and multiplied in float32 (fbgemm; CPU only). Halves the
   bytes of weight read per product at almost no cost in accuracy.
 - "int8": dynamic quantization (fbgemm/x86; CPU only): weights int8 per output channel,
@@ -95,6 +96,23 @@ def _pack(weight: torch.Tensor, bias: Optional[torch.Tensor], precision: str) ->
         warnings.simplefilter("ignore")
         qweight = torch.quantize_per_channel(weight, scales, zero_points, axis=0, dtype=torch.qint8)
         return torch.ops.quantized.linear_prepack(qweight, bias)
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has bf16 arithmetic (AVX512-BF16 or AMX), where "bf16" pays.
+
+    Elsewhere torch emulates bfloat16 products in float32, several times slower than fp32.
+    """
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    found = [getattr(torch.cpu, name, None) for name in probes]
+    if any(probe is not None for probe in found):
+        return any(probe() for probe in found if probe is not None)
+    try:  # an older torch: the kernel's flags
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            flags = next((line for line in cpuinfo if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def _reduce_range() -> bool:
