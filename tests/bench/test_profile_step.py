@@ -1,0 +1,19 @@
+"""Smoke test of the timestep profile on a tiny model: the shares of a timestep's time add up."""
+import json
+
+import pytest
+
+from bench import profile_step
+
+
+def test_shares_cover_the_profiled_time_and_are_written(tmp_path):
+    out, md = tmp_path / "profile.json", tmp_path / "profile.md"
+    report = profile_step.main(["--quick", "--json", str(out), "--markdown", str(md)])
+    tiny = report["shapes"]["tiny"]
+    assert set(tiny["share"]) == {"products", "elementwise", "other ops", "Python and dispatch"}
+    assert sum(tiny["share"].values()) == pytest.approx(1.0, abs=0.02) or tiny["share"]["Python and dispatch"] == 0
+    assert tiny["share"]["products"] > 0 and tiny["ops_per_timestep"]["products"] >= 2  # recurrent + projection
+    # timesteps: (tokens + <S> + </S>) per sentence, times the layers
+    assert tiny["timesteps"] == (tiny["tokens"] + 2 * report["sentences"]["count"]) * tiny["config"]["n_layers"]
+    assert json.loads(out.read_text())["shapes"]["tiny"]["timesteps"] == tiny["timesteps"]
+    assert "Python and dispatch" in md.read_text() and report["provenance"]["cpu_flags"] is not None
