@@ -21,14 +21,15 @@ from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
 from .architectures import bilm_model_config
 from .data_classes import ElmoOutput, softmax_weights
 from .extensions import install_extensions, install_vector_hooks
-from .io import ModelFileError, bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
+from .initial_weights import NO_WEIGHTS, initial_bilm, record_shape  # noqa: F401
+from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .io.loading import DEFAULT_CHAR_CACHE_SIZE, PIPELINE_FACTORY, find_bilm_directory, resolve_bilm  # noqa: F401
 from .layers import (
     InferencePlan,
     apply_inference,
-    get_batch_id,
     get_bilm,
     is_listener_for,
+    send_to_listeners,
     set_bilm,
     set_inference,
     weights_updated,
@@ -37,42 +38,6 @@ from .threads import one_thread_in_forked_workers
 
 PathLike = Union[str, Path]
 FACTORY = PIPELINE_FACTORY
-NO_WEIGHTS = (
-    "The '{name}' component has no biLM weights. Set [initialize.components.{name}] "
-    "options = \"options.json\" and weights = \"weights.hdf5\" (a published AllenNLP/bilm-tf "
-    "pair) or model = \"DIR\" (a spacy-elmo model directory, or a pipeline with an elmo "
-    "component) and call nlp.initialize(); or call nlp.get_pipe('{name}').initialize(lambda: [], "
-    "options=..., weights=...); or build a ready pipeline with `python -m spacy_elmo convert`."
-)
-
-
-def initial_bilm(
-    *, name: str = FACTORY, options: Optional[PathLike], weights: Optional[PathLike], model: Optional[PathLike]
-) -> BiLM:
-    """The biLM that ``Elmo.initialize`` imports (``spacy_elmo.io.loading.resolve_bilm``): from the
-    given files or, where none is given, the English biLM shipped with the package.
-
-    RETURNS (BiLM): loaded on CPU, in eval mode.
-    """
-    what = f"[initialize.components.{name}]"
-    if model is None and options is None and weights is None:
-        try:
-            return resolve_bilm(what=what)
-        except ModelFileError as err:
-            raise ValueError(f"{NO_WEIGHTS.format(name=name)} ({err})") from err
-    return resolve_bilm(model, options=options, weights=weights, what=what)
-
-
-def record_shape(nlp: Language, name: str, config: BiLMConfig) -> None:
-    """Write a biLM shape into the pipeline's config of the component ``name`` (its
-    ``[components.NAME.model]`` block, when that block builds our architecture); other
-    settings of the block are kept."""
-    try:
-        block = nlp.get_pipe_config(name).get("model")
-    except ValueError:
-        return
-    if isinstance(block, dict) and block.get("@architectures") == ARCHITECTURE:
-        block.update(bilm_model_config(config))
 
 
 @Language.factory(
@@ -317,25 +282,17 @@ class Elmo(TrainablePipe):
         docs = [eg.predicted for eg in examples]
         set_dropout_rate(self.model, drop)
         outputs, backprop_layers = self.model.begin_update(docs)
-        d_layers: List[Floats3d] = [self.model.ops.alloc3f(*out.layers.shape) for out in outputs]
 
-        def accumulate_gradient(one_d_layers: Sequence[Floats3d]) -> List[Doc]:
-            for total, d in zip(d_layers, one_d_layers):
-                total += d
-                losses[self.name] += float((d**2).sum())
-            return []
+        def add_loss(d_layers: Floats3d) -> None:
+            losses[self.name] += float((d_layers**2).sum())
 
-        def backprop(one_d_layers: Sequence[Floats3d]) -> List[Doc]:
-            accumulate_gradient(one_d_layers)
-            d_docs = backprop_layers(d_layers)
+        def step_optimizer() -> None:
             if sgd not in (None, False):
                 self.finish_update(sgd)
-            return d_docs
 
-        batch_id = get_batch_id(docs)
-        for listener in listeners[:-1]:
-            listener.receive(batch_id, outputs, accumulate_gradient)
-        listeners[-1].receive(batch_id, outputs, backprop)
+        send_to_listeners(
+            listeners, docs, outputs, backprop_layers, ops=self.model.ops, on_gradient=add_loss, after_backprop=step_optimizer
+        )
         return losses
 
     def finish_update(self, sgd: Optimizer) -> None:

@@ -9,7 +9,7 @@ from .bilm_model import (
     set_inference,
     weights_updated,
 )
-from .listener_protocol import ANY_UPSTREAM, UPSTREAM_ATTR, get_batch_id, is_listener_for
+from .listener_protocol import ANY_UPSTREAM, UPSTREAM_ATTR, get_batch_id, is_listener_for, send_to_listeners
 from .segments import doc_segments
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "get_batch_id",
     "get_bilm",
     "is_listener_for",
+    "send_to_listeners",
     "set_bilm",
     "set_inference",
     "weights_updated",

@@ -265,62 +265,16 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
 
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOutput], Callable]:
-    wrapper = model.layers[0]
     bilm = get_bilm(model)
-    config = bilm.config
-    trainable = is_train and model.attrs["trainable"]
-    if trainable:
-        # Train on a freshly built model's layout: with the weights a prediction paired, autograd
-        # would copy every gradient into their column-major layout (and warn each step).
-        unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
-    elif not is_train:
-        model.attrs[INFERENCE_ATTR].apply(bilm)
-    cache: FrozenCache = model.attrs[CACHE_ATTR]
-    use_cache = cache.max_bytes > 0 and not model.attrs["trainable"]
-    if use_cache:
-        cache.check(bilm)
-    else:
-        # a trainable biLM's weights move: what was stored before may be stale
-        cache.clear()
+    trainable = _prepare_bilm(model, bilm, is_train)
+    cache = _frozen_cache(model, bilm)
     segments = [tuple(doc_segments(doc, model.attrs["max_window"])) for doc in docs]
     words = [[token.text for token in doc] for doc in docs]
     flat = [(d, start, end) for d, doc_segs in enumerate(segments) for start, end in doc_segs]
-    pieces: List[Any] = [None] * len(flat)
-    keys = [tuple(words[d][start:end]) for d, start, end in flat] if use_cache else []
-    to_run = list(range(len(flat)))
-    if use_cache:
-        for index, key in enumerate(keys):
-            pieces[index] = cache.get(key)
-        to_run = [index for index in to_run if pieces[index] is None]
-    batches = plan_batches(
-        [flat[i][2] - flat[i][1] + 2 for i in to_run],
-        batch_size=model.attrs["batch_size"],
-        max_batch_items=model.attrs["max_batch_items"],
-    )
-    callbacks = []
-    for batch in ([to_run[i] for i in b] for b in batches):
-        sentences = [words[d][start:end] for d, start, end in (flat[i] for i in batch)]
-        ids, lengths = batch_char_ids(sentences, config.max_characters_per_token)
-        layers, backprop_batch = wrapper((ids, lengths), trainable)
-        for row, index in enumerate(batch):
-            # drop the <S> and </S> positions
-            pieces[index] = layers[:, row, 1 : lengths[row] - 1]
-            if use_cache:
-                cache.put(keys[index], pieces[index])
-        callbacks.append((batch, layers.shape, lengths, backprop_batch))
-
-    xp = model.ops.xp
-    outputs = []
-    offset = 0
-    for doc_segs in segments:
-        doc_pieces = pieces[offset : offset + len(doc_segs)]
-        offset += len(doc_segs)
-        if doc_pieces:
-            # a copy: the batch arrays can be freed, and the cache's entries stay private
-            layers = xp.concatenate(doc_pieces, axis=1)
-        else:
-            layers = model.ops.alloc3f(config.n_output_layers, 0, config.output_dim)
-        outputs.append(ElmoOutput(layers=layers, segments=doc_segs))
+    sentences = [words[d][start:end] for d, start, end in flat]
+    pieces = _cached_pieces(cache, sentences)
+    callbacks = _run_segments(model, sentences, pieces, cache, trainable)
+    outputs = _doc_outputs(model, segments, pieces)
 
     def backprop(d_layers: Sequence[Floats3d]) -> List[Doc]:
         if not trainable:
@@ -334,6 +288,83 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOut
         return []
 
     return outputs, backprop
+
+
+def _prepare_bilm(model: Model, bilm: BiLM, is_train: bool) -> bool:
+    """Lay the biLM out for this pass. RETURNS (bool): whether gradients flow into it."""
+    trainable = is_train and model.attrs["trainable"]
+    if trainable:
+        # Train on a freshly built model's layout: with the weights a prediction paired, autograd
+        # would copy every gradient into their column-major layout (and warn each step).
+        unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
+    elif not is_train:
+        model.attrs[INFERENCE_ATTR].apply(bilm)
+    return trainable
+
+
+def _frozen_cache(model: Model, bilm: BiLM) -> Optional[FrozenCache]:
+    """The layer cache, checked against the biLM's weights, or None when it is not used."""
+    cache: FrozenCache = model.attrs[CACHE_ATTR]
+    if cache.max_bytes > 0 and not model.attrs["trainable"]:
+        cache.check(bilm)
+        return cache
+    # a trainable biLM's weights move: what was stored before may be stale
+    cache.clear()
+    return None
+
+
+def _cached_pieces(cache: Optional[FrozenCache], sentences: Sequence[List[str]]) -> List[Any]:
+    """Each segment's layers from the cache (not copied yet: joining a Doc's pieces copies them); None where missing."""
+    if cache is None:
+        return [None] * len(sentences)
+    return [cache.get(tuple(words)) for words in sentences]
+
+
+def _run_segments(
+    model: Model, sentences: Sequence[List[str]], pieces: List[Any], cache: Optional[FrozenCache], trainable: bool
+) -> List[Tuple[List[int], Tuple[int, ...], np.ndarray, Callable]]:
+    """Run the biLM on the segments missing from ``pieces``, in batches planned by length, and
+    fill their layers in (and into ``cache``).
+
+    RETURNS (list): per batch, what its backward pass needs: the segments' indices, the shape of
+    the batch's layers, the lengths with <S> and </S>, and the wrapper's callback.
+    """
+    to_run = [index for index, piece in enumerate(pieces) if piece is None]
+    batches = plan_batches(
+        [len(sentences[i]) + 2 for i in to_run],
+        batch_size=model.attrs["batch_size"],
+        max_batch_items=model.attrs["max_batch_items"],
+    )
+    max_characters = get_bilm(model).config.max_characters_per_token
+    callbacks = []
+    for batch in ([to_run[i] for i in b] for b in batches):
+        ids, lengths = batch_char_ids([sentences[i] for i in batch], max_characters)
+        layers, backprop_batch = model.layers[0]((ids, lengths), trainable)
+        for row, index in enumerate(batch):
+            # drop the <S> and </S> positions
+            pieces[index] = layers[:, row, 1 : lengths[row] - 1]
+            if cache is not None:
+                cache.put(tuple(sentences[index]), pieces[index])
+        callbacks.append((batch, layers.shape, lengths, backprop_batch))
+    return callbacks
+
+
+def _doc_outputs(model: Model, segments: Sequence[Tuple[Tuple[int, int], ...]], pieces: List[Any]) -> List[ElmoOutput]:
+    """Each Doc's layers: its segments' pieces joined along the token axis."""
+    config = get_bilm(model).config
+    xp = model.ops.xp
+    outputs = []
+    offset = 0
+    for doc_segs in segments:
+        doc_pieces = pieces[offset : offset + len(doc_segs)]
+        offset += len(doc_segs)
+        if doc_pieces:
+            # a copy: the batch arrays can be freed, and the cache's entries stay private
+            layers = xp.concatenate(doc_pieces, axis=1)
+        else:
+            layers = model.ops.alloc3f(config.n_output_layers, 0, config.output_dim)
+        outputs.append(ElmoOutput(layers=layers, segments=doc_segs))
+    return outputs
 
 
 def _convert_inputs(model: Model, X: BatchInput, is_train: bool) -> Tuple[ArgsKwargs, Callable]:

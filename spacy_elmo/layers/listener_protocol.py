@@ -21,10 +21,13 @@ biLM's backward pass. When the biLM is frozen (the default) the callbacks do
 nothing and no computation graph is kept. At prediction time (or when `elmo` is
 a frozen, annotating component) listeners read ``doc._.elmo`` instead.
 """
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, List, Sequence
 
 from spacy.tokens import Doc
-from thinc.api import Model
+from thinc.api import Model, Ops
+from thinc.types import Floats3d
+
+from ..data_classes import ElmoOutput
 
 UPSTREAM_ATTR = "elmo_upstream"
 ANY_UPSTREAM = "*"
@@ -40,3 +43,43 @@ def is_listener_for(node: Any, upstream_name: str) -> bool:
     if not isinstance(node, Model) or not callable(getattr(node, "receive", None)):
         return False
     return node.attrs.get(UPSTREAM_ATTR) in (ANY_UPSTREAM, upstream_name)
+
+
+def send_to_listeners(
+    listeners: Sequence[Model],
+    docs: List[Doc],
+    outputs: List[ElmoOutput],
+    backprop_layers: Callable[[List[Floats3d]], List[Doc]],
+    *,
+    ops: Ops,
+    on_gradient: Callable[[Floats3d], None],
+    after_backprop: Callable[[], None],
+) -> None:
+    """The upstream side of a training batch: call ``receive`` on every listener with the batch's
+    outputs and a callback. The callbacks sum the listeners' gradients into one array per Doc; the
+    one given to the last listener then runs ``backprop_layers`` on the sums.
+
+    listeners (Sequence[Model]): all listeners of all downstream components, in pipeline order.
+    outputs (List[ElmoOutput]): the biLM's outputs for ``docs``; ``backprop_layers`` is their callback.
+    ops (Ops): allocates the gradient sums.
+    on_gradient (Callable[[Floats3d], None]): called with every Doc's gradient from every listener.
+    after_backprop (Callable[[], None]): called after ``backprop_layers`` (the optimizer step).
+    """
+    d_layers: List[Floats3d] = [ops.alloc3f(*out.layers.shape) for out in outputs]
+
+    def accumulate_gradient(one_d_layers: Sequence[Floats3d]) -> List[Doc]:
+        for total, d in zip(d_layers, one_d_layers):
+            total += d
+            on_gradient(d)
+        return []
+
+    def backprop(one_d_layers: Sequence[Floats3d]) -> List[Doc]:
+        accumulate_gradient(one_d_layers)
+        d_docs = backprop_layers(d_layers)
+        after_backprop()
+        return d_docs
+
+    batch_id = get_batch_id(docs)
+    for listener in listeners[:-1]:
+        listener.receive(batch_id, outputs, accumulate_gradient)
+    listeners[-1].receive(batch_id, outputs, backprop)

@@ -30,6 +30,7 @@ from .lm import LanguageModel
 from .model_dir import save_lm
 from .perplexity import Perplexity, evaluate_perplexity
 from .progress import MetricsLog, ProgressLine, plot_learning_curve
+from .schedule import learning_rate_at, make_optimizer
 from .vocab import Vocab
 
 CHECKPOINTS = "checkpoints"
@@ -49,29 +50,6 @@ class RunSummary:
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
-
-
-def make_optimizer(params: Iterable[nn.Parameter], settings: TrainingSettings, lr: Optional[float] = None) -> torch.optim.Optimizer:
-    """Adagrad as bilm-tf (lr 0.2, initial accumulator 1.0), or Adam."""
-    params = [p for p in params if p.requires_grad]
-    lr = settings.learning_rate if lr is None else lr
-    if settings.optimizer == "adagrad":
-        return torch.optim.Adagrad(params, lr=lr, initial_accumulator_value=settings.initial_accumulator)
-    return torch.optim.Adam(params, lr=lr, betas=(settings.adam_beta1, settings.adam_beta2))
-
-
-def learning_rate_at(step: int, settings: TrainingSettings, base: Optional[float] = None) -> float:
-    """The rate for update number ``step`` (1-based): linear warm-up, then constant or inverse-sqrt decay.
-
-    A function of the step alone, so a resumed run continues the schedule where it stopped.
-    """
-    base = settings.learning_rate if base is None else base
-    warmup = settings.warmup_steps
-    if warmup and step <= warmup:
-        return base * step / warmup
-    if settings.lr_schedule == "inverse_sqrt" and warmup:
-        return base * math.sqrt(warmup / step)
-    return base
 
 
 def epoch_batches(
