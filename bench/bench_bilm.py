@@ -19,12 +19,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
-from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.bilm.inference.bidirectional import paired_weights
 from spacy_elmo.bilm.inference.fast import optimize_for_inference
 from spacy_elmo.provenance import provenance
@@ -146,6 +146,35 @@ def machine_info(threads: int) -> Dict:
 def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
     plain = published_bilm(shape, workdir)
     config = plain.config
+    models, optimized = shape_models(plain, vocab, args)
+    batch = char_batch(sentences, config.max_characters_per_token)
+    singles = [char_batch([s], config.max_characters_per_token) for s in sentences[: args.single]]
+    flops = flops_per_position(config)
+    result: Dict = {"published_name": PUBLISHED_NAMES[shape], "config": config.to_options()}
+    result["flops_per_position"] = flops
+    # Short best-case measurements, for reference; the bounds used for the ratios run interleaved below.
+    result["matvec"] = matvec_bandwidth(
+        [(config.projection_dim, 4 * config.dim)] * (2 * config.n_layers)
+        + [(config.dim, config.projection_dim)] * (2 * config.n_layers)
+    )
+    recurrent = recurrent_weights(optimized)
+    for name, runs in (("batch", [batch]), ("single", singles)):
+        positions = sum(int(lengths.sum()) for _, lengths in runs)
+        if name == "batch":
+            bound: Callable[[], float] = GemmBound(positions * flops["total"], shape=args.gemm_shape)
+        else:
+            bound = MatvecBound(recurrent, positions)
+        entry = run_workload(models, runs, args.repeats, bound)
+        # the bound counts every position through the whole model; the optimized modes do less
+        entry["work"] = work_done(config, runs, vocab)
+        add_bound_fractions(entry, name, positions, config)
+        result[name] = entry
+    result["char_cache"] = optimized.token_encoder.cache.stats() if optimized.token_encoder.cache else None
+    return result
+
+
+def shape_models(plain: BiLM, vocab, args) -> Tuple[Dict[str, Callable], BiLM]:
+    """The models to time, by name (baseline, ours, ours_opt and the fast modes), and the optimized one."""
     models: Dict[str, Callable] = {}
     baseline = BaselineBiLM(plain).eval()
     models["baseline"] = lambda ids, lengths: baseline(ids, lengths)
@@ -158,58 +187,46 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
         twin = copy.deepcopy(optimized, memo={id(p): p for p in optimized.parameters()})
         optimize_for_inference(twin, precision=mode, char_cache_size=args.cache_size, vocab=vocab or None)
         models[mode] = (lambda m: lambda ids, lengths: m(ids, lengths).layers)(twin)
+    return models, optimized
 
-    batch = char_batch(sentences, config.max_characters_per_token)
-    singles = [char_batch([s], config.max_characters_per_token) for s in sentences[: args.single]]
-    flops = flops_per_position(config)
-    result: Dict = {"published_name": PUBLISHED_NAMES[shape], "config": config.to_options()}
-    result["flops_per_position"] = flops
-    # Short best-case measurements, for reference; the bounds used for the ratios run interleaved below.
-    result["matvec"] = matvec_bandwidth(
-        [(config.projection_dim, 4 * config.dim)] * (2 * config.n_layers)
-        + [(config.dim, config.projection_dim)] * (2 * config.n_layers)
-    )
+
+def recurrent_weights(optimized: BiLM) -> List[List[torch.Tensor]]:
+    """The recurrent weight matrices a single-sentence step reads: each direction's own, and the
+    paired ones where the directions run in lockstep."""
     layers = list(zip(optimized.forward_lstm.layers, optimized.backward_lstm.layers))
     separate = [
         w.t() for pair in layers for layer in pair for w in (layer.state_linearity.weight, layer.projection.weight)
     ]
     stacked = [w for pair in layers for w in (paired_weights(*pair) or ())[1:]]  # recurrent only
-    recurrent = [separate, stacked] if stacked else [separate]
-    for name, runs in (("batch", [batch]), ("single", singles)):
-        positions = sum(int(lengths.sum()) for _, lengths in runs)
+    return [separate, stacked] if stacked else [separate]
+
+
+def add_bound_fractions(entry: Dict, name: str, positions: int, config: BiLMConfig) -> None:
+    """Add to each mode of a workload's entry its rates and its fractions of the hardware bound."""
+    flops = flops_per_position(config)
+    bound_seconds = entry["bound_seconds"]
+    work = entry["work"]
+    for mode_name, stats in entry["modes"].items():
+        seconds = stats["seconds"]
+        stats["gflops_nominal"] = positions * flops["total"] / seconds / 1e9
+        stats["recurrent_gb_per_s"] = positions * recurrent_bytes_per_step(config) / seconds / 1e9
+        # Fractions of the hardware limit: the time the limit allows over the time taken.
+        paired = sorted(stats.pop("paired_bound_ratios"))
+        scale = flops["lstm"] / flops["total"] if name == "batch" else 1.0
+        # the fraction below (the LSTM-only one for the batch) per repeat: min, median, max
+        stats["pct_bound_paired"] = [100 * scale * paired[i] for i in (0, len(paired) // 2, -1)]
         if name == "batch":
-            bound: Callable[[], float] = GemmBound(positions * flops["total"], shape=args.gemm_shape)
+            stats["pct_gemm_bound"] = 100 * bound_seconds / seconds
+            stats["pct_gemm_bound_lstm_only"] = 100 * bound_seconds * flops["lstm"] / flops["total"] / seconds
+            if mode_name not in ("baseline", "ours"):
+                # the same bound for the FLOPs this mode actually does (caches and shared rows left out)
+                stats["pct_gemm_bound_work_done"] = 100 * bound_seconds * work["done_flops"] / work["nominal_flops"] / seconds
         else:
-            bound = MatvecBound(recurrent, positions)
-        entry = run_workload(models, runs, args.repeats, bound)
-        bound_seconds = entry["bound_seconds"]
-        # the bound counts every position through the whole model; the optimized modes do less
-        work = work_done(config, runs, vocab)
-        entry["work"] = work
-        for mode_name, stats in entry["modes"].items():
-            seconds = stats["seconds"]
-            stats["gflops_nominal"] = positions * flops["total"] / seconds / 1e9
-            stats["recurrent_gb_per_s"] = positions * recurrent_bytes_per_step(config) / seconds / 1e9
-            # Fractions of the hardware limit: the time the limit allows over the time taken.
-            paired = sorted(stats.pop("paired_bound_ratios"))
-            scale = flops["lstm"] / flops["total"] if name == "batch" else 1.0
-            # the fraction below (the LSTM-only one for the batch) per repeat: min, median, max
-            stats["pct_bound_paired"] = [100 * scale * paired[i] for i in (0, len(paired) // 2, -1)]
-            if name == "batch":
-                stats["pct_gemm_bound"] = 100 * bound_seconds / seconds
-                stats["pct_gemm_bound_lstm_only"] = 100 * bound_seconds * flops["lstm"] / flops["total"] / seconds
-                if mode_name not in ("baseline", "ours"):
-                    # the same bound for the FLOPs this mode actually does (caches and shared rows left out)
-                    stats["pct_gemm_bound_work_done"] = 100 * bound_seconds * work["done_flops"] / work["nominal_flops"] / seconds
-            else:
-                stats["pct_bandwidth_bound"] = 100 * bound_seconds / seconds
-        if name == "batch":
-            entry["gemm_gflops"] = positions * flops["total"] / bound_seconds / 1e9
-        else:
-            entry["matvec_gb_per_s"] = positions * recurrent_bytes_per_step(config) / bound_seconds / 1e9
-        result[name] = entry
-    result["char_cache"] = optimized.token_encoder.cache.stats() if optimized.token_encoder.cache else None
-    return result
+            stats["pct_bandwidth_bound"] = 100 * bound_seconds / seconds
+    if name == "batch":
+        entry["gemm_gflops"] = positions * flops["total"] / bound_seconds / 1e9
+    else:
+        entry["matvec_gb_per_s"] = positions * recurrent_bytes_per_step(config) / bound_seconds / 1e9
 
 
 def run_workload(models: Dict[str, Callable], runs, repeats: int, bound: Callable[[], float]) -> Dict:

@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from thinc.api import Config
@@ -35,26 +35,9 @@ from .workloads import SHAPES, first_batch
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/bilm-small.cfg")
-    parser.add_argument("--text", default=None, help="whitespace-tokenized text, a sentence a line")
-    parser.add_argument("--precisions", default="fp32,bf16")
-    parser.add_argument("--threads", default="2", help="comma-separated torch thread counts")
-    parser.add_argument("--batches", default="256:6144", help="comma-separated SENTENCES:TOKENS caps")
-    parser.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--quick", action="store_true", help="tiny model and batch (a smoke run)")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     command = "python -m bench.bench_pretrain_step " + " ".join(argv if argv is not None else sys.argv[1:])
-    if args.quick:
-        config, n_samples = SHAPES["tiny"], 64
-        batches = [(8, 200)]
-    else:
-        cfg = Config().from_disk(args.config)
-        config = BiLMConfig(**dict(cfg["model"]))
-        n_samples = int(cfg["softmax"]["n_samples"])
-        batches = [tuple(int(x) for x in spec.split(":")) for spec in args.batches.split(",")]
+    config, n_samples, batches = model_shape(args)
     sentences = read_sentences(args.text, quick=args.quick)
     vocab = Vocab.from_counts(Counter(t for s in sentences for t in s), size=50000, min_count=1)
     precisions = args.precisions.split(",")
@@ -66,8 +49,47 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     optimizer = make_opt(lm.parameters(), lr=1e-4)
     settings = [(p, t, b) for b in batches for t in threads for p in precisions]
     prepared = {b: sentence_batch(first_batch(sentences * (1 + b[0] // max(len(sentences), 1)), *b), vocab, config.max_characters_per_token) for b in batches}
+    seconds = time_steps(lm, optimizer, prepared, settings, args.rounds)
+    report = {
+        "command": command, "provenance": provenance(command), "machine": machine_info(max(threads)),
+        "config": config.to_options(), "softmax_samples": n_samples, "vocab": len(vocab),
+        "optimizer": args.optimizer, "rounds": args.rounds, "rows": setting_rows(seconds, prepared, precisions),
+    }
+    print(markdown(report))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        Path(args.json).with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    return report
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/bilm-small.cfg")
+    parser.add_argument("--text", default=None, help="whitespace-tokenized text, a sentence a line")
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--threads", default="2", help="comma-separated torch thread counts")
+    parser.add_argument("--batches", default="256:6144", help="comma-separated SENTENCES:TOKENS caps")
+    parser.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--quick", action="store_true", help="tiny model and batch (a smoke run)")
+    return parser.parse_args(argv)
+
+
+def model_shape(args: argparse.Namespace) -> Tuple[BiLMConfig, int, List[Tuple[int, ...]]]:
+    """The biLM shape, the sampled softmax's sample count and the batch caps (SENTENCES, TOKENS) to time."""
+    if args.quick:
+        return SHAPES["tiny"], 64, [(8, 200)]
+    cfg = Config().from_disk(args.config)
+    batches = [tuple(int(x) for x in spec.split(":")) for spec in args.batches.split(",")]
+    return BiLMConfig(**dict(cfg["model"])), int(cfg["softmax"]["n_samples"]), batches
+
+
+def time_steps(lm: LanguageModel, optimizer: torch.optim.Optimizer, prepared: Dict, settings: List[tuple], rounds: int) -> Dict[tuple, List[float]]:
+    """Seconds of one training step per setting (precision, threads, batch caps) in each round after the first."""
     seconds: Dict[tuple, List[float]] = {s: [] for s in settings}
-    for round_ in range(args.rounds + 1):
+    for round_ in range(rounds + 1):
         for setting in settings:
             precision, n_threads, batch_spec = setting
             torch.set_num_threads(n_threads)
@@ -82,8 +104,13 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             optimizer.step()
             if round_:
                 seconds[setting].append(time.perf_counter() - start)
+    return seconds
+
+
+def setting_rows(seconds: Dict[tuple, List[float]], prepared: Dict, precisions: List[str]) -> List[Dict]:
+    """Per setting: tokens/s (median and range) and, round by round, its speed relative to fp32."""
     rows = []
-    for setting in settings:
+    for setting in seconds:
         precision, n_threads, (n_sent, n_tok) = setting
         batch = prepared[(n_sent, n_tok)]
         tokens = batch.n_targets
@@ -97,17 +124,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             "x_fp32_median": statistics.median(ratios) if ratios else None,
             "x_fp32_min": min(ratios) if ratios else None, "x_fp32_max": max(ratios) if ratios else None,
         })
-    report = {
-        "command": command, "provenance": provenance(command), "machine": machine_info(max(threads)),
-        "config": config.to_options(), "softmax_samples": n_samples, "vocab": len(vocab),
-        "optimizer": args.optimizer, "rounds": args.rounds, "rows": rows,
-    }
-    print(markdown(report))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
-        Path(args.json).with_suffix(".md").write_text(markdown(report), encoding="utf-8")
-    return report
+    return rows
 
 
 def read_sentences(path: Optional[str], *, quick: bool) -> List[List[str]]:

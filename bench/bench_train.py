@@ -13,7 +13,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -35,22 +35,10 @@ COMPARED = [
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/bilm-small.cfg")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--quick", action="store_true", help="tiny model, a few sentences")
-    add_data_options(parser, train=True)
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    if args.quick:
-        config, batch_size, max_tokens = SHAPES["tiny"], 8, 400
-    else:
-        cfg = Config().from_disk(args.config)
-        config = BiLMConfig(**{k: v for k, v in cfg["model"].items()})
-        batch_size, max_tokens = int(cfg["training"]["batch_size"]), int(cfg["training"]["max_batch_tokens"])
+    config, batch_size, max_tokens = model_shape(args)
     train = data_file(args.train_data, "train")
     sentences = training_batch(batch_size, max_tokens, train)
     ours = BiLM(config).train()
@@ -61,23 +49,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "baseline": lambda: (baseline(ids, lengths)[-1] * readout).sum(),
         "ours": lambda: (ours(ids, lengths).layers[-1] * readout).sum(),
     }
-    times: Dict[str, List[float]] = {name: [] for name in steps}
-    losses = {}
-    for repeat in range(args.repeats + 1):
-        for name, step in steps.items():
-            ours.zero_grad(set_to_none=True)
-            baseline.zero_grad(set_to_none=True)
-            start = time.perf_counter()
-            loss = step()
-            loss.backward()
-            elapsed = time.perf_counter() - start
-            if repeat:  # the first round warms up
-                times[name].append(elapsed)
-            losses[name] = float(loss.detach())
-            if name == "ours":
-                ours_grads = {n: p.grad.clone() for n, p in ours.named_parameters() if p.grad is not None}
-            else:
-                base_grads = {n: p.grad.clone() for n, p in baseline.named_parameters() if p.grad is not None}
+    times, losses, grads = time_steps(steps, {"ours": ours, "baseline": baseline}, args.repeats)
     tokens = int(lengths.sum()) - 2 * len(lengths)
     report: Dict = {
         "command": "python -m bench.bench_train " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -85,11 +57,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "config": config.to_options(),
         "batch": {"sentences": len(sentences), "tokens": tokens, "source": display_path(train)},
         "loss_diff": abs(losses["ours"] - losses["baseline"]),
-        "grad_rel_diff": {
-            ours_name: float((ours_grads[ours_name] - base_grads[base_name]).norm() / base_grads[base_name].norm())
-            for ours_name, base_name in COMPARED
-            if base_name in base_grads and ours_name in ours_grads
-        },
+        "grad_rel_diff": gradient_differences(grads["ours"], grads["baseline"]),
         "modes": {},
     }
     report["provenance"] = provenance(report["command"])
@@ -105,6 +73,59 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(__import__("json").dumps(report, indent=2), encoding="utf-8")
     return report
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/bilm-small.cfg")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--quick", action="store_true", help="tiny model, a few sentences")
+    add_data_options(parser, train=True)
+    return parser.parse_args(argv)
+
+
+def model_shape(args: argparse.Namespace) -> Tuple[BiLMConfig, int, int]:
+    """The biLM shape and the batch caps (sentences, tokens) of the config's [training] section."""
+    if args.quick:
+        return SHAPES["tiny"], 8, 400
+    cfg = Config().from_disk(args.config)
+    config = BiLMConfig(**{k: v for k, v in cfg["model"].items()})
+    return config, int(cfg["training"]["batch_size"]), int(cfg["training"]["max_batch_tokens"])
+
+
+def time_steps(
+    steps: Dict[str, Callable[[], torch.Tensor]], modules: Dict[str, torch.nn.Module], repeats: int
+) -> Tuple[Dict[str, List[float]], Dict[str, float], Dict[str, Dict[str, torch.Tensor]]]:
+    """Time forward + backward of each side, interleaved, after a warm-up round.
+
+    RETURNS: per side, the seconds of each repeat, the last loss, and the last gradients by parameter name.
+    """
+    times: Dict[str, List[float]] = {name: [] for name in steps}
+    losses, grads = {}, {}
+    for repeat in range(repeats + 1):
+        for name, step in steps.items():
+            for module in modules.values():
+                module.zero_grad(set_to_none=True)
+            start = time.perf_counter()
+            loss = step()
+            loss.backward()
+            elapsed = time.perf_counter() - start
+            if repeat:  # the first round warms up
+                times[name].append(elapsed)
+            losses[name] = float(loss.detach())
+            grads[name] = {n: p.grad.clone() for n, p in modules[name].named_parameters() if p.grad is not None}
+    return times, losses, grads
+
+
+def gradient_differences(ours: Dict[str, torch.Tensor], base: Dict[str, torch.Tensor]) -> Dict[str, float]:
+    """The relative difference of each ``COMPARED`` gradient, ours against the baseline's."""
+    return {
+        ours_name: float((ours[ours_name] - base[base_name]).norm() / base[base_name].norm())
+        for ours_name, base_name in COMPARED
+        if base_name in base and ours_name in ours
+    }
 
 
 def training_batch(batch_size: int, max_tokens: int, train: Path) -> List[List[str]]:

@@ -29,8 +29,25 @@ TARGETS = {
 
 
 def markdown_tables(report: Dict) -> str:
+    lines = _header_lines(report)
+    for shape, result in report["shapes"].items():
+        lines += [f"### {shape}: {result['published_name']}", ""]
+        lines += _batch_lines(result, report.get("gemm_shape", []))
+        lines += _single_lines(result)
+        if result.get("char_cache"):
+            c = result["char_cache"]
+            lines += ["", f"Char cache after the run: {c['entries']} entries, hit rate {c['hit_rate']:.1%}."]
+        if shape == "full":
+            lines += ["", *targets(result), ""]
+        else:
+            lines += ["", "(The speed targets are set for the full model; see docs/speed.md.)", ""]
+    return "\n".join(lines)
+
+
+def _header_lines(report: Dict) -> List[str]:
+    """The command, where and when it ran, the machine, and the workload."""
     machine, gemm = report["machine"], report["gemm"]
-    lines = [
+    return [
         f"Command: `{report['command']}`",
         "",
         *_provenance_lines(report.get("provenance")),
@@ -43,64 +60,69 @@ def markdown_tables(report: Dict) -> str:
         "Times are the best of the interleaved repeats; the hardware bounds ran interleaved with them.",
         "",
     ]
-    for shape, result in report["shapes"].items():
-        flops, batch, single = result["flops_per_position"], result["batch"], result["single"]
-        lines += [
-            f"### {shape}: {result['published_name']}",
-            "",
-            f"Batch: {batch['tokens']} tokens ({batch['positions']} positions with <S>, </S>) in one forward pass; "
-            f"{flops['total'] / 1e6:.3g} MFLOP per position ({flops['lstm'] / 1e6:.3g} without the char-CNN); "
-            f"GEMM bound: {batch['gemm_gflops']:.1f} GFLOP/s (torch.mm at "
-            f"{'x'.join(map(str, report.get('gemm_shape', [])))}, same run).",
-            "",
-            "| batch | tokens/s | x baseline | GFLOP/s | % of GEMM bound | % of GEMM bound, LSTM FLOPs only "
-            "| % of GEMM bound, FLOPs done | max abs diff vs baseline | cosine to fp32 mean / min |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        for mode, s in batch["modes"].items():
-            lines.append(
-                f"| {MODE_NAMES.get(mode, mode)} | {s['tokens_per_s']:.1f} | {s['speedup_vs_baseline']:.2f} | "
-                f"{s['gflops_nominal']:.1f} | {s['pct_gemm_bound']:.0f}% | {s['pct_gemm_bound_lstm_only']:.0f}% | "
-                f"{_pct(s.get('pct_gemm_bound_work_done'))} | {_diff(s)} | {s['cosine_mean']:.6f} / {s['cosine_min']:.6f} |"
-            )
-        lines += ["", _paired_line(batch, "% of the GEMM bound, LSTM FLOPs only")]
-        work = batch.get("work")
-        if work:
-            lines += [
-                "",
-                f"Work: the GEMM bound counts {work['nominal_flops'] / 1e9:.2f} GFLOP ({work['positions']} positions through "
-                f"the whole model; padding never counts). The optimized modes do {work['done_flops'] / 1e9:.2f} GFLOP: the "
-                f"char-CNN runs for {work['uncached_tokens']} of the batch's {work['distinct_tokens']} distinct tokens "
-                f"(the rest are in the cache) and the first LSTM layer's input projection once per distinct token; "
-                f"the caches and the sharing remove {100 * work['removed_fraction']:.0f}% of the nominal work. "
-                "\"FLOPs done\" is the bound for that work: above 100% would mean a miscount.",
-            ]
+
+
+def _batch_lines(result: Dict, gemm_shape: Sequence[int]) -> List[str]:
+    """The batch workload of one shape: its table against the GEMM bound, and the work the caches save."""
+    flops, batch = result["flops_per_position"], result["batch"]
+    lines = [
+        f"Batch: {batch['tokens']} tokens ({batch['positions']} positions with <S>, </S>) in one forward pass; "
+        f"{flops['total'] / 1e6:.3g} MFLOP per position ({flops['lstm'] / 1e6:.3g} without the char-CNN); "
+        f"GEMM bound: {batch['gemm_gflops']:.1f} GFLOP/s (torch.mm at "
+        f"{'x'.join(map(str, gemm_shape))}, same run).",
+        "",
+        "| batch | tokens/s | x baseline | GFLOP/s | % of GEMM bound | % of GEMM bound, LSTM FLOPs only "
+        "| % of GEMM bound, FLOPs done | max abs diff vs baseline | cosine to fp32 mean / min |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [
+        _mode_row(
+            mode, s, f"{s['gflops_nominal']:.1f}", f"{s['pct_gemm_bound']:.0f}%", f"{s['pct_gemm_bound_lstm_only']:.0f}%",
+            _pct(s.get("pct_gemm_bound_work_done")), _diff(s),
+        )
+        for mode, s in batch["modes"].items()
+    ]
+    lines += ["", _paired_line(batch, "% of the GEMM bound, LSTM FLOPs only")]
+    work = batch.get("work")
+    if work:
         lines += [
             "",
-            f"One sentence at a time: {single['tokens']} tokens in {single['passes']} "
-            f"passes; {result['matvec']['megabytes']:.3g} MB of recurrent weights read per timestep; "
-            f"bandwidth bound: {single['matvec_gb_per_s']:.1f} GB/s (the same one-row products on the model's "
-            f"weights, same run; short best case {result['matvec']['bandwidth']:.1f} GB/s).",
-            "",
-            "| one sentence | tokens/s | x baseline | recurrent weights GB/s (fp32 bytes) | % of bandwidth bound "
-            "| max abs diff vs baseline | cosine to fp32 mean / min |",
-            "|---|---:|---:|---:|---:|---:|---|",
+            f"Work: the GEMM bound counts {work['nominal_flops'] / 1e9:.2f} GFLOP ({work['positions']} positions through "
+            f"the whole model; padding never counts). The optimized modes do {work['done_flops'] / 1e9:.2f} GFLOP: the "
+            f"char-CNN runs for {work['uncached_tokens']} of the batch's {work['distinct_tokens']} distinct tokens "
+            f"(the rest are in the cache) and the first LSTM layer's input projection once per distinct token; "
+            f"the caches and the sharing remove {100 * work['removed_fraction']:.0f}% of the nominal work. "
+            "\"FLOPs done\" is the bound for that work: above 100% would mean a miscount.",
         ]
-        for mode, s in single["modes"].items():
-            lines.append(
-                f"| {MODE_NAMES.get(mode, mode)} | {s['tokens_per_s']:.1f} | {s['speedup_vs_baseline']:.2f} | "
-                f"{s['recurrent_gb_per_s']:.1f} | {s['pct_bandwidth_bound']:.0f}% | {_diff(s)} | "
-                f"{s['cosine_mean']:.6f} / {s['cosine_min']:.6f} |"
-            )
-        lines += ["", _paired_line(single, "% of the bandwidth bound")]
-        if result.get("char_cache"):
-            c = result["char_cache"]
-            lines += ["", f"Char cache after the run: {c['entries']} entries, hit rate {c['hit_rate']:.1%}."]
-        if shape == "full":
-            lines += ["", *targets(result), ""]
-        else:
-            lines += ["", "(The speed targets are set for the full model; see docs/speed.md.)", ""]
-    return "\n".join(lines)
+    return lines
+
+
+def _single_lines(result: Dict) -> List[str]:
+    """The one-sentence-at-a-time workload of one shape: its table against the bandwidth bound."""
+    single = result["single"]
+    lines = [
+        "",
+        f"One sentence at a time: {single['tokens']} tokens in {single['passes']} "
+        f"passes; {result['matvec']['megabytes']:.3g} MB of recurrent weights read per timestep; "
+        f"bandwidth bound: {single['matvec_gb_per_s']:.1f} GB/s (the same one-row products on the model's "
+        f"weights, same run; short best case {result['matvec']['bandwidth']:.1f} GB/s).",
+        "",
+        "| one sentence | tokens/s | x baseline | recurrent weights GB/s (fp32 bytes) | % of bandwidth bound "
+        "| max abs diff vs baseline | cosine to fp32 mean / min |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [
+        _mode_row(mode, s, f"{s['recurrent_gb_per_s']:.1f}", f"{s['pct_bandwidth_bound']:.0f}%", _diff(s))
+        for mode, s in single["modes"].items()
+    ]
+    lines += ["", _paired_line(single, "% of the bandwidth bound")]
+    return lines
+
+
+def _mode_row(mode: str, stats: Dict, *cells: str) -> str:
+    """A table row: the mode, its tokens/s and speed-up, ``cells``, and its cosine to fp32 (mean / min)."""
+    first = [MODE_NAMES.get(mode, mode), f"{stats['tokens_per_s']:.1f}", f"{stats['speedup_vs_baseline']:.2f}"]
+    return "| " + " | ".join([*first, *cells, f"{stats['cosine_mean']:.6f} / {stats['cosine_min']:.6f}"]) + " |"
 
 
 def _provenance_lines(record: Optional[Dict]) -> List[str]:
@@ -120,6 +142,10 @@ def _paired_line(workload: Dict, what: str) -> str:
         f"Optimized fp32, {what}, repeat by repeat (each repeat's bound over the model's time in that "
         f"repeat): median {median:.0f}%, range {low:.0f}-{high:.0f}%. The tables use the best time of each."
     )
+
+
+def _pct(value) -> str:
+    return "" if value is None else f"{value:.0f}%"
 
 
 def _diff(stats: Dict) -> str:
@@ -172,6 +198,3 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 if __name__ == "__main__":
     main()
 
-
-def _pct(value) -> str:
-    return "" if value is None else f"{value:.0f}%"

@@ -24,7 +24,7 @@ import re
 import sys
 import zipfile
 from pathlib import Path
-from typing import Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 import spacy
 
@@ -129,6 +129,38 @@ def write_lines(path: Path, sentences: List[List[str]]) -> None:
 
 
 def main() -> None:
+    args = parse_args()
+    limit = args.max_sentences or None
+    rng = random.Random(args.seed)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    sources = pretraining_sources(nlp, args, rng, limit)
+    pretrain = [sentence for sentences in sources.values() for sentence in sentences]
+    rng.shuffle(pretrain)
+    n_dev = max(1, int(len(pretrain) * args.dev_fraction)) if not limit else max(1, len(pretrain) // 20)
+    write_lines(args.output / "pretrain" / "dev.txt", pretrain[:n_dev])
+    train = pretrain[n_dev:]
+    shards = max(1, min(args.shards, len(train)))
+    for k in range(shards):
+        write_lines(args.output / "pretrain" / "train" / f"train-{k:02d}.txt", train[k::shards])
+    write_ewt(nlp, args.datasets / "ud_english_ewt", args.output, limit)
+    wikitext = ""
+    if args.wikitext:
+        lines = (args.datasets / "lm_wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
+        write_lines(args.output / "eval" / "wikitext2-test.txt", [l.split() for l in lines if l.split()])
+        wikitext = WIKITEXT
+    sampling = f"a seeded random sample of {limit} sentences per source" if limit else "all sentences"
+    command = "python scripts/prepare_corpus.py " + " ".join(sys.argv[1:])
+    text = ATTRIBUTION.format(wikitext=wikitext, all_open=ALL_OPEN if args.all_open else "", sampling=sampling, command=command)
+    (args.output / "ATTRIBUTION.md").write_text(text, encoding="utf-8")
+    print(
+        f"{args.output}: pretrain {len(train)} train / {n_dev} dev sentences ("
+        + ", ".join(f"{len(v)} {k}" for k, v in sources.items())
+        + f"), {sum(map(len, pretrain))} tokens; EWT train/dev, shards {shards}"
+    )
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", type=Path, required=True, help="the shared datasets folder")
     parser.add_argument("--output", type=Path, required=True)
@@ -140,63 +172,40 @@ def main() -> None:
     parser.add_argument("--kjv", type=Path, default=None, help="with --all-open: the King James Bible verse dump")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    limit = args.max_sentences or None
-    rng = random.Random(args.seed)
+    if args.all_open and (args.kjv is None or not args.kjv.is_file()):
+        parser.error("--all-open needs --kjv FILE (bible -l100000 Gen1:1-Rev22:21 > FILE)")
+    return args
 
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
+
+def pretraining_sources(nlp, args: argparse.Namespace, rng: random.Random, limit: Optional[int]) -> Dict[str, List[List[str]]]:
+    """The pretraining sentences by source, in the order they are pooled (sampled with ``limit``)."""
     gutenberg = list(spacy_sentences(nlp, gutenberg_paragraphs(args.datasets / "lm_gutenberg_nltk2008"), split=True))
     reviews = list(movie_review_sentences(args.datasets / "domain_movie_reviews" / "movie_reviews.zip"))
     if limit:
         # a spread-out sample, not the first book only
         gutenberg = rng.sample(gutenberg, min(limit, len(gutenberg)))
         reviews = rng.sample(reviews, min(limit, len(reviews)))
-    pretrain = gutenberg + reviews
-    ewt = args.datasets / "ud_english_ewt"
-    extra = {}
+    sources = {"Gutenberg": gutenberg, "movie reviews": reviews}
     if args.all_open:
-        if args.kjv is None or not args.kjv.is_file():
-            parser.error("--all-open needs --kjv FILE (bible -l100000 Gen1:1-Rev22:21 > FILE)")
-        extra["King James Bible"] = list(spacy_sentences(nlp, kjv_verses(args.kjv), split=True))
-        extra["WikiText-2 valid"] = list(wikitext_sentences(args.datasets / "lm_wikitext2" / "valid.txt"))
-        raw = (ewt / "derived_en_ewt_raw_train.txt").read_text(encoding="utf-8").splitlines()
-        extra["EWT train"] = list(spacy_sentences(nlp, iter(raw), split=False))
-        extra["WNUT17 train"] = list(conll_tokens(args.datasets / "wnut17" / "wnut17train.conll"))
-        for sentences in extra.values():
-            pretrain += sentences
-    rng.shuffle(pretrain)
-    n_dev = max(1, int(len(pretrain) * args.dev_fraction)) if not limit else max(1, len(pretrain) // 20)
-    write_lines(args.output / "pretrain" / "dev.txt", pretrain[:n_dev])
-    train = pretrain[n_dev:]
-    shards = max(1, min(args.shards, len(train)))
-    for k in range(shards):
-        write_lines(args.output / "pretrain" / "train" / f"train-{k:02d}.txt", train[k::shards])
+        sources["King James Bible"] = list(spacy_sentences(nlp, kjv_verses(args.kjv), split=True))
+        sources["WikiText-2 valid"] = list(wikitext_sentences(args.datasets / "lm_wikitext2" / "valid.txt"))
+        raw = (args.datasets / "ud_english_ewt" / "derived_en_ewt_raw_train.txt").read_text(encoding="utf-8").splitlines()
+        sources["EWT train"] = list(spacy_sentences(nlp, iter(raw), split=False))
+        sources["WNUT17 train"] = list(conll_tokens(args.datasets / "wnut17" / "wnut17train.conll"))
+    return sources
 
+
+def write_ewt(nlp, ewt: Path, output: Path, limit: Optional[int]) -> None:
+    """The EWT raw text: train and dev as the fine-tuning domain, test held out for evaluation."""
     for split in ("train", "dev"):
         lines = (ewt / f"derived_en_ewt_raw_{split}.txt").read_text(encoding="utf-8").splitlines()
         if limit:
             lines = lines[: limit if split == "train" else max(limit // 4, 1)]
-        write_lines(args.output / "domain" / f"ewt-{split}.txt", list(spacy_sentences(nlp, iter(lines), split=False)))
-
+        write_lines(output / "domain" / f"ewt-{split}.txt", list(spacy_sentences(nlp, iter(lines), split=False)))
     test_lines = (ewt / "derived_en_ewt_raw_test.txt").read_text(encoding="utf-8").splitlines()
     if limit:
         test_lines = test_lines[: max(limit // 4, 1)]
-    write_lines(args.output / "eval" / "ewt-test.txt", list(spacy_sentences(nlp, iter(test_lines), split=False)))
-    wikitext = ""
-    if args.wikitext:
-        lines = (args.datasets / "lm_wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
-        write_lines(args.output / "eval" / "wikitext2-test.txt", [l.split() for l in lines if l.split()])
-        wikitext = WIKITEXT
-    sampling = f"a seeded random sample of {limit} sentences per source" if limit else "all sentences"
-    command = "python scripts/prepare_corpus.py " + " ".join(sys.argv[1:])
-    text = ATTRIBUTION.format(wikitext=wikitext, all_open=ALL_OPEN if args.all_open else "", sampling=sampling, command=command)
-    (args.output / "ATTRIBUTION.md").write_text(text, encoding="utf-8")
-    print(
-        f"{args.output}: pretrain {len(train)} train / {n_dev} dev sentences "
-        f"({len(gutenberg)} Gutenberg, {len(reviews)} movie reviews"
-        + "".join(f", {len(v)} {k}" for k, v in extra.items())
-        + f"), {sum(map(len, pretrain))} tokens; EWT train/dev, shards {shards}"
-    )
+    write_lines(output / "eval" / "ewt-test.txt", list(spacy_sentences(nlp, iter(test_lines), split=False)))
 
 
 if __name__ == "__main__":
