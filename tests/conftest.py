@@ -15,6 +15,15 @@ TRAINED = DATA / "allennlp" / "trained"
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts with one torch thread and leaves it so: benchmark mains set their own
+    count, and tests that compare with a fresh (one-thread) process bitwise depend on it."""
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def tiny_paths():
     return TINY / "options.json", TINY / "weights.hdf5"
