@@ -122,7 +122,7 @@ def run_in_place(
     tanh_ = _tanh_via_sigmoid_ if layer.tanh_via_sigmoid else torch.Tensor.tanh_
     recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim)
     h = h0
-    views: Dict[int, InPlaceStep] = {}  # per number of running rows: the step's buffers
+    views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     # tanh through sigmoid with the step's ops fused where the values allow (see cell_step)
     fused = layer.tanh_via_sigmoid and projected.device.type == "cpu"
     two, one = projected.new_tensor(2.0), projected.new_tensor(1.0)
@@ -136,11 +136,11 @@ def run_in_place(
         if n not in views:
             g = gates_buffer[: n_dir * n * 4 * dim].view(n_dir, n, 4 * dim)
             parts = (g[..., k * dim : (k + 1) * dim] for k in range(4))
-            views[n] = InPlaceStep(g, *parts, hidden_buffer[: n_dir * n * dim].view(n_dir, n, dim), c[:, :n], two, one)
-        buffers = views[n]
+            views[n] = (g, c[:, :n], InPlaceStep(*parts, hidden_buffer[: n_dir * n * dim].view(n_dir, n, dim), two, one))
+        gates, cell, buffers = views[n]
         step_input = step_inputs[t] if packed else projected[:, t, :n]
-        recurrent(step_input, h if n == batch else h[:, :n], buffers.gates)
-        hidden, _ = cell_step(buffers.gates, buffers.cell, dim, layer.cell_clip, tanh=tanh_, buffers=buffers, fused=fused)
+        recurrent(step_input, h if n == batch else h[:, :n], gates)
+        hidden, _ = cell_step(gates, cell, dim, layer.cell_clip, tanh=tanh_, buffers=buffers, fused=fused)
         h = out_steps[t]
         h_new = h if n == batch else h[:, :n]
         project(hidden, h_new)
@@ -209,16 +209,14 @@ def _step_products(
 
 
 class InPlaceStep(NamedTuple):
-    """The buffers of one in-place timestep over ``n`` running rows: views made once per ``n``,
-    since making a view costs microseconds a step."""
+    """What an in-place timestep over ``n`` running rows works in, besides its gates and cells:
+    views made once per ``n``, since making a view costs microseconds a step."""
 
-    gates: torch.Tensor  # (D, n, 4 * dim), the summed pre-activations [i, j, f, o]
-    i: torch.Tensor
+    i: torch.Tensor  # the four gates' parts of the (D, n, 4 * dim) gates buffer
     j: torch.Tensor
     f: torch.Tensor
     o: torch.Tensor
     product: torch.Tensor  # (D, n, dim): receives i * j, then the hidden state
-    cell: torch.Tensor  # (D, n, dim): the running rows' cells, updated in place
     two: torch.Tensor  # the constants of tanh through sigmoid, as tensors: a Python float costs
     one: torch.Tensor  # each op a conversion (5.7 us against 2.5 per op)
 
@@ -240,7 +238,7 @@ def cell_step(
     projection, ``sigmoid(o) * tanh(c')``.
 
     Without ``buffers`` every result is a new tensor (the autograd path). With them the step runs
-    in place for inference (``gates`` and ``cell`` are those of ``buffers``): the gates and the cell
+    in place for inference (``buffers`` holds views of ``gates``): the gates and the cell
     are overwritten, ``tanh`` must work in place, and the hidden state is written into
     ``buffers.product``. Both compute in the same order, so their results are bitwise equal
     (f * c + i * j is rounded as two operations, never fused into one multiply-add).
@@ -257,19 +255,19 @@ def cell_step(
     b = buffers
     if fused:
         b.j.mul_(b.two)
-        b.gates.sigmoid_()
+        gates.sigmoid_()
         b.j.mul_(b.two).sub_(b.one)
     else:
         b.i.sigmoid_()
         tanh(b.j)
-        b.gates[..., 2 * dim :].sigmoid_()
+        gates[..., 2 * dim :].sigmoid_()
     torch.mul(b.i, b.j, out=b.product)
-    clip(b.cell.mul_(b.f).add_(b.product), cell_clip, in_place=True)
+    clip(cell.mul_(b.f).add_(b.product), cell_clip, in_place=True)
     if fused:
-        hidden = torch.mul(b.cell, b.two, out=b.product).sigmoid_().mul_(b.two).sub_(b.one)
+        hidden = torch.mul(cell, b.two, out=b.product).sigmoid_().mul_(b.two).sub_(b.one)
     else:
-        hidden = tanh(b.product.copy_(b.cell))
-    return hidden.mul_(b.o), b.cell
+        hidden = tanh(b.product.copy_(cell))
+    return hidden.mul_(b.o), cell
 
 
 def clip(x: torch.Tensor, limit: Optional[float], in_place: bool = False) -> torch.Tensor:

@@ -30,7 +30,7 @@ def test_tanh_via_sigmoid_close_to_tanh():
 def _in_place_buffers(gates: torch.Tensor, cell: torch.Tensor) -> InPlaceStep:
     dim = cell.shape[-1]
     parts = [gates[..., k * dim : (k + 1) * dim] for k in range(4)]
-    return InPlaceStep(gates, *parts, torch.empty_like(cell), cell, gates.new_tensor(2.0), gates.new_tensor(1.0))
+    return InPlaceStep(*parts, torch.empty_like(cell), gates.new_tensor(2.0), gates.new_tensor(1.0))
 
 
 def test_cell_step_in_place_is_bitwise_the_autograd_step():
@@ -38,10 +38,12 @@ def test_cell_step_in_place_is_bitwise_the_autograd_step():
     gates, cell = torch.randn(2, 3, 4 * 16) * 4, torch.randn(2, 3, 16) * 2
     for clip in (None, 0.7):
         hidden, new_cell = cell_step(gates, cell, 16, clip)
-        buffers = _in_place_buffers(gates.clone(), cell.clone())
-        got_hidden, got_cell = cell_step(buffers.gates, buffers.cell, 16, clip, tanh=torch.Tensor.tanh_, buffers=buffers)
+        in_gates, in_cell = gates.clone(), cell.clone()
+        buffers = _in_place_buffers(in_gates, in_cell)
+        got_hidden, got_cell = cell_step(in_gates, in_cell, 16, clip, tanh=torch.Tensor.tanh_, buffers=buffers)
         assert torch.equal(got_hidden, hidden) and torch.equal(got_cell, new_cell)
-        assert got_cell.data_ptr() == buffers.cell.data_ptr()  # written where the caller's cell lives
+        assert got_cell.data_ptr() == in_cell.data_ptr()  # written where the caller's cell lives
+        assert got_hidden.data_ptr() == buffers.product.data_ptr()
         if clip is not None:
             assert new_cell.abs().max() <= clip and not torch.equal(new_cell, cell_step(gates, cell, 16, None)[1])
     # the math itself, written out once more here: c' = f * c + i * j, h = o * tanh(c')
@@ -55,7 +57,8 @@ def test_fused_cell_step_close_to_the_plain_step():
     torch.manual_seed(2)
     gates, cell = torch.randn(1, 5, 4 * 32) * 4, torch.randn(1, 5, 32)
     hidden, new_cell = cell_step(gates, cell, 32, 3.0)
-    buffers = _in_place_buffers(gates.clone(), cell.clone())
-    got_hidden, got_cell = cell_step(buffers.gates, buffers.cell, 32, 3.0, tanh=_tanh_via_sigmoid_, buffers=buffers, fused=True)
+    in_gates, in_cell = gates.clone(), cell.clone()
+    buffers = _in_place_buffers(in_gates, in_cell)
+    got_hidden, got_cell = cell_step(in_gates, in_cell, 32, 3.0, tanh=_tanh_via_sigmoid_, buffers=buffers, fused=True)
     torch.testing.assert_close(got_hidden, hidden, atol=1e-6, rtol=0)
     torch.testing.assert_close(got_cell, new_cell, atol=1e-6, rtol=0)

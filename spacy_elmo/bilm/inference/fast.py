@@ -35,8 +35,8 @@ def optimize_for_inference(
     precision (str): "fp32" (outputs equal to the plain model to about 1e-6), or a fast mode:
         "fp16" (float16 weights, CPU), "int8" (dynamic quantization, CPU) or "bf16" (for hardware
         with bf16 arithmetic: on a CPU without AVX512-BF16 or AMX this warns and runs fp32).
-        Applies to every linear layer of the LSTMs and the token encoder's highway and projection; the reduced-precision copies are made on first use and remade when
-        the weights change. "fp32" also undoes an earlier fast mode.
+        Applies to every linear layer of the LSTMs and the token encoder's highway and projection;
+        the reduced-precision copies are made on first use and remade when the weights change. "fp32" also undoes an earlier fast mode.
     char_cache_size (int): keep the token encodings of up to this many tokens across calls
         (0 disables). 20000 tokens take about 50 MB with the published models.
     vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
