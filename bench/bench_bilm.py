@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.bilm.inference import compiled
 from spacy_elmo.bilm.inference.bidirectional import paired_weights
 from spacy_elmo.bilm.inference.fast import optimize_for_inference
 from spacy_elmo.bilm.inference.quantize import cpu_has_bf16
@@ -32,7 +33,7 @@ from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM
 from .hardware import GemmBound, MatvecBound, gemm_peak, matvec_bandwidth
-from .report import markdown_tables
+from .report import FAST_MODE_NAMES, markdown_tables
 from .workloads import (
     PUBLISHED_NAMES,
     add_data_options,
@@ -48,7 +49,7 @@ from .workloads import (
     recurrent_bytes_per_step,
 )
 
-FAST_MODES = ("fp16", "int8", "bf16")
+FAST_MODES = FAST_MODE_NAMES
 EQUAL_ATOL = 1e-4
 
 
@@ -140,6 +141,8 @@ def machine_info(threads: int) -> Dict:
         "cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))),
         "quantized_engine": torch.backends.quantized.engine,
         "cuda": torch.cuda.is_available(),
+        # whether the optimized fp32 path ran its timestep loop compiled (bilm/inference/compiled.py)
+        "compiled_step": compiled.compiled_step() is not None,
     }
 
 
@@ -182,12 +185,19 @@ def shape_models(plain: BiLM, vocab, args) -> Tuple[Dict[str, Callable], BiLM]:
     # Same weights, re-laid out and with the char cache: a copy, so "ours" keeps the default layout.
     optimized = optimize_for_inference(copy.deepcopy(plain), char_cache_size=args.cache_size, vocab=vocab or None)
     models["ours_opt"] = lambda ids, lengths: optimized(ids, lengths).layers
+    if compiled.compiled_step() is not None:  # the same model with the timestep loop in Python
+        models["ours_opt_pystep"] = lambda ids, lengths: python_step_forward(optimized, ids, lengths)
     for mode in args.modes:
         # Shares the optimized model's parameters; only the linear layers' wrappers are new.
         twin = copy.deepcopy(optimized, memo={id(p): p for p in optimized.parameters()})
         optimize_for_inference(twin, precision=mode, char_cache_size=args.cache_size, vocab=vocab or None)
         models[mode] = (lambda m: lambda ids, lengths: m(ids, lengths).layers)(twin)
     return models, optimized
+
+
+def python_step_forward(bilm: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    with compiled.python_step():
+        return bilm(ids, lengths).layers
 
 
 def recurrent_weights(optimized: BiLM) -> List[List[torch.Tensor]]:

@@ -4,15 +4,16 @@
     python -m bench.profile_step --quick
 
 Runs sentences of UD EWT test one at a time through ``load_bilm``'s default inference path
-(``optimize_for_inference``, fp32, char cache filled with frequent tokens, as the component runs),
-first timed without the profiler (best of ``--repeats``), then once under ``torch.profiler``. The
+(``optimize_for_inference``, fp32, char cache filled with frequent tokens, as the component runs;
+where the compiled timestep loop is available, again with the loop in Python), first timed without the profiler (best of ``--repeats``), then once under ``torch.profiler``. The
 profile's operator self times are grouped into the LSTM's matrix products (recurrent product,
 output projection, input projection), its elementwise ops, and everything else; the share of the
 profiled wall time that no operator accounts for is Python and dispatch overhead. Shares are
 divided over the LSTM timesteps (positions x layers; both directions run in one lockstep step), so
 "us per timestep" reads as the cost of one step of one layer pair. The profiler adds its own
 overhead per op: the shares, not its absolute times, are the result; the untimed "tokens/s" row is
-the speed.
+the speed. The compiled loop's own time (``spacy_elmo::lstmp_steps``, its products excluded) counts
+as elementwise: it is the fused gates-and-cell step and the loop around it.
 """
 import argparse
 import json
@@ -26,6 +27,7 @@ from typing import Dict, List, Optional
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from spacy_elmo.bilm.inference import compiled
 from spacy_elmo.bilm.inference.fast import optimize_for_inference
 from spacy_elmo.provenance import provenance
 
@@ -33,6 +35,7 @@ from .workloads import add_data_options, benchmark_sentences, frequent_tokens, p
 
 PRODUCTS = {"aten::bmm", "aten::baddbmm", "aten::addmm", "aten::mm", "aten::linear", "aten::matmul"}
 ELEMENTWISE = {
+    "spacy_elmo::lstmp_steps",  # the compiled loop: its own time is the fused elementwise step
     "aten::sigmoid_", "aten::tanh_", "aten::mul_", "aten::mul", "aten::add_", "aten::add", "aten::sub_",
     "aten::clamp_", "aten::clamp", "aten::copy_", "aten::to", "aten::_to_copy",
 }
@@ -51,6 +54,11 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             bilm = published_bilm(shape, Path(tmp))
             optimize_for_inference(bilm, char_cache_size=20000, vocab=vocab or None)
             report["shapes"][shape] = profile_shape(bilm, sentences, args.repeats)
+            report["shapes"][shape]["loop"] = "compiled" if compiled.compiled_step() is not None else "Python"
+            if compiled.compiled_step() is not None:  # the same model with the timestep loop in Python
+                with compiled.python_step():
+                    report.setdefault("python_step", {})[shape] = profile_shape(bilm, sentences, args.repeats)
+                report["python_step"][shape]["loop"] = "Python"
     text = markdown(report)
     print(text)
     for path, content in ((args.json, json.dumps(report, indent=2)), (args.markdown, text)):
@@ -129,26 +137,34 @@ def markdown(report: Dict) -> str:
         f"Recorded {p['date']} at commit {p['commit']}, on {p['cpu']} ({p['cpu_count']} CPUs; flags: "
         f"{' '.join(p['cpu_flags'])}; torch {p['torch']}, {p['torch_threads']} threads).",
         f"Sentences: {report['sentences']['count']} ({report['sentences']['tokens']} tokens) from "
-        f"{report['sentences']['source']}, run one at a time, default inference path (fp32).",
+        f"{report['sentences']['source']}, run one at a time, default inference path (fp32), with the timestep loop compiled where it is available and in Python.",
         "",
         "| model | tokens/s (spread) | us per timestep | products | elementwise | other ops | Python and dispatch | ops per timestep |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for shape, r in report["shapes"].items():
+    rows = [(s, r) for shape in report["shapes"] for s, r in _loops(report, shape)]
+    for shape, r in rows:
         share = r["share"]
         lo, hi = r["tokens_per_s_spread"]
         ops = sum(r["ops_per_timestep"].values())
         cells = [f"{100 * share.get(k, 0.0):.0f}%" for k in ("products", "elementwise", "other ops", "Python and dispatch")]
         cfg = r["config"]
         lines.append(
-            f"| {shape} ({cfg['n_layers']}x{cfg['dim']}_{cfg['projection_dim']}) | {hi:,.0f} ({lo:,.0f}-{hi:,.0f}) | "
+            f"| {shape} ({cfg['n_layers']}x{cfg['dim']}_{cfg['projection_dim']}), {r.get('loop', 'Python')} loop | {hi:,.0f} ({lo:,.0f}-{hi:,.0f}) | "
             f"{r['us_per_timestep']:.1f} | " + " | ".join(cells) + f" | {ops:.1f} |"
         )
     lines += ["", "Top operators (self time under the profiler):", ""]
-    for shape, r in report["shapes"].items():
+    for shape, r in rows:
         top = ", ".join(f"{o['op']} {o['self_ms']:.1f} ms ({o['calls']})" for o in r["top_ops"][:6])
-        lines.append(f"- {shape}: {top}")
+        lines.append(f"- {shape}, {r.get('loop', 'Python')} loop: {top}")
     return "\n".join(lines) + "\n"
+
+
+def _loops(report: Dict, shape: str):
+    """A shape's profiles: the default path's, then the Python loop's where the default is compiled."""
+    yield shape, report["shapes"][shape]
+    if shape in report.get("python_step", {}):
+        yield shape, report["python_step"][shape]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,9 @@ TINY = DATA / "allennlp" / "tiny"
 TRAINED = DATA / "allennlp" / "trained"
 
 torch.set_num_threads(1)
+# The compiled LSTM step is built once into a temporary folder, shared by the processes tests start
+# (its file name hashes the sources, torch, the compiler and the CPU).
+os.environ.setdefault("SPACY_ELMO_KERNELS", str(Path(tempfile.gettempdir()) / "spacy-elmo-test-kernels"))
 
 
 @pytest.fixture(autouse=True)

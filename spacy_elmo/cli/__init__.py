@@ -5,5 +5,6 @@ from . import convert  # noqa: F401
 from . import evaluate, finetune, pretrain  # noqa: F401  (biLM training commands)
 from . import probe  # noqa: F401
 from . import download  # noqa: F401  (published models by name)
+from . import kernels  # noqa: F401  (the compiled LSTM step)
 
 __all__ = ["app"]

@@ -5,6 +5,7 @@ import pytest
 
 from bench import bench_bilm
 from bench.report import targets
+from spacy_elmo.bilm.inference import compiled
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,11 @@ def test_outputs_checked_against_baseline_and_fp32(report):
         assert modes["ours_opt"]["max_abs_diff_vs_baseline"] < bench_bilm.EQUAL_ATOL
         assert modes["fp16"]["cosine_mean"] > 0.999
         assert 0.99 < modes["int8"]["cosine_mean"] < 1.0
+        if report["machine"]["compiled_step"]:  # the same optimized model with the Python loop
+            assert modes["ours_opt_pystep"]["max_abs_diff_vs_baseline"] < bench_bilm.EQUAL_ATOL
     assert 0 < tiny["char_cache"]["hit_rate"] < 1
+    assert report["machine"]["compiled_step"] == (compiled.compiled_step() is not None)
+    assert ("Optimized fp32 timestep loop: compiled" in report["markdown"]) == report["machine"]["compiled_step"]
 
 
 def test_markdown_has_tables_and_targets(report):

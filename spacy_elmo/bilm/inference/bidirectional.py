@@ -25,6 +25,7 @@ from torch import nn
 
 from ..lstm import LSTMPLayer, LSTMPStack, State, run_in_place
 from ..versions import tensors_version
+from . import compiled
 from .quantize import ReducedPrecisionLinear
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
@@ -131,9 +132,11 @@ def run_directions(
         else:
             _bmm(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], out=projected)
             projected.add_(bias)
-        out, finals = run_in_place(
-            pair, projected, batch_sizes, [states[0][k], states[1][k]], paired[1:], packed=True
-        )
+        pair_states = [states[0][k], states[1][k]]
+        if precision == "fp32" and compiled.usable(pair[0], projected):  # the loop in C++
+            out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:])
+        else:
+            out, finals = run_in_place(pair, projected, batch_sizes, pair_states, paired[1:], packed=True)
         for d, stack in enumerate((forward, backward)):
             y = stack.skip(k, xs[d], out[:, d].transpose(0, 1))
             results[d][0].append(y)

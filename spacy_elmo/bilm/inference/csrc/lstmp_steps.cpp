@@ -1,0 +1,96 @@
+// All timesteps of a pair of LSTMP layers (both directions in lockstep) in one call: the loop of
+// spacy_elmo/bilm/lstm.py::run_in_place for float32 paired weights and packed input projections,
+// without a Python round trip per operation. Registered as torch.ops.spacy_elmo.lstmp_steps.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <optional>
+
+extern "C" void spacy_elmo_cell_rows(
+    const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
+extern "C" void spacy_elmo_clip_rows(float* x, int64_t rows, int64_t width, int64_t row_stride, float limit);
+
+namespace {
+
+// projected: (D, sum(batch_sizes), 4 * dim), the running rows timestep after timestep;
+// h0: (D, B, proj); cell: (D, B, dim), updated in place; w_state: (D, proj, 4 * dim);
+// w_proj: (D, dim, proj); out: (T, D, B, proj), zero-filled, receives every step's output.
+void lstmp_steps(
+    const at::Tensor& projected, const at::Tensor& h0, const at::Tensor& cell, at::IntArrayRef batch_sizes,
+    const at::Tensor& w_state, const at::Tensor& w_proj, std::optional<double> cell_clip,
+    std::optional<double> proj_clip, const at::Tensor& out) {
+  for (const at::Tensor* t : {&projected, &h0, &cell, &w_state, &w_proj, &out}) {
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, "lstmp_steps: float32 CPU tensors only");
+  }
+  TORCH_CHECK(projected.dim() == 3 && h0.dim() == 3 && cell.dim() == 3 && w_state.dim() == 3 && w_proj.dim() == 3,
+              "lstmp_steps: (D, rows, width) tensors");
+  TORCH_CHECK(projected.is_contiguous() && cell.is_contiguous() && out.is_contiguous(), "lstmp_steps: contiguous buffers");
+  const int64_t n_dir = projected.size(0), batch = h0.size(1), gates_width = w_state.size(2);
+  const int64_t dim = gates_width / 4, proj = w_proj.size(2);
+  TORCH_CHECK(cell.size(0) == n_dir && cell.size(1) == batch && cell.size(2) == dim, "lstmp_steps: cell shape");
+  TORCH_CHECK(h0.size(0) == n_dir && h0.size(2) == proj && w_state.size(0) == n_dir && w_proj.size(0) == n_dir &&
+                  w_state.size(1) == proj && w_proj.size(1) == dim && gates_width == 4 * dim,
+              "lstmp_steps: weight or state shape");
+  TORCH_CHECK(out.dim() == 4 && out.size(0) >= static_cast<int64_t>(batch_sizes.size()) && out.size(1) == n_dir &&
+                  out.size(2) == batch && out.size(3) == proj,
+              "lstmp_steps: out shape");
+  int64_t total = 0;
+  for (size_t t = 0; t < batch_sizes.size(); ++t) {
+    const int64_t n = batch_sizes[t];
+    TORCH_CHECK(n >= 0 && n <= batch && (t == 0 || n <= batch_sizes[t - 1]), "lstmp_steps: batch sizes must not grow");
+    total += n;
+  }
+  TORCH_CHECK(projected.size(1) == total && projected.size(2) == gates_width, "lstmp_steps: projected shape");
+  const float clip_c = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
+  at::Tensor gates_buffer = at::empty({n_dir * batch * gates_width}, projected.options());
+  at::Tensor hidden_buffer = at::empty({n_dir * batch * dim}, projected.options());
+  at::Tensor h = h0;
+  int64_t offset = 0;
+  for (size_t t = 0; t < batch_sizes.size(); ++t) {
+    const int64_t n = batch_sizes[t];
+    if (n == 0) break;
+    at::Tensor gates = gates_buffer.narrow(0, 0, n_dir * n * gates_width).view({n_dir, n, gates_width});
+    at::Tensor hidden = hidden_buffer.narrow(0, 0, n_dir * n * dim).view({n_dir, n, dim});
+    at::baddbmm_out(gates, projected.narrow(1, offset, n), n == batch ? h : h.narrow(1, 0, n), w_state);
+    offset += n;
+    const float* g = gates.data_ptr<float>();
+    float* c = cell.data_ptr<float>();
+    float* hid = hidden.data_ptr<float>();
+    // rows of both directions, split between threads when there are many
+    at::parallel_for(0, n_dir * n, std::max<int64_t>(1, 32768 / (dim + 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t d = row / n, r = row % n;
+        spacy_elmo_cell_rows(g + row * gates_width, c + (d * batch + r) * dim, hid + row * dim, 1, dim, clip_c,
+                             cell_clip.has_value());
+      }
+    });
+    at::Tensor step_out = out.select(0, static_cast<int64_t>(t));
+    at::Tensor dest = n == batch ? step_out : step_out.narrow(1, 0, n);
+    if (n == batch) {
+      at::bmm_out(dest, hidden, w_proj);
+    } else {
+      dest.copy_(at::bmm(hidden, w_proj));
+    }
+    if (proj_clip) {
+      float* o = step_out.data_ptr<float>();
+      for (int64_t d = 0; d < n_dir; ++d) {
+        spacy_elmo_clip_rows(o + d * batch * proj, n, proj, proj, static_cast<float>(*proj_clip));
+      }
+    }
+    h = step_out;
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY(spacy_elmo, m) {
+  m.def(
+      "lstmp_steps(Tensor projected, Tensor h0, Tensor(a!) cell, int[] batch_sizes, Tensor w_state, Tensor w_proj, "
+      "float? cell_clip, float? proj_clip, Tensor(b!) out) -> ()");
+  m.impl("lstmp_steps", c10::DispatchKey::CPU, TORCH_FN(lstmp_steps));
+}

@@ -1,0 +1,135 @@
+"""The compiled timestep loop: the Python loop's results, used by the optimized path only, and a
+clear fallback where it cannot be built or loaded."""
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from spacy_elmo.bilm.inference import compiled
+from spacy_elmo.bilm.inference.fast import optimize_for_inference
+from spacy_elmo.bilm.lstm import LSTMPLayer, run_in_place
+
+from ..conftest import load_tiny_bilm, random_bilm
+from .sentences import layers
+
+needs_compiler = pytest.mark.skipif(compiled._compiler() is None, reason="no C++ compiler here")
+
+
+def pair_inputs(batch_sizes, dim=16, proj=8, clip=3.0, scale=1.0, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    batch = batch_sizes[0] if batch_sizes else 2
+    pair = [LSTMPLayer(proj, dim, proj, clip, clip) for _ in range(2)]
+    for layer in pair:
+        layer.tanh_via_sigmoid = True
+    projected = torch.randn(2, sum(batch_sizes), 4 * dim, generator=generator) * scale
+    # weights at the scale of an initialized model (scale 30 saturates the gates)
+    weights = (
+        torch.randn(2, proj, 4 * dim, generator=generator) * scale / proj**0.5,
+        torch.randn(2, dim, proj, generator=generator) / dim**0.5,
+    )
+    states = [(torch.randn(batch, proj, generator=generator), torch.randn(batch, dim, generator=generator)) for _ in pair]
+    return pair, projected, states, weights
+
+
+@needs_compiler
+@pytest.mark.parametrize(
+    "batch_sizes,clip,scale",
+    [([3, 3, 2, 1], 3.0, 1.0), ([1] * 12, None, 1.0), ([4, 4, 4], 0.5, 30.0), ([5, 2, 0, 0], None, 30.0), ([], 3.0, 1.0)],
+)
+def test_compiled_loop_gives_the_python_loops_results(batch_sizes, clip, scale):
+    pair, projected, states, weights = pair_inputs(batch_sizes, clip=clip, scale=scale)
+    before = [(h.clone(), c.clone()) for h, c in states]
+    expected, expected_finals = run_in_place(pair, projected, batch_sizes, states, weights, packed=True)
+    got, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, states, weights)
+    assert got.shape == expected.shape
+    # saturated gates (scale 30) included: no NaN from the fast-math reciprocal, clipping exact
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    for (h1, c1), (h2, c2) in zip(expected_finals, finals):
+        torch.testing.assert_close(h2, h1, atol=1e-5, rtol=0)
+        torch.testing.assert_close(c2, c1, atol=1e-5, rtol=0)
+    if clip is not None and got.numel():
+        assert got.abs().max() <= clip
+    for (h, c), (h0, c0) in zip(states, before):  # the initial states are not modified
+        assert torch.equal(h, h0) and torch.equal(c, c0)
+
+
+@needs_compiler
+def test_the_op_refuses_wrong_shapes_with_a_message():
+    pair, projected, states, weights = pair_inputs([2, 1])
+    with pytest.raises(RuntimeError, match="projected shape"):
+        compiled.run_pair_compiled(pair, projected[:, :2].contiguous(), [2, 1], states, weights)
+    with pytest.raises(RuntimeError, match="batch sizes must not grow"):
+        compiled.run_pair_compiled(pair, projected, [1, 2], states, weights)
+    with pytest.raises(RuntimeError, match="weight or state shape"):
+        compiled.run_pair_compiled(pair, projected, [2, 1], states, (weights[0][:, :4], weights[1]))
+
+
+@needs_compiler
+def test_the_optimized_model_takes_the_compiled_loop_and_the_exact_one_does_not(monkeypatch, tiny_sentences, tiny_expected):
+    calls = []
+    original = compiled.run_pair_compiled
+    monkeypatch.setattr(compiled, "run_pair_compiled", lambda *a: calls.append(1) or original(*a))
+    bilm = optimize_for_inference(load_tiny_bilm())
+    got = bilm.embed(tiny_sentences, batch_size=len(tiny_sentences))
+    assert len(calls) == 2  # one call per layer pair
+    for i, layers_i in enumerate(got):  # the reference implementation's outputs
+        np.testing.assert_allclose(layers_i, tiny_expected[f"layers_{i}"], atol=1e-5, err_msg=f"sentence {i}")
+    with compiled.python_step():
+        python = bilm.embed(tiny_sentences, batch_size=len(tiny_sentences))
+    for a, b in zip(got, python):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    optimize_for_inference(bilm, exact=True)
+    layers(bilm, tiny_sentences)
+    monkeypatch.setenv(compiled.ENV, "0")
+    layers(optimize_for_inference(random_bilm(seed=3)))
+    assert len(calls) == 2
+
+
+def test_a_failed_build_warns_once_falls_back_and_is_not_retried(monkeypatch, tmp_path):
+    compiler = tmp_path / "broken-c++"
+    compiler.write_text("#!/bin/sh\necho 'no such header' >&2\nexit 1\n", encoding="utf-8")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    monkeypatch.setenv(compiled.DIR_ENV, str(tmp_path / "kernels"))
+    monkeypatch.setattr(compiled, "_STATE", {"op": None, "tried": False, "error": None})
+    with pytest.warns(RuntimeWarning, match="compiled LSTM step is not available"):
+        assert compiled.compiled_step() is None
+    failed = compiled.library_path().with_suffix(".failed")
+    assert "no such header" in failed.read_text(encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compiled.compiled_step() is None  # remembered: no second warning
+        # the model still runs, on the Python loop, with the plain model's results
+        bilm = random_bilm(seed=5)
+        expected = layers(bilm).layers
+        torch.testing.assert_close(layers(optimize_for_inference(bilm)).layers, expected, atol=1e-5, rtol=0)
+    with pytest.raises(compiled.KernelBuildError, match="earlier build failed"):
+        compiled.load()  # a new process would not retry either
+    assert compiled.status()["failed"] is not None
+
+
+def test_a_damaged_library_is_refused_and_removed(tmp_path):
+    env = dict(os.environ, SPACY_ELMO_KERNELS=str(tmp_path))
+    code = (
+        "import warnings; from spacy_elmo.bilm.inference import compiled as c; p = c.library_path();"
+        "p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(b'not a library');"
+        "warnings.simplefilter('always');"
+        "print(c.compiled_step(build=False), p.exists(), c._STATE['error'])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("None False could not load"), done.stdout
+    assert "running the Python step" in done.stderr
+
+
+def test_switched_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv(compiled.ENV, "0")
+    assert compiled.compiled_step() is None and not compiled.enabled()
+    monkeypatch.setenv(compiled.ENV, "1")
+    with compiled.python_step():
+        assert compiled.compiled_step() is None
+    assert compiled.enabled()
