@@ -62,3 +62,32 @@ def test_fused_cell_step_close_to_the_plain_step():
     got_hidden, got_cell = cell_step(in_gates, in_cell, 32, 3.0, tanh=_tanh_via_sigmoid_, buffers=buffers, fused=True)
     torch.testing.assert_close(got_hidden, hidden, atol=1e-6, rtol=0)
     torch.testing.assert_close(got_cell, new_cell, atol=1e-6, rtol=0)
+
+
+def test_autograd_path_carries_running_rows_like_each_row_alone():
+    """Rows end from the bottom up; each keeps its own final state, outputs and gradients, as if run alone."""
+    torch.manual_seed(1)
+    layer = LSTMPLayer(6, 12, 5, cell_clip=0.5, proj_clip=0.4)
+    lengths = [6, 4, 4, 1, 0]
+    batch_sizes = [sum(n > t for n in lengths) for t in range(6)]
+    inputs = torch.randn(5, 6, 6, requires_grad=True)
+    state = (torch.randn(5, 5, requires_grad=True), torch.randn(5, 12, requires_grad=True))
+    out, (h, c) = layer(inputs, batch_sizes, state)
+    weights = torch.randn_like(out)
+    ((out * weights).sum() + h.pow(2).sum() + c.sum()).backward()
+    for row, n in enumerate(lengths):
+        x = inputs.detach()[row : row + 1].clone().requires_grad_()
+        s = tuple(t.detach()[row : row + 1].clone().requires_grad_() for t in state)
+        alone, (h1, c1) = layer(x[:, :n], [1] * n, s)
+        ((alone * weights[row : row + 1, :n]).sum() + h1.pow(2).sum() + c1.sum()).backward()
+        torch.testing.assert_close(out[row, :n], alone[0], atol=1e-6, rtol=0)
+        assert out[row, n:].abs().max() == 0 if n < 6 else True  # zero past the row's end
+        torch.testing.assert_close(h[row], h1[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(c[row], c1[0], atol=1e-6, rtol=0)
+        if n:
+            torch.testing.assert_close(inputs.grad[row, :n], x.grad[0, :n], atol=1e-6, rtol=0)
+        assert inputs.grad[row, n:].abs().max() == 0 if n < 6 else True
+        torch.testing.assert_close(state[0].grad[row], s[0].grad[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(state[1].grad[row], s[1].grad[0], atol=1e-6, rtol=0)
+    # a row that never ran keeps its initial state, and passes its gradient straight through
+    assert torch.equal(h[4], state[0][4]) and torch.equal(c[4], state[1][4])
