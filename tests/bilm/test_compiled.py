@@ -133,3 +133,12 @@ def test_switched_off_by_the_environment(monkeypatch):
     with compiled.python_step():
         assert compiled.compiled_step() is None
     assert compiled.enabled()
+
+
+def test_an_unwritable_kernel_folder_is_a_build_error_not_a_crash(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv(compiled.DIR_ENV, str(blocker / "kernels"))  # a folder inside a file
+    monkeypatch.setattr(compiled, "_compiler", lambda: "/bin/true")
+    with pytest.raises(compiled.KernelBuildError, match="could not build into"):
+        compiled._build(compiled.library_path(), compiled.library_path().with_suffix(".failed"))

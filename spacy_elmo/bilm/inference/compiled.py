@@ -137,25 +137,34 @@ def library_path() -> Path:
 
 
 def _build(path: Path, failed: Path) -> None:
-    """Compile and link into a temporary folder beside ``path``, then move the library into place."""
+    """Compile and link into a temporary folder beside ``path``, then move the library into place.
+    Every failure (no compiler, a compiler error, a folder that cannot be written) is a
+    KernelBuildError, recorded in ``failed`` where that can be written."""
     compiler = _compiler()
     if compiler is None or sys.platform not in ("linux", "darwin"):
         raise KernelBuildError("no C++ compiler found (set $CXX)" if compiler is None else f"not built on {sys.platform}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    print(f"spacy_elmo: compiling the LSTM step for this CPU into {path.parent} (once; about 15 s)",
-          file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as work:
-        try:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"spacy_elmo: compiling the LSTM step for this CPU into {path.parent} (once; about 15 s)",
+              file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as work:
             for command in build_commands(compiler, Path(work), Path(work) / path.name):
                 done = subprocess.run(command, capture_output=True, text=True, timeout=600)
                 if done.returncode != 0:
-                    failed.write_text(" ".join(command) + "\n" + done.stdout + done.stderr, encoding="utf-8")
+                    _record(failed, " ".join(command) + "\n" + done.stdout + done.stderr)
                     raise KernelBuildError(f"{Path(command[0]).name} failed, see {failed}")
-        except (OSError, subprocess.TimeoutExpired) as error:
-            failed.write_text(f"{error}\n", encoding="utf-8")
-            raise KernelBuildError(f"the compiler did not run: {error}") from error
-        os.replace(Path(work) / path.name, path)
+            os.replace(Path(work) / path.name, path)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        _record(failed, f"{error}\n")
+        raise KernelBuildError(f"could not build into {path.parent}: {error}") from error
     failed.unlink(missing_ok=True)
+
+
+def _record(failed: Path, text: str) -> None:
+    try:
+        failed.write_text(text, encoding="utf-8")
+    except OSError:
+        pass  # an unwritable folder: the warning still says why
 
 
 def build_commands(compiler: str, work: Path, library: Path) -> List[List[str]]:
