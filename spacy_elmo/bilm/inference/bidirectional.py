@@ -12,7 +12,8 @@ running positions only (padding rows are left out), into a buffer kept between c
 one tensor (``pair_directions``, which ``fast.optimize_for_inference`` calls): the
 parameters become views into it, so state_dict(), optimizers and saving see the same values.
 With bf16 layers (``quantize``) the pair's products take bfloat16 copies of the paired weights
-(``bf16_weights``) while the gates, cells and outputs stay float32. Otherwise, and whenever
+(``bf16_weights``) while the gates, cells and outputs stay float32. In float32 on CPU the pair's
+timestep loop runs compiled where it can be built (``compiled.py``), else ``lstm.run_in_place``. Otherwise, and whenever
 autograd or module hooks are involved, the directions run one after the other.
 """
 import threading
