@@ -29,6 +29,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
 
 
+@pytest.fixture()
+def broken_compiler(monkeypatch, tmp_path):
+    """$CXX is a compiler that fails with "fatal: no headers", and built kernels go under tmp_path."""
+    compiler = tmp_path / "broken-c++"
+    compiler.write_text("#!/bin/sh\necho 'fatal: no headers' >&2\nexit 1\n", encoding="utf-8")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    monkeypatch.setenv("SPACY_ELMO_KERNELS", str(tmp_path / "kernels"))
+    return "fatal: no headers"
+
+
 @pytest.fixture(scope="session")
 def tiny_paths():
     return TINY / "options.json", TINY / "weights.hdf5"

@@ -89,17 +89,12 @@ def test_the_optimized_model_takes_the_compiled_loop_and_the_exact_one_does_not(
     assert len(calls) == 2
 
 
-def test_a_failed_build_warns_once_falls_back_and_is_not_retried(monkeypatch, tmp_path):
-    compiler = tmp_path / "broken-c++"
-    compiler.write_text("#!/bin/sh\necho 'no such header' >&2\nexit 1\n", encoding="utf-8")
-    compiler.chmod(0o755)
-    monkeypatch.setenv("CXX", str(compiler))
-    monkeypatch.setenv(compiled.DIR_ENV, str(tmp_path / "kernels"))
+def test_a_failed_build_warns_once_falls_back_and_is_not_retried(monkeypatch, broken_compiler):
     monkeypatch.setattr(compiled, "_STATE", {"op": None, "tried": False, "error": None})
     with pytest.warns(RuntimeWarning, match="compiled LSTM step is not available"):
         assert compiled.compiled_step() is None
     failed = compiled.library_path().with_suffix(".failed")
-    assert "no such header" in failed.read_text(encoding="utf-8")
+    assert broken_compiler in failed.read_text(encoding="utf-8")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert compiled.compiled_step() is None  # remembered: no second warning

@@ -20,14 +20,9 @@ def test_kernels_reports_and_builds():
     assert compiled.library_path().parent == compiled.kernel_dir()
 
 
-def test_kernels_build_failure_exits_1_with_the_reason(monkeypatch, tmp_path):
-    compiler = tmp_path / "broken-c++"
-    compiler.write_text("#!/bin/sh\necho 'fatal: no headers' >&2\nexit 1\n", encoding="utf-8")
-    compiler.chmod(0o755)
-    monkeypatch.setenv("CXX", str(compiler))
-    monkeypatch.setenv(compiled.DIR_ENV, str(tmp_path / "kernels"))
+def test_kernels_build_failure_exits_1_with_the_reason(broken_compiler):
     result = runner.invoke(app, ["kernels", "--build"])
     assert result.exit_code == 1
-    assert "build failed" in result.output and "fatal: no headers" in json.loads(result.stdout)["failed"]
+    assert "build failed" in result.output and broken_compiler in json.loads(result.stdout)["failed"]
     result = runner.invoke(app, ["kernels"])  # the status says so afterwards
     assert result.exit_code == 0 and not json.loads(result.stdout)["built"]

@@ -12,7 +12,7 @@ Python fused step's (both about 1e-6 on the test fixtures).
 The library is built with the system's C++ compiler (``$CXX``, else ``c++``/``g++``) against
 the installed torch, with ``-march=native``, into ``$SPACY_ELMO_CACHE/kernels`` (default
 ``~/.cache/spacy_elmo/kernels``; ``$SPACY_ELMO_KERNELS`` sets the folder itself) under a name that hashes the sources, the torch version,
-the compiler and the CPU: about 15 s, once per machine. Where it cannot be built (no compiler,
+the compiler and the CPU: once per machine (seconds to a minute). Where it cannot be built (no compiler,
 no torch headers, not Linux or macOS) the Python loop runs instead, with one warning, and a
 marker file keeps later processes from trying again (``python -m spacy_elmo kernels --build``
 retries). ``SPACY_ELMO_COMPILED=0`` turns it off. Only the optimized path (``exact=False``)
@@ -145,7 +145,7 @@ def _build(path: Path, failed: Path) -> None:
         raise KernelBuildError("no C++ compiler found (set $CXX)" if compiler is None else f"not built on {sys.platform}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        print(f"spacy_elmo: compiling the LSTM step for this CPU into {path.parent} (once; about 15 s)",
+        print(f"spacy_elmo: compiling the LSTM step for this CPU into {path.parent} (once per machine)",
               file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as work:
             for command in build_commands(compiler, Path(work), Path(work) / path.name):
@@ -254,7 +254,6 @@ def run_pair_compiled(
     cell = torch.stack([c for _, c in states])
     sizes = [int(n) for n in batch_sizes]
     out = projected.new_zeros(len(sizes), len(layers), h0.shape[1], layer.projection_dim)
-    op = compiled_step()
-    op(projected, h0, cell, sizes, paired[0], paired[1], layer.cell_clip, layer.proj_clip, out)
+    compiled_step()(projected, h0, cell, sizes, paired[0], paired[1], layer.cell_clip, layer.proj_clip, out)
     finals = [(_final_hidden(out[:, d], h0[d], sizes), cell[d]) for d in range(len(layers))]
     return out, finals
