@@ -4,14 +4,19 @@
     python -m bench.bench_pretrain_step --quick
 
 What the ``pretrain`` command runs at each step, timed for each combination of precision (fp32,
-bf16 autocast), torch threads and batch size, with random weights of the config's shape and a
-vocabulary counted from ``--text``. The settings are interleaved round by round (the machines are
+bf16 autocast), torch threads, batch caps and LSTM loop (``steps``: the one-node loop training
+uses, ``lstm_grad.py``; ``ops``: the op-by-op autograd loop), with random weights of the config's
+shape and a vocabulary counted from ``--text``. Each setting runs ``--steps`` batches a round: the
+first batches the training's own length-bucketed, shuffled planner (``sentence_batches``, seed 0)
+makes of the text, so the padding is what training sees. The settings are interleaved round by round (the machines are
 shared VMs whose speed drifts), the first round warms up, and the report gives the median and the
 spread of tokens/s per setting plus each setting's ratio to fp32 at the same threads and batch,
 taken round by round. bf16 autocast only pays where the CPU has bf16 arithmetic (avx512_bf16,
 amx_bf16); the machine's flags are recorded with the result.
 """
 import argparse
+import contextlib
+import itertools
 import json
 import statistics
 import sys
@@ -23,15 +28,15 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from thinc.api import Config
 
-from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.bilm import BiLM, BiLMConfig, lstm_grad
 from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.provenance import provenance
-from spacy_elmo.training.batches import sentence_batch
+from spacy_elmo.training.batches import LMBatch, sentence_batches
 from spacy_elmo.training.lm import LanguageModel, init_for_training
 from spacy_elmo.training.vocab import Vocab
 
 from .bench_bilm import machine_info
-from .workloads import SHAPES, first_batch
+from .workloads import SHAPES
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
@@ -47,13 +52,14 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     lm.train()
     make_opt = torch.optim.Adam if args.optimizer == "adam" else torch.optim.Adagrad
     optimizer = make_opt(lm.parameters(), lr=1e-4)
-    settings = [(p, t, b) for b in batches for t in threads for p in precisions]
-    prepared = {b: sentence_batch(first_batch(sentences * (1 + b[0] // max(len(sentences), 1)), *b), vocab, config.max_characters_per_token) for b in batches}
+    loops = args.loops.split(",")
+    settings = [(p, t, b, loop) for b in batches for t in threads for p in precisions for loop in loops]
+    prepared = {b: training_batches(sentences, vocab, b, args.steps, config.max_characters_per_token) for b in batches}
     seconds = time_steps(lm, optimizer, prepared, settings, args.rounds)
     report = {
         "command": command, "provenance": provenance(command), "machine": machine_info(max(threads)),
         "config": config.to_options(), "softmax_samples": n_samples, "vocab": len(vocab),
-        "optimizer": args.optimizer, "rounds": args.rounds, "rows": setting_rows(seconds, prepared, precisions),
+        "optimizer": args.optimizer, "rounds": args.rounds, "steps": args.steps, "rows": setting_rows(seconds, prepared, precisions),
     }
     print(markdown(report))
     if args.json:
@@ -70,6 +76,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--threads", default="2", help="comma-separated torch thread counts")
     parser.add_argument("--batches", default="256:6144", help="comma-separated SENTENCES:TOKENS caps")
+    parser.add_argument("--loops", default="steps", help="comma-separated LSTM loops: steps (one node), ops (op by op)")
+    parser.add_argument("--steps", type=int, default=4, help="training batches per setting and round")
     parser.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", default=None)
@@ -86,44 +94,61 @@ def model_shape(args: argparse.Namespace) -> Tuple[BiLMConfig, int, List[Tuple[i
     return BiLMConfig(**dict(cfg["model"])), int(cfg["softmax"]["n_samples"]), batches
 
 
+def training_batches(sentences: List[List[str]], vocab: Vocab, caps: Tuple[int, ...], count: int, max_chars: int) -> List[LMBatch]:
+    """The first ``count`` batches training would make of ``sentences`` with these caps (SENTENCES, TOKENS)."""
+    repeats = 1 + (caps[0] * count) // max(len(sentences), 1)  # enough text for ``count`` full batches
+    planned = sentence_batches(
+        iter(sentences * repeats), vocab, seed=0, epoch=0, batch_size=caps[0], max_batch_tokens=caps[1],
+        buffer_size=20000, max_chars=max_chars,
+    )
+    return list(itertools.islice(planned, count))
+
+
 def time_steps(lm: LanguageModel, optimizer: torch.optim.Optimizer, prepared: Dict, settings: List[tuple], rounds: int) -> Dict[tuple, List[float]]:
-    """Seconds of one training step per setting (precision, threads, batch caps) in each round after the first."""
+    """Seconds of a setting's batches (precision, threads, batch caps, loop) in each round after the first."""
     seconds: Dict[tuple, List[float]] = {s: [] for s in settings}
     for round_ in range(rounds + 1):
         for setting in settings:
-            precision, n_threads, batch_spec = setting
+            precision, n_threads, batch_spec, loop = setting
             torch.set_num_threads(n_threads)
-            batch = prepared[batch_spec]
             start = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                out = lm.run_batch(batch)
-            objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
-            optimizer.zero_grad(set_to_none=True)
-            objective.backward()
-            torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
-            optimizer.step()
+            with lstm_grad.op_by_op() if loop == "ops" else contextlib.nullcontext():
+                for batch in prepared[batch_spec]:
+                    train_step(lm, optimizer, batch, precision)
             if round_:
                 seconds[setting].append(time.perf_counter() - start)
     return seconds
 
 
+def train_step(lm: LanguageModel, optimizer: torch.optim.Optimizer, batch: LMBatch, precision: str) -> None:
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        out = lm.run_batch(batch)
+    objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
+    optimizer.zero_grad(set_to_none=True)
+    objective.backward()
+    torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+    optimizer.step()
+
+
 def setting_rows(seconds: Dict[tuple, List[float]], prepared: Dict, precisions: List[str]) -> List[Dict]:
-    """Per setting: tokens/s (median and range) and, round by round, its speed relative to fp32."""
+    """Per setting: tokens/s (median and range) and, round by round, its speed relative to fp32 and
+    to the op-by-op loop (same other settings; None where that setting was not run)."""
     rows = []
     for setting in seconds:
-        precision, n_threads, (n_sent, n_tok) = setting
-        batch = prepared[(n_sent, n_tok)]
-        tokens = batch.n_targets
+        precision, n_threads, caps, loop = setting
+        batches = prepared[caps]
+        tokens = sum(b.n_targets for b in batches)
         rates = [tokens / s for s in seconds[setting]]
-        fp32 = seconds[("fp32", n_threads, (n_sent, n_tok))] if "fp32" in precisions else None
-        ratios = [f / s for f, s in zip(fp32, seconds[setting])] if fp32 else []
-        rows.append({
-            "precision": precision, "threads": n_threads, "batch_sentences": len(batch.lengths),
-            "batch_tokens": tokens, "tokens_per_s_median": statistics.median(rates),
-            "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
-            "x_fp32_median": statistics.median(ratios) if ratios else None,
-            "x_fp32_min": min(ratios) if ratios else None, "x_fp32_max": max(ratios) if ratios else None,
-        })
+        row = {
+            "precision": precision, "threads": n_threads, "loop": loop, "batches": len(batches),
+            "batch_sentences": sum(len(b.lengths) for b in batches), "batch_tokens": tokens,
+            "tokens_per_s_median": statistics.median(rates), "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
+        }
+        for name, base in (("x_fp32", ("fp32", n_threads, caps, loop)), ("x_ops", (precision, n_threads, caps, "ops"))):
+            ratios = [b / s for b, s in zip(seconds[base], seconds[setting])] if base in seconds else []
+            row.update({f"{name}_median": statistics.median(ratios) if ratios else None,
+                        f"{name}_min": min(ratios) if ratios else None, f"{name}_max": max(ratios) if ratios else None})
+        rows.append(row)
     return rows
 
 
@@ -149,19 +174,26 @@ def markdown(report: Dict) -> str:
         "",
         f"torch {machine['torch']}, CPU capability {machine['cpu_capability']}, flags: {', '.join(machine['cpu_flags'])}; "
         f"optimizer {report['optimizer']}, sampled softmax {report['softmax_samples']} of {report['vocab']} words; "
-        f"{report['rounds']} interleaved rounds after a warm-up round.",
+        f"{report['rounds']} interleaved rounds after a warm-up round, each timing {report['steps']} training batches "
+        "of a setting (sentences and tokens: their totals).",
         "",
-        "| precision | threads | sentences | tokens | tokens/s (median) | range | x fp32 (median) | range |",
-        "|---|---:|---:|---:|---:|---|---:|---|",
+        "| precision | threads | LSTM loop | sentences | tokens | tokens/s (median) | range | x fp32 (median) | range | x ops (median) | range |",
+        "|---|---:|---|---:|---:|---:|---|---:|---|---:|---|",
     ]
     for r in report["rows"]:
-        ratio = "" if r["x_fp32_median"] is None else f"{r['x_fp32_median']:.2f}"
-        spread = "" if r["x_fp32_min"] is None else f"{r['x_fp32_min']:.2f}-{r['x_fp32_max']:.2f}"
+        ratios = [_ratio(r, "x_fp32"), _ratio(r, "x_ops")]
         lines.append(
-            f"| {r['precision']} | {r['threads']} | {r['batch_sentences']} | {r['batch_tokens']} | "
-            f"{r['tokens_per_s_median']:.0f} | {r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f} | {ratio} | {spread} |"
+            f"| {r['precision']} | {r['threads']} | {r['loop']} | {r['batch_sentences']} | {r['batch_tokens']} | "
+            f"{r['tokens_per_s_median']:.0f} | {r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f} | "
+            + " | ".join(f"{median} | {spread}" for median, spread in ratios) + " |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _ratio(row: Dict, name: str) -> Tuple[str, str]:
+    if row[f"{name}_median"] is None:
+        return "", ""
+    return f"{row[f'{name}_median']:.2f}", f"{row[f'{name}_min']:.2f}-{row[f'{name}_max']:.2f}"
 
 
 if __name__ == "__main__":

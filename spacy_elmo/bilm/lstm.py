@@ -16,6 +16,8 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from . import lstm_grad
+
 State = Tuple[torch.Tensor, torch.Tensor]  # (h: (B, proj), c: (B, dim))
 
 
@@ -63,6 +65,15 @@ class LSTMPLayer(nn.Module):
     def _run_autograd(
         self, projected: torch.Tensor, batch_sizes: Sequence[int], state: State
     ) -> Tuple[torch.Tensor, State]:
+        weights = (self.state_linearity.weight, self.projection.weight)
+        if lstm_grad.usable(projected, *state, *weights):
+            return lstm_grad.run_steps(projected, state, weights, batch_sizes, self.dim, (self.cell_clip, self.proj_clip))
+        return self._run_op_by_op(projected, batch_sizes, state)
+
+    def _run_op_by_op(
+        self, projected: torch.Tensor, batch_sizes: Sequence[int], state: State
+    ) -> Tuple[torch.Tensor, State]:
+        """The timesteps under autograd, op by op: under autocast, and the reference for ``lstm_grad``."""
         steps, batch, _ = projected.shape
         dim = self.dim
         h, c = state

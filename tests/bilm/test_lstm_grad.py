@@ -1,0 +1,99 @@
+"""The training loop's one-node LSTMP (lstm_grad.py) against the op-by-op autograd loop."""
+import pytest
+import torch
+
+from spacy_elmo.bilm import lstm_grad
+from spacy_elmo.bilm.lstm import LSTMPLayer
+
+
+def _layer(dtype, cell_clip=3.0, proj_clip=3.0, scale=1.0):
+    torch.manual_seed(0)
+    layer = LSTMPLayer(6, 8, 5, cell_clip, proj_clip).to(dtype)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.mul_(scale)
+    return layer
+
+
+def _run(layer, inputs, sizes, state, reference):
+    """Outputs, final state and every gradient of a random objective over all three."""
+    inputs = inputs.clone().requires_grad_()
+    h0, c0 = (s.clone().requires_grad_() for s in state)
+    layer.zero_grad()
+    if reference:
+        with lstm_grad.op_by_op():
+            out, (h, c) = layer(inputs, sizes, (h0, c0))
+    else:
+        out, (h, c) = layer(inputs, sizes, (h0, c0))
+    gen = torch.Generator().manual_seed(1)
+    weights = [torch.randn(x.shape, generator=gen, dtype=x.dtype) for x in (out, h, c)]
+    (sum((w * x).sum() for w, x in zip(weights, (out, h, c)))).backward()
+    grads = [inputs.grad, h0.grad, c0.grad] + [p.grad for p in layer.parameters()]
+    return [out.detach(), h.detach(), c.detach()], grads
+
+
+# uneven lengths (rows end at different steps), a row that never runs, all rows full length
+SIZES = [[4, 4, 3, 3, 1, 1, 1], [3, 3, 3], [5, 2, 2, 1]]
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("clips,scale", [((3.0, 3.0), 1.0), ((0.5, 0.2), 4.0), ((None, None), 1.0)])
+def test_outputs_and_gradients_match_the_op_by_op_loop(sizes, clips, scale):
+    layer = _layer(torch.float64, *clips, scale=scale)
+    batch = sizes[0] + 1  # one row of length 0
+    torch.manual_seed(2)
+    inputs = torch.randn(batch, len(sizes), 6, dtype=torch.float64) * scale
+    state = (torch.randn(batch, 5, dtype=torch.float64), torch.randn(batch, 8, dtype=torch.float64))
+    got_values, got_grads = _run(layer, inputs, sizes, state, reference=False)
+    want_values, want_grads = _run(layer, inputs, sizes, state, reference=True)
+    for got, want in zip(got_values, want_values):
+        assert torch.equal(got, want)  # the same arithmetic, in the same order
+    for got, want in zip(got_grads, want_grads):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    if clips[0] == 0.5:  # the clips were active, so their masks were exercised
+        assert (want_values[2].abs() == 0.5).any()
+
+
+def test_float32_gradients_close_to_the_op_by_op_loop():
+    layer = _layer(torch.float32)
+    inputs = torch.randn(4, 7, 6)
+    state = (torch.zeros(5, 5)[:4], torch.zeros(4, 8))
+    sizes = SIZES[0]
+    got_values, got_grads = _run(layer, inputs, sizes, state, reference=False)
+    want_values, want_grads = _run(layer, inputs, sizes, state, reference=True)
+    for got, want in zip(got_values + got_grads, want_values + want_grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_gradcheck():
+    layer = _layer(torch.float64, 0.8, 0.6, scale=2.0)
+    sizes = (3, 2, 2, 1)
+    torch.manual_seed(3)
+    projected = torch.randn(4, 3, 32, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+    w_state = layer.state_linearity.weight.detach().clone().requires_grad_()
+    w_proj = layer.projection.weight.detach().clone().requires_grad_()
+
+    def run(p, h, c, ws, wp):
+        out, (hf, cf) = lstm_grad.run_steps(p, (h, c), (ws, wp), sizes, 8, (0.8, 0.6))
+        return out, hf, cf
+
+    assert torch.autograd.gradcheck(run, (projected, h0, c0, w_state, w_proj))
+
+
+def test_the_training_path_uses_it_and_autocast_does_not(monkeypatch):
+    calls = []
+    original = lstm_grad.LSTMPSteps.apply
+    monkeypatch.setattr(lstm_grad.LSTMPSteps, "apply", lambda *a: calls.append(1) or original(*a))
+    layer = _layer(torch.float32)
+    inputs = torch.randn(2, 3, 6, requires_grad=True)
+    state = (torch.zeros(2, 5), torch.zeros(2, 8))
+    layer(inputs, [2, 2, 1], state)[0].sum().backward()
+    assert calls == [1]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = layer(inputs, [2, 2, 1], state)
+    assert calls == [1] and out.dtype == torch.bfloat16
+    with torch.no_grad():  # inference keeps its own in-place loop
+        layer(inputs, [2, 2, 1], state)
+    assert calls == [1]
