@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.bilm.softmax import LogUniformSampler, WordSoftmax
+from spacy_elmo.bilm.softmax import LogUniformSampler, WordSoftmax, accidental_hits
 
 
 def test_sampler_draws_unique_ids_with_log_uniform_frequencies():
@@ -86,6 +86,44 @@ def test_accidental_hits_are_not_negatives():
     loss = head.sampled_nll(hidden, targets)
     # the true class is always among 2 of 3 candidates often; the loss stays finite and non-negative
     assert torch.isfinite(loss).all() and (loss >= 0).all()
+
+
+def _masked_cross_entropy(head, hidden, targets):
+    """The sampled loss as written out plainly: every logit, hits masked, the true class first."""
+    candidates, tries = head.sampler.sample()
+    log_q_true = torch.log(head.sampler.expected_count(targets, tries)).float()
+    log_q_sampled = torch.log(head.sampler.expected_count(candidates, tries)).float()
+    true_logits = (hidden * head.weight[targets]).sum(-1) + head.bias[targets] - log_q_true
+    sampled = hidden @ head.weight[candidates].t() + head.bias[candidates] - log_q_sampled
+    sampled = sampled.masked_fill(candidates[None, :] == targets[:, None], float("-inf"))
+    logits = torch.cat([true_logits[:, None], sampled], dim=1)
+    return torch.nn.functional.cross_entropy(logits, torch.zeros(len(targets), dtype=torch.long), reduction="none")
+
+
+def test_sampled_nll_and_its_gradients_equal_the_masked_cross_entropy():
+    torch.manual_seed(0)
+    head = WordSoftmax(60, 8, n_samples=40)  # most targets are hits
+    hidden = torch.randn(50, 8, requires_grad=True)
+    targets = torch.randint(0, 60, (50,))
+    results = []
+    for loss_of in (head.sampled_nll, lambda h, t: _masked_cross_entropy(head, h, t)):
+        torch.manual_seed(7)  # the same candidates
+        hidden.grad = None
+        head.zero_grad()
+        loss = loss_of(hidden, targets)
+        (loss * torch.linspace(0.5, 1.5, 50)).sum().backward()
+        results.append((loss.detach(), hidden.grad.clone(), head.weight.grad.clone(), head.bias.grad.clone()))
+    torch.manual_seed(7)
+    candidates, _ = head.sampler.sample()
+    assert 10 < int((candidates[None, :] == targets[:, None]).sum()) < 50  # hits, not in every row
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_accidental_hits_finds_each_target_among_the_candidates():
+    candidates = torch.tensor([5, 2, 9])
+    rows, columns = accidental_hits(candidates, torch.tensor([2, 3, 9, 2, 0]), 10)
+    assert rows.tolist() == [0, 2, 3] and columns.tolist() == [1, 2, 1]
 
 
 def test_bad_sample_count():
