@@ -11,6 +11,7 @@ from typing import Tuple
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 
 class LogUniformSampler:
@@ -91,7 +92,7 @@ class WordSoftmax(nn.Module):
         class among the candidates, computed without materializing that row: the sampled logits
         (N, S) come out of one product with their bias and correction, accidental hits are set
         to -inf in place (their gradient is then zero, as masking would make it), and the loss
-        reads them once more. (Three times faster than masking, concatenating and a cross-entropy
+        reads them once more (``RowLogSumExp``). (Three times faster than masking, concatenating and a cross-entropy
         with these sizes: ``tests/bilm/test_softmax.py`` checks the two agree.)
         """
         if self.sampler is None:
@@ -108,7 +109,7 @@ class WordSoftmax(nn.Module):
         with torch.no_grad():  # the product's backward does not read its output
             sampled_logits[rows, columns] = float("-inf")
         true_logits = true_logits.float()
-        return torch.logaddexp(true_logits, torch.logsumexp(sampled_logits.float(), dim=1)) - true_logits
+        return torch.logaddexp(true_logits, RowLogSumExp.apply(sampled_logits.float())) - true_logits
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Per-target loss: sampled while training a sampled head, exact otherwise."""
@@ -124,3 +125,29 @@ def accidental_hits(candidates: torch.Tensor, targets: torch.Tensor, n_classes: 
     columns = column_of[targets]
     rows = torch.nonzero(columns >= 0).flatten()
     return rows, columns[rows]
+
+
+class RowLogSumExp(torch.autograd.Function):
+    """``torch.logsumexp(x, dim=1)`` for (N, S) ``x``, whose backward turns the exponentials the
+    forward computed into the softmax in place (torch's recomputes them from ``x``: three more
+    passes over an (N, S) tensor). The graph can be walked back once only."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        top = x.amax(dim=1, keepdim=True)
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # rows of -inf (or inf)
+        exps = torch.sub(x, top).exp_()
+        sums = exps.sum(dim=1, keepdim=True)
+        ctx.save_for_backward(exps, sums)
+        ctx.used = False
+        return (sums.log() + top).squeeze(1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        if ctx.used:
+            raise RuntimeError("RowLogSumExp's backward ran twice: its saved exponentials became the gradient the first time")
+        ctx.used = True
+        exps, sums = ctx.saved_tensors
+        scale = torch.where(sums > 0, grad[:, None] / sums, torch.zeros_like(sums))  # rows of -inf: 0, not NaN
+        return exps.mul_(scale)

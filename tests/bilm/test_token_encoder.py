@@ -81,3 +81,34 @@ def test_token_encoder_equals_full_width_convolutions():
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
     # bitwise: repeated rows are encoded once and gathered
     torch.testing.assert_close(got[-2:], got[:2], atol=0, rtol=0)
+
+
+def test_token_encoder_gradients_equal_full_width_convolutions():
+    """Under autograd the pooling takes max with indices; the filler windows that tie give the
+    weights the same gradient as full-width convolutions with their shared (amax) gradient."""
+    bilm = random_bilm(seed=3, filters=((1, 4), (2, 4), (3, 8)))
+    enc = bilm.token_encoder
+    ids = torch.from_numpy(np.stack([token_char_ids(t) for t in ["a", "bank", "a", "x" * 49, "of"]]))
+    grads = []
+    for full_width in (False, True):
+        enc.zero_grad()
+        if full_width:
+            embedded = enc.char_embedding(ids).transpose(1, 2)
+            pooled = torch.cat([torch.relu(conv(embedded).amax(dim=-1)) for conv in enc.convolutions], dim=-1)
+            out = enc.projection(enc.highway(pooled))
+        else:
+            out = enc(ids)
+        (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
+        grads.append([p.grad.clone() for p in enc.parameters()])
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(40, 6), (1, 3), (0, 4), (5, 0)])
+def test_unique_rows_agrees_with_torch_unique(shape):
+    from spacy_elmo.bilm.token_encoder import unique_rows
+
+    rows = torch.randint(0, 3, shape, generator=torch.Generator().manual_seed(0))
+    distinct, inverse = unique_rows(rows)
+    assert torch.equal(distinct[inverse], rows) and inverse.dtype == torch.long
+    assert len(distinct) == len(set(map(tuple, rows.tolist())))  # each distinct row once

@@ -129,3 +129,22 @@ def test_accidental_hits_finds_each_target_among_the_candidates():
 def test_bad_sample_count():
     with pytest.raises(ValueError):
         LogUniformSampler(10, 11)
+
+
+def test_row_logsumexp_and_its_gradient_equal_torchs():
+    from spacy_elmo.bilm.softmax import RowLogSumExp
+
+    x = torch.randn(7, 9, dtype=torch.float64)
+    x[2, 3] = float("-inf")
+    x[5] = float("-inf")  # a row with nothing to sum
+    weights = torch.randn(7, dtype=torch.float64)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = RowLogSumExp.apply(ours), torch.logsumexp(theirs, dim=1)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    torch.testing.assert_close(got[torch.isfinite(want)], want[torch.isfinite(want)])
+    (got[:5] * weights[:5]).sum().backward(retain_graph=True)
+    (want[:5] * weights[:5]).sum().backward()
+    torch.testing.assert_close(ours.grad[:5], theirs.grad[:5])
+    assert ours.grad[2, 3] == 0 and torch.equal(ours.grad[5:], torch.zeros(2, 9, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="twice"):
+        (got[:5] * weights[:5]).sum().backward()
