@@ -9,8 +9,9 @@ with a few products and elementwise ops each; the weight gradients are then one 
 over all timesteps. The forward computes exactly what ``LSTMPLayer``'s op-by-op loop computes,
 in the same order; gradients agree with autograd's to rounding (``tests/bilm/test_lstm_grad.py``).
 
-Not used under autocast (the op-by-op loop then runs each product in the autocast dtype) or
-when a second derivative is needed (this backward is not itself differentiable).
+Not used under autocast (the op-by-op loop then runs each product in the autocast dtype). The
+backward is not itself differentiable: a second derivative raises; within ``op_by_op()`` the
+op-by-op loop gives one.
 """
 import contextlib
 import threading

@@ -97,3 +97,18 @@ def test_the_training_path_uses_it_and_autocast_does_not(monkeypatch):
     with torch.no_grad():  # inference keeps its own in-place loop
         layer(inputs, [2, 2, 1], state)
     assert calls == [1]
+
+
+def test_second_derivatives_raise_unless_op_by_op():
+    layer = _layer(torch.float64)
+    inputs = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
+    state = (torch.zeros(2, 5, dtype=torch.float64), torch.zeros(2, 8, dtype=torch.float64))
+    out, _ = layer(inputs, [2, 2, 1], state)
+    (grad,) = torch.autograd.grad(out.pow(2).sum(), inputs, create_graph=True)
+    with pytest.raises(RuntimeError):
+        grad.sum().backward()
+    with lstm_grad.op_by_op():
+        out, _ = layer(inputs, [2, 2, 1], state)
+        (grad,) = torch.autograd.grad(out.pow(2).sum(), inputs, create_graph=True)
+        grad.sum().backward()
+    assert inputs.grad is not None and torch.isfinite(inputs.grad).all()
