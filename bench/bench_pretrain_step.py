@@ -33,6 +33,7 @@ from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.provenance import provenance
 from spacy_elmo.training.batches import LMBatch, sentence_batches
 from spacy_elmo.training.lm import LanguageModel, init_for_training
+from spacy_elmo.training.memory import keep_freed_memory
 from spacy_elmo.training.vocab import Vocab
 
 from .bench_bilm import machine_info
@@ -45,6 +46,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     config, n_samples, batches = model_shape(args)
     sentences = read_sentences(args.text, quick=args.quick)
     vocab = Vocab.from_counts(Counter(t for s in sentences for t in s), size=50000, min_count=1)
+    keep_freed_memory()  # as pretrain and finetune run
     precisions = args.precisions.split(",")
     threads = [int(t) for t in args.threads.split(",")]
     torch.manual_seed(0)

@@ -12,10 +12,13 @@ from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier, init_distributed
 from .loop import CHECKPOINTS
+from .memory import keep_freed_memory
 
 
 def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo]:
-    """Threads, device, process group and seeds (identical on all ranks, so the initial weights are)."""
+    """Threads, device, process group and seeds (identical on all ranks, so the initial weights are);
+    freed memory kept for reuse (``memory.py``)."""
+    keep_freed_memory()
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     torch_device = torch.device(device)

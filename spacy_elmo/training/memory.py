@@ -1,0 +1,35 @@
+"""Keep the memory a training step frees for the next step (glibc's allocator).
+
+A training step allocates and frees the same large tensors every time: the LSTM's saved
+activations, the sampled softmax's (tokens x samples) logits, their gradients. By default glibc
+serves blocks from 128 KB to 32 MB from its heap or the kernel depending on what was freed
+before, returns the heap's free top to the kernel, and maps every block above 32 MB afresh;
+each fresh page then costs a page fault and the kernel's zeroing on first touch, about two
+million faults a bilm-small step here. ``keep_freed_memory`` makes the allocator take all
+blocks from its heap and never give the heap back: the next step reuses the same pages
+(about 0.4 million faults, 1.15-1.39x the step's speed, bench/results/pretrain-step-ab-malloc-*.md).
+The process keeps its peak memory until it exits, which is what a training run does anyway.
+``pretrain`` and ``finetune`` call it; ``SPACY_ELMO_MALLOC=0`` leaves the allocator alone.
+"""
+import ctypes
+import os
+import sys
+
+M_TRIM_THRESHOLD = -1  # mallopt parameters (malloc.h)
+M_MMAP_MAX = -4
+ENV = "SPACY_ELMO_MALLOC"
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's allocator to reuse freed memory; RETURNS whether it was set (False where the C
+    library has no ``mallopt``: not Linux, or not glibc, or switched off by the environment)."""
+    if not sys.platform.startswith("linux") or os.environ.get(ENV, "1") == "0":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    # no block from mmap (a failed heap extension still falls back to it), no trimming below 2 GB free
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
