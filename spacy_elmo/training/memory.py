@@ -4,10 +4,12 @@ A training step allocates and frees the same large tensors every time: the LSTM'
 activations, the sampled softmax's (tokens x samples) logits, their gradients. By default glibc
 serves blocks from 128 KB to 32 MB from its heap or the kernel depending on what was freed
 before, returns the heap's free top to the kernel, and maps every block above 32 MB afresh;
-each fresh page then costs a page fault and the kernel's zeroing on first touch, about two
-million faults a bilm-small step here. ``keep_freed_memory`` makes the allocator take all
-blocks from its heap and never give the heap back: the next step reuses the same pages
-(about 0.4 million faults, 1.15-1.39x the step's speed, bench/results/pretrain-step-ab-malloc-*.md).
+each fresh page then costs a page fault and the kernel's zeroing on first touch. With
+``keep_freed_memory`` the allocator takes all blocks from its heap and never gives the heap
+back, so a step reuses the pages of the steps before it once the heap has grown to the largest
+batch. Interleaved by revision in short processes (12 steps each, the heap still growing):
+1.04x median, range 0.93-1.31 (``bench/results/pretrain-step-ab-malloc-xeon-amx.md``); in a
+longer run (a one-off reading) page faults fell from 120,000-160,000 a step to under 2,000.
 The process keeps its peak memory until it exits, which is what a training run does anyway.
 ``pretrain`` and ``finetune`` call it; ``SPACY_ELMO_MALLOC=0`` leaves the allocator alone.
 """
