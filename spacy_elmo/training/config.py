@@ -3,7 +3,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
-from thinc.api import Config, ConfigValidationError
+from confection import Config, ConfigValidationError  # (thinc.api re-exports these; confection alone keeps training free of thinc)
 
 from ..bilm import BiLMConfig
 from ..probes import TASKS
