@@ -23,7 +23,6 @@ import hashlib
 import io
 import json
 import platform
-import sys
 import tarfile
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -49,7 +48,6 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
     if args.join:
         return join_parts(args.join, args.output)
-    sys.path.insert(0, str(ROOT))
     from spacy_elmo.training.config import load_lm_config
     from spacy_elmo.training.finetune import finetune
 
