@@ -13,32 +13,26 @@ Not used under autocast (the op-by-op loop then runs each product in the autocas
 backward is not itself differentiable: a second derivative raises; within ``op_by_op()`` the
 op-by-op loop gives one.
 """
-import contextlib
-import threading
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import ContextManager, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
+from .thread_switch import ThreadSwitch
+
 State = Tuple[torch.Tensor, torch.Tensor]
-_LOCAL = threading.local()
+_OP_BY_OP = ThreadSwitch()  # op_by_op()
 
 
-@contextlib.contextmanager
-def op_by_op() -> Iterator[None]:
+def op_by_op() -> ContextManager[None]:
     """Within this block (this thread), training runs the op-by-op autograd loop: the reference
     the tests and benchmarks compare against."""
-    previous = getattr(_LOCAL, "off", False)
-    _LOCAL.off = True
-    try:
-        yield
-    finally:
-        _LOCAL.off = previous
+    return _OP_BY_OP.on()
 
 
 def usable(projected: torch.Tensor, *weights: torch.Tensor) -> bool:
     """Whether ``LSTMPSteps`` can run this layer: float32/float64 throughout, no autocast."""
-    if getattr(_LOCAL, "off", False) or torch.is_autocast_enabled(projected.device.type):
+    if _OP_BY_OP.active or torch.is_autocast_enabled(projected.device.type):
         return False
     return projected.dtype in (torch.float32, torch.float64) and all(w.dtype == projected.dtype for w in weights)
 

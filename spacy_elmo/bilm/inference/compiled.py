@@ -27,13 +27,13 @@ import sys
 import tempfile
 import threading
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from ..lstm import LSTMPLayer, State, _final_hidden
+from ..thread_switch import ThreadSwitch
 
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
 DIR_ENV = "SPACY_ELMO_KERNELS"  # where built kernels go (default: the cache's kernels/)
@@ -44,7 +44,7 @@ SOURCES = ("cell_math.cpp", "lstmp_steps.cpp")
 PLAIN_SOURCES = {"cell_math.cpp": ["-fno-math-errno", "-fno-trapping-math"]}
 _LOCK = threading.Lock()
 _STATE: Dict[str, object] = {"op": None, "tried": False, "error": None}
-_LOCAL = threading.local()
+_PYTHON_STEP = ThreadSwitch()  # python_step()
 
 
 class KernelBuildError(RuntimeError):
@@ -65,18 +65,12 @@ def kernel_dir() -> Path:
 def enabled() -> bool:
     """Whether the compiled step may be used now (not switched off by the environment or
     ``python_step()``)."""
-    return os.environ.get(ENV, "1") != "0" and not getattr(_LOCAL, "off", False)
+    return os.environ.get(ENV, "1") != "0" and not _PYTHON_STEP.active
 
 
-@contextmanager
-def python_step() -> Iterator[None]:
+def python_step() -> ContextManager[None]:
     """Run the Python timestep loop in this thread meanwhile (for comparisons and benchmarks)."""
-    before = getattr(_LOCAL, "off", False)
-    _LOCAL.off = True
-    try:
-        yield
-    finally:
-        _LOCAL.off = before
+    return _PYTHON_STEP.on()
 
 
 def compiled_step(build: bool = True) -> Optional[Callable]:
