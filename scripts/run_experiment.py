@@ -3,7 +3,8 @@
 For every (task, fraction, setting) this runs ``spacy train`` with configs/<task config>[-elmo].cfg on
 CORPUS/<task>-train-<pct>.spacy (dev: CORPUS/<task>-dev.spacy), then scores model-best on
 CORPUS/<task>-test.spacy (UPOS and NER with gold tokens and sentences, text classification on whole
-Docs), and writes OUTPUT/metrics/<task>-<setting>-<pct>.json.
+Docs), and writes OUTPUT/metrics/<task>-<setting>-<pct>.json (the test score, and the dev score
+that chose model-best).
 Runs whose metrics exist are skipped, so an interrupted experiment continues where it stopped.
 
     python scripts/run_experiment.py --corpus corpus/full --elmo training/bilm-ewt/model-best \\
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
+import srsly
 from spacy.cli._util import parse_config_overrides
 from spacy.cli.evaluate import evaluate
 from spacy.cli.train import train
@@ -79,12 +81,15 @@ def run_one(
         # negative: that F1 is the accuracy
         scores["cats_accuracy"] = scores["cats_micro_f"]
     docs = list(DocBin().from_disk(train_path).get_docs(Vocab()))
+    dev = srsly.read_json(model_dir / "model-best" / "meta.json").get("performance", {})
     return {
         "task": task,
         "setting": setting,
         "fraction_pct": pct,
         "metric": metric,
         "score": scores[metric],
+        # the dev score that chose model-best (spaCy's meta.json): what a setting is chosen on
+        "dev_score": dev.get("cats_micro_f" if metric == "cats_accuracy" else metric),
         "train_docs": len(docs),
         "train_sentences": sum(len(list(doc.sents)) for doc in docs),
         "train_tokens": sum(len(doc) for doc in docs),

@@ -1,0 +1,34 @@
+import json
+import shutil
+
+import srsly
+
+from ..training_runs import STEPS, make_data, script
+
+experiment = script("run_experiment")
+
+
+def test_plain_and_elmo_cells_record_test_and_dev_scores_and_are_not_rerun(tmp_path, capsys):
+    data = make_data(tmp_path / "data")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(data / "train.spacy", corpus / "upos-train-1.spacy")
+    shutil.copy(data / "dev.spacy", corpus / "upos-dev.spacy")
+    shutil.copy(data / "dev.spacy", corpus / "upos-test.spacy")
+    out = tmp_path / "out"
+    args = ["--corpus", str(corpus), "--output", str(out), "--elmo", str(data / "bilm"), "--tasks", "upos"]
+    args += ["--fractions", "1", "--training.max_steps", str(STEPS), "--training.eval_frequency", str(STEPS // 2)]
+    experiment.main(args)
+    for setting, config in (("plain", "configs/tagger.cfg"), ("elmo", "configs/tagger-elmo.cfg")):
+        record = json.loads((out / "metrics" / f"upos-{setting}-1.json").read_text(encoding="utf-8"))
+        assert (record["task"], record["setting"], record["fraction_pct"], record["config"]) == ("upos", setting, 1, config)
+        meta = srsly.read_json(out / "models" / f"upos-{setting}-1" / "model-best" / "meta.json")
+        # the dev score is the one that chose model-best; test is scored here on another copy of dev
+        assert record["dev_score"] == meta["performance"]["tag_acc"]
+        assert abs(record["score"] - record["dev_score"]) < 1e-6
+        assert 0.0 < record["score"] <= 1.0 and record["train_sentences"] == 40
+        assert record["overrides"]["training.max_steps"] == STEPS
+    assert "paths.elmo" in json.loads((out / "metrics" / "upos-elmo-1.json").read_text())["overrides"]
+    capsys.readouterr()
+    experiment.main(args)
+    assert capsys.readouterr().out.count("exists: skipped") == 2
