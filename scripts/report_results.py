@@ -6,6 +6,11 @@
 --records also writes every run's metrics (what run_experiment.py recorded for each cell of the
 table) in one JSON file, with the command, commit, CPU and date of the report, so the table can be
 checked against them.
+
+Variants of the same runs (other config overrides, each run_experiment.py --output a folder of its
+own) are compared by the dev score that chose each model-best and by the test score:
+
+    python scripts/report_results.py input=runs/input/metrics both=runs/both/metrics --table T.md
 """
 import argparse
 import json
@@ -59,6 +64,23 @@ def markdown_table(records: Records, *, title: str = "") -> str:
     return "\n".join(line for line in lines if line) + "\n"
 
 
+def variants_table(variants: Dict[str, Records], *, title: str = "") -> str:
+    """One row per task, training fraction, setting and variant (in the order given): dev score
+    (what chose model-best, and what a variant should be chosen on) and test score."""
+    header = ["task", "train %", "setting", "variant", "dev", "test"]
+    lines = [f"### {title}\n" if title else "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keys = sorted({k for records in variants.values() for k in records}, key=lambda k: (list(TASK_TITLES).index(k[0]), k[1:]))
+    for task, pct, setting in keys:
+        for name, records in variants.items():
+            record = records.get((task, pct, setting))
+            if record is None:
+                continue
+            dev = record.get("dev_score")
+            cells = [task, str(pct), setting, name, "-" if dev is None else f"{100 * dev:.2f}", f"{100 * record['score']:.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(line for line in lines if line) + "\n"
+
+
 def _score(record: Optional[dict], key: Optional[str]) -> Optional[float]:
     if record is None:
         return None
@@ -101,19 +123,32 @@ def plot(records: Records, path: Path, *, title: str = "") -> Optional[Path]:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("metrics", type=Path, help="folder of metrics JSON files")
+    parser.add_argument(
+        "metrics", nargs="+", help="folder of metrics JSON files, or NAME=FOLDER pairs: variants to compare by dev and test score"
+    )
     parser.add_argument("--table", type=Path, required=True, help="markdown file to write")
-    parser.add_argument("--plot", type=Path, required=True, help="PNG file to write (needs matplotlib: the plot extra)")
+    parser.add_argument("--plot", type=Path, help="PNG file to write (needs matplotlib: the plot extra)")
     parser.add_argument("--title", default="", help="heading of the table and the plot")
     parser.add_argument("--records", type=Path, default=None, help="also write every run's metrics here (JSON)")
     args = parser.parse_args(argv)
-    records = load_records(args.metrics)
-    table = markdown_table(records, title=args.title)
+    if any("=" in m for m in args.metrics):
+        pairs = [m.partition("=") for m in args.metrics]
+        if any(not sep or not name for name, sep, _ in pairs) or len({name for name, _, _ in pairs}) < len(pairs):
+            parser.error("to compare variants give every folder as NAME=FOLDER, each NAME once")
+        variants = {name: load_records(Path(folder)) for name, _, folder in pairs}
+        table = variants_table(variants, title=args.title)
+        runs = [dict(records[key], variant=name) for name, records in variants.items() for key in sorted(records)]
+    elif len(args.metrics) > 1:
+        parser.error("one metrics folder, or NAME=FOLDER pairs to compare variants")
+    else:
+        records = load_records(Path(args.metrics[0]))
+        table = markdown_table(records, title=args.title)
+        runs = [records[key] for key in sorted(records)]
+        if args.plot is not None:
+            plot(records, args.plot, title=args.title)
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text(table, encoding="utf-8")
-    plot(records, args.plot, title=args.title)
     if args.records is not None:
-        runs = [records[key] for key in sorted(records)]
         command = None if argv is None else shlex.join(["python", "scripts/report_results.py", *argv])
         args.records.parent.mkdir(parents=True, exist_ok=True)
         written = {"provenance": provenance(command), "runs": runs}

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from ..training_runs import script
 
 report = script("report_results")
@@ -63,3 +65,32 @@ def test_records_holds_every_run_behind_the_table_with_provenance(tmp_path):
     command = written["provenance"]["command"]
     assert command.startswith("python scripts/report_results.py ") and command.endswith(f"--records {out}")
     assert written["provenance"]["date"]
+
+
+def test_variants_are_compared_by_dev_and_test_score(tmp_path):
+    folders = {}
+    for name, dev, test in (("input", 0.54, 0.51), ("both", 0.57, 0.55)):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        record = dict(task="ner", setting="elmo", fraction_pct=1, score=test, dev_score=dev, train_sentences=140)
+        (folders[name] / "ner-elmo-1.json").write_text(json.dumps(record), encoding="utf-8")
+    record = dict(task="upos", setting="elmo", fraction_pct=1, score=0.88, train_sentences=125)
+    (folders["both"] / "upos-elmo-1.json").write_text(json.dumps(record), encoding="utf-8")
+    args = [f"{name}={folder}" for name, folder in folders.items()]
+    report.main(args + ["--table", str(tmp_path / "t.md"), "--records", str(tmp_path / "r.json")])
+    assert (tmp_path / "t.md").read_text(encoding="utf-8").splitlines() == [
+        "| task | train % | setting | variant | dev | test |",
+        "|---|---|---|---|---|---|",
+        "| upos | 1 | elmo | both | - | 88.00 |",
+        "| ner | 1 | elmo | input | 54.00 | 51.00 |",
+        "| ner | 1 | elmo | both | 57.00 | 55.00 |",
+    ]
+    runs = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["runs"]
+    assert [(r["variant"], r["task"]) for r in runs] == [("input", "ner"), ("both", "ner"), ("both", "upos")]
+
+
+def test_variants_need_a_name_each(tmp_path, capsys):
+    for args in (["a=x", "y"], ["a=x", "a=y"], ["x", "y"]):
+        with pytest.raises(SystemExit):
+            report.main(args + ["--table", str(tmp_path / "t.md")])
+    assert not (tmp_path / "t.md").exists()
