@@ -4,7 +4,7 @@
 #
 #   scripts/campaign.sh corpus               # build $CORPUS (needs Debian's bible-kjv for `bible`)
 #   scripts/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
-#   scripts/campaign.sh finetune 12m         # continue on UD EWT train text
+#   scripts/campaign.sh finetune 3m          # continue on UD EWT train text (longer loses general text)
 #   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
 #   scripts/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
 #
@@ -39,7 +39,7 @@ case "${1:-}" in
   finetune)
     python -m spacy_elmo finetune configs/bilm-small.cfg --model "$RUN/pretrain/model-best" \
       --output "$RUN/finetune-ewt" --paths.train "$CORPUS/domain/ewt-train.txt" \
-      --paths.dev "$CORPUS/domain/ewt-dev.txt" --max-time "${2:-12m}" \
+      --paths.dev "$CORPUS/domain/ewt-dev.txt" --max-time "${2:-3m}" \
       --training.optimizer adam --training.learning_rate 0.0005 --training.eval_frequency 100 \
       --training.batch_size 256 --training.max_batch_tokens 6144 \
       $( [ -d "$RUN/finetune-ewt/checkpoints" ] && echo --resume )
