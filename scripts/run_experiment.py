@@ -74,22 +74,17 @@ def run_one(
     if not score_only:
         train(config, model_dir, overrides=settings)
     seconds = None if score_only else round(time.time() - start, 1)
-    scores = evaluate(str(model_dir / "model-best"), corpus / f"{task}-test.spacy", gold_preproc=gold_preproc)
-    if metric == "cats_accuracy":
-        # exclusive classes (configs/textcat*.cfg): one gold and one predicted label per Doc, so each
-        # Doc counts once in the micro-averaged F1, as a hit or as one false positive plus one false
-        # negative: that F1 is the accuracy
-        scores["cats_accuracy"] = scores["cats_micro_f"]
+    scores = _with_accuracy(evaluate(str(model_dir / "model-best"), corpus / f"{task}-test.spacy", gold_preproc=gold_preproc))
+    # the dev scores that chose model-best (spaCy's meta.json): what a setting is chosen on
+    dev = _with_accuracy(srsly.read_json(model_dir / "model-best" / "meta.json").get("performance", {}))
     docs = list(DocBin().from_disk(train_path).get_docs(Vocab()))
-    dev = srsly.read_json(model_dir / "model-best" / "meta.json").get("performance", {})
     return {
         "task": task,
         "setting": setting,
         "fraction_pct": pct,
         "metric": metric,
         "score": scores[metric],
-        # the dev score that chose model-best (spaCy's meta.json): what a setting is chosen on
-        "dev_score": dev.get("cats_micro_f" if metric == "cats_accuracy" else metric),
+        "dev_score": dev.get(metric),
         "train_docs": len(docs),
         "train_sentences": sum(len(list(doc.sents)) for doc in docs),
         "train_tokens": sum(len(doc) for doc in docs),
@@ -100,6 +95,13 @@ def run_one(
         "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
         "provenance": provenance(),
     }
+
+
+def _with_accuracy(scores: Dict[str, Any]) -> Dict[str, Any]:
+    """Add "cats_accuracy" where there is "cats_micro_f". With exclusive classes (configs/textcat*.cfg)
+    there is one gold and one predicted label per Doc, so each Doc counts once in the micro-averaged
+    F1, as a hit or as one false positive plus one false negative: that F1 is the accuracy."""
+    return {**scores, "cats_accuracy": scores["cats_micro_f"]} if "cats_micro_f" in scores else scores
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -3,7 +3,7 @@ import shutil
 
 import srsly
 
-from ..training_runs import STEPS, make_data, script
+from ..training_runs import STEPS, make_data, make_textcat_data, script
 
 experiment = script("run_experiment")
 
@@ -32,3 +32,20 @@ def test_plain_and_elmo_cells_record_test_and_dev_scores_and_are_not_rerun(tmp_p
     capsys.readouterr()
     experiment.main(args)
     assert capsys.readouterr().out.count("exists: skipped") == 2
+
+
+def test_textcat_cells_score_accuracy_on_test_and_on_dev(tmp_path):
+    data = make_textcat_data(tmp_path / "data")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("train-1", "dev", "test"):
+        shutil.copy(data / ("train.spacy" if name == "train-1" else "dev.spacy"), corpus / f"textcat-{name}.spacy")
+    out = tmp_path / "out"
+    experiment.main(["--corpus", str(corpus), "--output", str(out), "--tasks", "textcat", "--fractions", "1", "--settings", "plain",
+                     "--training.max_steps", str(STEPS), "--training.eval_frequency", str(STEPS // 2)])
+    record = json.loads((out / "metrics" / "textcat-plain-1.json").read_text(encoding="utf-8"))
+    meta = srsly.read_json(out / "models" / "textcat-plain-1" / "model-best" / "meta.json")
+    # one label per review: the micro-averaged F1 is the accuracy, on test and on dev alike
+    assert record["metric"] == "cats_accuracy" and record["score"] == record["scores"]["cats_micro_f"]
+    assert record["dev_score"] == meta["performance"]["cats_micro_f"]
+    assert abs(record["score"] - record["dev_score"]) < 1e-6
