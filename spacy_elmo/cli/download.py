@@ -13,11 +13,17 @@ from .convert import build_pipeline
 
 
 def fetch_for_cli(
-    name: Optional[str], options: Optional[str], weights: Optional[str], directory: Optional[Path]
+    name: Optional[str],
+    options: Optional[str],
+    weights: Optional[str],
+    directory: Optional[Path],
+    *,
+    allow_http: bool = False,
 ) -> Tuple[Path, Path]:
     """The published pair a `download` command line names: a registered name, or two URLs.
 
     directory (Optional[Path]): where the files go (default: the cache).
+    allow_http (bool): download over plain http too (with a warning).
     RETURNS (Tuple[Path, Path]): options.json and weights.hdf5, verified.
     """
     if name is not None:
@@ -29,11 +35,11 @@ def fetch_for_cli(
             f"(trained on {model.trained_on})",
             err=True,
         )
-        return fetch_published(name, directory=directory)
+        return fetch_published(name, directory=directory, allow_http=allow_http)
     if options is None or weights is None:
         names = ", ".join(PUBLISHED_MODELS)
         raise typer.BadParameter(f"give a model NAME ({names}), or --options and --weights URLs together")
-    return fetch_pair(options, weights, directory or url_pair_dir(options, weights))
+    return fetch_pair(options, weights, directory or url_pair_dir(options, weights), allow_http=allow_http)
 
 
 @app.command("download")
@@ -49,6 +55,10 @@ def download_cli(
     ),
     pipeline: bool = typer.Option(False, "--pipeline", help="write a spaCy pipeline (blank LANG + elmo) to --output"),
     lang: str = typer.Option("en", "--lang", help="language of the blank pipeline (with --pipeline)"),
+    allow_http: bool = typer.Option(
+        False, "--allow-http", help="also download over plain http (unencrypted: anyone on the way can change "
+        "the file); redirects from https to http stay refused"
+    ),
 ) -> None:
     """Download a published ELMo biLM once (resumed if interrupted, verified, SHA-256 recorded),
     into the cache (SPACY_ELMO_CACHE) or --output; with --pipeline, also write a spaCy pipeline
@@ -56,7 +66,7 @@ def download_cli(
     try:
         if pipeline and output is None:
             raise typer.BadParameter("--pipeline writes a spaCy pipeline: give its directory with --output")
-        files = fetch_for_cli(name, options, weights, None if pipeline else output)
+        files = fetch_for_cli(name, options, weights, None if pipeline else output, allow_http=allow_http)
         if pipeline:
             build_pipeline(output, lang=lang, options=files[0], weights=files[1])
             typer.echo(f"Wrote a spaCy pipeline to {output}; load it with spacy.load({str(output)!r})")

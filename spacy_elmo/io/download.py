@@ -9,6 +9,11 @@ SHA-256 is written beside it (``NAME.sha256.json``) and compared on every later 
 that was changed or damaged since is fetched again, and a file placed by hand is checked once and
 recorded. Nothing downloads unless a published model is asked for by name or URL; nothing is
 unpickled.
+
+Files come over https. Plain http, where anyone on the way can change the file, is used only
+where the user allows it (``allow_http=True``, ``download --allow-http``, ``$SPACY_ELMO_ALLOW_HTTP``)
+or the registry marks a model as served over http alone, and then with a warning; a redirect from
+https to http is refused whatever was allowed.
 """
 import hashlib
 import json
@@ -16,7 +21,9 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import warnings
 from dataclasses import dataclass, field
 from http.client import HTTPException, HTTPResponse
 from pathlib import Path
@@ -27,6 +34,8 @@ from .errors import DownloadError, ModelFileError
 from .registry import PublishedModel, published_model
 
 CACHE_ENV = "SPACY_ELMO_CACHE"
+# "1" allows plain http where no argument can be passed (``load_bilm(NAME)``, a training config)
+ALLOW_HTTP_ENV = "SPACY_ELMO_ALLOW_HTTP"
 OPTIONS_NAME = "options.json"
 WEIGHTS_NAME = "weights.hdf5"
 SIDECAR_SUFFIX = ".sha256.json"
@@ -83,6 +92,7 @@ def fetch_published(
     models: Optional[Mapping[str, PublishedModel]] = None,
     base_url: Optional[str] = None,
     transfer: Optional[Transfer] = None,
+    allow_http: bool = False,
 ) -> Tuple[Path, Path]:
     """The options and weights of the published model ``name``, downloaded unless already there.
 
@@ -90,6 +100,8 @@ def fetch_published(
     models (Optional[Mapping[str, PublishedModel]]): the table of names (default: the registry).
     base_url (Optional[str]): the server the files are below (default: ``models_base_url()``).
     transfer (Optional[Transfer]): retries, timeout and progress output.
+    allow_http (bool): download over plain http too (with a warning); always so for a model the
+        registry marks ``http_only``.
     RETURNS (Tuple[Path, Path]): options.json and weights.hdf5, verified.
     """
     model = published_model(name, models)
@@ -100,6 +112,7 @@ def fetch_published(
         options_sha256=model.options_sha256,
         weights_sha256=model.weights_sha256,
         transfer=transfer,
+        allow_http=allow_http or model.http_only,
     )
 
 
@@ -117,25 +130,28 @@ def fetch_pair(
     options_sha256: Optional[str] = None,
     weights_sha256: Optional[str] = None,
     transfer: Optional[Transfer] = None,
+    allow_http: bool = False,
 ) -> Tuple[Path, Path]:
     """A published options + weights pair in ``directory`` as options.json and weights.hdf5,
     downloaded unless already there (see ``ensure_file``); the weights are checked against the options.
 
     options_sha256, weights_sha256 (Optional[str]): the files' known SHA-256, if any.
+    allow_http (bool): download over plain http too (see ``ensure_file``).
     RETURNS (Tuple[Path, Path]): the two files.
     """
     for url in (options_url, weights_url):
-        if not url.startswith(("http://", "https://")):
+        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
             raise ValueError(f"{url}: not an http(s) URL; give a local file as a path instead")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     try:
         options = ensure_file(options_url, directory / OPTIONS_NAME, sha256=options_sha256,
-                              check=read_options, transfer=transfer)
+                              check=read_options, transfer=transfer, allow_http=allow_http)
     except DownloadError as err:  # name both files for whoever places them by hand
         raise DownloadError(err.url, err.path, err.reason, also=[(weights_url, directory / WEIGHTS_NAME)]) from err
     weights = ensure_file(weights_url, directory / WEIGHTS_NAME, sha256=weights_sha256,
-                          check=lambda path: load_allennlp(options, path), transfer=transfer)
+                          check=lambda path: load_allennlp(options, path), transfer=transfer,
+                          allow_http=allow_http)
     return options, weights
 
 
@@ -146,18 +162,40 @@ def ensure_file(
     sha256: Optional[str] = None,
     check: Optional[Check] = None,
     transfer: Optional[Transfer] = None,
+    allow_http: bool = False,
 ) -> Path:
     """The file at ``target``, verified: downloaded from ``url`` if missing or changed since its download.
 
     sha256 (Optional[str]): the digest the file must have, if known.
     check (Optional[Callable[[Path], object]]): reads a file, raising ``ModelFileError`` if it is not
         usable; run on each download and on a file placed by hand before it is first used.
+    allow_http (bool): download an ``http://`` URL (with a warning) rather than refuse it; also
+        allowed by ``$SPACY_ELMO_ALLOW_HTTP=1``. A file already in place needs no network, so no
+        permission either. A redirect from https to http is refused regardless.
     RETURNS (Path): ``target``.
     """
     target = Path(target)
     if target.is_file() and _intact(target, url, sha256, check):
         return target
+    _check_scheme(url, target, allow_http)
     return _download(url, target, sha256, check, transfer or Transfer())
+
+
+def _check_scheme(url: str, target: Path, allow_http: bool) -> None:
+    """Refuse a plain-http download unless it was allowed, and warn when it was."""
+    if urllib.parse.urlsplit(url).scheme.lower() != "http":
+        return
+    if not (allow_http or os.environ.get(ALLOW_HTTP_ENV) == "1"):
+        raise DownloadError(
+            url, target, "refusing plain http, where anyone on the way can change the file: give an "
+            f"https URL, or allow http explicitly (allow_http=True, `download --allow-http`, or {ALLOW_HTTP_ENV}=1)"
+        )
+    warnings.warn(
+        f"{url}: downloading over plain http, which is not encrypted; the file is checked against a "
+        "known SHA-256 only where the registry has one",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _download(url: str, target: Path, sha256: Optional[str], check: Optional[Check], transfer: Transfer) -> Path:
@@ -277,8 +315,9 @@ def _get(url: str, part: Path, transfer: Transfer) -> None:
     """One request: the rest of the file from the end of ``part`` (all of it if the server ignores Range)."""
     offset = part.stat().st_size if part.is_file() else 0
     headers = {"User-Agent": USER_AGENT, **({"Range": f"bytes={offset}-"} if offset else {})}
+    opener = urllib.request.build_opener(_NoDowngradeRedirect)
     try:
-        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=transfer.timeout)
+        response = opener.open(urllib.request.Request(url, headers=headers), timeout=transfer.timeout)
     except urllib.error.HTTPError as err:
         if err.code == 416:  # the part is no prefix of the server's file
             part.unlink()
@@ -294,6 +333,22 @@ def _get(url: str, part: Path, transfer: Transfer) -> None:
             part.unlink()
             raise _Transient(f"the server sent bytes from {start}, not {offset}; starting again")
         _stream(response, part, start, total, transfer)
+
+
+class _NoDowngradeRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, except from https to http: the file would then come unencrypted
+    from wherever the redirect points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 (urllib's signature)
+        # urllib has made ``newurl`` absolute by now
+        scheme = urllib.parse.urlsplit(newurl).scheme
+        if urllib.parse.urlsplit(req.full_url).scheme == "https" and scheme != "https":
+            fp.close()
+            raise _Refused(
+                f"the server redirected {req.full_url} to {newurl}, from https to {scheme}; refusing "
+                "the downgrade (ask the server's owner for an https location, or download the file elsewhere)"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def _extent(response: HTTPResponse) -> Tuple[int, Optional[int]]:

@@ -30,6 +30,8 @@ class PublishedModel:
     reported (str): what AllenNLP's ELMo page reports for it.
     options_sha256, weights_sha256 (Optional[str]): the files' SHA-256 where known; otherwise
         the digest of the first download is recorded beside the file and checked from then on.
+    http_only (bool): the files are served over plain http alone, so downloading them needs no
+        ``allow_http`` (still with a warning). Every entry below is served over https.
     """
 
     name: str
@@ -40,6 +42,7 @@ class PublishedModel:
     reported: str
     options_sha256: Optional[str] = None
     weights_sha256: Optional[str] = None
+    http_only: bool = False
 
     def options_url(self, base_url: Optional[str] = None) -> str:
         """RETURNS (str): the options JSON's URL below ``base_url`` (default: ``models_base_url()``)."""

@@ -2,13 +2,19 @@
 import json
 
 import numpy as np
+import pytest
 import spacy
 from spacy.tokens import Doc
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 
+from spacy_elmo.io.download import ALLOW_HTTP_ENV
+
 from ..io.test_download import OPTIONS, OPTIONS_PATH, WEIGHTS, WEIGHTS_PATH, server  # noqa: F401 (fixture)
+
+# the fixture server speaks plain http, which its tests allow unless they say otherwise
+pytestmark = pytest.mark.filterwarnings("ignore:.*downloading over plain http:RuntimeWarning")
 
 runner = CliRunner()
 
@@ -54,3 +60,17 @@ def test_download_errors_say_what_to_do(server, tmp_path):  # noqa: F811
     assert result.exit_code == 2 and "--output" in result.output
     result = runner.invoke(app, ["download", "small", "--options", server.base + OPTIONS_PATH])
     assert result.exit_code == 2 and "not both" in result.output
+
+
+def test_download_over_plain_http_needs_allow_http_and_warns(server, tmp_path, monkeypatch):  # noqa: F811
+    server.publish_small()
+    monkeypatch.delenv(ALLOW_HTTP_ENV)
+    urls = ["--options", server.base + OPTIONS_PATH, "--weights", server.base + WEIGHTS_PATH]
+    for args in (["small"], urls):
+        result = runner.invoke(app, ["download", *args, "--output", str(tmp_path / "files")])
+        assert result.exit_code == 1 and "refusing plain http" in result.output and "--allow-http" in result.output
+    assert server.requests == []
+    with pytest.warns(RuntimeWarning, match="downloading over plain http"):
+        result = runner.invoke(app, ["download", "small", "--allow-http", "--output", str(tmp_path / "files")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "files" / "weights.hdf5").read_bytes() == WEIGHTS

@@ -2,23 +2,31 @@
 import hashlib
 import json
 import pickle
+import re
 import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import urllib.request
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
 
 from spacy_elmo import load_bilm
-from spacy_elmo.io import ModelFileError, resolve_bilm, save_bilm
-from spacy_elmo.io.download import Transfer, cache_dir, fetch_pair, fetch_published, record_path
+from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.io import ModelFileError, save_bilm
+from spacy_elmo.io.download import ALLOW_HTTP_ENV, Transfer, cache_dir, fetch_pair, fetch_published, record_path
 from spacy_elmo.io.errors import DownloadError
-from spacy_elmo.io.registry import BASE_URL_ENV, PUBLISHED_MODELS
+from spacy_elmo.io.registry import BASE_URL_ENV, DEFAULT_BASE_URL, PUBLISHED_MODELS
 
 from ..conftest import TINY, load_tiny_bilm
+
+ROOT = Path(__file__).parents[2]
 
 OPTIONS = (TINY / "options.json").read_bytes()
 WEIGHTS = (TINY / "weights.hdf5").read_bytes()
@@ -26,21 +34,27 @@ SMALL = PUBLISHED_MODELS["small"]
 OPTIONS_PATH = f"{SMALL.shape}/elmo_{SMALL.shape}_options.json"
 WEIGHTS_PATH = f"{SMALL.shape}/elmo_{SMALL.shape}_weights.hdf5"
 FAST = dict(retries=3, retry_wait=0.0, timeout=5.0)
+# the fixture server speaks plain http, which every test of it allows unless it says otherwise
+pytestmark = pytest.mark.filterwarnings("ignore:.*downloading over plain http:RuntimeWarning")
 
 
 class FixtureServer:
-    """Files on 127.0.0.1 (port 0) over HTTP, with faults on request.
+    """Files on 127.0.0.1 (port 0) over HTTP (or HTTPS with ``tls``), with faults on request.
 
     files: path -> bytes. faults: path -> faults for the next requests, one each, in order.
     always: path -> a fault for every request. requests: (path, Range header) as received.
+    redirects: path -> the URL a request for it is sent to (302).
     Faults: "drop" (half the body, then the connection closes), "truncate" (half the file, with
     a matching Content-Length), "alter" (one byte changed), "404", "500", "ignore-range" (200 and
     the whole file whatever the Range).
     """
 
-    def __init__(self) -> None:
-        self.files, self.faults, self.always, self.requests = {}, {}, {}, []
+    def __init__(self, tls: Optional[ssl.SSLContext] = None) -> None:
+        self.files, self.faults, self.always, self.requests, self.redirects = {}, {}, {}, [], {}
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.scheme = "https" if tls is not None else "http"
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.daemon_threads = True
         self.httpd.fixture = self
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
@@ -48,7 +62,7 @@ class FixtureServer:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        return f"{self.scheme}://127.0.0.1:{self.httpd.server_address[1]}/"
 
     def publish_small(self) -> None:
         """The tiny fixture pair where the published "small" model lives below ``base``."""
@@ -66,6 +80,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         fixture, path, ranged = self.server.fixture, self.path.lstrip("/"), self.headers.get("Range")
         fixture.requests.append((path, ranged))
+        if path in fixture.redirects:
+            self.send_response(302)
+            self.send_header("Location", fixture.redirects[path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         queued = fixture.faults.get(path)
         fault = queued.pop(0) if queued else fixture.always.get(path)
         if path not in fixture.files or fault in ("404", "500"):
@@ -97,10 +117,32 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def server(monkeypatch, tmp_path):
-    """A fixture server the registry's names point at, and a cache in the test's directory."""
+    """A plain-http fixture server the registry's names point at, allowed through the environment,
+    and a cache in the test's directory."""
     fixture = FixtureServer()
     monkeypatch.setenv(BASE_URL_ENV, fixture.base)
+    monkeypatch.setenv(ALLOW_HTTP_ENV, "1")
     monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    yield fixture
+    fixture.close()
+
+
+@pytest.fixture()
+def tls_server(monkeypatch, tmp_path):
+    """A fixture server over HTTPS, with a certificate for 127.0.0.1 made for the test and trusted
+    by every https connection the test opens."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+    monkeypatch.setattr(ssl, "_create_default_https_context", lambda: ssl.create_default_context(cafile=str(cert)))
+    fixture = FixtureServer(tls=served)
     yield fixture
     fixture.close()
 
@@ -108,7 +150,11 @@ def server(monkeypatch, tmp_path):
 def _closed_port_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}/"
+        return f"https://127.0.0.1:{sock.getsockname()[1]}/"
+
+
+def _no_network(*args, **kwargs):
+    pytest.fail("network used")
 
 
 def _same_weights(a, b) -> bool:
@@ -116,21 +162,112 @@ def _same_weights(a, b) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def test_registry_lists_allennlp_urls_and_parameter_counts():
-    urls = {name: (m.options_url(), m.weights_url()) for name, m in PUBLISHED_MODELS.items()}
-    base = "https://allennlp.s3.amazonaws.com/models/elmo/"
-    assert urls["original-5.5b"] == (
-        base + "2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B_options.json",
-        base + "2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5",
-    )
-    assert urls["small"][1] == base + "2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"
-    shapes = {name: (m.shape, m.parameters) for name, m in PUBLISHED_MODELS.items()}
-    assert shapes == {
-        "small": ("2x1024_128_2048cnn_1xhighway", 13.6),
-        "medium": ("2x2048_256_2048cnn_1xhighway", 28.0),
-        "original": ("2x4096_512_2048cnn_2xhighway", 93.6),
-        "original-5.5b": ("2x4096_512_2048cnn_2xhighway_5.5B", 93.6),
-    }
+def _weights_file_parameters(shape: str) -> int:
+    """The parameters a published weights file of AllenNLP's shape name ("2x1024_128_2048cnn_1xhighway":
+    layers x cells, projection, filters, highway layers) holds, counted on a biLM built to that shape."""
+    found = re.fullmatch(r"(\d+)x(\d+)_(\d+)_(\d+)cnn_(\d+)xhighway(_5\.5B)?", shape)
+    assert found, f"{shape}: not an AllenNLP shape name"
+    layers, dim, projection, filters, highway = (int(g) for g in found.groups()[:5])
+    config = BiLMConfig(n_layers=layers, dim=dim, projection_dim=projection, n_highway=highway)
+    assert config.n_filters == filters  # the published models all use the default filter set
+    with torch.device("meta"):  # shapes only: no memory for the 93.6M parameters
+        bilm = BiLM(config)
+    # the character embedding's padding row is zeros added on import, not stored in the file
+    return sum(p.numel() for p in bilm.parameters()) - config.char_embedding_dim
+
+
+def _model_table(path: Path) -> dict:
+    """RETURNS (dict): name -> the cells of its row, from the Markdown table of published models in ``path``."""
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) > 1 and re.fullmatch(r"\d+x\d+_\S+", cells[1]):
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def test_registry_entries_are_https_well_formed_and_fit_their_shapes(monkeypatch):
+    monkeypatch.delenv(BASE_URL_ENV, raising=False)
+    assert len({m.shape for m in PUBLISHED_MODELS.values()}) == len(PUBLISHED_MODELS)
+    docs = (ROOT / "docs" / "download.md").read_text(encoding="utf-8")
+    # the URL pattern docs/download.md cites from AllenNLP's code, "…/S/elmo_S_options.json"
+    templates = re.findall(r"^(https://\S+/S/elmo_S_(?:options\.json|weights\.hdf5))$", docs, re.MULTILINE)
+    assert len(templates) == 2
+    for name, model in PUBLISHED_MODELS.items():
+        assert model.name == name and re.fullmatch(r"[a-z0-9][a-z0-9.-]*", name)
+        urls = (model.options_url(), model.weights_url())
+        assert list(urls) == [t.replace("/S/elmo_S_", f"/{model.shape}/elmo_{model.shape}_") for t in templates]
+        assert all(url.startswith(DEFAULT_BASE_URL) and url.startswith("https://") for url in urls)
+        assert not model.http_only  # AllenNLP's bucket serves https
+        for digest in (model.options_sha256, model.weights_sha256):
+            assert digest is None or re.fullmatch(r"[0-9a-f]{64}", digest)
+        parameters = _weights_file_parameters(model.shape)
+        assert model.parameters == round(parameters / 1e6, 1), name
+        assert model.size_mb == round(parameters * 4 / 1e6, 1), name
+
+
+def test_readme_and_docs_tables_say_what_the_registry_says():
+    for path, size in ((ROOT / "README.md", "{:.0f} MB"), (ROOT / "docs" / "download.md", "{:.1f} MB")):
+        table = _model_table(path)
+        assert list(table) == list(PUBLISHED_MODELS), path
+        for name, model in PUBLISHED_MODELS.items():
+            cells = table[name]
+            assert cells[1:4] == [model.shape, f"{model.parameters}M", size.format(model.size_mb)], (path, name)
+            scores = re.findall(r"F1 (\d+\.\d+)", model.reported)[:2]
+            assert re.findall(r"\d+\.\d+", cells[-1])[:2] == scores, (path, name)
+
+
+def test_plain_http_is_refused_unless_allowed_and_nothing_is_sent(server, monkeypatch, tmp_path):
+    server.publish_small()
+    monkeypatch.delenv(ALLOW_HTTP_ENV)
+    with pytest.raises(DownloadError, match=r"refusing plain http.*allow_http=True.*--allow-http") as err:
+        fetch_published("small", transfer=Transfer(**FAST))
+    assert err.value.url == server.base + OPTIONS_PATH
+    with pytest.raises(DownloadError, match="refusing plain http"):
+        fetch_pair(server.base + OPTIONS_PATH, server.base + WEIGHTS_PATH, tmp_path / "pair")
+    monkeypatch.setenv(ALLOW_HTTP_ENV, "0")  # only "1" allows it
+    with pytest.raises(DownloadError, match="refusing plain http"):
+        load_bilm("small")
+    assert server.requests == [] and not list((tmp_path / "cache").glob("*/*"))
+
+
+def test_plain_http_asked_for_downloads_with_a_warning(server, monkeypatch, tmp_path):
+    server.publish_small()
+    monkeypatch.delenv(ALLOW_HTTP_ENV)
+    with pytest.warns(RuntimeWarning, match="downloading over plain http") as caught:
+        _, weights = fetch_published("small", transfer=Transfer(**FAST), allow_http=True)
+    assert weights.read_bytes() == WEIGHTS
+    assert {str(w.message).split(": ")[0] for w in caught} == {server.base + OPTIONS_PATH, server.base + WEIGHTS_PATH}
+    # a registry entry marked as served over http alone needs no permission, and still warns
+    http_only = {"small": replace(SMALL, http_only=True)}
+    with pytest.warns(RuntimeWarning, match="downloading over plain http"):
+        fetch_published("small", models=http_only, directory=tmp_path / "http-only", transfer=Transfer(**FAST))
+    assert (tmp_path / "http-only" / "weights.hdf5").read_bytes() == WEIGHTS
+    # the environment allows it where no argument reaches the download (a name given to load_bilm)
+    monkeypatch.setenv(ALLOW_HTTP_ENV, "1")
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "other-cache"))
+    with pytest.warns(RuntimeWarning, match="downloading over plain http"):
+        assert _same_weights(load_bilm("small", optimize=False), load_tiny_bilm())
+
+
+def test_redirect_from_https_to_http_is_refused_naming_both_urls(server, tls_server, tmp_path, recwarn):
+    server.publish_small()
+    tls_server.publish_small()
+    # a redirect that stays on https is followed, with no warning
+    for path in (OPTIONS_PATH, WEIGHTS_PATH):
+        tls_server.redirects["moved/" + path] = tls_server.base + path
+    moved = [tls_server.base + "moved/" + path for path in (OPTIONS_PATH, WEIGHTS_PATH)]
+    assert fetch_pair(*moved, tmp_path / "moved", transfer=Transfer(**FAST))[1].read_bytes() == WEIGHTS
+    assert not [w for w in recwarn if "plain http" in str(w.message)]
+    # to plain http: refused even where http is allowed, before anything is asked of the http server
+    tls_server.redirects[OPTIONS_PATH] = server.base + OPTIONS_PATH
+    tls_server.requests.clear()
+    with pytest.raises(DownloadError, match="from https to http; refusing the downgrade") as err:
+        fetch_published("small", base_url=tls_server.base, directory=tmp_path / "down", transfer=Transfer(**FAST),
+                        allow_http=True)
+    assert f"redirected {tls_server.base + OPTIONS_PATH} to {server.base + OPTIONS_PATH}" in str(err.value)
+    assert server.requests == [] and tls_server.count(OPTIONS_PATH) == 1  # not retried
+    assert not (tmp_path / "down" / "options.json").exists()
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
@@ -152,7 +289,7 @@ def test_load_by_name_downloads_once_verifies_and_records(server, tmp_path, caps
     assert record["sha256"] == hashlib.sha256(WEIGHTS).hexdigest() and record["url"].endswith(WEIGHTS_PATH)
     assert "weights.hdf5: 0.2 of 0.2 MB" in capsys.readouterr().err  # the progress line
     server.files.clear()  # from the cache from now on: no request
-    assert _same_weights(resolve_bilm("small"), bilm) and len(server.requests) == 2
+    assert _same_weights(load_bilm("small", optimize=False), bilm) and len(server.requests) == 2
 
 
 def test_dropped_connection_resumes_with_a_range_request(server):
@@ -252,10 +389,10 @@ def test_offline_error_names_the_urls_and_where_to_place_the_files(monkeypatch, 
     for placed in ("original/options.json", "original/weights.hdf5", "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"):
         assert placed in message
     # local files need no network
-    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("network used"))
+    monkeypatch.setattr(urllib.request.OpenerDirector, "open", _no_network)
     save_bilm(load_tiny_bilm(), tmp_path / "model")
-    assert _same_weights(load_bilm(tmp_path / "model", optimize=False), resolve_bilm(options=tiny_paths[0],
-                                                                                    weights=tiny_paths[1]))
+    assert _same_weights(load_bilm(tmp_path / "model", optimize=False), load_bilm(options=tiny_paths[0],
+                                                                                 weights=tiny_paths[1], optimize=False))
 
 
 def test_files_placed_by_hand_are_checked_once_and_recorded(monkeypatch, tmp_path, tiny_paths):
@@ -274,12 +411,12 @@ def test_files_placed_by_hand_are_checked_once_and_recorded(monkeypatch, tmp_pat
 
 
 def test_unknown_name_lists_the_published_names_and_a_directory_wins(monkeypatch, tmp_path):
-    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("network used"))
+    monkeypatch.setattr(urllib.request.OpenerDirector, "open", _no_network)
     with pytest.raises(ModelFileError, match=r"not found.*small, medium, original, original-5.5b"):
-        resolve_bilm("smal")
+        load_bilm("smal")
     save_bilm(load_tiny_bilm(), tmp_path / "small")
     monkeypatch.chdir(tmp_path)
-    assert _same_weights(resolve_bilm("small"), load_tiny_bilm())
+    assert _same_weights(load_bilm("small", optimize=False), load_tiny_bilm())
 
 
 def test_any_published_pair_by_url(server, tmp_path):
