@@ -54,7 +54,8 @@ class TrainingSettings:
     # linear warm-up from 0 over this many steps, then "constant" or "inverse_sqrt" (lr * sqrt(warmup / step))
     warmup_steps: int = 0
     lr_schedule: str = "constant"
-    # "fp32", or "bf16": the forward pass under CPU/GPU autocast (weights, optimizer and loss stay fp32)
+    # "fp32", or "bf16": the forward pass under CPU/GPU autocast (weights, optimizer and loss stay fp32);
+    # a CPU without bf16 arithmetic emulates it, slower than fp32, and the run warns (setup.py)
     precision: str = "fp32"
     grad_clip: float = 10.0
     dropout: float = 0.1

@@ -1,6 +1,7 @@
 """The set-up that pretraining and fine-tuning runs share: the process, the output directory, the corpora, logging."""
 import random
 import sys
+import warnings
 from itertools import islice
 from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Tuple
@@ -8,6 +9,7 @@ from typing import Callable, Iterable, List, Optional, Tuple
 import numpy as np
 import torch
 
+from ..bilm.inference import quantize
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier, init_distributed
@@ -17,8 +19,9 @@ from .memory import keep_freed_memory
 
 def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo]:
     """Threads, device, process group and seeds (identical on all ranks, so the initial weights are);
-    freed memory kept for reuse (``memory.py``)."""
+    freed memory kept for reuse (``memory.py``); a warning where bf16 would run emulated."""
     keep_freed_memory()
+    warn_if_bf16_is_emulated(config.training.precision, torch.device(device))
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     torch_device = torch.device(device)
@@ -30,6 +33,19 @@ def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
     return torch_device, info
+
+
+def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
+    """Warn where ``training.precision = "bf16"`` meets a CPU without bf16 arithmetic, as inference
+    does. Training keeps bf16 there (the run asked for its numerics) rather than switching to fp32."""
+    if precision == "bf16" and device.type == "cpu" and not quantize.cpu_has_bf16():
+        warnings.warn(
+            'training.precision "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which '
+            'this one lacks: torch emulates it, several times slower than fp32; set training.precision = "fp32" '
+            "to train faster here",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def check_output(output: Path, *, resume: bool) -> None:

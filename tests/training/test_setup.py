@@ -1,9 +1,11 @@
 import io
+import warnings
 
 import pytest
 
+from spacy_elmo.bilm.inference import quantize
 from spacy_elmo.training.distributed import DistInfo
-from spacy_elmo.training.setup import check_output, dev_reader, has_checkpoints, logger, make_output
+from spacy_elmo.training.setup import check_output, dev_reader, has_checkpoints, logger, make_output, setup_process
 
 from .conftest import tiny_config, write_corpus
 
@@ -33,3 +35,19 @@ def test_only_the_main_rank_logs():
     logger(DistInfo(), stream)("main")
     logger(DistInfo(rank=1, world_size=2), stream)("other")
     assert stream.getvalue() == "main\n"
+
+
+def test_bf16_training_on_a_cpu_without_bf16_arithmetic_warns_and_fp32_or_bf16_hardware_does_not(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SPACY_ELMO_MALLOC", "0")  # leave the test process's allocator as it is
+    train = write_corpus(tmp_path / "train.txt", 5)
+    bf16, fp32 = tiny_config(train, training__precision="bf16"), tiny_config(train)
+    monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: False)
+    with pytest.warns(RuntimeWarning, match=r'needs a CPU with bf16 arithmetic.*training.precision = "fp32"'):
+        setup_process(bf16, "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        setup_process(fp32, "cpu")
+        monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: True)
+        setup_process(bf16, "cpu")
