@@ -1,18 +1,97 @@
-"""What a new user on a fresh machine needs: how to get torch's CPU build, and how CI is checked."""
+"""What a new user on a fresh machine needs: how to get torch's CPU build, and how CI is checked.
+
+The commands are read as the shell and pip read them (``bash -n``, pip's own option parser), so a
+typo in a flag, an install in the wrong order or a pin that drifted from requirements.txt fails here.
+"""
 import re
+import shlex
+import subprocess
+
+import srsly
+import torch
+from packaging.requirements import Requirement
+from packaging.version import Version
+from pip._internal.commands import create_command
 
 from .training_runs import ROOT
 
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
-def test_readme_set_up_installs_the_cpu_build_of_torch_before_the_requirements():
+
+def _bash_blocks(markdown: str) -> list:
+    """RETURNS (list): the contents of the ```bash blocks in ``markdown``, in order."""
+    return re.findall(r"^```bash\n(.*?)^```", markdown, re.MULTILINE | re.DOTALL)
+
+
+def _assert_bash_parses(script: str) -> None:
+    found = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, check=False)
+    assert found.returncode == 0, f"bash cannot parse:\n{script}\n{found.stderr}"
+
+
+def _pip_installs(script: str) -> list:
+    """Every ``pip install`` in a shell script, parsed by pip.
+
+    RETURNS (list): (options, arguments) per install, in the script's order.
+    """
+    commands = []
+    for line in script.splitlines():
+        commands.append([])
+        for word in shlex.split(line, comments=True):
+            if word in ("&&", "||", ";"):
+                commands.append([])
+            else:
+                commands[-1].append(word)
+    installs = []
+    for command in commands:
+        # "pip install ..." or "python -m pip install ..."
+        at = next((i for i in range(len(command) - 1) if command[i: i + 2] == ["pip", "install"]), None)
+        if at is not None:
+            installs.append(create_command("install").parse_args(command[at + 2:]))
+    return installs
+
+
+def _requirements() -> dict:
+    """RETURNS (dict): name -> Requirement for every line of requirements.txt (each must parse)."""
+    lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    found = [Requirement(line.split("#")[0].strip()) for line in lines if line.split("#")[0].strip()]
+    return {requirement.name: requirement for requirement in found}
+
+
+def test_readme_set_up_installs_the_cpu_build_of_the_pinned_torch_before_the_requirements():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    set_up = readme[readme.index("## Set-up"):]
-    cpu = set_up.index("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
-    assert cpu < set_up.index("pip install -r requirements.txt")
-    assert re.search(r"^torch==2\.13\.0$", (ROOT / "requirements.txt").read_text(encoding="utf-8"), re.MULTILINE)
+    set_up = _bash_blocks(readme[readme.index("## Set-up"):])[0]
+    _assert_bash_parses(set_up)
+    installs = _pip_installs(set_up)
+    torch_at = next(i for i, (_, args) in enumerate(installs) if any(Requirement(a).name == "torch" for a in args))
+    requirements_at = next(i for i, (options, _) in enumerate(installs) if options.requirements == ["requirements.txt"])
+    options, args = installs[torch_at]
+    assert options.index_url == CPU_INDEX and torch_at < requirements_at
+    # the CPU build satisfies requirements.txt's pin only if both name the same exact version
+    readme_torch, pinned = Requirement(args[0]), _requirements()["torch"]
+    assert str(readme_torch.specifier) == str(pinned.specifier) and re.fullmatch(r"==[\d.]+", str(pinned.specifier))
+    last, last_args = installs[-1]
+    assert last.editables == ["."] and last.ignore_dependencies and not last_args  # the package, nothing pulled in
+    # this environment was made that way: its torch is the pinned release
+    assert Version(torch.__version__).release == Version(str(pinned.specifier)[2:]).release
 
 
-def test_ci_readme_says_how_a_fresh_machine_is_checked():
+def test_ci_readme_commands_parse_and_name_what_ci_really_does():
     text = (ROOT / ".ci" / "README.md").read_text(encoding="utf-8")
-    for command in ("python3 -c 'import spacy'", "git clone", "bash .ci/run", "python -m spacy project run main"):
-        assert command in text, command
+    blocks = _bash_blocks(text)
+    assert blocks
+    for block in blocks:
+        _assert_bash_parses(block)
+    run = ROOT / ".ci" / "run"
+    assert any("bash .ci/run" in block for block in blocks) and run.is_file()
+    script = run.read_text(encoding="utf-8")
+    _assert_bash_parses(script)
+    installs = _pip_installs(script)
+    assert [options.requirements for options, _ in installs if options.requirements] == [["requirements.txt"]]
+    assert installs[-1][0].editables == ["."] and installs[-1][0].ignore_dependencies
+    assert [shlex.split(line)[:4] for line in script.splitlines() if "pytest" in line] == [["python", "-m", "pytest", "tests"]]
+    # `spacy project run main` runs a workflow that ends in the `package` step that writes the file read next
+    project = srsly.read_yaml(ROOT / "project.yml")
+    assert any("python -m spacy project run main" in block for block in blocks)
+    assert project["workflows"]["main"][-1] == "package"
+    package = next(command for command in project["commands"] if command["name"] == "package")
+    assert "packages/check.json" in package["outputs"] and "packages/check.json" in text
