@@ -73,9 +73,9 @@ def published_bilm(shape: str, workdir: Path, *, seed: int = 0) -> BiLM:
     (``shipped``: the package's own trained model, written and read back the same way)."""
     torch.manual_seed(seed)
     if shape == "shipped":
-        from spacy_elmo.io import load_shipped_bilm
+        from spacy_elmo.io.loading import resolve_bilm
 
-        bilm = load_shipped_bilm()
+        bilm = resolve_bilm()
         options, weights = workdir / "shipped_options.json", workdir / "shipped_weights.hdf5"
         export_allennlp(bilm, options, weights)
         return load_allennlp(options, weights)

@@ -17,27 +17,28 @@ PathLike = Union[str, Path]
 NO_WEIGHTS = (
     "The '{name}' component has no biLM weights. Set [initialize.components.{name}] "
     "options = \"options.json\" and weights = \"weights.hdf5\" (a published AllenNLP/bilm-tf "
-    "pair) or model = \"DIR\" (a spacy-elmo model directory, or a pipeline with an elmo "
-    "component) and call nlp.initialize(); or call nlp.get_pipe('{name}').initialize(lambda: [], "
-    "options=..., weights=...); or build a ready pipeline with `python -m spacy_elmo convert`."
+    "pair) or model = \"DIR\" (a spacy-elmo model directory, a pipeline with an elmo component, a "
+    "directory holding a published pair, or a published model name) and call nlp.initialize(); or "
+    "call nlp.get_pipe('{name}').initialize(lambda: [], options=..., weights=...); or build a ready "
+    "pipeline with `python -m spacy_elmo convert`."
 )
 
 
 def initial_bilm(
     *, name: str = FACTORY, options: Optional[PathLike], weights: Optional[PathLike], model: Optional[PathLike]
 ) -> BiLM:
-    """The biLM that ``Elmo.initialize`` imports (``spacy_elmo.io.loading.resolve_bilm``): from the
-    given files or, where none is given, the English biLM shipped with the package.
+    """The biLM that ``Elmo.initialize`` imports: whatever ``spacy_elmo.io.loading.resolve_bilm``
+    finds for the given files or, where none is given, the English biLM shipped with the package.
 
     RETURNS (BiLM): loaded on CPU, in eval mode.
     """
-    what = f"[initialize.components.{name}]"
-    if model is None and options is None and weights is None:
-        try:
-            return resolve_bilm(what=what)
-        except ModelFileError as err:
-            raise ValueError(f"{NO_WEIGHTS.format(name=name)} ({err})") from err
-    return resolve_bilm(model, options=options, weights=weights, what=what)
+    try:
+        return resolve_bilm(model, options=options, weights=weights, what=f"[initialize.components.{name}]")
+    except ModelFileError as err:
+        if (model, options, weights) != (None, None, None):
+            raise
+        # the shipped biLM is missing: say how a pipeline gives the component its weights
+        raise ValueError(f"{NO_WEIGHTS.format(name=name)} ({err})") from err
 
 
 def record_shape(nlp: Language, name: str, config: BiLMConfig) -> None:

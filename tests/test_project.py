@@ -21,7 +21,7 @@ def test_every_workflow_step_is_a_command(project):
 
 
 def test_main_starts_from_the_shipped_model(project):
-    from spacy_elmo.io import shipped_model_dir
+    from spacy_elmo.io.loading import shipped_model_dir
 
     assert (ROOT / project["vars"]["base_model"]).resolve() == shipped_model_dir().resolve()
     steps = project["workflows"]["main"]

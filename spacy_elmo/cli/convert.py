@@ -31,7 +31,8 @@ def build_pipeline(
 def export_pipeline_bilm(model: Path, output: Path) -> None:
     """Write the biLM of a spacy-elmo directory or of a pipeline's elmo component as
     ``output/options.json`` + ``output/weights.hdf5`` in the published layout."""
-    from ..io import export_allennlp, resolve_bilm
+    from ..io import export_allennlp
+    from ..io.loading import resolve_bilm
 
     bilm = resolve_bilm(model, what="--model")
     export_allennlp(bilm, output / "options.json", output / "weights.hdf5")

@@ -13,7 +13,11 @@ def finetune_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="training .cfg ([paths] train/dev: domain text)"),
     output: Path = OUTPUT,
-    model: Optional[Path] = typer.Option(None, "--model", help="our model directory (pretrain output's model-best/ or model-last/)"),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="our model directory (pretrain output's model-best/ or model-last/), a spaCy "
+        "pipeline with an elmo component, a directory with a published pair, or a published model name "
+        "(default: the shipped biLM)"
+    ),
     options: Optional[Path] = typer.Option(None, "--options", help="published options.json (with --weights)"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights (with --options)"),
     resume: bool = RESUME,
@@ -21,12 +25,11 @@ def finetune_cli(
     device: str = DEVICE,
 ) -> None:
     """Fine-tune a biLM on new unlabeled text and report held-out perplexity before and after.
-    A published pair has no softmax: one is built for the domain vocabulary and warmed up with the
-    biLM frozen for `[finetune] warmup_steps` steps. Overrides as in `pretrain`."""
+    A start without a softmax (a published pair, a pipeline) gets one built for the domain
+    vocabulary and warmed up with the biLM frozen for `[finetune] warmup_steps` steps. Overrides as
+    in `pretrain`."""
     from ..training.finetune import finetune
 
-    if model is None and (options is None or weights is None):
-        raise typer.BadParameter("give --model DIR, or --options and --weights")
     config = load_config(ctx, config_path)
     result = finetune(
         config, output, model=model, options=options, weights=weights, resume=resume,

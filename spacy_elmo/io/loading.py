@@ -1,27 +1,60 @@
 """Where a biLM comes from: the one place that decides, for every entry point.
 
-``load_bilm`` (the public function), the ``elmo`` component's ``initialize`` and ``convert`` all
-call ``resolve_bilm``: one of our model directories (or a spaCy pipeline directory holding an
-elmo component), a published AllenNLP/bilm-tf options + HDF5 pair, a published model by name
-("small", "original", ...: see ``registry``), or, where nothing is given, the English biLM
-shipped inside the package. Only a name downloads, once, into the cache (``download``); an
-existing path always wins over a name. Nothing is unpickled.
+``locate_bilm`` is the decision; ``resolve_bilm`` loads what it found and ``load_bilm`` (the
+public function) adds the inference fast path. The ``elmo`` component's ``initialize``,
+``convert``, ``finetune`` (which also reads the vocabulary and softmax of one of our directories)
+and the fuzzers all start here. A biLM comes from one of our model directories, a spaCy pipeline
+directory holding one elmo component, a directory holding a published AllenNLP/bilm-tf pair
+(options.json beside weights.hdf5, or model.hdf5 as NLPL archives name it), the pair given as two
+files, a published model by name ("small", "original", ...: see ``registry``), or, where nothing
+is given, the English biLM shipped inside the package. An existing path always wins over a name;
+only a registered name downloads, once, into the cache (``download``); a path that does not exist
+is an error naming it, never a download. Nothing is unpickled.
 """
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
 from ..bilm import BiLM
 from ..bilm.inference.fast import optimize_for_inference
 from .allennlp import load_allennlp
-from .download import fetch_published
+from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .errors import ModelFileError
-from .native import CONFIG_NAME, load_native
+from .native import CONFIG_NAME
+from .native import WEIGHTS_NAME as NATIVE_WEIGHTS_NAME
+from .native import load_native
+from .registry import PUBLISHED_MODELS
 
 PathLike = Union[str, Path]
 SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "en_small"
 # the elmo component's char-CNN cache size, shared so every entry point runs alike
 DEFAULT_CHAR_CACHE_SIZE = 20000
 PIPELINE_FACTORY = "elmo"
+PIPELINE_CONFIG_NAME = "config.cfg"
+# the weights of a published pair's directory: our cache's and bilm-tf's name, then NLPL's
+PAIR_WEIGHTS_NAMES = (WEIGHTS_NAME, "model.hdf5")
+
+
+@dataclass(frozen=True)
+class BiLMSource:
+    """Where a biLM comes from, as ``locate_bilm`` decided it: one of our directories, or a
+    published pair.
+
+    directory (Optional[Path]): our model directory (config.json + model.safetensors); one written
+        by training also holds the vocabulary and softmax that continue language-model training.
+    options (Optional[Path]): a published options.json, where there is no directory of ours.
+    weights (Optional[Path]): the HDF5 weights that go with ``options``.
+    """
+
+    directory: Optional[Path] = None
+    options: Optional[Path] = None
+    weights: Optional[Path] = None
+
+    def load(self) -> BiLM:
+        """RETURNS (BiLM): the model on CPU in eval mode, with the plain computation."""
+        if self.directory is not None:
+            return load_native(self.directory)
+        return load_allennlp(self.options, self.weights)
 
 
 def shipped_model_dir() -> Path:
@@ -29,16 +62,43 @@ def shipped_model_dir() -> Path:
     return SHIPPED_MODEL_DIR
 
 
-def load_shipped_bilm() -> BiLM:
-    """Load the shipped English biLM, with an error that says what to do if the package lacks it."""
-    path = shipped_model_dir()
-    if not (path / "model.safetensors").is_file():
+def locate_bilm(
+    path: Optional[PathLike] = None,
+    *,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
+    what: str = "load_bilm",
+) -> BiLMSource:
+    """Decide where the biLM the arguments name comes from. Nothing is loaded, but a published model
+    asked for by name is downloaded into the cache on first use (``download.fetch_published``).
+
+    path (Optional[PathLike]): an existing directory: ours, a spaCy pipeline with one elmo component
+        (its saved model), or one holding a published pair (options.json + weights.hdf5 or
+        model.hdf5). Where no such path exists, the name of a published model (``registry``); a
+        string that looks like a path (a separator, a leading "." or "~", a file extension) is
+        refused, naming it.
+    options (Optional[PathLike]): a published options.json (with ``weights``).
+    weights (Optional[PathLike]): a published HDF5 weights file (with ``options``).
+    With none of them, the English biLM shipped with the package.
+    what (str): who asks, for the error messages (e.g. "[initialize.components.elmo]").
+    RETURNS (BiLMSource): our directory, or the published pair.
+    """
+    if path is not None:
+        if options is not None or weights is not None:
+            raise ValueError(f"{what}: give either a model directory, or options and weights, not both")
+        local = Path(path).expanduser()
+        return _local_source(local) if local.exists() else _published_source(str(path))
+    if options is not None and weights is not None:
+        return BiLMSource(options=Path(options), weights=Path(weights))
+    if options is not None or weights is not None:
+        raise ValueError(f"{what}: options and weights must both be given, together")
+    if not (shipped_model_dir() / NATIVE_WEIGHTS_NAME).is_file():
         raise ModelFileError(
-            path,
+            shipped_model_dir(),
             "the shipped English biLM is not installed with this copy of spacy-elmo; give weights "
             "explicitly ([initialize.components.elmo] options + weights, or model)",
         )
-    return load_native(path)
+    return BiLMSource(directory=shipped_model_dir())
 
 
 def resolve_bilm(
@@ -48,26 +108,12 @@ def resolve_bilm(
     weights: Optional[PathLike] = None,
     what: str = "load_bilm",
 ) -> BiLM:
-    """The biLM the arguments name, loaded on CPU in eval mode with the plain computation.
+    """The biLM the arguments name (see ``locate_bilm``), loaded on CPU in eval mode with the plain
+    computation.
 
-    path (Optional[PathLike]): our model directory, or a spaCy pipeline directory with one elmo
-        component (its saved model is used); where no such path exists, the name of a published
-        model, downloaded into the cache on first use (``download.fetch_published``).
-    options, weights (Optional[PathLike]): a published options.json and HDF5 weights, together.
-    With none of them, the English biLM shipped with the package.
-    what (str): who asks, for the error messages (e.g. "[initialize.components.elmo]").
+    RETURNS (BiLM): the model.
     """
-    if path is not None:
-        if options is not None or weights is not None:
-            raise ValueError(f"{what}: give either a model directory, or options and weights, not both")
-        if not Path(path).exists():
-            return load_allennlp(*fetch_published(str(path)))
-        return load_native(find_bilm_directory(path))
-    if options is not None and weights is not None:
-        return load_allennlp(options, weights)
-    if options is not None or weights is not None:
-        raise ValueError(f"{what}: options and weights must both be given, together")
-    return load_shipped_bilm()
+    return locate_bilm(path, options=options, weights=weights, what=what).load()
 
 
 def load_bilm(
@@ -77,11 +123,13 @@ def load_bilm(
     weights: Optional[PathLike] = None,
     optimize: bool = True,
 ) -> BiLM:
-    """Load a biLM from our directory format, or from a published options + HDF5 pair.
+    """Load a biLM from our directory format, a spaCy pipeline, or a published options + HDF5 pair.
 
     path (Optional[PathLike]): a directory written by ``save_bilm`` (or a pipeline's training output),
-        or the name of a published model ("small", "medium", "original", "original-5.5b"), downloaded
-        on first use into the cache (``$SPACY_ELMO_CACHE``; docs/download.md).
+        a spaCy pipeline directory with one elmo component, a directory holding a published
+        options.json + weights.hdf5 (or model.hdf5), or the name of a published model ("small",
+        "medium", "original", "original-5.5b"), downloaded on first use into the cache
+        (``$SPACY_ELMO_CACHE``; docs/download.md). A path that does not exist is an error.
     options (Optional[PathLike]): a published options.json (with ``weights``).
     weights (Optional[PathLike]): a published HDF5 weights file (with ``options``).
     With no argument, the English biLM shipped with the package.
@@ -102,11 +150,11 @@ def find_bilm_directory(path: PathLike) -> Path:
     """The spacy-elmo model directory at ``path``: the path itself, or, for a spaCy pipeline
     directory, the ``model`` directory its single elmo component saved."""
     path = Path(path)
-    if not (path / "config.cfg").is_file() or (path / CONFIG_NAME).is_file():
+    if not (path / PIPELINE_CONFIG_NAME).is_file() or (path / CONFIG_NAME).is_file():
         return path  # load_native says what is wrong if it is not a model directory either
     from spacy import util
 
-    config = util.load_config(path / "config.cfg", interpolate=False)
+    config = util.load_config(path / PIPELINE_CONFIG_NAME, interpolate=False)
     components = config.get("components", {})
     pipeline = config.get("nlp", {}).get("pipeline", [])
     names = [n for n in pipeline if components.get(n, {}).get("factory") == PIPELINE_FACTORY]
@@ -114,3 +162,43 @@ def find_bilm_directory(path: PathLike) -> Path:
         found = f"components {names}" if names else "no elmo component"
         raise ModelFileError(path, f"a spaCy pipeline with {found}; give the directory DIR/<component>/model")
     return path / names[0] / "model"
+
+
+def _local_source(path: Path) -> BiLMSource:
+    """The biLM in an existing directory: ours first, then a pipeline's, then a published pair."""
+    if not path.is_dir():
+        raise ModelFileError(path, "a file, not a model directory; give a published pair as options and weights")
+    if (path / CONFIG_NAME).is_file() or (path / PIPELINE_CONFIG_NAME).is_file():
+        return BiLMSource(directory=find_bilm_directory(path))
+    if (path / OPTIONS_NAME).is_file():
+        for name in PAIR_WEIGHTS_NAMES:
+            if (path / name).is_file():
+                return BiLMSource(options=path / OPTIONS_NAME, weights=path / name)
+        raise ModelFileError(
+            path, f"{OPTIONS_NAME} but no {' or '.join(PAIR_WEIGHTS_NAMES)} beside it; name the weights so, "
+                  "or give options and weights as two files"
+        )
+    raise ModelFileError(
+        path, f"not a biLM: no {CONFIG_NAME} (a spacy-elmo model directory), {PIPELINE_CONFIG_NAME} (a spaCy "
+              f"pipeline with an elmo component) or {OPTIONS_NAME} + {WEIGHTS_NAME} (a published pair) in it",
+    )
+
+
+def _published_source(name: str) -> BiLMSource:
+    """The published pair of a registered name, downloaded on first use. Nothing else downloads:
+    a path that does not exist, or a name nobody published, is refused naming it."""
+    if name in PUBLISHED_MODELS:
+        options, weights = fetch_published(name)
+        return BiLMSource(options=options, weights=weights)
+    names = ", ".join(PUBLISHED_MODELS)
+    if _looks_like_path(name):
+        raise ModelFileError(
+            name, f"not found: no such file or directory; check the path (published model names: {names})"
+        )
+    raise ModelFileError(name, f"not found: neither an existing path nor a published model name ({names})")
+
+
+def _looks_like_path(text: str) -> bool:
+    """Whether ``text`` was meant as a path rather than a name: a separator, a leading "." or "~",
+    or a file extension (registered names are checked first: "original-5.5b" is a name)."""
+    return "/" in text or "\\" in text or text.startswith((".", "~")) or bool(Path(text).suffix)

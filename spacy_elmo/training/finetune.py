@@ -1,12 +1,14 @@
 """Domain fine-tuning: continue language-model training of a trained biLM on new unlabeled text.
 
-From one of our model directories, training continues with the model's own
-vocabulary and softmax (as bilm-tf's restart-from-checkpoint did). A published
-options + HDF5 pair has no softmax, so a vocabulary is counted from the domain
-text and a new softmax built for it; with ``[finetune] warmup_steps`` > 0 that
-softmax first trains alone with the biLM frozen (else the random head's
-gradients would wreck the pretrained LSTMs in the first steps). Held-out
-perplexity on ``[paths] dev`` is reported before and after.
+The start is any biLM ``io.loading.locate_bilm`` accepts (see ``load_lm_parts``):
+our model directory, a spaCy pipeline, a published pair or name, or the shipped
+English biLM. From one of our directories with a vocabulary and softmax (the
+shipped model has both), training continues with them (as bilm-tf's
+restart-from-checkpoint did). Any other start has no softmax, so a vocabulary
+is counted from the domain text and a new softmax built for it; with
+``[finetune] warmup_steps`` > 0 that softmax first trains alone with the biLM
+frozen (else the random head's gradients would wreck the pretrained LSTMs in
+the first steps). Held-out perplexity on ``[paths] dev`` is reported before and after.
 """
 import json
 import time
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..bilm.softmax import WordSoftmax
-from ..io import load_allennlp
+from ..io.loading import PathLike
 from ..io.native import write_atomic
 from .config import LMConfig
 from .distributed import DistInfo, barrier, shutdown
@@ -40,22 +42,13 @@ class FinetuneResult:
     new_softmax: bool
 
 
-def load_start(model: Optional[Path], options: Optional[Path], weights: Optional[Path]) -> tuple:
-    """(biLM, vocab or None, softmax weights or None) from our directory or a published pair."""
-    if model is not None:
-        return load_lm_parts(model)
-    if options is None or weights is None:
-        raise ValueError("fine-tuning starts from --model DIR, or from --options and --weights")
-    return load_allennlp(options, weights), None, None
-
-
 def finetune(
     config: LMConfig,
     output: Path,
     *,
-    model: Optional[Path] = None,
-    options: Optional[Path] = None,
-    weights: Optional[Path] = None,
+    model: Optional[PathLike] = None,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
     resume: bool = False,
     max_time: Optional[float] = None,
     device: str = "cpu",
@@ -63,6 +56,8 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune on ``config.train``; DIR gets model-last/, model-best/, checkpoints/ and finetune-report.json.
 
+    model (Optional[PathLike]): where to start (see ``load_lm_parts``); with ``options`` and
+        ``weights`` a published pair instead, and with none of them the shipped English biLM.
     The biLM architecture comes from the starting model; the config's [model] section is not used.
     max_time (Optional[float]): seconds for the whole invocation (warm-up included).
     """
@@ -73,7 +68,7 @@ def finetune(
     try:
         make_output(output, info)
         log = logger(info, stream)
-        bilm, vocab, softmax_weights = load_start(model, options, weights)
+        bilm, vocab, softmax_weights = load_lm_parts(model, options=options, weights=weights, what="finetune")
         corpus = train_corpus(config)
         new_softmax = softmax_weights is None
         if new_softmax:
@@ -104,7 +99,7 @@ def finetune(
                 before["softmax"] = "given" if not new_softmax else ("warmed up" if warmed else "untrained")
                 write_atomic(output / BEFORE_NAME, json.dumps(before).encode("utf-8"))
         remaining = _remaining(limit, started)
-        extra = {"training_config": config.raw, "stage": "finetune", "start": str(model or options)}
+        extra = {"training_config": config.raw, "stage": "finetune", "start": str(model or options or "shipped")}
         summary = train_lm(
             lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
             output=output, info=info, dev_segments=dev, resume=resume, max_time=remaining, extra=extra,

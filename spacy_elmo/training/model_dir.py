@@ -3,7 +3,8 @@
 ``config.json`` + ``model.safetensors`` are the plain biLM directory (what
 ``load_bilm``, the ``elmo`` component and ``convert`` read); ``vocab.txt`` and
 ``softmax.safetensors`` (checksummed in config.json's "extra") are only needed
-to continue language-model training.
+to continue language-model training. Where the biLM comes from is decided by
+``io.loading.locate_bilm``; only the training-only parts are read here.
 """
 import hashlib
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -16,7 +17,8 @@ from safetensors.torch import save as save_tensors
 
 from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
-from ..io import ModelFileError, load_native, save_bilm
+from ..io import ModelFileError, save_bilm
+from ..io.loading import PathLike, locate_bilm
 from ..io.native import read_config, write_atomic
 from .lm import LanguageModel
 from .vocab import VOCAB_NAME, Vocab
@@ -86,29 +88,45 @@ def save_lm(
     return save_bilm(lm.bilm, path, extra=info)
 
 
-def load_lm_parts(path: Path) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]:
-    """The biLM and, when the directory has them, its vocabulary and softmax weights (checksum verified)."""
-    path = Path(path)
-    bilm = load_native(path)
-    extra = read_config(path).get("extra", {})
-    vocab = Vocab.from_disk(path) if (path / VOCAB_NAME).is_file() else None
+def load_lm_parts(
+    start: Optional[PathLike] = None,
+    *,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
+    what: str = "load_lm_parts",
+) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]:
+    """The biLM ``io.loading.locate_bilm`` finds for the arguments (our directory, a pipeline, a
+    published pair or name, or with none the shipped biLM) and, when that is one of our directories
+    that has them, its vocabulary and softmax weights (checksum verified).
+
+    RETURNS (Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]): the biLM, the
+        vocabulary or None, and the softmax's float32 state dict or None.
+    """
+    source = locate_bilm(start, options=options, weights=weights, what=what)
+    bilm = source.load()
+    path = source.directory
+    if path is None or not (path / VOCAB_NAME).is_file():
+        return bilm, None, None
+    vocab = Vocab.from_disk(path)
     softmax_path = path / SOFTMAX_NAME
-    if vocab is None or not softmax_path.is_file():
+    if not softmax_path.is_file():
         return bilm, vocab, None
     data = softmax_path.read_bytes()
+    extra = read_config(path).get("extra", {})
     if extra.get("softmax_sha256") not in (None, hashlib.sha256(data).hexdigest()):
         raise ModelFileError(softmax_path, "checksum mismatch: the file is damaged or was replaced")
     try:
-        weights = load_tensors(data)
+        softmax = load_tensors(data)
     except (SafetensorError, ValueError, RuntimeError) as err:
         raise ModelFileError(softmax_path, f"not a valid safetensors file ({err})") from err
-    if weights.get("weight") is None or weights["weight"].shape[0] != len(vocab):
+    if softmax.get("weight") is None or softmax["weight"].shape[0] != len(vocab):
         raise ModelFileError(softmax_path, f"softmax does not match {VOCAB_NAME} ({len(vocab)} words)")
-    return bilm, vocab, {name: tensor.float() for name, tensor in weights.items()}
+    return bilm, vocab, {name: tensor.float() for name, tensor in softmax.items()}
 
 
-def load_lm(path: Path) -> Tuple[LanguageModel, Vocab]:
-    """The language model of a trained directory (biLM with its own softmax), for scoring text.
+def load_lm(path: PathLike) -> Tuple[LanguageModel, Vocab]:
+    """The language model of a trained directory (biLM with its own softmax), for scoring text:
+    ``load_lm_parts`` where a softmax is required.
 
     RETURNS (Tuple[LanguageModel, Vocab]): the model (full softmax, no dropout) and its vocabulary.
     """

@@ -1,14 +1,17 @@
-"""The one loader: where a biLM comes from, for load_bilm, the component and convert alike."""
-import importlib
-import sys
+"""The one loader: where a biLM comes from, for load_bilm, the component, convert and finetune alike."""
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 import spacy
 import torch
 
 from spacy_elmo.architectures import bilm_model_config
-from spacy_elmo.io import ModelFileError, load_bilm, resolve_bilm, save_bilm
+from spacy_elmo.io import ModelFileError, load_allennlp, load_bilm, save_bilm
 from spacy_elmo.io import loading
+from spacy_elmo.io.loading import BiLMSource, locate_bilm, resolve_bilm
+from spacy_elmo.io.registry import PUBLISHED_MODELS
 from spacy_elmo.pipeline import create_pipeline, initial_bilm
 
 from ..conftest import random_bilm
@@ -39,7 +42,7 @@ def test_resolve_errors_name_the_caller(tmp_path):
         resolve_bilm(options=tmp_path / "o.json", what="[initialize.components.x]")
     with pytest.raises(ValueError, match="not both"):
         resolve_bilm(tmp_path, weights=tmp_path / "w", what="--model")
-    with pytest.raises(ModelFileError, match="not found"):
+    with pytest.raises(ModelFileError, match="no such file or directory"):
         resolve_bilm(tmp_path / "missing")
 
 
@@ -64,19 +67,67 @@ def test_component_block_builds_the_architecture():
     assert isinstance(block["filters"][0], list)
 
 
+@pytest.fixture
+def no_download(monkeypatch):
+    """Any download fails the test: nothing here may reach for the network."""
+    monkeypatch.setattr(loading, "fetch_published", lambda *a, **k: pytest.fail(f"download asked for: {a}"))
+
+
 @pytest.mark.parametrize(
-    "module,names",
-    [
-        ("spacy_elmo.api", ["load_bilm", "DEFAULT_CHAR_CACHE_SIZE"]),
-        ("spacy_elmo.shipped", ["load_shipped_bilm", "shipped_model_dir", "SHIPPED_MODEL_DIR"]),
-        ("spacy_elmo.bilm_source", ["initial_bilm", "find_bilm_directory", "bilm_model_config", "record_shape", "ARCHITECTURE", "FACTORY"]),
-    ],
+    "typo", ["modle-best", "./modle-best", "~/no-such-elmo-model", "runs/model-best", "weights.hdf5", "smal.json"]
 )
-def test_old_modules_warn_and_give_the_same_objects(module, names):
-    sys.modules.pop(module, None)
-    with pytest.warns(DeprecationWarning, match="deprecated"):
-        old = importlib.import_module(module)
-    for name in names:
-        assert hasattr(old, name), name
-    assert old.__dict__.get("load_bilm", load_bilm) is load_bilm
-    assert old.__dict__.get("find_bilm_directory", loading.find_bilm_directory) is loading.find_bilm_directory
+def test_a_mistyped_path_is_an_error_naming_it_and_downloads_nothing(no_download, tmp_path, monkeypatch, typo):
+    monkeypatch.chdir(tmp_path)
+    save_bilm(random_bilm(), tmp_path / "model-best")
+    if typo == "modle-best":  # no mark of a path: read as a name, and no published model has it
+        match = r"modle-best: not found: neither an existing path nor a published model name"
+    else:
+        match = f"^{re.escape(typo)}: not found: no such file or directory"
+    with pytest.raises(ModelFileError, match=match) as err:
+        load_bilm(typo)
+    assert err.value.path == typo
+
+
+def test_an_unknown_name_lists_the_published_names(no_download):
+    with pytest.raises(ModelFileError, match="neither an existing path nor a published model name") as err:
+        locate_bilm("elmo-large")
+    for name in PUBLISHED_MODELS:
+        assert name in str(err.value)
+
+
+def test_a_registered_name_is_the_only_thing_that_downloads(monkeypatch, tiny_paths):
+    asked = []
+    monkeypatch.setattr(loading, "fetch_published", lambda name: asked.append(name) or tiny_paths)
+    assert locate_bilm("original-5.5b") == BiLMSource(options=tiny_paths[0], weights=tiny_paths[1])
+    assert asked == ["original-5.5b"]
+
+
+@pytest.mark.parametrize("weights_name", ["weights.hdf5", "model.hdf5"])
+def test_a_directory_holding_a_published_pair_loads_as_the_pair(no_download, tmp_path, tiny_paths, weights_name):
+    options, weights = tiny_paths
+    shutil.copy(options, tmp_path / "options.json")
+    shutil.copy(weights, tmp_path / weights_name)
+    (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nthe\n", encoding="utf-8")  # as NLPL ships it
+    assert locate_bilm(tmp_path) == BiLMSource(options=tmp_path / "options.json", weights=tmp_path / weights_name)
+    assert _same_weights(load_bilm(tmp_path, optimize=False), load_allennlp(options, weights))
+
+
+def test_a_directory_with_options_but_no_weights_says_what_it_expected(no_download, tmp_path, tiny_paths):
+    shutil.copy(tiny_paths[0], tmp_path / "options.json")
+    with pytest.raises(ModelFileError, match="options.json but no weights.hdf5 or model.hdf5"):
+        resolve_bilm(tmp_path)
+    (tmp_path / "options.json").unlink()
+    with pytest.raises(ModelFileError, match="not a biLM: no config.json"):
+        resolve_bilm(tmp_path)
+
+
+def test_our_directory_wins_over_a_published_name(no_download, tmp_path, monkeypatch):
+    bilm = random_bilm(seed=5)
+    save_bilm(bilm, tmp_path / "small")
+    monkeypatch.chdir(tmp_path)
+    assert locate_bilm("small") == BiLMSource(directory=Path("small"))
+    assert _same_weights(resolve_bilm("small"), bilm)
+
+
+def test_nothing_given_is_the_shipped_biLM():
+    assert locate_bilm() == BiLMSource(directory=loading.shipped_model_dir())

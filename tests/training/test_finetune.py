@@ -4,7 +4,10 @@ import pytest
 import torch
 
 from spacy_elmo.bilm.softmax import WordSoftmax
-from spacy_elmo.io import load_allennlp, load_native
+from spacy_elmo.io import ModelFileError, load_allennlp, load_native
+from spacy_elmo.io import loading
+from spacy_elmo.io.loading import shipped_model_dir
+from spacy_elmo.pipeline import create_pipeline
 from spacy_elmo.training.lm import LanguageModel
 from spacy_elmo.training.model_dir import load_lm_parts
 from spacy_elmo.training.perplexity import evaluate_perplexity
@@ -69,7 +72,35 @@ def test_finetune_a_published_pair_builds_and_warms_up_a_softmax(tmp_path):
     assert result.before["ppl"] == pytest.approx(warmed_ppl, rel=1e-4)
 
 
-def test_finetune_needs_a_start(lm_corpus, tmp_path):
+def test_finetune_starts_from_a_pipeline_directory_with_a_new_softmax(tmp_path):
+    options, weights = ROOT_DATA / "options.json", ROOT_DATA / "weights.hdf5"
+    create_pipeline(load_allennlp(options, weights)).to_disk(tmp_path / "pipeline")
+    bilm, vocab, head = load_lm_parts(tmp_path / "pipeline")
+    assert vocab is None and head is None and _same_weights(bilm, load_allennlp(options, weights))
+    domain_train, domain_dev = _domain(tmp_path, 40, "d-train.txt"), _domain(tmp_path, 10, "d-dev.txt")
+    config = tiny_config(domain_train, domain_dev, training__max_steps=2, training__eval_frequency=2)
+    result = finetune(config, tmp_path / "ft", model=tmp_path / "pipeline")
+    assert result.new_softmax and result.summary.steps == 2
+    assert load_native(tmp_path / "ft" / "model-last").config == bilm.config
+
+
+def test_finetune_starts_from_the_shipped_biLM_with_its_vocabulary_and_softmax():
+    bilm, vocab, head = load_lm_parts()
+    assert _same_weights(bilm, load_native(shipped_model_dir()))
+    assert vocab is not None and head["weight"].shape == (len(vocab), bilm.config.projection_dim)
+
+
+def test_finetune_refuses_a_mistyped_start_naming_it_without_downloading(lm_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(loading, "fetch_published", lambda *a, **k: pytest.fail(f"download asked for: {a}"))
     train, dev = lm_corpus
-    with pytest.raises(ValueError, match="--options"):
-        finetune(tiny_config(train, dev), tmp_path / "ft")
+    typo = str(tmp_path / "pre" / "modle-best")
+    with pytest.raises(ModelFileError, match="no such file or directory") as err:
+        finetune(tiny_config(train, dev), tmp_path / "ft", model=typo)
+    assert err.value.path == typo
+    with pytest.raises(ValueError, match="^finetune: options and weights must both be given"):
+        finetune(tiny_config(train, dev), tmp_path / "ft2", options=ROOT_DATA / "options.json")
+
+
+def _same_weights(a, b) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
