@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..bilm import BiLM
-from ..bilm.inference.fast import optimize_for_inference
+from ..fast import optimize_for_inference
 from .allennlp import load_allennlp
 from .download import fetch_published
 from .errors import ModelFileError
