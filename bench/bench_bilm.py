@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.bilm.inference import compiled
-from spacy_elmo.bilm.inference.bidirectional import paired_weights
-from spacy_elmo.bilm.inference.fast import optimize_for_inference
-from spacy_elmo.bilm.inference.quantize import cpu_has_bf16
+from spacy_elmo.fast import compiled, dispatch
+from spacy_elmo.fast.lockstep import paired_weights
+from spacy_elmo.fast import optimize_for_inference
+from spacy_elmo.fast.precision import cpu_has_bf16
 from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM
@@ -196,7 +196,7 @@ def shape_models(plain: BiLM, vocab, args) -> Tuple[Dict[str, Callable], BiLM]:
 
 
 def python_step_forward(bilm: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    with compiled.python_step():
+    with dispatch.python_step():
         return bilm(ids, lengths).layers
 
 

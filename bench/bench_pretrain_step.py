@@ -28,7 +28,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from thinc.api import Config
 
-from spacy_elmo.bilm import BiLM, BiLMConfig, lstm_grad
+from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.fast import dispatch, train_step
 from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.provenance import provenance
 from spacy_elmo.training.batches import LMBatch, sentence_batches
@@ -114,7 +115,7 @@ def time_steps(lm: LanguageModel, optimizer: torch.optim.Optimizer, prepared: Di
             precision, n_threads, batch_spec, loop = setting
             torch.set_num_threads(n_threads)
             start = time.perf_counter()
-            with lstm_grad.op_by_op() if loop == "ops" else contextlib.nullcontext():
+            with dispatch.op_by_op() if loop == "ops" else contextlib.nullcontext():
                 for batch in prepared[batch_spec]:
                     train_step(lm, optimizer, batch, precision)
             if round_:

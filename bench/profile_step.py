@@ -27,8 +27,8 @@ from typing import Dict, List, Optional
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from spacy_elmo.bilm.inference import compiled
-from spacy_elmo.bilm.inference.fast import optimize_for_inference
+from spacy_elmo.fast import compiled, dispatch
+from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.provenance import provenance
 
 from .workloads import add_data_options, benchmark_sentences, frequent_tokens, published_bilm
@@ -56,7 +56,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             report["shapes"][shape] = profile_shape(bilm, sentences, args.repeats)
             report["shapes"][shape]["loop"] = "compiled" if compiled.compiled_step() is not None else "Python"
             if compiled.compiled_step() is not None:  # the same model with the timestep loop in Python
-                with compiled.python_step():
+                with dispatch.python_step():
                     report.setdefault("python_step", {})[shape] = profile_shape(bilm, sentences, args.repeats)
                 report["python_step"][shape]["loop"] = "Python"
     text = markdown(report)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM, ScalarMix
-from spacy_elmo.bilm.inference.fast import optimize_for_inference
+from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_allennlp
 from spacy_elmo.provenance import provenance
 

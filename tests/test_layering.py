@@ -8,10 +8,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "spacy_elmo"
 # layer -> the spacy_elmo modules and packages its code may import (besides its own)
 ALLOWED = {
     "bilm": set(),
-    "io": {"bilm"},
-    "probes": {"bilm", "io", "provenance", "plotting"},
-    "layers": {"bilm", "data_classes"},
-    "training": {"bilm", "io", "probes", "provenance", "plotting"},
+    "fast": {"bilm"},
+    "io": {"bilm", "fast"},
+    "probes": {"bilm", "fast", "io", "provenance", "plotting"},
+    "layers": {"bilm", "fast", "data_classes"},
+    "training": {"bilm", "fast", "io", "probes", "provenance", "plotting"},
 }
 
 
@@ -52,3 +53,10 @@ def test_the_check_sees_an_upward_import(tmp_path):
         "from ..pipeline import Elmo\nfrom .lstm import X\nfrom spacy_elmo.training import loop\n", encoding="utf-8"
     )
     assert list(_imported(fake / "model.py", tmp_path / "spacy_elmo")) == ["pipeline", "training"]
+
+
+def test_the_reference_model_imports_no_speed_code():
+    """bilm/ is the plain model: nothing in it imports spacy_elmo.fast, at any depth."""
+    for path in (PACKAGE / "bilm").rglob("*.py"):
+        assert "fast" not in set(_imported(path)), path
+    assert not (PACKAGE / "bilm" / "inference").exists()

@@ -7,8 +7,8 @@ from spacy.training import Example
 from spacy.util import load_model_from_config
 from thinc.api import Adam, Model
 
-from spacy_elmo.bilm.inference.bidirectional import paired_weights
-from spacy_elmo.bilm.inference.fast import optimize_for_inference
+from spacy_elmo.fast.lockstep import paired_weights
+from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import ModelFileError, load_allennlp, save_bilm
 from spacy_elmo.layers import UPSTREAM_ATTR, get_batch_id
 from spacy_elmo.pipeline import create_pipeline
@@ -283,7 +283,7 @@ def test_inference_settings_are_applied_and_keep_outputs(tiny_paths, tiny_senten
         for a, b in zip(_elmo_layers(fast, tiny_sentences), expected):
             np.testing.assert_allclose(a, b, atol=1e-5)
     bilm = fast.get_pipe("elmo").bilm
-    assert all(_paired(bilm)) and bilm.forward_lstm.layers[0].tanh_via_sigmoid
+    assert all(_paired(bilm)) and not bilm.runner.exact
     assert bilm.token_encoder.cache.max_size == 50 and len(bilm.token_encoder.cache) > 0
     assert not any(_paired(plain.get_pipe("elmo").bilm)) and plain.get_pipe("elmo").bilm.token_encoder.cache is None
     int8 = create_pipeline(load_allennlp(*tiny_paths), config={"precision": "int8"})

@@ -1,12 +1,13 @@
 """The bidirectional language model: token encoder + forward and backward LSTMP stacks."""
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 
-from .inference.bidirectional import run_directions
+from .batching import plan_batches
+from .chars import batch_char_ids
 from .config import BiLMConfig
 from .lstm import LSTMPStack, State
 from .token_encoder import CharCNNEncoder
@@ -50,6 +51,8 @@ class BiLM(nn.Module):
         self.backward_lstm = LSTMPStack(*stack_args)
         self.stateful = False
         self._carried: Optional[BiLMState] = None
+        # How the LSTMs run when not as written in bilm/lstm.py (spacy_elmo.fast.attach); not saved.
+        self.runner: Optional[Any] = None
 
     @property
     def device(self) -> torch.device:
@@ -99,11 +102,6 @@ class BiLM(nn.Module):
         encoded_valid = distinct[inverse]
         tokens = encoded_valid.new_zeros(batch, steps, self.config.projection_dim)
         tokens = tokens.masked_scatter(mask_dev[..., None], encoded_valid)
-        # Which distinct token sits at each position (padding: 0, never read): the first LSTM
-        # layer's input projections need computing once per distinct token.
-        slots = torch.zeros(batch, steps, dtype=torch.long, device=char_ids.device)
-        slots[mask_dev] = inverse
-
         order = torch.argsort(lengths, descending=True, stable=True)
         sorted_lengths = lengths[order]
         batch_sizes = _batch_sizes(sorted_lengths.numpy(), steps)
@@ -113,17 +111,22 @@ class BiLM(nn.Module):
 
         fwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[0]]
         bwd_state = [(h.index_select(0, order_dev), c.index_select(0, order_dev)) for h, c in initial_state[1]]
-        bwd_in = _gather_time(sorted_tokens, reverse)
-        sorted_slots = slots.index_select(0, order_dev)
-        first_inputs = (distinct, (sorted_slots, sorted_slots.gather(1, reverse)))
-        (fwd_out, fwd_final), (bwd_out, bwd_final) = run_directions(
-            self.forward_lstm,
-            self.backward_lstm,
-            (sorted_tokens, bwd_in),
-            batch_sizes,
-            (fwd_state, bwd_state),
-            first_inputs=first_inputs,
-        )
+        inputs = (sorted_tokens, _gather_time(sorted_tokens, reverse))
+        states = (fwd_state, bwd_state)
+        if self.runner is None:
+            fwd = self.forward_lstm(inputs[0], batch_sizes, fwd_state)
+            bwd = self.backward_lstm(inputs[1], batch_sizes, bwd_state)
+        else:
+            # which distinct token sits at each position (padding: 0, never read), so that a
+            # runner can compute the first layer's input projections once per distinct token
+            slots = torch.zeros(batch, steps, dtype=torch.long, device=char_ids.device)
+            slots[mask_dev] = inverse
+            sorted_slots = slots.index_select(0, order_dev)
+            first_inputs = (distinct, (sorted_slots, sorted_slots.gather(1, reverse)))
+            fwd, bwd = self.runner.run_stacks(
+                self.forward_lstm, self.backward_lstm, inputs, batch_sizes, states, first_inputs=first_inputs
+            )
+        (fwd_out, fwd_final), (bwd_out, bwd_final) = fwd, bwd
         bwd_out = [_gather_time(y, reverse) for y in bwd_out]
 
         unsort = torch.argsort(order_dev)
@@ -181,12 +184,30 @@ class BiLM(nn.Module):
         max_batch_items (Optional[int]): most padded positions per forward pass.
         boundaries (bool): keep the <S> and </S> positions in the output.
         RETURNS (List[np.ndarray]): per sentence, in input order, float32 (L+1, n_tokens, 2 * projection_dim).
+            In stateful mode sentences run in input order, batch_size at a time.
         """
-        from .embedding import embed_sentences
-
-        return embed_sentences(
-            self, sentences, batch_size=batch_size, max_batch_items=max_batch_items, boundaries=boundaries
-        )
+        cfg = self.config
+        results: List[Optional[np.ndarray]] = [None] * len(sentences)
+        lengths = [len(s) for s in sentences]
+        if self.stateful:
+            batches = [list(range(i, min(i + batch_size, len(sentences)))) for i in range(0, len(sentences), batch_size)]
+        else:
+            batches = plan_batches(lengths, batch_size=batch_size, max_batch_items=max_batch_items)
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                for batch in batches:
+                    ids, lens = batch_char_ids([sentences[i] for i in batch], cfg.max_characters_per_token)
+                    out = self(torch.from_numpy(ids).to(self.device), torch.from_numpy(lens))
+                    layers = out.layers.float().cpu().numpy()
+                    for row, index in enumerate(batch):
+                        n = int(lens[row])
+                        span = slice(0, n) if boundaries else slice(1, n - 1)
+                        results[index] = np.ascontiguousarray(layers[:, row, span])
+        finally:
+            self.train(was_training)
+        return [r for r in results if r is not None]
 
 
 def _batch_sizes(sorted_lengths: np.ndarray, steps: int) -> List[int]:

@@ -5,10 +5,10 @@ Two savings that leave the results unchanged: a batch's distinct tokens are enco
 of a token that holds characters. A token's ids end in a run of one filler id (PAD, or 0 in
 an all-padding row); every convolution window that lies inside that run sees the same input
 and gives the same value, so one such window stands for all of them in the max-pool. Most
-tokens need 8-16 of the 50 positions. An optional ``CharCNNCache`` (see ``inference/char_cache.py``)
-keeps encodings of frequent tokens across calls at inference time.
+tokens need 8-16 of the 50 positions. An optional cache (``spacy_elmo.fast.char_cache``) keeps
+encodings of frequent tokens across calls at inference time.
 """
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -16,9 +16,6 @@ from torch import nn
 
 from .config import BiLMConfig
 from .highway import Highway
-
-if TYPE_CHECKING:
-    from .inference.char_cache import CharCNNCache
 
 # Spans are rounded up to a multiple of this, so tokens of similar length share one convolution call.
 SPAN_STEP = 4
@@ -43,8 +40,9 @@ class CharCNNEncoder(nn.Module):
         self.highway = Highway(config.n_filters, config.n_highway)
         self.projection = nn.Linear(config.n_filters, config.projection_dim, bias=True)
         self._activation = torch.relu if config.activation == "relu" else torch.tanh
-        # Not a submodule: holds no parameters and is never saved (see fast.optimize_for_inference).
-        self.cache: Optional["CharCNNCache"] = None
+        # Encodings kept across calls at inference (spacy_elmo.fast.char_cache: anything with
+        # ``encode(encoder, rows)``); not a submodule: holds no parameters and is never saved.
+        self.cache: Optional[Any] = None
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (LongTensor): (..., max_chars). RETURNS (Tensor): (..., projection_dim)."""

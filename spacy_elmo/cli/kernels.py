@@ -4,7 +4,7 @@ import json
 
 import typer
 
-from ..bilm.inference import compiled
+from ..fast import compiled
 from ._app import app
 
 

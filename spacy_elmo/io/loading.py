@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..bilm import BiLM
-from ..bilm.inference.fast import optimize_for_inference
+from ..fast import optimize_for_inference
 from .allennlp import load_allennlp
 from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .errors import ModelFileError

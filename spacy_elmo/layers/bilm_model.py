@@ -25,10 +25,9 @@ from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, batch_char_ids, plan_batches
-from ..bilm.inference.bidirectional import unpair_directions
-from ..bilm.inference.fast import forget_derived_weights, optimize_for_inference
-from ..bilm.inference.quantize import PRECISIONS
-from ..bilm.versions import weights_version
+from ..fast import PRECISIONS, attach, forget_derived_weights, optimize_for_inference
+from ..fast.lockstep import unpair_directions
+from ..fast.versions import weights_version
 from ..data_classes import ElmoOutput
 from .segments import doc_segments
 
@@ -257,6 +256,8 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
     shim = model.layers[0].shims[0]
     device = shim.device
     bilm.reset_states()
+    if bilm.runner is None:  # the in-place loop and the training step, bitwise the reference's
+        attach(bilm)
     shim._model = bilm.to(device)
     model.attrs[CACHE_ATTR].clear()
     model.attrs[INFERENCE_ATTR].forget()

@@ -6,6 +6,7 @@ from torch import nn
 
 from ..bilm import BiLM, BiLMState
 from ..bilm.softmax import WordSoftmax
+from ..fast import attach
 from .batches import NO_TARGET, LMBatch
 
 
@@ -21,6 +22,8 @@ class LanguageModel(nn.Module):
         super().__init__()
         if softmax.weight.shape[1] != bilm.config.projection_dim:
             raise ValueError("softmax width must equal the biLM's projection_dim")
+        if bilm.runner is None:  # the one-node training step (and the in-place loop at evaluation)
+            attach(bilm)
         self.bilm = bilm
         self.softmax = softmax
         self.dropout = dropout

@@ -5,7 +5,7 @@ import pytest
 
 from bench import bench_bilm
 from bench.report import targets
-from spacy_elmo.bilm.inference import compiled
+from spacy_elmo.fast import compiled
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from spacy_elmo.bilm.inference import compiled
+from spacy_elmo.fast import compiled
 from spacy_elmo.cli import app
 
 runner = CliRunner()

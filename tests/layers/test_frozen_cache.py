@@ -8,7 +8,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from spacy_elmo.bilm import BiLM
-from spacy_elmo.bilm.inference.quantize import reduce_precision
+from spacy_elmo.fast.precision import reduce_precision
 from spacy_elmo.layers import ElmoBiLM, get_bilm, set_bilm
 from spacy_elmo.layers.bilm_model import CACHE_ATTR, clear_frozen_cache
 

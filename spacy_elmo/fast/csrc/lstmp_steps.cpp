@@ -1,5 +1,5 @@
 // All timesteps of a pair of LSTMP layers (both directions in lockstep) in one call: the loop of
-// spacy_elmo/bilm/lstm.py::run_in_place for float32 paired weights and packed input projections,
+// spacy_elmo/fast/in_place.py::run_in_place for float32 paired weights and packed input projections,
 // without a Python round trip per operation. Registered as torch.ops.spacy_elmo.lstmp_steps.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.bilm.inference import compiled
-from spacy_elmo.bilm.inference.fast import optimize_for_inference
-from spacy_elmo.bilm.lstm import LSTMPLayer, run_in_place
+from spacy_elmo.fast import compiled, dispatch
+from spacy_elmo.fast import optimize_for_inference
+from spacy_elmo.bilm.lstm import LSTMPLayer
+from spacy_elmo.fast.in_place import run_in_place
 
 from ..conftest import load_tiny_bilm, random_bilm
-from .sentences import layers
+from ..bilm.sentences import layers
 
 needs_compiler = pytest.mark.skipif(compiled._compiler() is None, reason="no C++ compiler here")
 
@@ -23,8 +24,6 @@ def pair_inputs(batch_sizes, dim=16, proj=8, clip=3.0, scale=1.0, seed=0):
     generator = torch.Generator().manual_seed(seed)
     batch = batch_sizes[0] if batch_sizes else 2
     pair = [LSTMPLayer(proj, dim, proj, clip, clip) for _ in range(2)]
-    for layer in pair:
-        layer.tanh_via_sigmoid = True
     projected = torch.randn(2, sum(batch_sizes), 4 * dim, generator=generator) * scale
     # weights at the scale of an initialized model (scale 30 saturates the gates)
     weights = (
@@ -43,7 +42,7 @@ def pair_inputs(batch_sizes, dim=16, proj=8, clip=3.0, scale=1.0, seed=0):
 def test_compiled_loop_gives_the_python_loops_results(batch_sizes, clip, scale):
     pair, projected, states, weights = pair_inputs(batch_sizes, clip=clip, scale=scale)
     before = [(h.clone(), c.clone()) for h, c in states]
-    expected, expected_finals = run_in_place(pair, projected, batch_sizes, states, weights, packed=True)
+    expected, expected_finals = run_in_place(pair, projected, batch_sizes, states, weights, packed=True, fused=True)
     got, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, states, weights)
     assert got.shape == expected.shape
     # saturated gates (scale 30) included: no NaN from the fast-math reciprocal, clipping exact
@@ -78,7 +77,7 @@ def test_the_optimized_model_takes_the_compiled_loop_and_the_exact_one_does_not(
     assert len(calls) == 2  # one call per layer pair
     for i, layers_i in enumerate(got):  # the reference implementation's outputs
         np.testing.assert_allclose(layers_i, tiny_expected[f"layers_{i}"], atol=1e-5, err_msg=f"sentence {i}")
-    with compiled.python_step():
+    with dispatch.python_step():
         python = bilm.embed(tiny_sentences, batch_size=len(tiny_sentences))
     for a, b in zip(got, python):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
@@ -110,7 +109,7 @@ def test_a_failed_build_warns_once_falls_back_and_is_not_retried(monkeypatch, br
 def test_a_damaged_library_is_refused_and_removed(tmp_path):
     env = dict(os.environ, SPACY_ELMO_KERNELS=str(tmp_path))
     code = (
-        "import warnings; from spacy_elmo.bilm.inference import compiled as c; p = c.library_path();"
+        "import warnings; from spacy_elmo.fast import compiled as c; p = c.library_path();"
         "p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(b'not a library');"
         "warnings.simplefilter('always');"
         "print(c.compiled_step(build=False), p.exists(), c._STATE['error'])"
@@ -121,13 +120,21 @@ def test_a_damaged_library_is_refused_and_removed(tmp_path):
     assert "running the Python step" in done.stderr
 
 
-def test_switched_off_by_the_environment(monkeypatch):
+def test_switched_off_by_the_environment_or_python_step(monkeypatch):
+    bilm = optimize_for_inference(random_bilm(seed=3))
+    inputs = (torch.zeros(1, 2, bilm.config.projection_dim),) * 2
+
+    def path():
+        with torch.no_grad():
+            return bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, inputs)
+
     monkeypatch.setenv(compiled.ENV, "0")
-    assert compiled.compiled_step() is None and not compiled.enabled()
+    assert compiled.compiled_step() is None and not compiled.enabled() and path() == "lockstep"
     monkeypatch.setenv(compiled.ENV, "1")
-    with compiled.python_step():
-        assert compiled.compiled_step() is None
     assert compiled.enabled()
+    assert path() == ("compiled" if compiled.compiled_step() is not None else "lockstep")
+    with dispatch.python_step():
+        assert path() == "lockstep"
 
 
 def test_an_unwritable_kernel_folder_is_a_build_error_not_a_crash(monkeypatch, tmp_path):

@@ -1,6 +1,6 @@
 import threading
 
-from spacy_elmo.bilm.thread_switch import ThreadSwitch
+from spacy_elmo.fast.switches import ThreadSwitch
 
 
 def test_on_in_this_thread_only_and_restored_after_nesting():

@@ -2,7 +2,7 @@
 
 One sentence at a time, an LSTM timestep of a small model is a few microseconds of arithmetic
 and about fifty torch operator calls from Python, each costing microseconds of dispatch
-(bench/profile_step.py). ``csrc/lstmp_steps.cpp`` runs the loop of ``lstm.run_in_place`` for
+(bench/profile_step.py). ``csrc/lstmp_steps.cpp`` runs the loop of ``in_place.run_in_place`` for
 float32 paired weights in one call: per timestep the recurrent product (``baddbmm``), one
 vectorized loop for the gates, cell and hidden state (``csrc/cell_math.cpp``: tanh(x) =
 2 * sigmoid(2x) - 1 as in the Python fused step, exp written out so that the compiler vectorizes
@@ -15,8 +15,8 @@ the installed torch, with ``-march=native``, into ``$SPACY_ELMO_CACHE/kernels`` 
 the compiler and the CPU: once per machine (seconds to a minute). Where it cannot be built (no compiler,
 no torch headers, not Linux or macOS) the Python loop runs instead, with one warning, and a
 marker file keeps later processes from trying again (``python -m spacy_elmo kernels --build``
-retries). ``SPACY_ELMO_COMPILED=0`` turns it off. Only the optimized path (``exact=False``)
-uses it; ``exact=True`` keeps the plain float32 computation bit for bit.
+retries). ``SPACY_ELMO_COMPILED=0`` turns it off. ``dispatch.py`` decides when it runs: only for a
+runner that is not ``exact``.
 """
 import hashlib
 import os
@@ -28,12 +28,12 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from ..lstm import LSTMPLayer, State, _final_hidden
-from ..thread_switch import ThreadSwitch
+from ..bilm.lstm import LSTMPLayer, State
+from .in_place import final_hidden
 
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
 DIR_ENV = "SPACY_ELMO_KERNELS"  # where built kernels go (default: the cache's kernels/)
@@ -44,7 +44,6 @@ SOURCES = ("cell_math.cpp", "lstmp_steps.cpp")
 PLAIN_SOURCES = {"cell_math.cpp": ["-fno-math-errno", "-fno-trapping-math"]}
 _LOCK = threading.Lock()
 _STATE: Dict[str, object] = {"op": None, "tried": False, "error": None}
-_PYTHON_STEP = ThreadSwitch()  # python_step()
 
 
 class KernelBuildError(RuntimeError):
@@ -63,14 +62,8 @@ def kernel_dir() -> Path:
 
 
 def enabled() -> bool:
-    """Whether the compiled step may be used now (not switched off by the environment or
-    ``python_step()``)."""
-    return os.environ.get(ENV, "1") != "0" and not _PYTHON_STEP.active
-
-
-def python_step() -> ContextManager[None]:
-    """Run the Python timestep loop in this thread meanwhile (for comparisons and benchmarks)."""
-    return _PYTHON_STEP.on()
+    """Whether the compiled step may be used (not switched off by the environment)."""
+    return os.environ.get(ENV, "1") != "0"
 
 
 def compiled_step(build: bool = True) -> Optional[Callable]:
@@ -223,11 +216,10 @@ def status() -> Dict[str, object]:
     }
 
 
-def usable(layer: LSTMPLayer, projected: torch.Tensor) -> bool:
-    """Whether the lockstep pair of ``layer``'s shape may take the compiled loop for ``projected``."""
+def usable(projected: torch.Tensor) -> bool:
+    """Whether a lockstep pair may take the compiled loop for ``projected``."""
     return (
-        layer.tanh_via_sigmoid  # the optimized path: the plain one stays bit for bit
-        and projected.device.type == "cpu"
+        projected.device.type == "cpu"
         and projected.dtype == torch.float32
         and projected.is_contiguous()
         and compiled_step() is not None
@@ -241,7 +233,7 @@ def run_pair_compiled(
     states: Sequence[State],
     paired: Tuple[torch.Tensor, torch.Tensor],
 ) -> Tuple[torch.Tensor, List[State]]:
-    """``lstm.run_in_place(layers, projected, batch_sizes, states, paired, packed=True)``, with the
+    """``in_place.run_in_place(layers, projected, batch_sizes, states, paired, packed=True, fused=True)``, with the
     timestep loop in C++ (check ``usable`` first). Same arguments and results."""
     layer = layers[0]
     h0 = torch.stack([h for h, _ in states])
@@ -249,5 +241,5 @@ def run_pair_compiled(
     sizes = [int(n) for n in batch_sizes]
     out = projected.new_zeros(len(sizes), len(layers), h0.shape[1], layer.projection_dim)
     compiled_step()(projected, h0, cell, sizes, paired[0], paired[1], layer.cell_clip, layer.proj_clip, out)
-    finals = [(_final_hidden(out[:, d], h0[d], sizes), cell[d]) for d in range(len(layers))]
+    finals = [(final_hidden(out[:, d], h0[d], sizes), cell[d]) for d in range(len(layers))]
     return out, finals

@@ -1,14 +1,16 @@
-"""The training loop's one-node LSTMP (lstm_grad.py) against the op-by-op autograd loop."""
+"""The training step's one-node LSTMP (fast/train_step.py) against the reference loop under autograd."""
 import pytest
 import torch
 
-from spacy_elmo.bilm import lstm_grad
+from spacy_elmo.fast import dispatch
+from spacy_elmo.fast import train_step as lstm_grad
 from spacy_elmo.bilm.lstm import LSTMPLayer
 
 
 def _layer(dtype, cell_clip=3.0, proj_clip=3.0, scale=1.0):
     torch.manual_seed(0)
     layer = LSTMPLayer(6, 8, 5, cell_clip, proj_clip).to(dtype)
+    layer.runner = dispatch.Runner(exact=True)
     with torch.no_grad():
         for p in layer.parameters():
             p.mul_(scale)
@@ -21,7 +23,7 @@ def _run(layer, inputs, sizes, state, reference):
     h0, c0 = (s.clone().requires_grad_() for s in state)
     layer.zero_grad()
     if reference:
-        with lstm_grad.op_by_op():
+        with dispatch.op_by_op():
             out, (h, c) = layer(inputs, sizes, (h0, c0))
     else:
         out, (h, c) = layer(inputs, sizes, (h0, c0))
@@ -97,6 +99,9 @@ def test_the_training_path_uses_it_and_autocast_does_not(monkeypatch):
     with torch.no_grad():  # inference keeps its own in-place loop
         layer(inputs, [2, 2, 1], state)
     assert calls == [1]
+    layer.runner = None  # a model without a runner trains on the reference loop
+    layer(inputs, [2, 2, 1], state)[0].sum().backward()
+    assert calls == [1]
 
 
 def test_second_derivatives_raise_unless_op_by_op():
@@ -107,7 +112,7 @@ def test_second_derivatives_raise_unless_op_by_op():
     (grad,) = torch.autograd.grad(out.pow(2).sum(), inputs, create_graph=True)
     with pytest.raises(RuntimeError):
         grad.sum().backward()
-    with lstm_grad.op_by_op():
+    with dispatch.op_by_op():
         out, _ = layer(inputs, [2, 2, 1], state)
         (grad,) = torch.autograd.grad(out.pow(2).sum(), inputs, create_graph=True)
         grad.sum().backward()

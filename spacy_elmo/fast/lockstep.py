@@ -9,12 +9,12 @@ elementwise ops of a step run once for both directions.
 The input projections of all timesteps are one batched product for the pair, over the
 running positions only (padding rows are left out), into a buffer kept between calls
 (``_workspace``). The pair needs each layer's weights of the two directions in
-one tensor (``pair_directions``, which ``fast.optimize_for_inference`` calls): the
+one tensor (``pair_directions``, which ``optimize_for_inference`` calls): the
 parameters become views into it, so state_dict(), optimizers and saving see the same values.
-With bf16 layers (``quantize``) the pair's products take bfloat16 copies of the paired weights
+With bf16 layers (``precision.py``) the pair's products take bfloat16 copies of the paired weights
 (``bf16_weights``) while the gates, cells and outputs stay float32. In float32 on CPU the pair's
-timestep loop runs compiled where it can be built (``compiled.py``), else ``lstm.run_in_place``. Otherwise, and whenever
-autograd or module hooks are involved, the directions run one after the other.
+timestep loop runs compiled where it can be built (``compiled.py``), else ``in_place.run_in_place``.
+``dispatch.py`` decides when the pair runs in lockstep at all.
 """
 import threading
 import weakref
@@ -24,10 +24,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..lstm import LSTMPLayer, LSTMPStack, State, run_in_place
-from ..versions import tensors_version
+from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
 from . import compiled
-from .quantize import ReducedPrecisionLinear
+from .in_place import run_in_place
+from .precision import ReducedPrecisionLinear
+from .versions import tensors_version
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
 # Each layer's linear maps, and whether the pair holds them transposed (in, out) rather than as
@@ -89,34 +90,33 @@ def paired_weights(first: LSTMPLayer, second: LSTMPLayer) -> Optional[PairedWeig
     return result[0], result[1], result[2]
 
 
-def run_directions(
+def run_lockstep(
     forward: LSTMPStack,
     backward: LSTMPStack,
     inputs: Tuple[torch.Tensor, torch.Tensor],
     batch_sizes: Sequence[int],
     states: Tuple[List[State], List[State]],
+    precision: str,
+    use_compiled: bool,
     first_inputs: Optional[Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
 ) -> Tuple[StackResult, StackResult]:
-    """Run both stacks, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` would.
+    """Run both stacks in lockstep, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` would,
+    on paired weights without autograd (``dispatch.run_stacks`` checks that they are).
 
+    precision (str): "fp32" or "bf16" (``lockstep_precision``).
+    use_compiled (bool): take the compiled timestep loop for float32 where it is available.
     first_inputs (Optional[Tuple[Tensor, Tuple[Tensor, Tensor]]]): the inputs as a table of
         distinct rows (U, width) and, per direction, each position's row in it (B, T): then
         ``inputs[d][b, t]`` equals ``table[slots[d][b, t]]`` at every running position, and the
-        lockstep path computes the first layer's input projections once per distinct row.
+        first layer's input projections are computed once per distinct row.
     """
     pairs = list(zip(forward.layers, backward.layers))
-    weights = [paired_weights(*pair) for pair in pairs]
-    precision = lockstep_precision(pairs)
-    needs_grad = torch.is_grad_enabled() and (
-        any(x.requires_grad for x in inputs)
-        or any(p.requires_grad for p in (*forward.parameters(), *backward.parameters()))
-    )
-    if needs_grad or precision is None or any(w is None for w in weights) or len(forward.layers) != len(backward.layers):
-        return forward(inputs[0], batch_sizes, states[0]), backward(inputs[1], batch_sizes, states[1])
     xs = list(inputs)
     results: Tuple[StackResult, StackResult] = (([], []), ([], []))
     rows, times = packed_positions(batch_sizes, xs[0].device)
-    for k, (pair, paired) in enumerate(zip(pairs, weights)):
+    for k, pair in enumerate(pairs):
+        paired = paired_weights(*pair)
+        assert paired is not None, "run_lockstep needs paired weights (pair_directions)"
         if precision == "bf16":
             paired = bf16_weights(pair, paired)
         gates = paired[0].shape[-1]
@@ -134,10 +134,10 @@ def run_directions(
             _bmm(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], out=projected)
             projected.add_(bias)
         pair_states = [states[0][k], states[1][k]]
-        if precision == "fp32" and compiled.usable(pair[0], projected):  # the loop in C++
+        if precision == "fp32" and use_compiled and compiled.usable(projected):  # the loop in C++
             out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:])
         else:
-            out, finals = run_in_place(pair, projected, batch_sizes, pair_states, paired[1:], packed=True)
+            out, finals = run_in_place(pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True)
         for d, stack in enumerate((forward, backward)):
             y = stack.skip(k, xs[d], out[:, d].transpose(0, 1))
             results[d][0].append(y)

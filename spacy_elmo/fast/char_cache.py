@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Set,
 import numpy as np
 import torch
 
-from ..chars import BOS_TOKEN, EOS_TOKEN, token_char_ids
-from ..versions import weights_version
+from ..bilm.chars import BOS_TOKEN, EOS_TOKEN, token_char_ids
+from .versions import weights_version
 
 if TYPE_CHECKING:
-    from .token_encoder import CharCNNEncoder
+    from ..bilm.token_encoder import CharCNNEncoder
 
 
 class CharCNNCache:

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from spacy_elmo.bilm.inference.fast import optimize_for_inference
+from spacy_elmo.fast import optimize_for_inference
 
 from ..conftest import random_bilm
-from .sentences import layers
+from ..bilm.sentences import layers
 
 
 def test_fp32_optimization_keeps_outputs_and_state_dict():
@@ -16,7 +16,7 @@ def test_fp32_optimization_keeps_outputs_and_state_dict():
     for (name, a), (_, b) in zip(plain.state_dict().items(), fast.state_dict().items()):
         assert torch.equal(a, b), name
     assert fast.forward_lstm.layers[0].state_linearity.weight.t().is_contiguous()
-    assert fast.forward_lstm.layers[0].tanh_via_sigmoid
+    assert fast.runner is not None and not fast.runner.exact
     assert len(fast.token_encoder.cache) > 0
     # exact=True undoes the rounding-level changes: bit-identical to the plain model again
     optimize_for_inference(fast, exact=True)
@@ -30,16 +30,3 @@ def test_rejects_unknown_precision_and_negative_cache():
         optimize_for_inference(bilm, precision="int4")
     with pytest.raises(ValueError, match="char_cache_size"):
         optimize_for_inference(bilm, char_cache_size=-1)
-
-
-@pytest.mark.parametrize("name", ["fast", "bidirectional", "char_cache", "quantize"])
-def test_old_module_paths_warn_and_give_the_inference_modules_objects(name):
-    import importlib
-    import sys
-
-    sys.modules.pop(f"spacy_elmo.bilm.{name}", None)
-    with pytest.warns(DeprecationWarning, match=f"spacy_elmo.bilm.inference.{name}"):
-        old = importlib.import_module(f"spacy_elmo.bilm.{name}")
-    new = importlib.import_module(f"spacy_elmo.bilm.inference.{name}")
-    public = [n for n in vars(old) if not n.startswith("_") and n not in ("warnings",)]
-    assert public and all(getattr(old, n) is getattr(new, n) for n in public)

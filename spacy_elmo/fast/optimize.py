@@ -14,11 +14,12 @@ products much slower, not faster.
 import warnings
 from typing import Iterable, Optional
 
-from . import quantize
-from .bidirectional import pair_directions, unpair_directions
+from ..bilm import BiLM
+from . import precision as precisions
 from .char_cache import CharCNNCache
-from ..model import BiLM
-from .quantize import CPU_ONLY, PRECISIONS, ReducedPrecisionLinear, reduce_precision
+from .dispatch import attach
+from .lockstep import pair_directions, unpair_directions
+from .precision import CPU_ONLY, PRECISIONS, ReducedPrecisionLinear, reduce_precision
 
 
 def optimize_for_inference(
@@ -46,7 +47,7 @@ def optimize_for_inference(
     exact (bool): keep the plain float32 computation bit for bit. If False (the default), each
         layer's weights of the two directions share one tensor (same values; the recurrent ones
         column-major), so both directions step in lockstep with batched products (see
-        bidirectional.py), and tanh goes through sigmoid (2.7x faster than MKL's tanh, which
+        lockstep.py; ``dispatch.py`` chooses the path), and tanh goes through sigmoid (2.7x faster than MKL's tanh, which
         also stalls on a busy machine). Results then move at float32 rounding level: at most
         2.2e-6 on the test fixtures, whose values reach 4. The input projections of a batch go
         into a buffer kept between calls, per thread: 128 KiB per running position (padding rows
@@ -61,7 +62,7 @@ def optimize_for_inference(
         raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" or "fp32" on {bilm.device.type}')
     if char_cache_size < 0:
         raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
-    if precision == "bf16" and bilm.device.type == "cpu" and not quantize.cpu_has_bf16():
+    if precision == "bf16" and bilm.device.type == "cpu" and not precisions.cpu_has_bf16():
         warnings.warn(
             'precision "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which this one '
             'lacks (torch would emulate it, several times slower than fp32): running in fp32 instead',
@@ -72,9 +73,7 @@ def optimize_for_inference(
     bilm.eval()
     reduce_precision(bilm, precision)
     encoder = bilm.token_encoder
-    for stack in (bilm.forward_lstm, bilm.backward_lstm):
-        for layer in stack.layers:
-            layer.tanh_via_sigmoid = not exact
+    attach(bilm, exact=exact)
     if exact:
         unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
     else:

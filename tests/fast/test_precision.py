@@ -4,13 +4,13 @@ import torch
 from torch import nn
 
 from spacy_elmo.bilm import batch_char_ids
-from spacy_elmo.bilm.inference.fast import forget_derived_weights, optimize_for_inference
-from spacy_elmo.bilm.inference import quantize
-from spacy_elmo.bilm.inference.bidirectional import lockstep_precision
-from spacy_elmo.bilm.inference.quantize import ReducedPrecisionLinear, reduce_precision
+from spacy_elmo.fast import forget_derived_weights, optimize_for_inference
+from spacy_elmo.fast import precision as quantize
+from spacy_elmo.fast.lockstep import lockstep_precision
+from spacy_elmo.fast.precision import ReducedPrecisionLinear, reduce_precision
 
 from ..conftest import random_bilm
-from .sentences import SENTENCES, layers
+from ..bilm.sentences import SENTENCES, layers
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 // The elementwise part of an LSTMP timestep over contiguous rows: the math of
-// spacy_elmo/bilm/lstm.py::cell_step with tanh(x) = 2 * sigmoid(2x) - 1 (its fused variant).
+// spacy_elmo/bilm/lstm.py::cell_step in the fused form of spacy_elmo/fast/in_place.py (tanh(x) = 2 * sigmoid(2x) - 1).
 // exp is written out (Cody-Waite reduction, Cephes' degree-6 polynomial, within 1-2 ulp) so
 // that the compiler vectorizes the loop without -ffast-math or a vector math library.
 #include <algorithm>

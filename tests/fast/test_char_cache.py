@@ -2,10 +2,10 @@
 import torch
 
 from spacy_elmo.bilm import batch_char_ids
-from spacy_elmo.bilm.inference.fast import optimize_for_inference
+from spacy_elmo.fast import optimize_for_inference
 
 from ..conftest import random_bilm
-from .sentences import SENTENCES, layers
+from ..bilm.sentences import SENTENCES, layers
 
 
 def test_char_cache_hits_and_results_match():

@@ -8,7 +8,7 @@ first use and remade whenever the weight changes (storage, in-place version, dev
 - "bf16": weight, bias and input in bfloat16, output cast back to float32. Fast where the
   hardware has bf16 arithmetic (AVX512-BF16/AMX CPUs, recent GPUs; ``cpu_has_bf16``); elsewhere
   torch emulates it, slower than fp32. The LSTMs' products then run in lockstep on bfloat16
-  copies of the paired weights (inference/bidirectional.py), with cell and gates in float32.
+  copies of the paired weights (lockstep.py), with cell and gates in float32.
 - "fp16": weight stored as float16 and multiplied in float32 (fbgemm; CPU only). Halves the
   bytes of weight read per product at almost no cost in accuracy.
 - "int8": dynamic quantization (fbgemm/x86; CPU only): weights int8 per output channel,
@@ -20,7 +20,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import nn
 
-from ..versions import tensors_version
+from .versions import tensors_version
 
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 CPU_ONLY = ("fp16", "int8")

@@ -6,33 +6,24 @@ and zero-fills a full-size gradient per step, ``cat``/``pad`` copy the states, a
 weight gradients are small products of their own. ``LSTMPSteps`` runs the same forward without a
 graph, saves what the backward needs in time-major buffers, and walks back through the steps
 with a few products and elementwise ops each; the weight gradients are then one product each
-over all timesteps. The forward computes exactly what ``LSTMPLayer``'s op-by-op loop computes,
-in the same order; gradients agree with autograd's to rounding (``tests/bilm/test_lstm_grad.py``).
+over all timesteps. The forward computes exactly what the reference loop (``LSTMPLayer.steps``) computes,
+in the same order; gradients agree with autograd's to rounding (``tests/fast/test_train_step.py``).
 
 Not used under autocast (the op-by-op loop then runs each product in the autocast dtype). The
-backward is not itself differentiable: a second derivative raises; within ``op_by_op()`` the
-op-by-op loop gives one.
+backward is not itself differentiable: a second derivative raises; within ``dispatch.op_by_op()``
+the reference loop gives one.
 """
-from typing import ContextManager, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from .thread_switch import ThreadSwitch
-
-State = Tuple[torch.Tensor, torch.Tensor]
-_OP_BY_OP = ThreadSwitch()  # op_by_op()
-
-
-def op_by_op() -> ContextManager[None]:
-    """Within this block (this thread), training runs the op-by-op autograd loop: the reference
-    the tests and benchmarks compare against."""
-    return _OP_BY_OP.on()
+from ..bilm.lstm import State
 
 
 def usable(projected: torch.Tensor, *weights: torch.Tensor) -> bool:
     """Whether ``LSTMPSteps`` can run this layer: float32/float64 throughout, no autocast."""
-    if _OP_BY_OP.active or torch.is_autocast_enabled(projected.device.type):
+    if torch.is_autocast_enabled(projected.device.type):
         return False
     return projected.dtype in (torch.float32, torch.float64) and all(w.dtype == projected.dtype for w in weights)
 

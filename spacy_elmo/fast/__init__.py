@@ -1,0 +1,27 @@
+"""Every way the biLM runs faster than its reference computation (``spacy_elmo.bilm``).
+
+``bilm/`` is the model as written: what the published weights were trained with, and what the
+parity tests check. This package holds the optimisations, each tested against it:
+``dispatch.py`` (the one place a run path is chosen, and ``attach``), ``in_place.py`` (the
+timesteps on preallocated buffers), ``lockstep.py`` (both directions at once on paired weights),
+``compiled.py`` + ``csrc/`` (that loop in C++), ``precision.py`` (bf16, fp16, int8),
+``char_cache.py`` (token encodings kept across calls), ``train_step.py`` (one autograd node per
+layer for training), ``versions.py`` (have the weights changed?) and ``optimize.py``
+(``optimize_for_inference``, which applies them).
+"""
+from .dispatch import Runner, attach, detach, op_by_op, python_step
+from .optimize import forget_derived_weights, optimize_for_inference
+from .precision import CPU_ONLY, PRECISIONS, cpu_has_bf16
+
+__all__ = [
+    "CPU_ONLY",
+    "PRECISIONS",
+    "Runner",
+    "attach",
+    "cpu_has_bf16",
+    "detach",
+    "forget_derived_weights",
+    "op_by_op",
+    "optimize_for_inference",
+    "python_step",
+]

@@ -1,0 +1,136 @@
+"""The one place a run path of the LSTMs is chosen.
+
+A biLM from ``spacy_elmo.bilm`` runs its reference loop (``LSTMPLayer.steps``). ``attach`` gives
+it a ``Runner``, which the model and its layers then ask to run their timesteps; the runner picks
+a path for every call, from what the call needs (autograd, autocast), how the weights are laid
+out (paired or not, which precision) and its one setting, ``exact``:
+
+| path | when | where |
+|---|---|---|
+| ``reference`` | autograd under autocast, inside ``op_by_op()``, or dtypes the others lack | ``bilm/lstm.py`` |
+| ``train_step`` | autograd, float32/float64 | ``train_step.py`` (one autograd node a layer) |
+| ``compiled`` | no autograd, paired float32 weights, not ``exact``, the library loads | ``compiled.py`` |
+| ``lockstep`` | as ``compiled``, where it is not available or inside ``python_step()`` | ``lockstep.py`` |
+| ``lockstep_bf16`` | no autograd, paired weights with bf16 stand-ins | ``lockstep.py`` |
+| ``in_place`` | no autograd otherwise: one direction at a time | ``in_place.py`` |
+
+``exact`` runners (the elmo component with ``optimize = false``, training) take only paths whose
+float32 results equal the reference's bit for bit; the others move at float32 rounding level.
+"""
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from ..bilm import BiLM
+from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
+from . import compiled, train_step
+from .in_place import run_in_place
+from .lockstep import lockstep_precision, paired_weights, run_lockstep
+from .switches import ThreadSwitch
+
+StackResult = Tuple[List[torch.Tensor], List[State]]
+PATHS = ("reference", "train_step", "compiled", "lockstep", "lockstep_bf16", "in_place")
+_OP_BY_OP = ThreadSwitch()
+_PYTHON_STEP = ThreadSwitch()
+
+
+def op_by_op():
+    """Within this block (this thread), autograd runs the reference loop op by op: what the tests
+    and benchmarks compare the training step with."""
+    return _OP_BY_OP.on()
+
+
+def python_step():
+    """Within this block (this thread), the lockstep pair runs its timestep loop in Python, not
+    compiled (for comparisons and benchmarks)."""
+    return _PYTHON_STEP.on()
+
+
+class Runner:
+    """How the LSTMs of one biLM run: attached by ``attach``, not saved with the weights.
+
+    exact (bool): take only paths bitwise equal to the reference in float32 (no lockstep pair, no
+        tanh through sigmoid, no compiled loop).
+    """
+
+    def __init__(self, *, exact: bool) -> None:
+        self.exact = exact
+
+    def __repr__(self) -> str:
+        return f"Runner(exact={self.exact})"
+
+    def layer_path(self, layer: LSTMPLayer, projected: torch.Tensor, state: State) -> str:
+        """The path of one layer's timesteps (the directions one after the other)."""
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (projected, *state)):
+            weights = (layer.state_linearity.weight, layer.projection.weight)
+            if not _OP_BY_OP.active and train_step.usable(projected, *state, *weights):
+                return "train_step"
+            return "reference"
+        return "in_place"
+
+    def stack_path(self, forward: LSTMPStack, backward: LSTMPStack, inputs: Sequence[torch.Tensor]) -> Optional[str]:
+        """The path of both stacks in lockstep, or None: then each layer runs by ``layer_path``."""
+        if self.exact or len(forward.layers) != len(backward.layers):
+            return None
+        parameters = (*forward.parameters(), *backward.parameters())
+        if torch.is_grad_enabled() and (any(x.requires_grad for x in inputs) or any(p.requires_grad for p in parameters)):
+            return None
+        pairs = list(zip(forward.layers, backward.layers))
+        precision = lockstep_precision(pairs)
+        if precision is None or any(paired_weights(*pair) is None for pair in pairs):
+            return None
+        if precision == "bf16":
+            return "lockstep_bf16"
+        if not _PYTHON_STEP.active and compiled.usable(inputs[0]):
+            return "compiled"
+        return "lockstep"
+
+    def run_layer(
+        self, layer: LSTMPLayer, projected: torch.Tensor, batch_sizes: Sequence[int], state: State
+    ) -> Tuple[torch.Tensor, State]:
+        """``layer.steps(projected, batch_sizes, state)`` on the path ``layer_path`` chooses."""
+        path = self.layer_path(layer, projected, state)
+        if path == "train_step":
+            weights = (layer.state_linearity.weight, layer.projection.weight)
+            clips = (layer.cell_clip, layer.proj_clip)
+            return train_step.run_steps(projected, state, weights, batch_sizes, layer.dim, clips)
+        if path == "reference":
+            return layer.steps(projected, batch_sizes, state)
+        out, finals = run_in_place([layer], projected[None], batch_sizes, [state], fused=not self.exact)
+        return out[:, 0], finals[0]
+
+    def run_stacks(
+        self,
+        forward: LSTMPStack,
+        backward: LSTMPStack,
+        inputs: Tuple[torch.Tensor, torch.Tensor],
+        batch_sizes: Sequence[int],
+        states: Tuple[List[State], List[State]],
+        first_inputs: Optional[Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+    ) -> Tuple[StackResult, StackResult]:
+        """Both stacks, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` computes them."""
+        path = self.stack_path(forward, backward, inputs)
+        if path is None:
+            return forward(inputs[0], batch_sizes, states[0]), backward(inputs[1], batch_sizes, states[1])
+        precision = "bf16" if path == "lockstep_bf16" else "fp32"
+        return run_lockstep(
+            forward, backward, inputs, batch_sizes, states, precision, path == "compiled", first_inputs=first_inputs
+        )
+
+
+def attach(bilm: BiLM, *, exact: bool = True) -> Runner:
+    """Give ``bilm`` (and each of its LSTM layers) a runner; RETURNS (Runner) it."""
+    runner = Runner(exact=exact)
+    bilm.runner = runner
+    for stack in (bilm.forward_lstm, bilm.backward_lstm):
+        for layer in stack.layers:
+            layer.runner = runner
+    return runner
+
+
+def detach(bilm: BiLM) -> None:
+    """Let ``bilm`` run its reference loop again."""
+    bilm.runner = None
+    for stack in (bilm.forward_lstm, bilm.backward_lstm):
+        for layer in stack.layers:
+            layer.runner = None
