@@ -23,7 +23,8 @@ from .data_classes import ElmoOutput, softmax_weights
 from .extensions import install_extensions, install_vector_hooks
 from .initial_weights import NO_WEIGHTS, initial_bilm, record_shape  # noqa: F401
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
-from .io.loading import DEFAULT_CHAR_CACHE_SIZE, PIPELINE_FACTORY, find_bilm_directory, resolve_bilm  # noqa: F401
+from .fast import DEFAULT_CHAR_CACHE_SIZE
+from .io.loading import PIPELINE_FACTORY
 from .layers import (
     InferencePlan,
     apply_inference,
@@ -135,7 +136,7 @@ class Elmo(TrainablePipe):
         set_vector_hooks: bool = False,
         optimize: bool = True,
         precision: str = "fp32",
-        char_cache_size: int = 20000,
+        char_cache_size: int = DEFAULT_CHAR_CACHE_SIZE,
     ) -> None:
         """vocab (Vocab): the shared vocabulary.
         model (Model[List[Doc], List[ElmoOutput]]): e.g. built by "spacy-elmo.BiLM.v1".

@@ -9,12 +9,14 @@ timesteps on preallocated buffers), ``lockstep.py`` (both directions at once on 
 layer for training), ``versions.py`` (have the weights changed?) and ``optimize.py``
 (``optimize_for_inference``, which applies them).
 """
+from .char_cache import DEFAULT_CHAR_CACHE_SIZE
 from .dispatch import Runner, attach, detach, op_by_op, python_step
 from .optimize import forget_derived_weights, optimize_for_inference
 from .precision import CPU_ONLY, PRECISIONS, cpu_has_bf16
 
 __all__ = [
     "CPU_ONLY",
+    "DEFAULT_CHAR_CACHE_SIZE",
     "PRECISIONS",
     "Runner",
     "attach",

@@ -27,6 +27,9 @@ from .versions import weights_version
 if TYPE_CHECKING:
     from ..bilm.token_encoder import CharCNNEncoder
 
+# the elmo component's and load_bilm's cache size: the frequent tokens of most text
+DEFAULT_CHAR_CACHE_SIZE = 20000
+
 
 class CharCNNCache:
     """Token encodings keyed by character ids, least recently used evicted first.

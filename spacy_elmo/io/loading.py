@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..bilm import BiLM
-from ..fast import optimize_for_inference
+from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
 from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .errors import ModelFileError
@@ -27,8 +27,6 @@ from .registry import PUBLISHED_MODELS
 
 PathLike = Union[str, Path]
 SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "en_small"
-# the elmo component's char-CNN cache size, shared so every entry point runs alike
-DEFAULT_CHAR_CACHE_SIZE = 20000
 PIPELINE_FACTORY = "elmo"
 PIPELINE_CONFIG_NAME = "config.cfg"
 # the weights of a published pair's directory: our cache's and bilm-tf's name, then NLPL's

@@ -9,7 +9,7 @@ from typing import Callable, Iterable, List, Optional, Tuple
 import numpy as np
 import torch
 
-from ..bilm.inference import quantize
+from ..fast import precision as precisions
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier, init_distributed
@@ -38,7 +38,7 @@ def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo
 def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
     """Warn where ``training.precision = "bf16"`` meets a CPU without bf16 arithmetic, as inference
     does. Training keeps bf16 there (the run asked for its numerics) rather than switching to fp32."""
-    if precision == "bf16" and device.type == "cpu" and not quantize.cpu_has_bf16():
+    if precision == "bf16" and device.type == "cpu" and not precisions.cpu_has_bf16():
         warnings.warn(
             'training.precision "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which '
             'this one lacks: torch emulates it, several times slower than fp32; set training.precision = "fp32" '

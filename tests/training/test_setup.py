@@ -3,7 +3,7 @@ import warnings
 
 import pytest
 
-from spacy_elmo.bilm.inference import quantize
+from spacy_elmo.fast import precision as quantize
 from spacy_elmo.training.distributed import DistInfo
 from spacy_elmo.training.setup import check_output, dev_reader, has_checkpoints, logger, make_output, setup_process
 
