@@ -3,6 +3,7 @@
 Without torchrun's environment (WORLD_SIZE unset or 1) everything here is a
 no-op, so the same loop runs on one process.
 """
+import gc
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
@@ -34,6 +35,13 @@ def init_distributed(device: torch.device) -> DistInfo:
         return DistInfo()
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
+        # DDP's constructor imports torch._dynamo. Imported after the group exists, that import keeps
+        # ten references to the group that destroy_process_group never drops (torch 2.13), so gloo's
+        # worker threads outlive ``shutdown`` and still run while the interpreter finalizes; one of
+        # them dropping its last collective's tensor then needs the GIL there and aborts the process
+        # ("terminate called without an active exception", SIGABRT) after a finished run. Imported
+        # before the group, it holds none, and ``shutdown`` joins every gloo thread.
+        import torch._dynamo  # noqa: F401
         dist.init_process_group(backend=backend)
     return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
@@ -82,5 +90,11 @@ def barrier(info: DistInfo) -> None:
 
 
 def shutdown(info: DistInfo) -> None:
+    """Destroy the process group and with it its backend's threads; call it before the interpreter exits.
+
+    The group's threads stop only once nothing holds the group, and on rank 0 a reference cycle left
+    by the finished run still holds it (one reference, gone after a collection), so collect first.
+    """
     if info.enabled and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()

@@ -1,6 +1,9 @@
-"""Run by test_distributed.py under torchrun: tiny pretraining, then every rank saves its own weights."""
+"""Run by test_distributed.py under torchrun: tiny pretraining, then every rank saves its own weights
+and reports the process group's threads still running after ``shutdown``."""
+import os
 import sys
 from pathlib import Path
+from typing import List
 
 from safetensors.torch import save_file
 
@@ -29,6 +32,16 @@ def main(train: str, dev: str, output: str) -> None:
     save_file(state, str(out / f"rank{info.rank}.safetensors"))
     print(f"rank {info.rank}: {summary.steps} steps, {summary.tokens} tokens")
     shutdown(info)
+    print(f"rank {info.rank}: {len(backend_threads())} backend threads after shutdown")
+
+
+def backend_threads() -> List[str]:
+    """This process's gloo threads (``pt_gloo_runloop``, ``gloo_tcp_loop``), by the names Linux gives them.
+
+    Any still running when the interpreter finalizes can abort the process after a finished run.
+    """
+    names = [(Path("/proc/self/task") / task / "comm").read_text().strip() for task in os.listdir("/proc/self/task")]
+    return [name for name in names if "gloo" in name]
 
 
 if __name__ == "__main__":

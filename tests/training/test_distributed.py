@@ -20,6 +20,9 @@ def test_two_process_torchrun_ends_with_identical_weights(lm_corpus, tmp_path):
     result = subprocess.run(command, env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "rank 0: 12 steps" in result.stdout and "rank 1: 12 steps" in result.stdout
+    # shutdown joins gloo's threads: one still running at interpreter exit can abort a finished run
+    assert "rank 0: 0 backend threads after shutdown" in result.stdout, result.stdout
+    assert "rank 1: 0 backend threads after shutdown" in result.stdout, result.stdout
     rank0, rank1 = load_file(str(out / "rank0.safetensors")), load_file(str(out / "rank1.safetensors"))
     assert rank0.keys() == rank1.keys()
     # bitwise: DDP gives both ranks the same all-reduced gradients for the same weights
