@@ -15,7 +15,7 @@ first use and remade whenever the weight changes (storage, in-place version, dev
   each input quantized to 8 bits on the fly with its own range, int32 accumulation.
 """
 import warnings
-from typing import Any, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -98,21 +98,31 @@ def _pack(weight: torch.Tensor, bias: Optional[torch.Tensor], precision: str) ->
         return torch.ops.quantized.linear_prepack(qweight, bias)
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU has bf16 arithmetic (AVX512-BF16 or AMX), where "bf16" pays.
+def cpu_has_bf16(flags: Optional[Iterable[str]] = None) -> bool:
+    """Whether this CPU has bf16 arithmetic (AVX512-BF16, or AMX with its bf16 unit), where "bf16" pays.
 
+    AMX tiles alone (``amx_tile``) multiply no bfloat16; the ``amx_bf16`` flag says they do.
     Elsewhere torch emulates bfloat16 products in float32, several times slower than fp32.
+    flags (Optional[Iterable[str]]): the CPU's feature flags; default: the kernel's (/proc/cpuinfo),
+        or, where it has none, torch's AVX512-BF16 probe.
     """
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    found = [getattr(torch.cpu, name, None) for name in probes]
-    if any(probe is not None for probe in found):
-        return any(probe() for probe in found if probe is not None)
-    try:  # an older torch: the kernel's flags
+    if flags is None:
+        flags = _kernel_cpu_flags()
+    if flags is not None:
+        flags = set(flags)
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+    probe = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+    return bool(probe is not None and probe())
+
+
+def _kernel_cpu_flags() -> Optional[List[str]]:
+    """The ``flags`` line of /proc/cpuinfo, or None where there is none (not Linux, not x86)."""
+    try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            flags = next((line for line in cpuinfo if line.startswith("flags")), "").split()
+            line = next((line for line in cpuinfo if line.startswith("flags")), None)
     except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        return None
+    return None if line is None else line.split(":", 1)[-1].split()
 
 
 def _reduce_range() -> bool:

@@ -91,10 +91,19 @@ def test_bf16_without_hardware_support_warns_and_runs_fp32(monkeypatch):
     torch.testing.assert_close(layers(fast).layers, layers(plain).layers, atol=1e-5, rtol=0)
 
 
-def test_cpu_has_bf16_reads_the_cpu(monkeypatch):
-    assert isinstance(quantize.cpu_has_bf16(), bool)
+def test_cpu_has_bf16_counts_bf16_units_not_amx_tiles_alone(monkeypatch):
+    assert not quantize.cpu_has_bf16(["avx2", "avx512f", "amx_tile"])  # tiles without their bf16 unit
+    assert quantize.cpu_has_bf16(["avx2", "amx_tile", "amx_bf16"])
+    assert quantize.cpu_has_bf16(["avx512f", "avx512_bf16"])
+    assert not quantize.cpu_has_bf16([])
+    # this machine: what its kernel reports
+    flags = quantize._kernel_cpu_flags()
+    if flags is not None:
+        assert quantize.cpu_has_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
+    # without kernel flags, torch's AVX512-BF16 probe decides and its AMX tile probe does not
+    monkeypatch.setattr(quantize, "_kernel_cpu_flags", lambda: None)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
-    assert quantize.cpu_has_bf16()
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     assert not quantize.cpu_has_bf16()
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    assert quantize.cpu_has_bf16()
