@@ -1,0 +1,74 @@
+"""The dispatch: which run path each kind of call takes, and that a model without a runner is the reference."""
+import pytest
+import torch
+
+from spacy_elmo.fast import attach, compiled, detach, dispatch, optimize_for_inference
+from spacy_elmo.fast.dispatch import PATHS
+
+from ..bilm.sentences import layers
+from ..conftest import random_bilm
+
+
+def stack_inputs(bilm, requires_grad=False):
+    x = torch.zeros(2, 3, bilm.config.projection_dim, requires_grad=requires_grad)
+    return (x, x)
+
+
+def layer_path(bilm, requires_grad):
+    layer = bilm.forward_lstm.layers[0]
+    projected = torch.zeros(3, 2, 4 * layer.dim, requires_grad=requires_grad)
+    state = (torch.zeros(2, layer.projection_dim), torch.zeros(2, layer.dim))
+    return bilm.runner.layer_path(layer, projected, state)
+
+
+def test_each_kind_of_call_takes_its_documented_path():
+    bilm = random_bilm(seed=1)
+    attach(bilm)  # exact
+    assert bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, stack_inputs(bilm)) is None
+    assert layer_path(bilm, requires_grad=False) == "in_place"
+    assert layer_path(bilm, requires_grad=True) == "train_step"
+    with dispatch.op_by_op():
+        assert layer_path(bilm, requires_grad=True) == "reference"
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert layer_path(bilm, requires_grad=True) == "reference"
+
+    optimize_for_inference(bilm)
+    with torch.no_grad():
+        path = bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, stack_inputs(bilm))
+        assert path == ("compiled" if compiled.compiled_step() is not None else "lockstep")
+        with dispatch.python_step():
+            assert bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, stack_inputs(bilm)) == "lockstep"
+    # autograd never runs in lockstep
+    assert bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, stack_inputs(bilm, True)) is None
+    optimize_for_inference(bilm, precision="bf16")
+    if bilm.forward_lstm.layers[0].state_linearity.__class__.__name__ == "ReducedPrecisionLinear":
+        with torch.no_grad():
+            assert bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, stack_inputs(bilm)) == "lockstep_bf16"
+    # a module hook (training's dropout) runs the directions one after the other, through the hook
+    optimize_for_inference(bilm)
+    bilm.backward_lstm.layers[1].register_forward_pre_hook(lambda module, args: None)
+    with torch.no_grad():
+        assert bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, stack_inputs(bilm)) is None
+    assert set(PATHS) == {"reference", "train_step", "compiled", "lockstep", "lockstep_bf16", "in_place"}
+
+
+def test_a_model_without_a_runner_runs_the_reference_loop(monkeypatch):
+    bilm = random_bilm(seed=2)
+    calls = []
+    original = type(bilm.forward_lstm.layers[0]).steps
+    monkeypatch.setattr(type(bilm.forward_lstm.layers[0]), "steps", lambda self, *a: calls.append(1) or original(self, *a))
+    reference = layers(bilm).layers
+    assert bilm.runner is None and len(calls) == 2 * bilm.config.n_layers
+    attach(bilm)
+    calls.clear()
+    assert torch.equal(layers(bilm).layers, reference) and not calls  # the in-place loop, bitwise
+    detach(bilm)
+    assert torch.equal(layers(bilm).layers, reference) and calls
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_runner_is_not_saved_with_the_weights(exact):
+    bilm = random_bilm(seed=3)
+    optimize_for_inference(bilm, exact=exact)
+    assert bilm.runner.exact is exact and all(layer.runner is bilm.runner for layer in bilm.forward_lstm.layers)
+    assert not any("runner" in key for key in bilm.state_dict())
