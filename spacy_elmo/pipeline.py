@@ -166,7 +166,7 @@ class Elmo(TrainablePipe):
         self.mix_weights = tuple(float(w) for w in mix_weights or ())
         self.gamma = float(gamma)
         self.set_vector_hooks = set_vector_hooks
-        set_inference(model, optimize=plan.optimize, precision=plan.precision, char_cache_size=plan.char_cache_size)
+        set_inference(model, plan)
         self.listener_map: Dict[str, List[Model]] = {}
         self.cfg: Dict[str, Any] = {"bilm_options": self.bilm.config.to_options(), "has_weights": False}
         install_extensions()

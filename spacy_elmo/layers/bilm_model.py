@@ -164,10 +164,10 @@ def _deserialize_plan(current: InferencePlan, value: bytes, name: str, model: Mo
     return InferencePlan(optimize=current.optimize, precision=current.precision, char_cache_size=current.char_cache_size)
 
 
-def set_inference(model: Model, *, optimize: bool, precision: str = "fp32", char_cache_size: int = 0) -> None:
+def set_inference(model: Model, plan: InferencePlan) -> None:
     """Give a model built by ``ElmoBiLM`` its inference settings (see ``InferencePlan``); they take
     effect at the next prediction."""
-    model.attrs[INFERENCE_ATTR] = InferencePlan(optimize=optimize, precision=precision, char_cache_size=char_cache_size)
+    model.attrs[INFERENCE_ATTR] = plan
 
 
 def apply_inference(model: Model) -> None:

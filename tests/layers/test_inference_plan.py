@@ -18,7 +18,7 @@ PACKAGE = Path(bilm_model.__file__).resolve().parent.parent
 
 def _model(**inference):
     model = ElmoBiLM(random_bilm(), max_window=50, batch_size=8, max_batch_items=None, trainable=True)
-    set_inference(model, **inference)
+    set_inference(model, InferencePlan(**inference))
     return model
 
 
