@@ -1,4 +1,4 @@
-"""`kernels`: the compiled LSTM step for this machine (bilm/inference/compiled.py): where it is,
+"""`kernels`: the compiled LSTM step for this machine (fast/compiled.py): where it is,
 whether it is built and loaded, or why not; `--build` builds it now (again, with `--force`)."""
 import json
 
