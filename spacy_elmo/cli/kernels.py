@@ -1,5 +1,6 @@
-"""`kernels`: the compiled LSTM step for this machine (fast/compiled.py): where it is,
-whether it is built and loaded, or why not; `--build` builds it now (again, with `--force`)."""
+"""`kernels`: the compiled LSTM step for this machine (fast/compiled.py): where it is, whether it
+is built, verified against its build record and loaded, or why not; `--build` builds it now where
+it is missing or does not verify (again in any case with `--force`)."""
 import json
 
 import typer
@@ -10,13 +11,15 @@ from ._app import app
 
 @app.command("kernels")
 def kernels_cli(
-    build: bool = typer.Option(False, "--build", help="build the library now if it is missing (retrying a failed build)"),
-    force: bool = typer.Option(False, "--force", help="with --build: build it again even if it exists"),
+    build: bool = typer.Option(False, "--build", help="build the library now if it is missing or refused (retrying a failed build)"),
+    force: bool = typer.Option(False, "--force", help="with --build: build it again even if it verifies"),
 ) -> None:
     """Show (or build) the compiled LSTM step that the optimized inference path uses on this CPU."""
     if build:
+        path = compiled.library_path()
+        stale = not path.exists() or compiled.refusal(path) is not None
         try:
-            compiled.load(build=True, force=True if force else not compiled.library_path().exists())
+            compiled.load(build=True, force=force or stale)
         except compiled.KernelBuildError as error:
             typer.echo(json.dumps(compiled.status(), indent=2))
             typer.echo(f"build failed: {error}", err=True)

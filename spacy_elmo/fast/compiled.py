@@ -17,18 +17,30 @@ no torch headers, not Linux or macOS) the Python loop runs instead, with one war
 marker file keeps later processes from trying again (``python -m spacy_elmo kernels --build``
 retries). ``SPACY_ELMO_COMPILED=0`` turns it off. ``dispatch.py`` decides when it runs: only for a
 runner that is not ``exact``.
+
+Loading a library runs its code, so nothing is loaded that someone else could have put there: the
+build writes a record beside the library (its SHA-256, the sources' SHA-256, the compiler, torch)
+and moves both into place by rename, and before loading, the folder, its parents and the files
+must belong to this user (or root) and be writable by no one else, and the library must match the
+record. Anything else is refused with a warning and the Python loop runs. The record sits in the
+same folder, so the hash catches a damaged or replaced library; the permissions are what keep
+another local user from replacing both.
 """
 import hashlib
+import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -89,23 +101,35 @@ def load(build: bool = True, force: bool = False) -> Callable:
     """Load the library for this machine, building it first if it is missing (or ``force``).
 
     A process loads one such library: after the first, a new build is used by new processes.
-    RETURNS (Callable): the op. Raises KernelBuildError where it cannot be built or loaded.
+    A library is loaded only once ``refusal`` finds nothing wrong with it; one without a build
+    record (from a spacy-elmo that wrote none) is built again where ``build`` allows.
+    RETURNS (Callable): the op. Raises KernelBuildError where it cannot be built, or must not be
+    loaded.
     """
+    if sys.platform not in ("linux", "darwin"):
+        raise KernelBuildError(f"not built on {sys.platform}")
     path = library_path()
     failed = path.with_suffix(".failed")
-    if force or not path.exists():
+    # from a spacy-elmo that wrote no record; replaced only in a folder no one else can write to
+    unrecorded = path.exists() and not record_path(path).exists() and exposure(path.parent, [path]) is None
+    if force or not path.exists() or (unrecorded and build):
         if failed.exists() and not force:
             raise KernelBuildError(f"an earlier build failed, see {failed}; `python -m spacy_elmo kernels --build` retries")
         if not build:
             raise KernelBuildError(f"not built yet: {path}")
-        _build(path, failed)
+        _build(path, failed, force=force or unrecorded)
     if not _loaded():
+        problem = refusal(path)
+        if problem is not None:
+            raise KernelBuildError(f"refused {path}: {problem}")
         try:
             torch.ops.load_library(str(path))
         except (OSError, RuntimeError) as error:
-            path.unlink(missing_ok=True)  # a damaged or foreign file: built afresh next time
-            raise KernelBuildError(f"could not load {path}: {error}") from error
+            raise KernelBuildError(f"could not load {path}: {error}; {_REBUILD}") from error
     return torch.ops.spacy_elmo.lstmp_steps
+
+
+_REBUILD = "`python -m spacy_elmo kernels --build --force` builds it afresh"
 
 
 def _loaded() -> bool:
@@ -123,28 +147,147 @@ def library_path() -> Path:
     return kernel_dir() / f"lstmp_steps-{key.hexdigest()[:16]}.so"
 
 
-def _build(path: Path, failed: Path) -> None:
-    """Compile and link into a temporary folder beside ``path``, then move the library into place.
-    Every failure (no compiler, a compiler error, a folder that cannot be written) is a
-    KernelBuildError, recorded in ``failed`` where that can be written."""
+def record_path(library: Path) -> Path:
+    """The build record beside ``library``: what it was built from, and its SHA-256."""
+    return library.with_suffix(".json")
+
+
+def refusal(library: Path) -> Optional[str]:
+    """Why ``library`` must not be loaded, or None where it may.
+
+    library (Path): a built library.
+    RETURNS (Optional[str]): the reason, naming the path at fault.
+    """
+    unsafe = exposure(library.parent, [library, record_path(library)])
+    if unsafe is not None:
+        return unsafe  # a rebuild would not help: whoever may write there could replace it again
+    mismatch = _mismatch(library)
+    return None if mismatch is None else f"{mismatch}; {_REBUILD}"
+
+
+def exposure(folder: Path, files: Sequence[Path] = ()) -> Optional[str]:
+    """Why someone other than this user (or root) could replace what is loaded from ``folder``,
+    or None. Like ssh's checks of ``~/.ssh``: ``folder`` and ``files`` must belong to this user or
+    root and be writable by no one else; each folder above must belong to them too and, if others
+    may write to it, be sticky (as ``/tmp``), so that no one else can rename what it holds.
+
+    folder (Path): the kernel folder.
+    files (Sequence[Path]): files in it to check too; those that do not exist are left out.
+    RETURNS (Optional[str]): the reason, with the path, its mode and what to do.
+    """
+    if not hasattr(os, "getuid"):
+        return f"file ownership is not checked on {sys.platform}"
+    folder = folder.resolve()
+    trusted = (os.getuid(), 0)
+    for path in [*(f for f in files if f.exists()), folder, *folder.parents]:
+        info = path.stat()
+        mode = stat.S_IMODE(info.st_mode)
+        shared = path in folder.parents and info.st_mode & stat.S_ISVTX
+        if info.st_uid not in trusted:
+            return (f"{path} belongs to another user (uid {info.st_uid}); set ${DIR_ENV} to a folder of "
+                    "your own and run `python -m spacy_elmo kernels --build`")
+        if mode & 0o022 and not shared:
+            return (f"{path} may be written by others (mode {mode:o}); `chmod go-w {path}`, or set "
+                    f"${DIR_ENV} to a private folder and run `python -m spacy_elmo kernels --build`")
+    return None
+
+
+def _mismatch(library: Path) -> Optional[str]:
+    """Why ``library`` is not the one its build record describes (or the sources installed now
+    are not the ones it was built from), or None."""
+    record = record_path(library)
+    if not record.exists():
+        return f"there is no build record {record.name} beside it, so it was not built by this spacy-elmo"
+    try:
+        built = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        return f"its build record {record} cannot be read ({error})"
+    if not isinstance(built, dict):
+        return f"its build record {record} is not a JSON object"
+    if built.get("sources") != _source_hashes():
+        return f"its build record {record} names other sources than the installed ones"
+    if built.get("torch") != torch.__version__:
+        return f"it was built for torch {built.get('torch')}, not {torch.__version__}"
+    digest = _sha256(library)
+    if built.get("library_sha256") != digest:
+        return f"its SHA-256 {digest[:16]}... is not the {str(built.get('library_sha256'))[:16]}... recorded in {record} when it was built"
+    return None
+
+
+def _source_hashes() -> Dict[str, str]:
+    return {name: _sha256(CSRC / name) for name in SOURCES}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _build(path: Path, failed: Path, *, force: bool = False) -> None:
+    """Compile and link into a temporary folder beside ``path``, then move the build record and the
+    library into place (in that order, each by one rename: a process that sees the library sees
+    its record). One process builds at a time; one that waited finds the library built and stops
+    there unless ``force``. Every failure (no compiler, a compiler error, a folder that cannot be
+    written or that others may write to) is a KernelBuildError, recorded in ``failed`` where that
+    can be written."""
     compiler = _compiler()
     if compiler is None or sys.platform not in ("linux", "darwin"):
         raise KernelBuildError("no C++ compiler found (set $CXX)" if compiler is None else f"not built on {sys.platform}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        print(f"spacy_elmo: compiling the LSTM step for this CPU into {path.parent} (once per machine)",
-              file=sys.stderr, flush=True)
-        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as work:
-            for command in build_commands(compiler, Path(work), Path(work) / path.name):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        problem = exposure(path.parent)
+        if problem is not None:
+            raise KernelBuildError(f"not building into {path.parent}: {problem}")
+        with _build_lock(path), tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as work:
+            if path.exists() and record_path(path).exists() and not force:
+                return
+            print(f"spacy_elmo: compiling the LSTM step for this CPU into {path.parent}: once per machine, "
+                  "about 15 s on two cores (`python -m spacy_elmo kernels --build` does it ahead, "
+                  f"{ENV}=0 switches it off)", file=sys.stderr, flush=True)
+            began = time.monotonic()
+            built = Path(work) / path.name
+            for command in build_commands(compiler, Path(work), built):
                 done = subprocess.run(command, capture_output=True, text=True, timeout=600)
                 if done.returncode != 0:
                     _record(failed, " ".join(command) + "\n" + done.stdout + done.stderr)
                     raise KernelBuildError(f"{Path(command[0]).name} failed, see {failed}")
-            os.replace(Path(work) / path.name, path)
+            built.chmod(0o755)
+            record = Path(work) / record_path(path).name
+            record.write_text(json.dumps(_build_record(built, compiler), indent=2), encoding="utf-8")
+            record.chmod(0o644)  # a umask of 002 would leave both group-writable, and so refused
+            os.replace(record, record_path(path))
+            os.replace(built, path)
+            print(f"spacy_elmo: compiled {path.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
     except (OSError, subprocess.TimeoutExpired) as error:
         _record(failed, f"{error}\n")
         raise KernelBuildError(f"could not build into {path.parent}: {error}") from error
     failed.unlink(missing_ok=True)
+
+
+def _build_record(library: Path, compiler: str) -> Dict[str, object]:
+    return {
+        "library_sha256": _sha256(library),
+        "sources": _source_hashes(),
+        "compiler": compiler,
+        "compiler_version": (_compiler_version().splitlines() or [""])[0],
+        "torch": torch.__version__,
+        "built": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+@contextmanager
+def _build_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for building ``path`` (processes that start together, such as the
+    ranks of a distributed run, compile it once), saying so when another process holds it."""
+    import fcntl  # POSIX only, as the compiled step is; imported here so the module loads anywhere
+
+    with open(path.with_suffix(".lock"), "a", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"spacy_elmo: waiting for another process compiling the LSTM step into {path.parent}",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _record(failed: Path, text: str) -> None:
@@ -203,12 +346,16 @@ def _cpu_identity() -> str:
 
 def status() -> Dict[str, object]:
     """What ``python -m spacy_elmo kernels`` reports: the library's path and whether it is built,
-    loaded, switched off, or failed (with the reason)."""
+    verified (``refused`` says why not), loaded, switched off, or failed (with the reason)."""
     path = library_path()
     failed = path.with_suffix(".failed")
+    problem = refusal(path) if path.exists() else None
     return {
         "library": str(path),
+        "record": str(record_path(path)),
         "built": path.exists(),
+        "verified": path.exists() and problem is None,
+        "refused": problem,
         "loaded": _loaded(),
         "enabled": enabled(),
         "failed": failed.read_text(encoding="utf-8", errors="replace")[-2000:] if failed.exists() else None,

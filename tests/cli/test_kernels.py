@@ -1,4 +1,5 @@
-"""`kernels`: where the compiled LSTM step is, whether it is built and loaded; `--build` builds it."""
+"""`kernels`: where the compiled LSTM step is, whether it is built, verified and loaded; `--build`
+builds it, saying so, and builds again one that is refused."""
 import json
 
 import pytest
@@ -10,14 +11,24 @@ from spacy_elmo.cli import app
 runner = CliRunner()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(compiled._compiler() is None, reason="no C++ compiler here")
-def test_kernels_reports_and_builds():
+def test_kernels_builds_says_so_and_builds_a_refused_library_again(monkeypatch, tmp_path):
+    monkeypatch.setenv(compiled.DIR_ENV, str(tmp_path / "kernels"))
     result = runner.invoke(app, ["kernels", "--build"])
     assert result.exit_code == 0, result.output
+    assert "compiling the LSTM step for this CPU" in result.stderr and "compiled lstmp_steps-" in result.stderr
     status = json.loads(result.stdout)
-    assert status["built"] and status["loaded"] and status["failed"] is None
-    assert status["library"] == str(compiled.library_path())
+    assert status["built"] and status["verified"] and status["refused"] is None and status["failed"] is None
+    assert status["library"] == str(compiled.library_path()) and status["loaded"]
     assert compiled.library_path().parent == compiled.kernel_dir()
+    library = compiled.library_path()
+    library.write_bytes(library.read_bytes() + b"\0")
+    status = json.loads(runner.invoke(app, ["kernels"]).stdout)
+    assert status["built"] and not status["verified"] and "SHA-256" in status["refused"]
+    result = runner.invoke(app, ["kernels", "--build"])  # refused: built afresh, no --force needed
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["verified"]
 
 
 def test_kernels_build_failure_exits_1_with_the_reason(broken_compiler):
@@ -26,3 +37,4 @@ def test_kernels_build_failure_exits_1_with_the_reason(broken_compiler):
     assert "build failed" in result.output and broken_compiler in json.loads(result.stdout)["failed"]
     result = runner.invoke(app, ["kernels"])  # the status says so afterwards
     assert result.exit_code == 0 and not json.loads(result.stdout)["built"]
+    assert not json.loads(result.stdout)["verified"]
