@@ -13,7 +13,8 @@ and checks that nothing raises, shapes, dtypes, finiteness and segments. It meas
 each Doc's layers move when the Doc runs alone instead of in its batch: batches beyond
 --atol are counted (and saved with --save-failures DIR), not stopped at, so the summary
 gives the distribution. Prints a JSON summary (with --output FILE also written there, with the
-command, commit, CPU and date); exits 1 on any error or deviation > --atol.
+command, commit, CPU, date, the model's files' SHA-256 and which timestep loop ran); exits 1 on
+any error or deviation > --atol.
 """
 import argparse
 import json
@@ -28,7 +29,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import inference_path, model_files, provenance
 from spacy_elmo.reliability.fuzz import ATOL, PIPELINE_SETTINGS, batches, bilm_loader, check_batch, fuzz_pipelines
 
 TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
@@ -86,7 +87,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ranked = sorted(deviations)
     quantiles = {f"p{q}": ranked[min(len(ranked) - 1, int(len(ranked) * q / 100))] for q in (50, 99)}
     ok = totals["errors"] == 0 and totals["batches_over_atol"] == 0
-    result = {"provenance": provenance(), "bilm": os.path.relpath(args.bilm), "atol": args.atol, "passed": ok, **totals,
+    record = {**provenance(), "inference": inference_path(), "model": model_files(args.bilm)}
+    result = {"provenance": record, "bilm": os.path.relpath(args.bilm), "atol": args.atol, "passed": ok, **totals,
               "deviation_quantiles": quantiles, "seconds": round(time.monotonic() - start, 1)}
     print(json.dumps(result))
     if args.output is not None:

@@ -6,8 +6,9 @@ Runs the reference fixtures in tests/data/allennlp (see its README): the 18 sent
 AllenNLP's ELMo with random weights (tiny/), each alone, with and without <S>/</S>, all in one
 batch in both orders, the equal-weight scalar mix, and the same with ``optimize_for_inference``;
 and the ten batches that bilm-tf's trained fixture model (trained/) ran statefully, plus its first
-batch from a zero state. Writes the largest absolute difference of each check; exits 1 if one
-is above --tolerance (the contract: 1e-5 on float32 CPU).
+batch from a zero state. Writes the largest absolute difference of each check, with the SHA-256
+of the fixtures' files and which timestep loop the ``optimize_for_inference`` checks (the default
+inference path) ran; exits 1 if one is above --tolerance (the contract: 1e-5 on float32 CPU).
 """
 import argparse
 import json
@@ -22,7 +23,7 @@ import torch
 from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_allennlp
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import inference_path, model_files, provenance
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp"
 
@@ -101,7 +102,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "trained (bilm-tf, AllenNLP's test fixture)": trained_checks(args.fixtures / "trained"),
     }
     worst = max(c["max_abs_diff"] for group in checks.values() for c in group.values())
-    result = {"provenance": provenance(), "tolerance": args.tolerance, "max_abs_diff": worst, "checks": checks}
+    record = {**provenance(), "inference": inference_path(),
+              "model": [model_files(args.fixtures / name) for name in ("tiny", "trained")]}
+    result = {"provenance": record, "tolerance": args.tolerance, "max_abs_diff": worst, "checks": checks}
     for group, found in checks.items():
         for name, check in found.items():
             print(f"{check['max_abs_diff']:.1e}  {group}: {name}")

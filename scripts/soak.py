@@ -5,9 +5,11 @@
 Builds a pipeline around the biLM in --bilm DIR (default: the tiny random-weight fixture model
 in ../shared/fixtures/allennlp/tiny beside the checkout), or loads --model DIR, streams --docs generated short texts
 through ``nlp.pipe`` without keeping the Docs, samples RSS with psutil, and checks every Doc
-holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (RSS samples included;
-with --output FILE also written there, with the command, commit, CPU and date); exits 1 if RSS
-grows more than --max-growth percent after the warm-up or a Doc holds a torch object.
+holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (every RSS sample, the
+final one after the run included; with --output FILE also written there, with the command,
+commit, CPU, date, the model's files' SHA-256 and which timestep loop ran); exits 1 if RSS grows
+more than --max-growth percent after the warm-up, at the last sample or any other, or a Doc
+holds a torch object.
 
 Two caches grow by design until they are full, so a run shows flat memory only once they are: the
 frozen biLM's layers of every distinct sentence (``frozen_cache_mb``, 512 MB by default; set it
@@ -24,7 +26,7 @@ from typing import Optional, Sequence
 import spacy
 import torch
 
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import inference_path, model_files, provenance
 from spacy_elmo.pipeline import create_pipeline
 from spacy_elmo.reliability.fuzz import bilm_loader
 from spacy_elmo.reliability.soak import short_texts, soak
@@ -58,9 +60,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     texts = short_texts(args.docs, vocab_size=args.vocab_size)
     result = soak(nlp, texts, n_docs=args.docs, warmup=warmup, batch_size=args.batch_size,
                   sample_every=args.sample_every)
-    ok = result.growth_pct < args.max_growth and result.docs_with_torch_objects == 0
+    ok = result.peak_growth_pct < args.max_growth and result.docs_with_torch_objects == 0
     source = str(args.model) if args.model else f"a pipeline around the biLM in {os.path.relpath(args.bilm)}"
-    summary = {"provenance": provenance(), "pipeline": source, "vocab_size": args.vocab_size,
+    record = {**provenance(), "inference": inference_path(), "model": model_files(args.model or args.bilm)}
+    summary = {"provenance": record, "pipeline": source, "vocab_size": args.vocab_size,
                "frozen_cache_mb": args.frozen_cache_mb, "max_growth_pct": args.max_growth, "passed": ok,
                **result.to_dict()}
     print(json.dumps(summary))

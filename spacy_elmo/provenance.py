@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 
@@ -42,6 +42,48 @@ def provenance(command: Optional[str] = None) -> Dict[str, Any]:
         "torch": torch.__version__,
         "spacy_elmo": __version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def inference_path() -> Dict[str, Any]:
+    """Which timestep loop this process's default (not ``exact``) inference ran: call it after the run.
+
+    RETURNS (Dict[str, Any]): compiled_loop ("loaded": the C++ loop of ``spacy_elmo.fast.compiled``
+        ran; "built": built here but not loaded by this process, so the Python lockstep loop ran;
+        "switched off": ``SPACY_ELMO_COMPILED=0``; "refused": the file failed its check;
+        "failed": it could not be built; "not built"),
+        and compiled_library (the library's file name, which hashes its sources, torch, the
+        compiler and the CPU).
+    """
+    from .fast import compiled
+
+    state = compiled.status()
+    if not state["enabled"]:
+        loop = "switched off"
+    elif state["loaded"]:
+        loop = "loaded"
+    elif state.get("refused"):
+        loop = "refused"
+    elif state["failed"]:
+        loop = "failed"
+    else:
+        loop = "built" if state["built"] else "not built"
+    return {"compiled_loop": loop, "compiled_library": Path(str(state["library"])).name}
+
+
+def model_files(directory: Union[str, Path]) -> Dict[str, Any]:
+    """The model a run used: its directory and the SHA-256 of every file under it.
+
+    directory (Union[str, Path]): the model's directory (a biLM or a pipeline).
+    RETURNS (Dict[str, Any]): path (relative to the current directory) and sha256 ({file: hex digest}).
+    """
+    from .io.download import file_sha256
+
+    directory = Path(directory)
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    return {
+        "path": os.path.relpath(directory),
+        "sha256": {p.relative_to(directory).as_posix(): file_sha256(p) for p in files},
     }
 
 

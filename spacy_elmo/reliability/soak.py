@@ -1,9 +1,13 @@
 """Soak: stream many short Docs through ``nlp.pipe`` and watch the process's memory.
 
 Shared by the CI-sized soak test (tests/reliability/test_soak.py, 3,000 Docs) and
-``scripts/soak.py`` (100,000 Docs). RSS is sampled with psutil (the ``test`` extra); growth is
-measured from the end of the warm-up (allocator pools, spaCy's StringStore filling with the
-corpus's words, torch's first-call set-up) to the largest sample after it. Every Doc is checked
+``scripts/soak.py``. RSS is sampled with psutil (the ``test`` extra) every ``sample_every`` Docs
+and once more at the end, after a garbage collection; that final reading is the last sample and
+counts like every other. Growth is measured from the end of the warm-up (allocator pools, spaCy's
+StringStore filling with the corpus's words, torch's first-call set-up): to the last sample
+(``growth_pct``) and to the largest (``peak_growth_pct``), and the curve between is described by
+how many intervals between samples rose, stayed and fell, so that "flat" can be checked against
+the numbers rather than read off a chart. Every Doc is checked
 for torch objects: ``doc._.elmo.layers`` must be a float32 numpy array that owns its memory, so
 no torch storage (or whole batch buffer) stays alive through a Doc.
 """
@@ -12,7 +16,7 @@ import random
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Sequence
 
 import numpy as np
 import psutil
@@ -44,6 +48,11 @@ class SoakResult:
     rss_mb_max_after_warmup: float = 0.0
     rss_mb_final: float = 0.0
     growth_pct: float = 0.0
+    peak_growth_pct: float = 0.0
+    intervals_rising: int = 0
+    intervals_flat: int = 0
+    intervals_falling: int = 0
+    rose_at_every_sample: bool = False
     torch_tensors_after_warmup: int = 0
     torch_tensors_final: int = 0
     docs_with_torch_objects: int = 0
@@ -57,12 +66,15 @@ def soak(nlp: Language, texts: Iterator[str], *, n_docs: int, warmup: int, batch
          sample_every: int = 500) -> SoakResult:
     """Run the pipeline over ``texts`` (``n_docs`` of them) without keeping the Docs.
 
-    RETURNS (SoakResult): RSS samples ([docs, MB]) and the growth after ``warmup`` Docs.
+    RETURNS (SoakResult): RSS samples ([docs, MB], the last one taken after the run) and the
+        growth after ``warmup`` Docs, to the last sample and to the largest.
     """
     process = psutil.Process()
     result = SoakResult(warmup_docs=warmup)
     start = time.monotonic()
     after_warmup_mb = None
+    after_warmup: List[float] = []  # unrounded readings after the warm-up, the final one included
+    i = 0
     for i, doc in enumerate(nlp.pipe(texts, batch_size=batch_size), start=1):
         result.tokens += len(doc)
         if not holds_only_numpy(doc):
@@ -72,21 +84,42 @@ def soak(nlp: Language, texts: Iterator[str], *, n_docs: int, warmup: int, batch
             result.torch_tensors_after_warmup = _live_torch_tensors()
             after_warmup_mb = process.memory_info().rss / 2**20
             result.rss_mb_after_warmup = after_warmup_mb
-        if i % sample_every == 0 or i == n_docs:
+        if i % sample_every == 0 and i < n_docs:
             rss = process.memory_info().rss / 2**20
             result.samples.append([i, round(rss, 1)])
             if after_warmup_mb is not None and i > warmup:
-                result.rss_mb_max_after_warmup = max(result.rss_mb_max_after_warmup, rss)
+                after_warmup.append(rss)
         del doc
     result.docs = i
     result.seconds = round(time.monotonic() - start, 1)
     gc.collect()
     result.torch_tensors_final = _live_torch_tensors()
-    result.rss_mb_final = round(process.memory_info().rss / 2**20, 1)
+    final = process.memory_info().rss / 2**20
+    result.samples.append([i, round(final, 1)])
+    result.rss_mb_final = round(final, 1)
     if after_warmup_mb:
-        result.growth_pct = round(100.0 * (result.rss_mb_max_after_warmup - after_warmup_mb) / after_warmup_mb, 2)
+        after_warmup.append(final)
+        describe_growth(result, after_warmup_mb, after_warmup)
     result.rss_mb_after_warmup = round(result.rss_mb_after_warmup, 1)
     return result
+
+
+def describe_growth(result: SoakResult, start_mb: float, readings: Sequence[float]) -> None:
+    """Fill in ``result``'s growth from ``start_mb`` (the end of the warm-up) over ``readings``
+    (every reading after it, in order, the final one last), in place.
+
+    Intervals are counted on readings rounded to 0.1 MB, as the samples are written: a change
+    below that is flat.
+    """
+    result.rss_mb_max_after_warmup = round(max(readings), 1)
+    result.growth_pct = round(100.0 * (readings[-1] - start_mb) / start_mb, 2)
+    result.peak_growth_pct = round(100.0 * (max(readings) - start_mb) / start_mb, 2)
+    curve = [round(mb, 1) for mb in (start_mb, *readings)]
+    steps = [after - before for before, after in zip(curve, curve[1:])]
+    result.intervals_rising = sum(1 for step in steps if step > 0)
+    result.intervals_flat = sum(1 for step in steps if step == 0)
+    result.intervals_falling = sum(1 for step in steps if step < 0)
+    result.rose_at_every_sample = bool(steps) and result.intervals_rising == len(steps)
 
 
 def holds_only_numpy(doc: Any) -> bool:

@@ -1,11 +1,15 @@
 """The long reliability runs (scripts/soak.py, scripts/fuzz_long.py) use spacy_elmo.reliability,
 as the tests do, and run without the test tree on the path."""
+import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
 
 import pytest
+
+from spacy_elmo.fast import compiled
 
 from ..conftest import TINY
 from ..training_runs import ROOT
@@ -18,20 +22,41 @@ def test_scripts_and_benchmarks_import_nothing_from_the_tests():
         assert "sys.path.insert" not in text, path.name
 
 
-def _run(script, *args, cwd):
+def _run(script, *args, cwd, env=None):
     # -I: no PYTHONPATH, no script folder on sys.path; from an empty folder, so `tests` is not importable
     command = [sys.executable, "-I", str(ROOT / "scripts" / script), *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, env={"OMP_NUM_THREADS": "1"})
+    # PATH and HOME: the compiled loop is built (compiler and linker) and kept where it would be
+    kept = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd,
+                          env={**kept, "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def _assert_names_the_model_and_the_loop(record, loop):
+    weights = hashlib.sha256((TINY / "weights.hdf5").read_bytes()).hexdigest()
+    assert record["model"]["sha256"]["weights.hdf5"] == weights
+    assert set(record["model"]["sha256"]) >= {"options.json", "weights.hdf5"}
+    assert record["inference"]["compiled_loop"] == loop
+    assert record["inference"]["compiled_library"] == compiled.library_path().name
+    assert record["commit"] is None or len(record["commit"]) == 40
 
 
 @pytest.mark.slow
 def test_soak_and_fuzz_scripts_run_outside_the_checkout(tmp_path):
     soak = _run("soak.py", "--docs", 60, "--sample-every", 20, "--max-growth", 1000, "--bilm", TINY, cwd=tmp_path)
     assert soak.returncode == 0, soak.stderr
-    assert json.loads(soak.stdout.strip().splitlines()[-1])["docs"] == 60
-    fuzz = _run("fuzz_long.py", "--docs", 5, "--examples-per-round", 3, "--bilm", TINY, cwd=tmp_path)
+    summary = json.loads(soak.stdout.strip().splitlines()[-1])
+    assert summary["docs"] == 60 and summary["samples"][-1] == [60, summary["rss_mb_final"]]
+    assert summary["max_growth_pct"] == 1000 and summary["peak_growth_pct"] >= summary["growth_pct"]
+    # the default path takes the compiled loop unless its library was refused or cannot be built here
+    state = compiled.status()
+    default_loop = "refused" if state.get("refused") else "failed" if state["failed"] else "loaded"
+    _assert_names_the_model_and_the_loop(summary["provenance"], default_loop)
+    fuzz = _run("fuzz_long.py", "--docs", 5, "--examples-per-round", 3, "--bilm", TINY, cwd=tmp_path,
+                env={compiled.ENV: "0"})
     assert fuzz.returncode == 0, fuzz.stderr
-    assert json.loads(fuzz.stdout.strip().splitlines()[-1])["errors"] == 0
+    summary = json.loads(fuzz.stdout.strip().splitlines()[-1])
+    assert summary["errors"] == 0
+    _assert_names_the_model_and_the_loop(summary["provenance"], "switched off")
 
 
 def test_a_missing_bilm_is_an_error_naming_it(tmp_path):
