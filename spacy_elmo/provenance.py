@@ -15,6 +15,8 @@ from typing import Any, Dict, Optional, Sequence, Union
 import torch
 
 CHECKOUT = Path(__file__).resolve().parent.parent
+# what runs write, not what they run: a changed results file does not make the code dirty
+RESULTS_EXCLUDED = (":(exclude)results", ":(exclude)bench/results")
 
 
 def provenance(command: Optional[str] = None) -> Dict[str, Any]:
@@ -22,13 +24,14 @@ def provenance(command: Optional[str] = None) -> Dict[str, Any]:
 
     command (Optional[str]): the command line that wrote the file (default: this process's).
     RETURNS (Dict[str, Any]): command, commit and dirty (None outside a git checkout; dirty: tracked
-        files differed from the commit), cpu, cpu_flags (``FLAGS_THAT_MATTER`` present),
+        files other than results differed from the commit: a run that rewrites results/ or
+        bench/results/ leaves the code it ran as committed), cpu, cpu_flags (``FLAGS_THAT_MATTER`` present),
         cpu_capability (torch's kernel level), cpu_count, torch_threads, python, torch, spacy_elmo, date (UTC).
     """
     from . import __version__
 
     commit = _git("rev-parse", "HEAD")
-    changed = _git("status", "--porcelain", "--untracked-files=no")
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *RESULTS_EXCLUDED)
     return {
         "command": command or command_line(),
         "commit": commit,

@@ -40,12 +40,16 @@ def test_commit_and_dirty_are_the_checkouts_as_git_reports_them(tmp_path, monkey
     repo.mkdir()
     _git(repo, "init", "-q")
     (repo / "code.py").write_text("x = 1\n", encoding="utf-8")
-    _git(repo, "add", "code.py")
+    (repo / "results").mkdir()
+    (repo / "results" / "run.json").write_text("{}\n", encoding="utf-8")
+    _git(repo, "add", "code.py", "results/run.json")
     _git(repo, "commit", "-q", "-m", "first")
     monkeypatch.setattr(module, "CHECKOUT", repo)
     first = _git(repo, "rev-parse", "HEAD")
     assert (provenance()["commit"], provenance()["dirty"]) == (first, False)
     (repo / "notes.txt").write_text("untracked\n", encoding="utf-8")  # untracked files leave it clean
+    assert provenance()["dirty"] is False
+    (repo / "results" / "run.json").write_text('{"rewritten": 1}\n', encoding="utf-8")  # an output, not code
     assert provenance()["dirty"] is False
     (repo / "code.py").write_text("x = 2\n", encoding="utf-8")
     assert (provenance()["commit"], provenance()["dirty"]) == (first, True)
