@@ -50,6 +50,7 @@ from .in_place import final_hidden
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
 DIR_ENV = "SPACY_ELMO_KERNELS"  # where built kernels go (default: the cache's kernels/)
 CSRC = Path(__file__).parent / "csrc"
+TORCH_ROOT = Path(torch.__file__).resolve().parent
 SOURCES = ("cell_math.cpp", "lstmp_steps.cpp")
 # the elementwise loop needs no torch headers; these two flags let the compiler vectorize it (no
 # errno to set, no floating-point exceptions to keep) and change no result
@@ -299,22 +300,28 @@ def _record(failed: Path, text: str) -> None:
 
 def build_commands(compiler: str, work: Path, library: Path) -> List[List[str]]:
     """The compiler calls that build ``library``: one per source, then the link."""
-    from torch.utils import cpp_extension
-
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     common = ["-O3", "-march=native", "-fPIC", "-std=c++20", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-    includes = [f"-I{p}" for p in cpp_extension.include_paths()]
+    includes = [f"-I{p}" for p in torch_include_paths()]
     commands, objects = [], []
     for name in SOURCES:
         obj = work / (name + ".o")
         extra = PLAIN_SOURCES.get(name, includes)
         commands.append([compiler, *common, *extra, "-c", str(CSRC / name), "-o", str(obj)])
         objects.append(str(obj))
-    libs = cpp_extension.library_paths()
+    libs = [str(TORCH_ROOT / "lib")]
     link = [compiler, "-shared", *objects, "-o", str(library), *(f"-L{p}" for p in libs)]
     link += [*(f"-Wl,-rpath,{p}" for p in libs), "-lc10", "-ltorch_cpu"]
     commands.append(link + ["-lm"])
     return commands
+
+
+def torch_include_paths() -> List[str]:
+    """The installed torch's C++ headers, as ``torch.utils.cpp_extension.include_paths()`` lists them
+    for the CPU. Not taken from there: importing it imports setuptools, whose distutils shim raises
+    an AssertionError in a process that imported the standard library's distutils first."""
+    include = TORCH_ROOT / "include"
+    return [str(include), str(include / "torch" / "csrc" / "api" / "include")]
 
 
 def _compiler() -> Optional[str]:

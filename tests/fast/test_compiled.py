@@ -3,6 +3,7 @@ clear fallback where it cannot be built or loaded, and no library loaded that an
 have put in place."""
 import json
 import os
+from pathlib import Path
 import shutil
 import subprocess
 import sys
@@ -262,3 +263,27 @@ def test_an_unwritable_kernel_folder_is_a_build_error_not_a_crash(monkeypatch, t
     monkeypatch.setattr(compiled, "_compiler", lambda: "/bin/true")
     with pytest.raises(compiled.KernelBuildError, match="could not build into"):
         compiled._build(compiled.library_path(), compiled.library_path().with_suffix(".failed"))
+
+
+def test_build_commands_need_no_setuptools_and_name_torchs_own_paths(tmp_path):
+    """The build commands come without importing setuptools (torch.utils.cpp_extension does, and
+    setuptools' distutils shim can raise an AssertionError in a process that imported the standard
+    library's distutils first): here setuptools cannot be imported at all."""
+    script = (
+        "import json, sys; sys.modules['setuptools'] = None\n"
+        "from pathlib import Path\n"
+        "from spacy_elmo.fast import compiled\n"
+        "commands = compiled.build_commands('c++', Path(sys.argv[1]), Path(sys.argv[1]) / 'x.so')\n"
+        "print(json.dumps(commands))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    commands_json = done.stdout.strip().splitlines()[-1]
+    from torch.utils import cpp_extension  # here distutils is not imported first
+
+    flags = {flag for command in __import__("json").loads(commands_json) for flag in command}
+    resolved = {str(Path(p[2:]).resolve()) for p in flags if p.startswith("-I")}
+    assert {str(Path(p).resolve()) for p in cpp_extension.include_paths()} <= resolved
+    assert {f"-L{Path(p).resolve()}" for p in cpp_extension.library_paths()} <= {
+        f"-L{Path(p[2:]).resolve()}" for p in flags if p.startswith("-L")
+    }
