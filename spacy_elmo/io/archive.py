@@ -1,0 +1,116 @@
+"""Published biLMs packed as a zip: the NLPL repository's ELMo archives, and bilm-tf pairs zipped.
+
+An NLPL ELMo entry (http://vectors.nlpl.eu/repository/) is one zip holding ``options.json``,
+``model.hdf5`` and ``vocab.txt`` (the training vocabulary, which the biLM itself does not need),
+often with ``meta.json`` describing the corpus and its language. The weights are bilm-tf's HDF5,
+read by ``allennlp.load_allennlp``. Members may sit in a folder inside the zip.
+
+Only the members named here are read, by their base names, into a private temporary folder
+that is removed afterwards: a member's path never decides where anything is written, and
+nothing in the archive is executed or unpickled.
+"""
+import json
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Union
+
+from ..bilm import BiLM
+from .allennlp import load_allennlp
+from .errors import ModelFileError
+
+PathLike = Union[str, Path]
+OPTIONS = "options.json"
+WEIGHTS = ("model.hdf5", "weights.hdf5")
+META = "meta.json"
+# biLM weights are at most a few GB; a member claiming more is not one (or a zip bomb)
+MAX_MEMBER_BYTES = 8 * 2**30
+
+
+@dataclass(frozen=True)
+class ArchiveContents:
+    """What a published biLM zip holds: the members' names inside it and the language its
+    ``meta.json`` records (an ISO 639 code, or None)."""
+
+    options: str
+    weights: str
+    language: Optional[str]
+
+
+def is_bilm_archive(path: PathLike) -> bool:
+    """Whether ``path`` is a zip file holding an options.json and a .hdf5 weights file."""
+    path = Path(path)
+    if not path.is_file() or not zipfile.is_zipfile(path):
+        return False
+    try:
+        archive_contents(path)
+    except ModelFileError:
+        return False
+    return True
+
+
+def archive_contents(path: PathLike) -> ArchiveContents:
+    """The members of a published biLM zip. Raises ModelFileError naming what is missing."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {Path(info.filename).name: info for info in archive.infolist() if not info.is_dir()}
+            meta = _read_meta(archive, members.get(META))
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ModelFileError(path, f"not a readable zip archive ({error})") from error
+    weights = next((members[name] for name in WEIGHTS if name in members), None)
+    if OPTIONS not in members or weights is None:
+        found = ", ".join(sorted(members)) or "nothing"
+        raise ModelFileError(path, f"a biLM archive holds {OPTIONS} and {' or '.join(WEIGHTS)}; this one holds {found}")
+    return ArchiveContents(members[OPTIONS].filename, weights.filename, _language(meta))
+
+
+def load_archive(path: PathLike) -> BiLM:
+    """Load the biLM in a published zip (see the module docstring).
+
+    RETURNS (BiLM): the model, on CPU in eval mode, with the plain computation.
+    """
+    contents = archive_contents(path)
+    with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(prefix="spacy-elmo-archive-") as work:
+        extracted: Dict[str, Path] = {}
+        for role, member in (("options", contents.options), ("weights", contents.weights)):
+            info = archive.getinfo(member)
+            if info.file_size > MAX_MEMBER_BYTES:
+                raise ModelFileError(path, f"{member} claims {info.file_size} bytes, more than a biLM's weights")
+            target = Path(work) / Path(member).name  # the base name only: no path from the archive
+            try:
+                with archive.open(info) as source, open(target, "wb") as sink:
+                    while chunk := source.read(1 << 20):
+                        sink.write(chunk)
+            except (zipfile.BadZipFile, OSError) as error:  # a CRC mismatch included
+                raise ModelFileError(path, f"{member} could not be read from the archive ({error})") from error
+            extracted[role] = target
+        bilm = load_allennlp(extracted["options"], extracted["weights"])
+    return bilm
+
+
+def archive_language(path: PathLike) -> Optional[str]:
+    """The language the archive's meta.json records (an ISO 639 code), or None."""
+    return archive_contents(path).language
+
+
+def _read_meta(archive: zipfile.ZipFile, info: Optional[zipfile.ZipInfo]) -> Optional[dict]:
+    if info is None or info.file_size > 1 << 20:
+        return None
+    try:
+        meta = json.loads(archive.read(info).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None  # a damaged meta.json does not keep the weights from loading
+    return meta if isinstance(meta, dict) else None
+
+
+def _language(meta: Optional[dict]) -> Optional[str]:
+    """NLPL's meta.json names the language in ``corpus[i].language`` (or at the top level)."""
+    if not meta:
+        return None
+    candidates = [meta.get("language")]
+    corpus = meta.get("corpus")
+    for entry in corpus if isinstance(corpus, list) else [corpus]:
+        if isinstance(entry, dict):
+            candidates.append(entry.get("language"))
+    return next((c for c in candidates if isinstance(c, str) and c.strip()), None)

@@ -1,0 +1,80 @@
+"""Published biLMs as zips (NLPL's ELMo archives): read exactly, by member base names only."""
+import json
+import zipfile
+
+import pytest
+import torch
+
+from spacy_elmo.bilm import batch_char_ids
+from spacy_elmo.io import ModelFileError, load_allennlp
+from spacy_elmo.io.archive import archive_contents, archive_language, is_bilm_archive, load_archive
+
+from ..conftest import TINY
+
+SENTENCES = [["Jeg", "satt", "ved", "elvebredden", "."], ["Banken", "hevet", "renten"]]
+
+
+def nlpl_zip(path, *, folder="", weights_name="model.hdf5", meta=None, extra=()):
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.write(TINY / "options.json", folder + "options.json")
+        archive.write(TINY / "weights.hdf5", folder + weights_name)
+        archive.writestr(folder + "vocab.txt", "<S>\n</S>\n<UNK>\nbank\n")
+        if meta is not None:
+            archive.writestr(folder + "meta.json", json.dumps(meta))
+        for name, data in extra:
+            archive.writestr(name, data)
+    return path
+
+
+def layers(bilm):
+    ids, lengths = batch_char_ids(SENTENCES)
+    with torch.no_grad():
+        return bilm(torch.from_numpy(ids), torch.from_numpy(lengths)).layers
+
+
+@pytest.mark.parametrize("folder", ["", "209/"])
+def test_an_nlpl_archive_loads_the_same_biLM_as_its_files(tmp_path, folder):
+    path = nlpl_zip(tmp_path / "209.zip", folder=folder, meta={"corpus": [{"language": "nor", "tokens": 2e9}]})
+    assert is_bilm_archive(path)
+    assert archive_contents(path).weights == folder + "model.hdf5"
+    assert archive_language(path) == "nor"
+    expected = layers(load_allennlp(TINY / "options.json", TINY / "weights.hdf5"))
+    assert torch.equal(layers(load_archive(path)), expected)
+
+
+def test_member_paths_never_decide_where_files_go(tmp_path):
+    path = tmp_path / "evil.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.write(TINY / "options.json", "../../escaped/options.json")
+        archive.write(TINY / "weights.hdf5", "/abs/escaped/model.hdf5")
+    bilm = load_archive(path)
+    assert bilm.config.n_layers == 2
+    assert not (tmp_path.parent / "escaped").exists() and not list(tmp_path.parent.parent.glob("escaped"))
+
+
+def test_an_archive_without_weights_or_damaged_says_what_is_wrong(tmp_path):
+    path = tmp_path / "no-weights.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.write(TINY / "options.json", "options.json")
+        archive.writestr("vocab.txt", "<S>\n")
+    assert not is_bilm_archive(path)
+    with pytest.raises(ModelFileError, match=r"holds options\.json, vocab\.txt"):
+        load_archive(path)
+    damaged = nlpl_zip(tmp_path / "damaged.zip")
+    data = bytearray(damaged.read_bytes())
+    offset = data.find(b"HDF") if data.find(b"HDF") > 0 else len(data) // 2
+    for k in range(offset + 64, offset + 64 + 256):  # the stored bytes of a member, not its header
+        data[k] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="damaged.zip"):
+        load_archive(damaged)
+    not_zip = tmp_path / "model.zip"
+    not_zip.write_bytes(b"not a zip")
+    assert not is_bilm_archive(not_zip)
+    with pytest.raises(ModelFileError, match="not a readable zip"):
+        load_archive(not_zip)
+
+
+def test_a_damaged_meta_json_leaves_the_language_unknown_and_the_weights_readable(tmp_path):
+    path = nlpl_zip(tmp_path / "m.zip", extra=[("meta.json", "{not json")])
+    assert archive_language(path) is None and load_archive(path).config.dim == 64
