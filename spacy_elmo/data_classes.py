@@ -8,6 +8,8 @@ from thinc.api import get_array_module
 from thinc.types import Floats2d, Floats3d
 from thinc.util import to_numpy
 
+from .bilm.scalar_mix import mix_layers, softmax_weights
+
 Segments = Tuple[Tuple[int, int], ...]
 _MSGPACK_KEY = "__spacy_elmo_output__"
 
@@ -61,9 +63,8 @@ class ElmoOutput:
         xp = get_array_module(self.layers)
         weights = self.mix_weights if weights is None else tuple(weights)
         gamma = self.gamma if gamma is None else gamma
-        normalized = softmax_weights(weights, self.n_layers)
-        mixed = xp.tensordot(xp.asarray(normalized), self.layers, axes=1)
-        return (mixed * np.float32(gamma)).astype("float32", copy=False)
+        normalized = softmax_weights(weights, self.n_layers, xp)
+        return mix_layers(self.layers, normalized, gamma, xp).astype("float32", copy=False)
 
     @property
     def mixed(self) -> Floats2d:
@@ -90,17 +91,6 @@ class ElmoOutput:
             gamma=float(data["gamma"]),
             vector_hooks=bool(data.get("vector_hooks", False)),
         )
-
-
-def softmax_weights(weights: Sequence[float], n_layers: int) -> np.ndarray:
-    """Softmax of pre-softmax layer weights as float32; equal weights when ``weights`` is empty."""
-    if len(weights) == 0:
-        return np.full(n_layers, 1.0 / n_layers, dtype=np.float32)
-    if len(weights) != n_layers:
-        raise ValueError(f"mix_weights has {len(weights)} values but the biLM has {n_layers} layers (L+1)")
-    values = np.asarray(weights, dtype=np.float64)
-    exp = np.exp(values - values.max())
-    return (exp / exp.sum()).astype(np.float32)
 
 
 # Doc.to_bytes (used by DocBin and by nlp.pipe(n_process=...)) msgpacks doc.user_data,

@@ -19,7 +19,8 @@ from thinc.util import to_numpy
 from .bilm import BiLM, BiLMConfig
 from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
 from .architectures import bilm_model_config
-from .data_classes import ElmoOutput, softmax_weights
+from .bilm.scalar_mix import softmax_weights
+from .data_classes import ElmoOutput
 from .extensions import install_extensions, install_vector_hooks
 from .initial_weights import NO_WEIGHTS, initial_bilm, record_shape  # noqa: F401
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm

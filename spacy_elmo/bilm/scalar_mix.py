@@ -1,8 +1,17 @@
-"""ELMo_k = gamma * sum_j softmax(s)_j * h_kj, with optional per-sentence layer norm."""
-from typing import Optional, Sequence
+"""ELMo_k = gamma * sum_j softmax(s)_j * h_kj, with optional per-sentence layer norm.
 
+``ScalarMix`` is the definition, in torch on padded batches. The array functions below are the
+same math on one sentence's (n_layers, n_tokens, width) layers, for numpy and cupy: the thinc
+``ElmoMix`` (hand-written backward) and ``doc._.elmo``'s mix call them. ``layer_norm`` uses only
+operations numpy, cupy and torch share, so all three normalize with one function.
+"""
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
 import torch
 from torch import nn
+
+LAYER_NORM_EPS = 1e-12
 
 
 class ScalarMix(nn.Module):
@@ -44,16 +53,50 @@ class ScalarMix(nn.Module):
             raise ValueError(f"ScalarMix expects {self.n_layers} layers, got {layers.shape[0]}")
         weights = torch.softmax(self.scalar_parameters, dim=0).to(layers.dtype)
         if self.do_layer_norm:
-            layers = _layer_norm_per_sentence(layers, mask)
+            layers, _ = layer_norm(layers, None if mask is None else mask.to(layers.dtype))
         mixed = torch.einsum("l,lbtd->btd", weights, layers)
         return self.gamma.to(layers.dtype) * mixed
 
 
-def _layer_norm_per_sentence(layers: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def layer_norm(layers: Any, mask: Optional[Any] = None) -> Tuple[Any, Any]:
+    """Normalize every layer over each sentence's own tokens and features (numpy, cupy or torch).
+
+    layers: (n_layers, ..., n_tokens, width).
+    mask: (..., n_tokens), 1 for a real token and 0 for padding, in ``layers``' dtype; None: all real.
+    RETURNS: the normalized layers (0 at padding) and 1 / std per layer and sentence (for a backward).
+    """
+    axes = (-2, -1)
     if mask is None:
-        mask = torch.ones(layers.shape[1:3], dtype=torch.bool, device=layers.device)
-    m = mask[None, :, :, None].to(layers.dtype)
-    count = (m.sum(dim=(2, 3), keepdim=True) * layers.shape[-1]).clamp(min=1.0)
-    mean = (layers * m).sum(dim=(2, 3), keepdim=True) / count
-    variance = (((layers - mean) * m) ** 2).sum(dim=(2, 3), keepdim=True) / count
-    return (layers - mean) / torch.sqrt(variance + 1e-12) * m
+        count = max(layers.shape[-2] * layers.shape[-1], 1)
+        centred = layers - layers.sum(axis=axes, keepdims=True) / count
+    else:
+        m = mask[..., None]
+        count = m.sum(axis=axes, keepdims=True) * layers.shape[-1]
+        count = count + (count == 0)  # an empty sentence: 0 / 1, not 0 / 0
+        centred = (layers - (layers * m).sum(axis=axes, keepdims=True) / count) * m
+    inv_std = 1.0 / ((centred**2).sum(axis=axes, keepdims=True) / count + LAYER_NORM_EPS) ** 0.5
+    return centred * inv_std, inv_std
+
+
+def softmax_weights(weights: Sequence[float], n_layers: int, xp: Any = np) -> Any:
+    """softmax(s) as float32 (computed in float64); equal weights when ``weights`` is empty.
+
+    weights (Sequence[float]): pre-softmax weights, one per layer (a sequence or an ``xp`` array).
+    n_layers (int): L + 1.
+    xp: numpy or cupy, where the result lives.
+    """
+    if len(weights) == 0:
+        return xp.full(n_layers, 1.0 / n_layers, dtype=xp.float32)
+    if len(weights) != n_layers:
+        raise ValueError(f"mix_weights has {len(weights)} values but the biLM has {n_layers} layers (L+1)")
+    values = xp.asarray(weights, dtype=xp.float64)
+    exp = xp.exp(values - values.max())
+    return (exp / exp.sum()).astype(xp.float32)
+
+
+def mix_layers(layers: Any, weights: Any, gamma: float, xp: Any = np) -> Any:
+    """gamma * sum_j weights_j * layers[j] for one sentence: (n_layers, n_tokens, width) to (n_tokens, width).
+
+    weights: the softmax-normalized weights (``softmax_weights``), in ``xp``.
+    """
+    return xp.tensordot(weights, layers, axes=1) * xp.float32(gamma)

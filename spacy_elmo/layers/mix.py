@@ -2,11 +2,12 @@
 from typing import Callable, List, Tuple
 
 from thinc.api import Model
-from thinc.types import Floats1d, Floats2d, Floats3d
+from thinc.types import Floats2d, Floats3d
+
+from ..bilm.scalar_mix import layer_norm, mix_layers, softmax_weights
 
 # Pre-softmax value of a dropped layer: its softmax weight becomes 0 (all dropped: equal weights).
 _DROPPED = -1e20
-_LAYER_NORM_EPS = 1e-12
 
 
 def ElmoMix(
@@ -16,7 +17,7 @@ def ElmoMix(
 
     Its parameters live in thinc (trained by spaCy's optimizer, saved with the component), and
     its input is a list of per-Doc arrays, so it is not the torch ``bilm.ScalarMix`` (which works
-    on padded batches); the two compute the same mix.
+    on padded batches); it computes that mix with ``bilm.scalar_mix``'s array functions.
 
     layer_norm (bool): normalize every layer over each Doc's tokens and features before mixing
         (as ``bilm.ScalarMix(do_layer_norm=True)`` does per sentence).
@@ -75,22 +76,23 @@ def forward(model: Model, X: List[Floats3d], is_train: bool) -> Tuple[List[Float
         s_used = xp.where(kept, s, xp.asarray(_DROPPED, dtype=s.dtype))
     else:
         s_used = s
-    w = ops.softmax(s_used)
-    normed = [_layer_norm(layers) if model.attrs["layer_norm"] else (layers, None) for layers in X]
-    mixed = [xp.tensordot(w, n, axes=1) for n, _ in normed]
+    w = softmax_weights(s_used, n_layers, xp)
+    normed = [layer_norm(layers) if model.attrs["layer_norm"] else (layers, None) for layers in X]
+    mixed = [mix_layers(n, w, gamma[0], xp) for n, _ in normed]
     p = model.attrs["elmo_dropout"] if is_train else 0.0
     masks = [ops.get_dropout_mask(m.shape, p) if p > 0.0 else None for m in mixed]
-    Y = [gamma[0] * m if mask is None else gamma[0] * m * mask for m, mask in zip(mixed, masks)]
+    Y = [m if mask is None else m * mask for m, mask in zip(mixed, masks)]
 
     def backprop(dY: List[Floats2d]) -> List[Floats3d]:
         d_w = xp.zeros_like(w)
         d_gamma = xp.zeros_like(gamma)
         dX = []
-        for dy, mask, m, (n, stats) in zip(dY, masks, mixed, normed):
+        for dy, mask, (n, stats) in zip(dY, masks, normed):
             if mask is not None:
                 dy = dy * mask
-            d_gamma[0] += (dy * m).sum()
-            d_w += gamma[0] * xp.tensordot(n, dy, axes=([1, 2], [0, 1]))
+            d_layer = xp.tensordot(n, dy, axes=([1, 2], [0, 1]))  # per layer: sum of n_j * dy
+            d_gamma[0] += (w * d_layer).sum()
+            d_w += gamma[0] * d_layer
             d_n = (gamma[0] * w)[:, None, None] * dy[None]
             dX.append(_layer_norm_backward(n, d_n, stats) if stats is not None else d_n)
         # softmax Jacobian: ds_i = w_i * (dw_i - sum_j w_j dw_j); dropped layers have w_i = 0
@@ -102,16 +104,8 @@ def forward(model: Model, X: List[Floats3d], is_train: bool) -> Tuple[List[Float
     return Y, backprop
 
 
-def _layer_norm(layers: Floats3d) -> Tuple[Floats3d, Floats1d]:
-    """Normalize each layer over all of the Doc's tokens and features. RETURNS (normed, 1/std per layer)."""
-    if layers.shape[1] == 0:
-        return layers, layers.sum(axis=(1, 2))
-    mean = layers.mean(axis=(1, 2), keepdims=True)
-    inv_std = 1.0 / (((layers - mean) ** 2).mean(axis=(1, 2), keepdims=True) + _LAYER_NORM_EPS) ** 0.5
-    return (layers - mean) * inv_std, inv_std
-
-
 def _layer_norm_backward(normed: Floats3d, d_normed: Floats3d, inv_std: Floats3d) -> Floats3d:
+    """The gradient of ``bilm.scalar_mix.layer_norm`` over one Doc (no mask)."""
     if normed.shape[1] == 0:
         return d_normed
     mean_d = d_normed.mean(axis=(1, 2), keepdims=True)
