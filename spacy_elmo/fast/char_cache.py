@@ -15,13 +15,13 @@ counters; call ``clear()`` after such surgery.
 """
 import itertools
 import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 import torch
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN, token_char_ids
+from .lru import LRUCache
 from .versions import weights_version
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class CharCNNCache:
         self.admit_new = admit_new
         self.hits = 0
         self.misses = 0
-        self._entries: "OrderedDict[bytes, torch.Tensor]" = OrderedDict()
+        self._entries = LRUCache(max_size)  # one unit of cost a token
         self._fingerprint: Optional[Hashable] = None
         # Guards the bookkeeping when several threads run the model; encoding happens outside it.
         self._lock = threading.Lock()
@@ -81,13 +81,10 @@ class CharCNNCache:
         keys = _keys(rows)
         with self._lock:
             self._check(encoder)
-            cached = [self._entries.get(key) for key in keys]
+            cached = [self._entries.get(key) for key in keys]  # hits become the most recently used
             missing = [i for i, entry in enumerate(cached) if entry is None]
             self.misses += len(missing)
             self.hits += len(keys) - len(missing)
-            for key, entry in zip(keys, cached):
-                if entry is not None and key in self._entries:
-                    self._entries.move_to_end(key)
         found = [i for i, entry in enumerate(cached) if entry is not None]
         if not found:
             result = encoder.encode_rows(rows)
@@ -142,10 +139,7 @@ class CharCNNCache:
 
     def _insert(self, key: bytes, vector: torch.Tensor) -> None:
         # A copy, so an entry does not keep its whole batch's output alive.
-        self._entries[key] = vector.detach().clone()
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_size:
-            self._entries.popitem(last=False)
+        self._entries.put(key, vector.detach().clone())
 
     def _check(self, encoder: "CharCNNEncoder") -> None:
         fingerprint = weights_version(encoder)

@@ -14,7 +14,6 @@ A frozen biLM's layers depend on nothing but a segment's words, so ``spacy train
 recompute the same layers every epoch and at every dev evaluation: a frozen model keeps them
 in a bounded LRU cache (``FrozenCache``) for training and prediction alike.
 """
-from collections import OrderedDict
 from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -27,6 +26,7 @@ from thinc.types import Floats3d
 from ..bilm import BiLM, batch_char_ids, plan_batches
 from ..fast import PRECISIONS, attach, forget_derived_weights, optimize_for_inference
 from ..fast.lockstep import unpair_directions
+from ..fast.lru import LRUCache
 from ..fast.versions import weights_version
 from ..data_classes import ElmoOutput
 from .segments import doc_segments
@@ -95,22 +95,24 @@ class FrozenCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.n_bytes = 0
         self.hits = 0
         self.misses = 0
-        self._entries: "OrderedDict[Hashable, Any]" = OrderedDict()
+        self._entries = LRUCache(max_bytes)  # each entry costs its arrays' bytes
         self._module: Optional[torch.nn.Module] = None
         self._state: Tuple = ()
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def n_bytes(self) -> int:
+        return self._entries.cost
+
     def __deepcopy__(self, memo: dict) -> "FrozenCache":
         return FrozenCache(self.max_bytes)
 
     def clear(self) -> None:
         self._entries.clear()
-        self.n_bytes = 0
         self._module = None
         self._state = ()
 
@@ -129,18 +131,13 @@ class FrozenCache:
             self.misses += 1
             return None
         self.hits += 1
-        self._entries.move_to_end(key)
         return layers
 
     def put(self, key: Hashable, layers: Any) -> None:
         """Store a copy of a segment's layers, evicting the least recently used over the bound."""
         if key in self._entries or layers.nbytes > self.max_bytes:
             return
-        self._entries[key] = layers.copy()
-        self.n_bytes += layers.nbytes
-        while self.n_bytes > self.max_bytes:
-            _, evicted = self._entries.popitem(last=False)
-            self.n_bytes -= evicted.nbytes
+        self._entries.put(key, layers.copy(), layers.nbytes)
 
 
 @serialize_attr.register(FrozenCache)
