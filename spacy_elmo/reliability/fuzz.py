@@ -15,8 +15,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..bilm import BiLM
-from ..io import load_allennlp, load_native
-from ..io.native import CONFIG_NAME
+from ..io.loading import locate_bilm
 from ..pipeline import create_pipeline
 
 # The tiny random-weight fixture model's recurrent weights amplify float32 rounding along long
@@ -73,15 +72,10 @@ def build_doc(nlp: Language, spec: Spec) -> Doc:
 
 
 def bilm_loader(path: Path) -> Callable[[], BiLM]:
-    """A function loading the biLM in directory ``path``: an AllenNLP pair (options.json and
-    weights.hdf5) or a directory written by ``save_bilm``. Raises FileNotFoundError if it is neither."""
-    path = Path(path)
-    options, weights = path / "options.json", path / "weights.hdf5"
-    if options.is_file() and weights.is_file():
-        return lambda: load_allennlp(options, weights)
-    if (path / CONFIG_NAME).is_file():
-        return lambda: load_native(path)
-    raise FileNotFoundError(f"{path}: no biLM there (options.json + weights.hdf5, or {CONFIG_NAME})")
+    """A function loading the biLM at ``path`` as every entry point does (``io.loading.locate_bilm``:
+    one of our directories, a published pair's directory, a pipeline, ...), located now so that a
+    wrong path fails before the run starts."""
+    return locate_bilm(Path(path)).load
 
 
 def fuzz_pipelines(load_bilm: Callable[[], BiLM]) -> Dict[str, Language]:
