@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spacy_elmo.provenance import inference_path, model_files, provenance
-from spacy_elmo.reliability.fuzz import ATOL, PIPELINE_SETTINGS, batches, bilm_loader, check_batch, fuzz_pipelines
+from spacy_elmo.reliability.fuzz import ATOL, PIPELINE_SETTINGS, batches, check_batch, fuzz_pipelines, load_or_exit
 
 TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
 
@@ -46,7 +46,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--output", type=Path, default=None, help="also write the JSON summary here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    pipelines = fuzz_pipelines(bilm_loader(args.bilm))
+    pipelines = fuzz_pipelines(load_or_exit(args.bilm))
     totals = {"docs": 0, "tokens": 0, "batches": 0, "longest_doc": 0, "empty_docs": 0, "errors": 0,
               "batches_over_atol": 0, "max_deviation": 0.0}
     deviations = []

@@ -28,7 +28,7 @@ import torch
 
 from spacy_elmo.provenance import inference_path, model_files, provenance
 from spacy_elmo.pipeline import create_pipeline
-from spacy_elmo.reliability.fuzz import bilm_loader
+from spacy_elmo.reliability.fuzz import load_or_exit
 from spacy_elmo.reliability.soak import short_texts, soak
 
 TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
@@ -55,7 +55,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.model:
         nlp = spacy.load(args.model)
     else:
-        nlp = create_pipeline(bilm_loader(args.bilm)(), config={"model": model_settings})
+        nlp = create_pipeline(load_or_exit(args.bilm)(), config={"model": model_settings})
     warmup = max(1, int(args.docs * args.warmup))
     texts = short_texts(args.docs, vocab_size=args.vocab_size)
     result = soak(nlp, texts, n_docs=args.docs, warmup=warmup, batch_size=args.batch_size,

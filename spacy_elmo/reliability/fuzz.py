@@ -15,6 +15,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..bilm import BiLM
+from ..io import ModelFileError
 from ..io.loading import locate_bilm
 from ..pipeline import create_pipeline
 
@@ -76,6 +77,15 @@ def bilm_loader(path: Path) -> Callable[[], BiLM]:
     one of our directories, a published pair's directory, a pipeline, ...), located now so that a
     wrong path fails before the run starts."""
     return locate_bilm(Path(path)).load
+
+
+def load_or_exit(path: Path) -> Callable[[], BiLM]:
+    """``bilm_loader(path)`` for a command line: a path that holds no biLM ends the process with
+    the reason (exit status 1), not a traceback."""
+    try:
+        return bilm_loader(path)
+    except ModelFileError as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 def fuzz_pipelines(load_bilm: Callable[[], BiLM]) -> Dict[str, Language]:

@@ -62,4 +62,4 @@ def test_soak_and_fuzz_scripts_run_outside_the_checkout(tmp_path):
 def test_a_missing_bilm_is_an_error_naming_it(tmp_path):
     missing = tmp_path / "absent"
     done = _run("soak.py", "--docs", 1, "--bilm", missing, cwd=tmp_path)
-    assert done.returncode != 0 and "absent: no biLM there" in done.stderr
+    assert done.returncode == 1 and f"error: {missing}: not found" in done.stderr and "Traceback" not in done.stderr
