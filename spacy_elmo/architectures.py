@@ -9,25 +9,33 @@ from thinc.types import Floats2d
 
 from .bilm import BiLM, BiLMConfig
 from .data_classes import ElmoOutput
-from .layers import ElmoBiLM
+from .fast import DEFAULT_CHAR_CACHE_SIZE
+from .layers import ElmoBiLM, InferencePlan
 from .layers.listener import ElmoListener
 from .layers.mix import ElmoMix, mix_like
 from .layers.tok2vec import ElmoTok2Vec
 
-BILM_ARCHITECTURE = "spacy-elmo.BiLM.v1"
+BILM_ARCHITECTURE = "spacy-elmo.BiLM.v2"
+# every version of the biLM architecture, oldest first: they take the same shape arguments
+BILM_ARCHITECTURES = ("spacy-elmo.BiLM.v1", BILM_ARCHITECTURE)
+
+
+def bilm_shape(config: BiLMConfig) -> Dict[str, Any]:
+    """The shape arguments of the biLM architectures (the fields of ``BiLMConfig``), as config values."""
+    shape = asdict(config)
+    shape["filters"] = [list(f) for f in config.filters]
+    return shape
 
 
 def bilm_model_config(config: BiLMConfig, **settings: Any) -> Dict[str, Any]:
-    """The ``[components.elmo.model]`` block that builds a biLM of this shape.
+    """The ``[components.elmo.model]`` block that builds a biLM of this shape (``spacy-elmo.BiLM.v2``).
 
-    settings: other arguments of the architecture (max_window, batch_size, ...).
+    settings: other arguments of the architecture (max_window, batch_size, optimize, ...).
     """
-    shape = asdict(config)
-    shape["filters"] = [list(f) for f in config.filters]
-    return {"@architectures": BILM_ARCHITECTURE, **shape, **settings}
+    return {"@architectures": BILM_ARCHITECTURE, **bilm_shape(config), **settings}
 
 
-@registry.architectures(BILM_ARCHITECTURE)
+@registry.architectures("spacy-elmo.BiLM.v1")
 def bilm_v1(
     *,
     char_embedding_dim: int = 16,
@@ -73,21 +81,27 @@ def bilm_v1(
         epoch and evaluation, and repeated texts skip it at prediction; 0 disables. Hits equal
         recomputation to within 1e-5. (The published small model's layers take 3 KB a token.)
     RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
+
+    Its inference settings come from the elmo component's arguments (``optimize``, ``precision``,
+    ``char_cache_size``); ``spacy-elmo.BiLM.v2`` holds them itself. Kept to load pipelines saved
+    with it.
     """
-    config = BiLMConfig(
-        char_embedding_dim=char_embedding_dim,
-        filters=tuple(tuple(f) for f in filters),
-        n_highway=n_highway,
-        activation=activation,
-        n_characters=n_characters,
-        max_characters_per_token=max_characters_per_token,
-        dim=dim,
-        projection_dim=projection_dim,
-        n_layers=n_layers,
-        cell_clip=cell_clip,
-        proj_clip=proj_clip,
-        use_skip_connections=use_skip_connections,
-    )
+    return _bilm_model(**locals(), inference=None)  # locals(): the arguments
+
+
+def _bilm_model(
+    *,
+    max_window: int,
+    batch_size: int,
+    max_batch_items: Optional[int],
+    trainable: bool,
+    frozen_cache_mb: float,
+    inference: Optional[InferencePlan],
+    **shape: Any,
+) -> Model[List[Doc], List[ElmoOutput]]:
+    """The model of the biLM architectures (their arguments: the shape, the fields of
+    ``BiLMConfig``, and the batching; ``inference``: see ``ElmoBiLM``)."""
+    config = BiLMConfig(**{**shape, "filters": tuple(tuple(f) for f in shape["filters"])})
     return ElmoBiLM(
         BiLM(config).eval(),
         max_window=max_window,
@@ -95,7 +109,60 @@ def bilm_v1(
         max_batch_items=max_batch_items,
         trainable=trainable,
         frozen_cache_mb=frozen_cache_mb,
+        inference=inference,
     )
+
+
+@registry.architectures(BILM_ARCHITECTURE)
+def bilm_v2(
+    *,
+    # v1's arguments and defaults, written out again: spaCy fills a config from the builder's own
+    # signature (tests/test_configs.py holds the two equal)
+    char_embedding_dim: int = 16,
+    filters: Sequence[Sequence[int]] = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)),
+    n_highway: int = 1,
+    activation: str = "relu",
+    n_characters: int = 262,
+    max_characters_per_token: int = 50,
+    dim: int = 1024,
+    projection_dim: int = 128,
+    n_layers: int = 2,
+    cell_clip: Optional[float] = 3.0,
+    proj_clip: Optional[float] = 3.0,
+    use_skip_connections: bool = True,
+    max_window: int = 200,
+    batch_size: int = 128,
+    max_batch_items: Optional[int] = 4096,
+    trainable: bool = False,
+    frozen_cache_mb: float = 512,
+    optimize: bool = True,
+    precision: str = "fp32",
+    char_cache_size: int = DEFAULT_CHAR_CACHE_SIZE,
+) -> Model[List[Doc], List[ElmoOutput]]:
+    """``spacy-elmo.BiLM.v1`` (the same arguments and defaults) plus the settings of how predictions
+    run, which belong to the model: applied to whichever weights it holds (imported, loaded,
+    fine-tuned) once per version of them, before a prediction. Training a trainable biLM always runs
+    the plain float32 computation.
+
+    optimize (bool): prepare the biLM for fast inference before predicting: both LSTM directions
+        step in lockstep on re-laid-out (not changed) weights, plus the two settings below (outputs
+        change by float32 rounding only, at most a few 1e-6). False runs the biLM exactly as loaded.
+    precision (str): "fp32" (the default), or a reduced-precision fast mode for prediction only:
+        "int8" (dynamic quantization, CPU; about 2x faster on the full model, cosine to fp32
+        0.9997), "fp16" (float16 weights, CPU) or "bf16" (CPUs with AVX512-BF16/AMX, GPUs).
+        Needs ``optimize``.
+    char_cache_size (int): keep the char-CNN encodings of up to this many recently seen tokens
+        (least recently used dropped first; 0: none). About 2.5 KB a token with the full
+        published model, 1 KB with the small one. Needs ``optimize``.
+    RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
+    """
+    arguments = dict(locals())  # v1's arguments and the three settings
+    settings = {key: arguments.pop(key) for key in ("optimize", "precision", "char_cache_size")}
+    try:
+        inference = InferencePlan(**settings, from_architecture=True)
+    except ValueError as err:
+        raise ValueError(f"[{BILM_ARCHITECTURE}] {err}") from None
+    return _bilm_model(**arguments, inference=inference)
 
 
 @registry.architectures("spacy-elmo.ElmoListener.v1")

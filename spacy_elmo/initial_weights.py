@@ -6,8 +6,7 @@ from typing import Optional, Union
 
 from spacy.language import Language
 
-from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
-from .architectures import bilm_model_config
+from .architectures import BILM_ARCHITECTURES, bilm_shape
 from .bilm import BiLM, BiLMConfig
 from .io import ModelFileError
 from .io.loading import PIPELINE_FACTORY as FACTORY
@@ -43,11 +42,11 @@ def initial_bilm(
 
 def record_shape(nlp: Language, name: str, config: BiLMConfig) -> None:
     """Write a biLM shape into the pipeline's config of the component ``name`` (its
-    ``[components.NAME.model]`` block, when that block builds our architecture); other
-    settings of the block are kept."""
+    ``[components.NAME.model]`` block, when that block builds one of our biLM architectures);
+    the architecture and the other settings of the block are kept."""
     try:
         block = nlp.get_pipe_config(name).get("model")
     except ValueError:
         return
-    if isinstance(block, dict) and block.get("@architectures") == ARCHITECTURE:
-        block.update(bilm_model_config(config))
+    if isinstance(block, dict) and block.get("@architectures") in BILM_ARCHITECTURES:
+        block.update(bilm_shape(config))

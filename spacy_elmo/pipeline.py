@@ -40,6 +40,8 @@ from .threads import one_thread_in_forked_workers
 
 PathLike = Union[str, Path]
 FACTORY = PIPELINE_FACTORY
+# the inference settings of a component whose model leaves them to it (spacy-elmo.BiLM.v1)
+V1_INFERENCE = {"optimize": True, "precision": "fp32", "char_cache_size": DEFAULT_CHAR_CACHE_SIZE}
 
 
 @Language.factory(
@@ -50,9 +52,9 @@ FACTORY = PIPELINE_FACTORY
         "mix_weights": None,
         "gamma": 1.0,
         "set_vector_hooks": False,
-        "optimize": True,
-        "precision": "fp32",
-        "char_cache_size": DEFAULT_CHAR_CACHE_SIZE,
+        "optimize": None,
+        "precision": None,
+        "char_cache_size": None,
     },
 )
 def make_elmo(
@@ -62,11 +64,12 @@ def make_elmo(
     mix_weights: Optional[List[float]],
     gamma: float,
     set_vector_hooks: bool,
-    optimize: bool,
-    precision: str,
-    char_cache_size: int,
+    optimize: Optional[bool],
+    precision: Optional[str],
+    char_cache_size: Optional[int],
 ) -> "Elmo":
-    """Create an `elmo` component (see ``Elmo``)."""
+    """Create an `elmo` component (see ``Elmo``; ``optimize``, ``precision`` and ``char_cache_size``
+    are for models of ``spacy-elmo.BiLM.v1``: ``spacy-elmo.BiLM.v2`` holds them itself)."""
     return Elmo(
         nlp.vocab,
         model,
@@ -93,6 +96,31 @@ def create_pipeline(bilm: BiLM, *, lang: str = "en", config: Optional[Dict[str, 
     nlp = spacy.blank(lang)
     nlp.add_pipe(FACTORY, config=config).use_bilm(bilm)
     return nlp
+
+
+def _give_inference_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
+    """Apply the component's inference arguments to its model: the settings of a model that leaves
+    them to the component (spacy-elmo.BiLM.v1), null meaning the v1 defaults; with a model that
+    has its own (spacy-elmo.BiLM.v2), only null or the same values."""
+    given = {key: value for key, value in given.items() if value is not None}
+    plan: Optional[InferencePlan] = model.attrs.get("inference")
+    if plan is not None and plan.from_architecture:
+        own = plan.settings()
+        conflicts = [key for key, value in given.items() if value != own[key]]
+        if conflicts:
+            raise ValueError(
+                f"[components.{name}] "
+                + ", ".join(f"{key} = {srsly.json_dumps(given[key])}" for key in conflicts)
+                + f" disagrees with [components.{name}.model] "
+                + ", ".join(f"{key} = {srsly.json_dumps(own[key])}" for key in conflicts)
+                + f": with {ARCHITECTURE} the inference settings belong to the model; set them in "
+                f"[components.{name}.model] and leave those of [components.{name}] null"
+            )
+        return
+    try:
+        set_inference(model, InferencePlan(**{**V1_INFERENCE, **given}))
+    except ValueError as err:
+        raise ValueError(f"[components.{name}] {err}") from None
 
 
 class Elmo(TrainablePipe):
@@ -124,6 +152,13 @@ class Elmo(TrainablePipe):
     weights it changes are re-laid out at the next prediction. ``optimize`` changes outputs by
     float32 rounding only (at most a few 1e-6); ``nlp.pipe`` ran 2.1x faster with the small model
     (README "Speed").
+
+    Where the settings are written: ``spacy-elmo.BiLM.v2`` (what new pipelines use) takes them as
+    arguments, in ``[components.NAME.model]``; the component's own ``optimize``, ``precision`` and
+    ``char_cache_size`` are then null ("the model's"), and a value given there that differs from the
+    model's is an error naming both places (one that agrees is accepted). A model of
+    ``spacy-elmo.BiLM.v1`` (pipelines saved before v2) has none: the component's arguments give
+    them, null meaning the old defaults (true, "fp32", 20000).
     """
 
     def __init__(
@@ -135,39 +170,32 @@ class Elmo(TrainablePipe):
         mix_weights: Optional[Sequence[float]] = None,
         gamma: float = 1.0,
         set_vector_hooks: bool = False,
-        optimize: bool = True,
-        precision: str = "fp32",
-        char_cache_size: int = DEFAULT_CHAR_CACHE_SIZE,
+        optimize: Optional[bool] = None,
+        precision: Optional[str] = None,
+        char_cache_size: Optional[int] = None,
     ) -> None:
         """vocab (Vocab): the shared vocabulary.
-        model (Model[List[Doc], List[ElmoOutput]]): e.g. built by "spacy-elmo.BiLM.v1".
+        model (Model[List[Doc], List[ElmoOutput]]): e.g. built by "spacy-elmo.BiLM.v2".
         name (str): the component instance name.
         mix_weights (Optional[Sequence[float]]): pre-softmax weight of each of the L+1 layers in
             ``token._.elmo``; None means equal weights.
         gamma (float): scale of the mix.
         set_vector_hooks (bool): make ``.vector`` and ``.similarity`` use ELMo.
-        optimize (bool): prepare the biLM for fast inference before predicting: both LSTM
-            directions step in lockstep on re-laid-out (not changed) weights, plus the two
-            settings below. False runs the biLM exactly as loaded.
-        precision (str): "fp32" (the default), or a reduced-precision fast mode for prediction
-            only: "int8" (dynamic quantization, CPU; about 2x faster on the full model, cosine
-            to fp32 0.9997), "fp16" (float16 weights, CPU) or "bf16" (CPUs with AVX512-BF16/AMX,
-            GPUs). Needs ``optimize``.
-        char_cache_size (int): keep the char-CNN encodings of up to this many recently seen
-            tokens (least recently used dropped first; 0: none). About 2.5 KB a token with the
-            full published model, 1 KB with the small one. Needs ``optimize``.
+        optimize (Optional[bool]): for a model of "spacy-elmo.BiLM.v1": the setting of that name
+            of "spacy-elmo.BiLM.v2" (see its docstring); None: true. With a v2 model: None, or
+            the model's own value.
+        precision (Optional[str]): likewise; None: "fp32".
+        char_cache_size (Optional[int]): likewise; None: 20000.
         """
-        try:
-            plan = InferencePlan(optimize=optimize, precision=precision, char_cache_size=char_cache_size)
-        except ValueError as err:
-            raise ValueError(f"[components.{name}] {err}") from None
+        _give_inference_settings(
+            model, name, {"optimize": optimize, "precision": precision, "char_cache_size": char_cache_size}
+        )
         self.vocab = vocab
         self.model = model
         self.name = name
         self.mix_weights = tuple(float(w) for w in mix_weights or ())
         self.gamma = float(gamma)
         self.set_vector_hooks = set_vector_hooks
-        set_inference(model, plan)
         self.listener_map: Dict[str, List[Model]] = {}
         self.cfg: Dict[str, Any] = {"bilm_options": self.bilm.config.to_options(), "has_weights": False}
         install_extensions()

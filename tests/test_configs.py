@@ -2,8 +2,13 @@ import subprocess
 import sys
 import textwrap
 
+import inspect
+
 import numpy as np
+import pytest
 import spacy
+from spacy.tokens import Doc
+from spacy.util import registry
 from thinc.api import Config
 
 from spacy_elmo.io import load_allennlp
@@ -65,11 +70,23 @@ RESOLVE_SCRIPT = textwrap.dedent(
 )
 
 
+def _tiny_pipeline(tiny_paths, architecture="spacy-elmo.BiLM.v2", **overrides):
+    """TINY_CONFIG with another biLM architecture and dotted overrides, initialized."""
+    overrides = {"paths.elmo_options": str(tiny_paths[0]), "paths.elmo_weights": str(tiny_paths[1]), **overrides}
+    config = Config().from_str(TINY_CONFIG.replace("spacy-elmo.BiLM.v1", architecture), overrides=overrides)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp.initialize()
+    return nlp
+
+
 def test_default_config_is_the_published_small_shape_and_frozen():
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
     model = nlp.config["components"]["elmo"]["model"]
-    assert model["@architectures"] == "spacy-elmo.BiLM.v1"
+    assert model["@architectures"] == "spacy-elmo.BiLM.v2"
+    assert (model["optimize"], model["precision"], model["char_cache_size"]) == (True, "fp32", 20000)
+    component = nlp.config["components"]["elmo"]
+    assert (component["optimize"], component["precision"], component["char_cache_size"]) == (None, None, None)
     assert (model["dim"], model["projection_dim"], model["n_layers"], model["n_highway"]) == (1024, 128, 2, 1)
     assert sum(n for _, n in model["filters"]) == 2048
     assert model["trainable"] is False and model["max_window"] == 200
@@ -107,3 +124,44 @@ def test_config_resolves_through_entry_points_only(tiny_paths, tiny_sentences, t
     windows = [words[0:7], words[7:10], words[10:17], words[17:21]]
     expected = np.concatenate(load_allennlp(*tiny_paths).embed(windows), axis=1)
     np.testing.assert_allclose(layers, expected, atol=1e-5)
+
+
+def test_bilm_v2_takes_the_arguments_and_defaults_of_v1():
+    v1, v2 = (inspect.signature(registry.architectures.get(f"spacy-elmo.BiLM.{v}")).parameters for v in ("v1", "v2"))
+    assert {name: p.default for name, p in v1.items()} == {name: v2[name].default for name in v1}
+    assert set(v2) - set(v1) == {"optimize", "precision", "char_cache_size"}
+
+
+def test_bilm_v2_with_optimize_false_runs_the_exact_path(tiny_paths, tiny_sentences):
+    nlp = _tiny_pipeline(tiny_paths, **{"components.elmo.model.optimize": False, "components.elmo.model.char_cache_size": 0})
+    elmo = nlp.get_pipe("elmo")
+    doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
+    assert (elmo.optimize, elmo.char_cache_size) == (False, 0)
+    assert elmo.bilm.runner.exact and elmo.bilm.token_encoder.cache is None
+    windows = [tiny_sentences[0][start:end] for start, end in doc._.elmo.segments]
+    expected = np.concatenate(load_allennlp(*tiny_paths).embed(windows), axis=1)
+    np.testing.assert_allclose(doc._.elmo.layers, expected, atol=1e-5)
+
+
+def test_bilm_v2_with_precision_int8_runs_int8_layers(tiny_paths, tiny_sentences):
+    nlp = _tiny_pipeline(tiny_paths, **{"components.elmo.model.precision": "int8"})
+    nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
+    bilm = nlp.get_pipe("elmo").bilm
+    assert not bilm.runner.exact
+    assert bilm.forward_lstm.layers[0].state_linearity.precision == "int8"
+
+
+def test_component_settings_that_disagree_with_bilm_v2_are_an_error_naming_both(tiny_paths):
+    with pytest.raises(ValueError, match=r"\[components.elmo\] precision = \"int8\" disagrees with \[components.elmo.model\] precision = \"fp32\""):
+        _tiny_pipeline(tiny_paths, **{"components.elmo.precision": "int8"})
+    # the same value in both places is no conflict
+    nlp = _tiny_pipeline(tiny_paths, **{"components.elmo.precision": "int8", "components.elmo.model.precision": "int8"})
+    assert nlp.get_pipe("elmo").precision == "int8"
+
+
+def test_bilm_v1_takes_the_settings_from_the_component(tiny_paths):
+    nlp = _tiny_pipeline(tiny_paths, "spacy-elmo.BiLM.v1", **{"components.elmo.optimize": False, "components.elmo.char_cache_size": 0})
+    elmo = nlp.get_pipe("elmo")
+    assert (elmo.optimize, elmo.precision, elmo.char_cache_size) == (False, "fp32", 0)
+    defaults = _tiny_pipeline(tiny_paths, "spacy-elmo.BiLM.v1").get_pipe("elmo")
+    assert (defaults.optimize, defaults.precision, defaults.char_cache_size) == (True, "fp32", 20000)

@@ -275,9 +275,9 @@ def _elmo_layers(nlp, sentences):
 
 
 def test_inference_settings_are_applied_and_keep_outputs(tiny_paths, tiny_sentences):
-    plain = create_pipeline(load_allennlp(*tiny_paths), config={"optimize": False, "char_cache_size": 0})
-    fast = create_pipeline(load_allennlp(*tiny_paths), config={"char_cache_size": 50})
-    assert fast.config["components"]["elmo"]["optimize"] is True  # the default
+    plain = create_pipeline(load_allennlp(*tiny_paths), config={"model": {"optimize": False, "char_cache_size": 0}})
+    fast = create_pipeline(load_allennlp(*tiny_paths), config={"model": {"char_cache_size": 50}})
+    assert fast.config["components"]["elmo"]["model"]["optimize"] is True  # the default
     expected = _elmo_layers(plain, tiny_sentences)
     for _ in range(2):  # the second time through the filled char cache
         for a, b in zip(_elmo_layers(fast, tiny_sentences), expected):
@@ -286,7 +286,7 @@ def test_inference_settings_are_applied_and_keep_outputs(tiny_paths, tiny_senten
     assert all(_paired(bilm)) and not bilm.runner.exact
     assert bilm.token_encoder.cache.max_size == 50 and len(bilm.token_encoder.cache) > 0
     assert not any(_paired(plain.get_pipe("elmo").bilm)) and plain.get_pipe("elmo").bilm.token_encoder.cache is None
-    int8 = create_pipeline(load_allennlp(*tiny_paths), config={"precision": "int8"})
+    int8 = create_pipeline(load_allennlp(*tiny_paths), config={"model": {"precision": "int8"}})
     for a, b in zip(_elmo_layers(int8, tiny_sentences), expected):
         cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
         assert cosine.mean() > 0.99
@@ -295,7 +295,7 @@ def test_inference_settings_are_applied_and_keep_outputs(tiny_paths, tiny_senten
 
 def test_inference_settings_survive_serialization(tiny_paths, tiny_sentences, tmp_path):
     settings = {"precision": "fp16", "char_cache_size": 77}
-    nlp = create_pipeline(load_allennlp(*tiny_paths), config=settings)
+    nlp = create_pipeline(load_allennlp(*tiny_paths), config={"model": settings})
     expected = _elmo_layers(nlp, tiny_sentences)
     nlp.to_disk(tmp_path)
     from_disk = spacy.load(tmp_path)
@@ -311,14 +311,14 @@ def test_inference_settings_survive_serialization(tiny_paths, tiny_sentences, tm
 
 def test_inference_settings_need_optimize(tiny_paths):
     with pytest.raises(ValueError, match="optimize = true"):
-        create_pipeline(load_allennlp(*tiny_paths), config={"optimize": False})  # the default cache size
+        create_pipeline(load_allennlp(*tiny_paths), config={"model": {"optimize": False}})  # the default cache size
     with pytest.raises(ValueError, match="precision"):
-        create_pipeline(load_allennlp(*tiny_paths), config={"precision": "int4"})
+        create_pipeline(load_allennlp(*tiny_paths), config={"model": {"precision": "int4"}})
 
 
 def test_optimized_trainable_bilm_trains_in_float32(tiny_paths, tiny_sentences):
     nlp = create_pipeline(
-        load_allennlp(*tiny_paths), config={"model": {"trainable": True}, "precision": "fp16", "char_cache_size": 50}
+        load_allennlp(*tiny_paths), config={"model": {"trainable": True, "precision": "fp16", "char_cache_size": 50}}
     )
     elmo = nlp.get_pipe("elmo")
     texts = ["the bank .", "a river bank"]

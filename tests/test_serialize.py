@@ -14,6 +14,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.util import load_model_from_config
 
 from spacy_elmo import load_bilm
+from spacy_elmo.architectures import bilm_shape
 from spacy_elmo.data_classes import ElmoOutput
 from spacy_elmo.extensions import restore_vector_hooks
 from spacy_elmo.io import ModelFileError, load_allennlp
@@ -86,6 +87,27 @@ def test_to_disk_from_disk_is_exact_and_keeps_a_model_directory(tiny_paths, tiny
     bilm = load_bilm(tmp_path / "elmo" / "model")
     # the component runs it optimized for inference (rounding-level changes; DESIGN: same to 1e-5)
     np.testing.assert_allclose(bilm.embed([tiny_sentences[0]])[0], _layers(nlp, tiny_sentences[:1])[0], atol=1e-5)
+
+
+def test_a_pipeline_saved_with_bilm_v1_loads_and_predicts_as_before(tiny_paths, tiny_sentences, tmp_path):
+    """Pipelines saved before spacy-elmo.BiLM.v2 take the inference settings from the component's
+    arguments, as they did: bitwise what a v2 model with the same settings predicts."""
+    settings = {"optimize": True, "precision": "fp16", "char_cache_size": 77}
+    v1 = spacy.blank("en")
+    model = {"@architectures": "spacy-elmo.BiLM.v1", **bilm_shape(load_allennlp(*tiny_paths).config)}
+    v1.add_pipe("elmo", config={"model": model, **settings}).use_bilm(load_allennlp(*tiny_paths))
+    expected = _layers(v1, tiny_sentences)
+    v1.to_disk(tmp_path)
+    loaded = spacy.load(tmp_path)
+    elmo = loaded.get_pipe("elmo")
+    assert loaded.config["components"]["elmo"]["model"]["@architectures"] == "spacy-elmo.BiLM.v1"
+    assert (elmo.optimize, elmo.precision, elmo.char_cache_size) == (True, "fp16", 77)
+    v2 = create_pipeline(load_allennlp(*tiny_paths), config={"model": settings})
+    for a, b, c in zip(_layers(loaded, tiny_sentences), expected, _layers(v2, tiny_sentences)):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+    assert elmo.bilm.forward_lstm.layers[1].projection.precision == "fp16"
+    assert elmo.bilm.token_encoder.cache.max_size == 77
 
 
 def test_initialize_from_a_saved_pipeline_or_model_directory(tiny_paths, tmp_path):

@@ -14,12 +14,39 @@ products much slower, not faster.
 import warnings
 from typing import Iterable, Optional
 
+import torch
+
 from ..bilm import BiLM
 from . import precision as precisions
 from .char_cache import CharCNNCache
 from .dispatch import attach
 from .lockstep import pair_directions, unpair_directions
 from .precision import CPU_ONLY, PRECISIONS, ReducedPrecisionLinear, reduce_precision
+
+
+def check_inference_settings(
+    *, optimize: bool = True, precision: str, char_cache_size: int, device: Optional[torch.device] = None
+) -> None:
+    """Refuse inference settings that cannot run: the one check of them, for
+    ``optimize_for_inference`` and for the settings a model is configured with.
+
+    optimize (bool): whether ``optimize_for_inference`` is to run at all; without it the biLM runs
+        as loaded, so ``precision`` must be "fp32" and ``char_cache_size`` 0.
+    precision (str): one of ``PRECISIONS``; "fp16" and "int8" on CPU only.
+    char_cache_size (int): >= 0.
+    device (Optional[torch.device]): where the biLM runs, when known.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    if char_cache_size < 0:
+        raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
+    if not optimize and (precision != "fp32" or char_cache_size):
+        raise ValueError(
+            f"precision {precision!r} and char_cache_size {char_cache_size} need optimize = true; "
+            "set optimize = true, or precision = \"fp32\" and char_cache_size = 0"
+        )
+    if precision in CPU_ONLY and device is not None and device.type != "cpu":
+        raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" or "fp32" on {device.type}')
 
 
 def optimize_for_inference(
@@ -56,12 +83,7 @@ def optimize_for_inference(
     RETURNS (BiLM): the same model. (copy.deepcopy copies parameters one by one, which undoes the
         pairing of the directions: call this again on a copy.)
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-    if precision in CPU_ONLY and bilm.device.type != "cpu":
-        raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" or "fp32" on {bilm.device.type}')
-    if char_cache_size < 0:
-        raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
+    check_inference_settings(precision=precision, char_cache_size=char_cache_size, device=bilm.device)
     if precision == "bf16" and bilm.device.type == "cpu" and not precisions.cpu_has_bf16():
         warnings.warn(
             'precision "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which this one '

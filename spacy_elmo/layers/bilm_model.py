@@ -6,15 +6,23 @@ this layer cuts Docs into segments (``doc_segments``), batches them by length
 layers. Outputs are arrays of the model's ops (numpy, or cupy under
 ``spacy.require_gpu``); the torch module runs on the device of its parameters.
 
-Prediction runs the biLM as the layer's ``InferencePlan`` says (the elmo component's
-``optimize``, ``precision`` and ``char_cache_size``), applied when the weights are set or change,
-not at every call; training a trainable biLM runs the plain layout.
+Prediction runs the biLM as the layer's ``InferencePlan`` says (``optimize``, ``precision`` and
+``char_cache_size`` of the ``spacy-elmo.BiLM.v2`` architecture, or, for pipelines built with v1, of
+the elmo component), applied when the weights are set or change, not at every call; training a
+trainable biLM runs the plain layout.
+
+Each forward pass asks once whether the weights changed (``weights_version``, a walk over every
+parameter and buffer) and hands the answer to both the plan and the frozen layer cache: one walk per
+batch, two when the settings are applied anew (the pairing they do replaces weight tensors, so the
+key is taken again), none for a training step of a trainable biLM without the frozen cache. (The
+char-CNN cache and the reduced-precision copies check their own few tensors.)
 
 A frozen biLM's layers depend on nothing but a segment's words, so ``spacy train`` would
 recompute the same layers every epoch and at every dev evaluation: a frozen model keeps them
 in a bounded LRU cache (``FrozenCache``) for training and prediction alike.
 """
-from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple
+import copy
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -24,14 +32,16 @@ from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, batch_char_ids, plan_batches
-from ..fast import PRECISIONS, attach, forget_derived_weights, optimize_for_inference
+from ..fast import attach, forget_derived_weights, optimize_for_inference
 from ..fast.lockstep import unpair_directions
 from ..fast.lru import LRUCache
+from ..fast.optimize import check_inference_settings
 from ..fast.versions import weights_version
 from ..data_classes import ElmoOutput
 from .segments import doc_segments
 
 BatchInput = Tuple[np.ndarray, np.ndarray]
+WeightsVersion = Tuple[Hashable, ...]
 CACHE_ATTR = "frozen_cache"
 INFERENCE_ATTR = "inference"
 
@@ -43,38 +53,50 @@ class InferencePlan:
     optimize (bool): apply ``optimize_for_inference`` (False: the plain computation, bit for bit).
     precision (str): "fp32", "bf16", "fp16" or "int8" (needs ``optimize``).
     char_cache_size (int): char-CNN cache entries, 0 for none (needs ``optimize``).
+    from_architecture (bool): the settings are arguments of the model's architecture
+        (``spacy-elmo.BiLM.v2``), so the elmo component's own arguments may not change them.
 
-    Part of the layer's config, not of its weights: serialized models keep the settings of the
-    config they are loaded with (deserializing keeps the plan in place).
+    The settings are checked here, once (``fast.optimize.check_inference_settings``). Part of the
+    layer's config, not of its weights: serialized models keep the settings of the config they are
+    loaded with (deserializing keeps the plan in place).
     """
 
-    def __init__(self, *, optimize: bool = False, precision: str = "fp32", char_cache_size: int = 0) -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-        if char_cache_size < 0:
-            raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
-        if not optimize and (precision != "fp32" or char_cache_size):
-            raise ValueError(
-                f"precision {precision!r} and char_cache_size {char_cache_size} need optimize = true; "
-                "set optimize = true, or precision = \"fp32\" and char_cache_size = 0"
-            )
+    def __init__(
+        self, *, optimize: bool = False, precision: str = "fp32", char_cache_size: int = 0, from_architecture: bool = False
+    ) -> None:
+        check_inference_settings(optimize=optimize, precision=precision, char_cache_size=char_cache_size)
         self.optimize = bool(optimize)
         self.precision = precision
         self.char_cache_size = int(char_cache_size)
-        self._applied_to: Optional[Tuple] = None
+        self.from_architecture = from_architecture
+        self._applied_to: Optional[Tuple[int, WeightsVersion]] = None
 
     def __deepcopy__(self, memo: dict) -> "InferencePlan":
-        return InferencePlan(optimize=self.optimize, precision=self.precision, char_cache_size=self.char_cache_size)
+        return InferencePlan(**self.settings(), from_architecture=self.from_architecture)
 
-    def apply(self, bilm: BiLM) -> None:
-        """Put the settings into effect on ``bilm`` unless they already are for its current weights."""
+    def settings(self) -> Dict[str, Any]:
+        """RETURNS (Dict[str, Any]): ``optimize``, ``precision`` and ``char_cache_size``."""
+        return {"optimize": self.optimize, "precision": self.precision, "char_cache_size": self.char_cache_size}
+
+    def apply(self, bilm: BiLM, version: Optional[WeightsVersion] = None) -> Optional[WeightsVersion]:
+        """Put the settings into effect on ``bilm`` unless they already are for its current weights.
+
+        version (Optional[WeightsVersion]): ``weights_version(bilm)`` if the caller has it (None:
+            taken here when needed).
+        RETURNS (Optional[WeightsVersion]): the weights' version after this, for other caches keyed
+            on it: ``version`` itself unless the settings were applied now.
+        """
         if not self.optimize:
-            return
-        if self._applied_to is not None and self._applied_to == (id(bilm), weights_version(bilm)):
-            return
+            return version
+        if version is None:
+            version = weights_version(bilm)
+        if self._applied_to == (id(bilm), version):
+            return version
         optimize_for_inference(bilm, precision=self.precision, char_cache_size=self.char_cache_size)
         # pairing the directions replaces the LSTM weight tensors: key the state they are left in
-        self._applied_to = (id(bilm), weights_version(bilm))
+        version = weights_version(bilm)
+        self._applied_to = (id(bilm), version)
+        return version
 
     def forget(self) -> None:
         """Apply again at the next prediction."""
@@ -116,9 +138,11 @@ class FrozenCache:
         self._module = None
         self._state = ()
 
-    def check(self, module: torch.nn.Module) -> None:
-        """Empty the cache unless its entries were computed by this module in this state."""
-        state = weights_version(module)
+    def check(self, module: torch.nn.Module, state: WeightsVersion) -> None:
+        """Empty the cache unless its entries were computed by this module in this state.
+
+        state (WeightsVersion): ``weights_version(module)`` now (the forward pass takes it once).
+        """
         if module is not self._module or state != self._state:
             self.clear()
             self._module = module
@@ -158,7 +182,7 @@ def _serialize_plan(_: InferencePlan, value: InferencePlan, name: str, model: Mo
 @deserialize_attr.register(InferencePlan)
 def _deserialize_plan(current: InferencePlan, value: bytes, name: str, model: Model) -> InferencePlan:
     # the settings come from the config the model is built with, not from the saved bytes
-    return InferencePlan(optimize=current.optimize, precision=current.precision, char_cache_size=current.char_cache_size)
+    return copy.deepcopy(current)
 
 
 def set_inference(model: Model, plan: InferencePlan) -> None:
@@ -193,6 +217,7 @@ def ElmoBiLM(
     max_batch_items: Optional[int],
     trainable: bool,
     frozen_cache_mb: float = 0,
+    inference: Optional[InferencePlan] = None,
 ) -> Model[List[Doc], List[ElmoOutput]]:
     """Wrap a biLM as a thinc model from Docs to per-Doc layers.
 
@@ -209,6 +234,9 @@ def ElmoBiLM(
         evaluation, repeated sentences at prediction) skip the biLM; 0 disables. A hit returns
         the stored values (equal to recomputing them to within 1e-5, as with other batch
         mates). Never used while ``trainable`` is True.
+    inference (Optional[InferencePlan]): how predictions run; None: the plain computation until
+        ``set_inference`` gives a plan (the elmo component does, from its arguments, for a model
+        of ``spacy-elmo.BiLM.v1``).
     RETURNS (Model[List[Doc], List[ElmoOutput]]): layers of shape (L+1, n_tokens, width) per Doc.
     """
     if max_window < 1 or batch_size < 1 or (max_batch_items is not None and max_batch_items < 1):
@@ -229,7 +257,7 @@ def ElmoBiLM(
             "max_batch_items": max_batch_items,
             "trainable": trainable,
             CACHE_ATTR: FrozenCache(int(frozen_cache_mb * 2**20)),
-            INFERENCE_ATTR: InferencePlan(),
+            INFERENCE_ATTR: inference if inference is not None else InferencePlan(),
         },
         dims={"nO": None},
     )
@@ -264,8 +292,7 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOutput], Callable]:
     bilm = get_bilm(model)
-    trainable = _prepare_bilm(model, bilm, is_train)
-    cache = _frozen_cache(model, bilm)
+    trainable, cache = _prepare_bilm(model, bilm, is_train)
     segments = [tuple(doc_segments(doc, model.attrs["max_window"])) for doc in docs]
     words = [[token.text for token in doc] for doc in docs]
     flat = [(d, start, end) for d, doc_segs in enumerate(segments) for start, end in doc_segs]
@@ -288,27 +315,32 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOut
     return outputs, backprop
 
 
-def _prepare_bilm(model: Model, bilm: BiLM, is_train: bool) -> bool:
-    """Lay the biLM out for this pass. RETURNS (bool): whether gradients flow into it."""
+def _prepare_bilm(model: Model, bilm: BiLM, is_train: bool) -> Tuple[bool, Optional[FrozenCache]]:
+    """Lay the biLM out for this pass and check the layer cache against its weights, taking the
+    weights' version once for both.
+
+    RETURNS (Tuple[bool, Optional[FrozenCache]]): whether gradients flow into the biLM, and the
+    layer cache (None when it is not used).
+    """
     trainable = is_train and model.attrs["trainable"]
+    plan: InferencePlan = model.attrs[INFERENCE_ATTR]
+    cache: FrozenCache = model.attrs[CACHE_ATTR]
+    use_cache = cache.max_bytes > 0 and not model.attrs["trainable"]
+    if not use_cache:
+        # a trainable biLM's weights move: what was stored before may be stale
+        cache.clear()
     if trainable:
         # Train on a freshly built model's layout: with the weights a prediction paired, autograd
         # would copy every gradient into their column-major layout (and warn each step).
         unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
-    elif not is_train:
-        model.attrs[INFERENCE_ATTR].apply(bilm)
-    return trainable
-
-
-def _frozen_cache(model: Model, bilm: BiLM) -> Optional[FrozenCache]:
-    """The layer cache, checked against the biLM's weights, or None when it is not used."""
-    cache: FrozenCache = model.attrs[CACHE_ATTR]
-    if cache.max_bytes > 0 and not model.attrs["trainable"]:
-        cache.check(bilm)
-        return cache
-    # a trainable biLM's weights move: what was stored before may be stale
-    cache.clear()
-    return None
+    predicting = not is_train and plan.optimize
+    version = weights_version(bilm) if use_cache or predicting else None
+    if predicting:
+        version = plan.apply(bilm, version)
+    if not use_cache:
+        return trainable, None
+    cache.check(bilm, version)
+    return trainable, cache
 
 
 def _cached_pieces(cache: Optional[FrozenCache], sentences: Sequence[List[str]]) -> List[Any]:

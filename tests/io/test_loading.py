@@ -63,7 +63,7 @@ def test_missing_shipped_model_errors_and_component_says_what_to_do(tmp_path, mo
 
 def test_component_block_builds_the_architecture():
     block = bilm_model_config(random_bilm().config, max_window=50)
-    assert block["@architectures"] == "spacy-elmo.BiLM.v1" and block["max_window"] == 50
+    assert block["@architectures"] == "spacy-elmo.BiLM.v2" and block["max_window"] == 50
     assert isinstance(block["filters"][0], list)
 
 

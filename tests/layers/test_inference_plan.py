@@ -9,6 +9,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 import spacy_elmo.layers.bilm_model as bilm_model
+from spacy_elmo.bilm import BiLM
 from spacy_elmo.layers import ElmoBiLM, InferencePlan, apply_inference, get_bilm, set_bilm, set_inference, weights_updated
 
 from ..conftest import random_bilm
@@ -98,3 +99,34 @@ def test_component_leaves_the_inference_machinery_to_the_model():
     tree = ast.parse((PACKAGE / "pipeline.py").read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert not {m for m in imported if m.startswith("bilm.")}, imported
+
+
+def test_a_forward_pass_takes_the_weights_version_once(monkeypatch):
+    """One walk over the biLM's parameters per batch, shared by the plan and the frozen cache; two
+    when the settings are applied anew (their pairing replaces the weight tensors)."""
+    import spacy_elmo.fast.char_cache as char_cache
+
+    walks = []
+    real = bilm_model.weights_version
+
+    def counted(module):
+        if isinstance(module, BiLM):  # whole-biLM walks (the char cache walks its encoder's alone)
+            walks.append(module)
+        return real(module)
+
+    for module in (bilm_model, char_cache):
+        monkeypatch.setattr(module, "weights_version", counted)
+    plan = InferencePlan(optimize=True, char_cache_size=10)
+    frozen = ElmoBiLM(
+        random_bilm(), max_window=50, batch_size=8, max_batch_items=None, trainable=False, frozen_cache_mb=1, inference=plan
+    )
+    frozen.predict(_docs())
+    assert len(walks) == 2
+    for run in (lambda: frozen.predict(_docs()), lambda: frozen.begin_update(_docs())):
+        walks.clear()
+        run()
+        assert len(walks) == 1
+    trainable = _model(optimize=True)
+    walks.clear()
+    trainable.begin_update(_docs())
+    assert walks == []  # a training step of a trainable biLM keys nothing on its weights
