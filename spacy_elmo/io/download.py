@@ -29,11 +29,11 @@ from http.client import HTTPException, HTTPResponse
 from pathlib import Path
 from typing import IO, Callable, Mapping, Optional, Tuple
 
+from ..cache_dir import cache_dir
 from .allennlp import load_allennlp, read_options
 from .errors import DownloadError, ModelFileError
-from .registry import PublishedModel, published_model
+from .registry import PublishedModel, published_archive, published_model
 
-CACHE_ENV = "SPACY_ELMO_CACHE"
 # "1" allows plain http where no argument can be passed (``load_bilm(NAME)``, a training config)
 ALLOW_HTTP_ENV = "SPACY_ELMO_ALLOW_HTTP"
 OPTIONS_NAME = "options.json"
@@ -74,15 +74,6 @@ class _Unreachable(_Transient):
 
 class _Refused(Exception):
     """An answer that asking again will not change (404, 403, ...)."""
-
-
-def cache_dir() -> Path:
-    """Where downloaded models are kept: ``$SPACY_ELMO_CACHE``, else ``$XDG_CACHE_HOME/spacy_elmo``,
-    else ``~/.cache/spacy_elmo``. RETURNS (Path): the directory (not created here)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "spacy_elmo"
 
 
 def fetch_published(
@@ -431,3 +422,85 @@ def _clock(seconds: float) -> str:
 
 def _note(message: str) -> None:
     print(message, file=sys.stderr)
+
+
+# what an ELMoForManyLangs zip may contribute: its model files, and JSON files (config.json and
+# the architecture JSON that config.json's config_path names); nothing else is extracted
+ARCHIVE_FILES = ("char.dic", "word.dic", "token_embedder.pkl", "encoder.pkl")
+ARCHIVE_MAX_BYTES = 8 * 2**30
+EXTRACTED_RECORD = "extracted.json"
+
+
+def fetch_archive(
+    name: str,
+    *,
+    directory: Optional[Path] = None,
+    base_url: Optional[str] = None,
+    transfer: Optional[Transfer] = None,
+    allow_http: bool = False,
+) -> Path:
+    """The model directory of the published archive ``name`` (an ISO 639 code, ``registry``),
+    downloaded and unpacked unless already there.
+
+    The zip is kept (``directory/NAME.zip``, verified like every download: resumed, and checked by
+    SHA-256 on every later use) and unpacked into ``directory/model`` by the members' base names,
+    only the files a model directory holds; a record of the zip's digest says the unpacking is
+    complete and of this zip.
+    directory (Optional[Path]): where the zip and the model go (default: ``cache_dir() / NAME``).
+    RETURNS (Path): the unpacked model directory.
+    """
+    archive = published_archive(name)
+    directory = Path(directory) if directory is not None else cache_dir() / archive.name
+    directory.mkdir(parents=True, exist_ok=True)
+    zip_path = ensure_file(
+        archive.archive_url(base_url), directory / f"{archive.name}.zip", sha256=archive.sha256,
+        check=_check_archive, transfer=transfer, allow_http=allow_http or archive.http_only,
+    )
+    model = directory / "model"
+    digest = _read_record(zip_path) or file_sha256(zip_path)
+    record = model / EXTRACTED_RECORD
+    if record.is_file() and json.loads(record.read_text(encoding="utf-8")).get("zip_sha256") == digest:
+        return model
+    _unpack(zip_path, model)
+    record.write_text(json.dumps({"zip_sha256": digest, "url": archive.url, "language": archive.name}) + "\n",
+                      encoding="utf-8")
+    return model
+
+
+def _check_archive(path: Path) -> None:
+    """A downloaded zip is an ELMoForManyLangs model: it holds config.json and both weight files."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = {Path(info.filename).name for info in archive.infolist() if not info.is_dir()}
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ModelFileError(path, f"not a readable zip archive ({error})") from error
+    missing = [n for n in ("config.json", "token_embedder.pkl", "encoder.pkl") if n not in names]
+    if missing:
+        raise ModelFileError(path, f"not an ELMoForManyLangs model: {', '.join(missing)} missing from the zip")
+
+
+def _unpack(zip_path: Path, model: Path) -> None:
+    """The model files of ``zip_path`` into ``model``, by base name, each written to a temporary
+    name and renamed into place; a member's own path never decides where anything goes."""
+    import zipfile
+
+    model.mkdir(parents=True, exist_ok=True)
+    (model / EXTRACTED_RECORD).unlink(missing_ok=True)
+    with zipfile.ZipFile(zip_path) as archive:
+        for info in archive.infolist():
+            base = Path(info.filename).name
+            if info.is_dir() or not (base in ARCHIVE_FILES or base.endswith(".json")) or base == EXTRACTED_RECORD:
+                continue
+            if info.file_size > ARCHIVE_MAX_BYTES:
+                raise ModelFileError(zip_path, f"{info.filename} claims {info.file_size} bytes, more than a model file")
+            part = model / (base + ".part")
+            try:
+                with archive.open(info) as source, open(part, "wb") as sink:
+                    while chunk := source.read(1 << 20):
+                        sink.write(chunk)
+            except (zipfile.BadZipFile, OSError) as error:  # a CRC mismatch included
+                part.unlink(missing_ok=True)
+                raise ModelFileError(zip_path, f"{info.filename} could not be unpacked ({error})") from error
+            os.replace(part, model / base)

@@ -1,4 +1,8 @@
-"""The published English ELMo biLMs by name: where their files are and what was reported for them.
+"""The published ELMo biLMs by name: where their files are and what was reported for them.
+
+AllenNLP's English models (``PUBLISHED_MODELS``: an options + HDF5 pair each) and the
+ELMoForManyLangs models of 44 languages (``PUBLISHED_ARCHIVES``, by ISO 639 code: one zip each,
+served by the NLPL repository over plain http, as ELMoForManyLangs' README links them).
 
 The URLs are those of AllenNLP's code (``allennlp/commands/elmo.py`` and the ``ElmoTokenEmbedder``
 defaults name ``https://allennlp.s3.amazonaws.com/models/elmo/...``); AllenNLP's ELMo page lists the
@@ -79,6 +83,55 @@ PUBLISHED_MODELS: Dict[str, PublishedModel] = {
 }
 
 
+@dataclass(frozen=True)
+class PublishedArchive:
+    """One published biLM served as a zip (an ELMoForManyLangs model directory, zipped).
+
+    name (str): the ISO 639 code ``load_bilm`` and ``download`` take; also the model's language.
+    language (str): the language's English name.
+    url (str): the zip's address.
+    sha256 (Optional[str]): the zip's SHA-256 where known; otherwise recorded at the first download.
+    http_only (bool): served over plain http alone (see ``PublishedModel``).
+    family (str): the format inside the zip.
+    """
+
+    name: str
+    language: str
+    url: str
+    sha256: Optional[str] = None
+    http_only: bool = True
+    family: str = "elmoformanylangs"
+
+    def archive_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): the zip's URL, below ``base_url`` or ``$SPACY_ELMO_NLPL_BASE_URL`` if given."""
+        base = base_url or os.environ.get(NLPL_BASE_URL_ENV)
+        if not base:
+            return self.url
+        return (base if base.endswith("/") else base + "/") + self.url.rsplit("/", 1)[-1]
+
+
+# ELMoForManyLangs' README: the NLPL repository's entries 136-179 (release 1.1), one per language;
+# trained on 20M words of the CoNLL 2018 shared task's Wikipedia + Common Crawl text per language.
+_EFML_LANGUAGES = (
+    ("ar", "Arabic"), ("bg", "Bulgarian"), ("ca", "Catalan"), ("cs", "Czech"), ("cu", "Old Church Slavonic"),
+    ("da", "Danish"), ("de", "German"), ("el", "Greek"), ("en", "English"), ("es", "Spanish"),
+    ("et", "Estonian"), ("eu", "Basque"), ("fa", "Persian"), ("fi", "Finnish"), ("fr", "French"),
+    ("ga", "Irish"), ("gl", "Galician"), ("grc", "Ancient Greek"), ("he", "Hebrew"), ("hi", "Hindi"),
+    ("hr", "Croatian"), ("hu", "Hungarian"), ("id", "Indonesian"), ("it", "Italian"), ("ja", "Japanese"),
+    ("ko", "Korean"), ("la", "Latin"), ("lv", "Latvian"), ("nl", "Dutch"), ("nb", "Norwegian Bokmål"),
+    ("nn", "Norwegian Nynorsk"), ("pl", "Polish"), ("pt", "Portuguese"), ("ro", "Romanian"), ("ru", "Russian"),
+    ("sk", "Slovak"), ("sl", "Slovene"), ("sv", "Swedish"), ("tr", "Turkish"), ("ug", "Uyghur"),
+    ("uk", "Ukrainian"), ("ur", "Urdu"), ("vi", "Vietnamese"), ("zh", "Chinese (traditional)"),
+)
+NLPL_BASE_URL = "http://vectors.nlpl.eu/repository/11/"
+# another server holding the same NNN.zip files (a mirror, or a local one in tests)
+NLPL_BASE_URL_ENV = "SPACY_ELMO_NLPL_BASE_URL"
+PUBLISHED_ARCHIVES: Dict[str, PublishedArchive] = {
+    code: PublishedArchive(code, language, f"{NLPL_BASE_URL}{number}.zip")
+    for number, (code, language) in zip(range(136, 180), _EFML_LANGUAGES)  # in the numbers' order
+}
+
+
 def models_base_url(base_url: Optional[str] = None) -> str:
     """The URL the published files are below: ``base_url``, else ``$SPACY_ELMO_BASE_URL``, else
     AllenNLP's bucket. RETURNS (str): ending in "/"."""
@@ -93,7 +146,17 @@ def published_model(name: str, models: Optional[Mapping[str, PublishedModel]] = 
     """
     models = PUBLISHED_MODELS if models is None else models
     if name not in models:
-        raise ModelFileError(
-            name, f"not found: neither an existing path nor a published model name ({', '.join(models)})"
-        )
+        raise ModelFileError(name, f"not found: neither an existing path nor a published model name ({published_names()})")
     return models[name]
+
+
+def published_archive(name: str) -> PublishedArchive:
+    """The published archive called ``name`` (an ISO 639 code), with an error that lists the names."""
+    if name not in PUBLISHED_ARCHIVES:
+        raise ModelFileError(name, f"not found: neither an existing path nor a published model name ({published_names()})")
+    return PUBLISHED_ARCHIVES[name]
+
+
+def published_names() -> str:
+    """Every name ``load_bilm`` downloads, for messages: AllenNLP's, then the languages."""
+    return f"{', '.join(PUBLISHED_MODELS)}; ELMoForManyLangs by language: {', '.join(PUBLISHED_ARCHIVES)}"
