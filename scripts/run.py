@@ -73,8 +73,9 @@ def set_up() -> None:
     if not env_python().is_file():
         venv.EnvBuilder(with_pip=True).create(ENV)
     pin = torch_pin()
-    # pip's own sources first, without any index: a local wheel or mirror, no network needed
-    if not pip("install", "--quiet", "--no-index", pin, check=False):
+    # torch alone from pip's own sources first, without any index: a local wheel, no network needed
+    # (its dependencies come with requirements.txt below, from wherever pip finds packages)
+    if not pip("install", "--quiet", "--no-index", "--no-deps", pin, check=False):
         print(f"spacy-elmo: {pin} not found locally; taking the CPU build from {CPU_INDEX}", file=sys.stderr, flush=True)
         pip("install", "--quiet", pin, "--index-url", CPU_INDEX)
     pip("install", "--quiet", "-r", str(ROOT / "requirements.txt"))

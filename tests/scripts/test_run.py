@@ -54,7 +54,7 @@ def test_torch_cpu_build_first_then_requirements_then_the_package(checkout, monk
     pin = module.torch_pin()
     assert pin == "torch==2.13.0"
     module.set_up()
-    expected = [("install", "--quiet", "--no-index", pin)]
+    expected = [("install", "--quiet", "--no-index", "--no-deps", pin)]
     if not local_torch:
         expected.append(("install", "--quiet", pin, "--index-url", "https://download.pytorch.org/whl/cpu"))
     expected += [("install", "--quiet", "-r", str(checkout / "requirements.txt")), ("install", "--quiet", "--no-deps", "-e", str(checkout))]
