@@ -1,5 +1,6 @@
 """Pure PyTorch ELMo biLM: no spaCy or thinc imports below this package."""
 from .batching import plan_batches
+from .char_vocab import CharVocabulary
 from .chars import batch_char_ids, sentence_char_ids, token_char_ids
 from .config import BiLMConfig
 from .model import BiLM, BiLMOutput, BiLMState
@@ -12,6 +13,7 @@ __all__ = [
     "BiLMOutput",
     "BiLMState",
     "CharCNNEncoder",
+    "CharVocabulary",
     "ScalarMix",
     "batch_char_ids",
     "plan_batches",

@@ -13,7 +13,8 @@ class BiLMConfig:
     filters (List[Tuple[int, int]]): (width, number of filters) of each convolution.
     n_highway (int): number of highway layers after the convolutions.
     activation (str): "relu" or "tanh", applied after max-pooling each convolution.
-    n_characters (int): size of the character vocabulary (262 in published models).
+    n_characters (int): size of the character vocabulary: 262 for the byte ids of the published
+        models (``chars.py``), a learned vocabulary's size otherwise (``BiLM(char_vocab=...)``).
     max_characters_per_token (int): characters per token incl. begin/end-of-word marks.
     dim (int): LSTM cell size.
     projection_dim (int): LSTM output (projection) size; layer width is 2 * projection_dim.
@@ -49,8 +50,8 @@ class BiLMConfig:
             problems.append("a filter is wider than max_characters_per_token")
         if self.max_characters_per_token < 3:
             problems.append("max_characters_per_token must be >= 3 (begin/end-of-word marks and one byte)")
-        if self.n_characters < 261:
-            problems.append(f"n_characters must be >= 261 (bytes and markers), not {self.n_characters}")
+        if self.n_characters < 1:
+            problems.append(f"n_characters must be positive, not {self.n_characters}")
         for name in ("char_embedding_dim", "dim", "projection_dim"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be positive")

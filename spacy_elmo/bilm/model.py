@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from .batching import plan_batches
+from .char_vocab import CharVocabulary
 from .chars import batch_char_ids
 from .config import BiLMConfig
 from .lstm import LSTMPStack, State
@@ -32,12 +33,16 @@ class BiLM(nn.Module):
     """A character-level biLM (Peters et al. 2018) with freshly initialized weights.
 
     config (BiLMConfig): the architecture. Importers (``spacy_elmo.io``) fill in weights.
+    char_vocab (Optional[CharVocabulary]): how tokens become ids when not as the published
+        AllenNLP/bilm-tf models read them (UTF-8 bytes, ``chars.py``): a learned character
+        vocabulary and optional word embedding (ELMoForManyLangs' models). ``batch_ids`` uses it.
     """
 
-    def __init__(self, config: BiLMConfig) -> None:
+    def __init__(self, config: BiLMConfig, *, char_vocab: Optional[CharVocabulary] = None) -> None:
         super().__init__()
         self.config = config
-        self.token_encoder = CharCNNEncoder(config)
+        self.char_vocab = char_vocab
+        self.token_encoder = CharCNNEncoder(config, char_vocab)
         stack_args = (
             config.projection_dim,
             config.dim,
@@ -70,6 +75,31 @@ class BiLM(nn.Module):
 
         return zeros(), zeros()
 
+    @property
+    def token_width(self) -> int:
+        """The number of ids per token that ``forward`` reads (see ``batch_ids``)."""
+        return self.config.max_characters_per_token + self.token_encoder.first_char
+
+    def batch_ids(
+        self, sentences: Sequence[Sequence[str]], *, boundaries: bool = True
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """The ids ``forward`` reads for a batch of token strings: the published byte ids
+        (``chars.batch_char_ids``), or those of the model's learned vocabulary (``char_vocab``).
+
+        boundaries (bool): add the sentence-boundary tokens around each sentence.
+        RETURNS (Tuple[np.ndarray, np.ndarray]): ids (B, T, token_width), 0 for padding tokens,
+            and lengths (B,).
+        """
+        max_chars = self.config.max_characters_per_token
+        if self.char_vocab is not None:
+            return self.char_vocab.batch_ids(sentences, max_chars, boundaries=boundaries)
+        if self.config.n_characters < 261:
+            raise ValueError(
+                f"this biLM has {self.config.n_characters} characters and no character vocabulary: "
+                "byte ids need 262 (give the vocabulary it was trained with as char_vocab)"
+            )
+        return batch_char_ids(sentences, max_chars, boundaries=boundaries)
+
     def reset_states(self) -> None:
         """Forget the state carried between calls in stateful mode."""
         self._carried = None
@@ -82,14 +112,19 @@ class BiLM(nn.Module):
     ) -> BiLMOutput:
         """Run the biLM.
 
-        char_ids (LongTensor): (B, T, max_chars); each row's tokens left-aligned, 0 rows for padding.
-            Sentence boundaries are whatever the ids contain (see ``chars.batch_char_ids``).
+        char_ids (LongTensor): (B, T, token_width); each row's tokens left-aligned, 0 rows for
+            padding. Sentence boundaries are whatever the ids contain (see ``batch_ids``).
         lengths (Optional[LongTensor]): (B,) tokens per row; derived from the padding if None.
         initial_state (Optional[BiLMState]): start state; zeros unless given, or, in stateful mode,
             the state the previous call left (as the original TensorFlow code ran).
         RETURNS (BiLMOutput): all L+1 layers.
         """
-        batch, steps, _ = char_ids.shape
+        batch, steps, width = char_ids.shape
+        if width != self.token_width:
+            raise ValueError(
+                f"token ids of width {width}, but this biLM reads {self.token_width} per token: "
+                "build them with BiLM.batch_ids"
+            )
         if lengths is None:
             lengths = (char_ids > 0).any(dim=-1).sum(dim=-1)
         lengths = lengths.to(torch.long).cpu()
@@ -182,11 +217,10 @@ class BiLM(nn.Module):
         sentences (Sequence[Sequence[str]]): lists of token strings.
         batch_size (int): most sentences per forward pass.
         max_batch_items (Optional[int]): most padded positions per forward pass.
-        boundaries (bool): keep the <S> and </S> positions in the output.
+        boundaries (bool): keep the sentence-boundary positions (<S> and </S>) in the output.
         RETURNS (List[np.ndarray]): per sentence, in input order, float32 (L+1, n_tokens, 2 * projection_dim).
             In stateful mode sentences run in input order, batch_size at a time.
         """
-        cfg = self.config
         results: List[Optional[np.ndarray]] = [None] * len(sentences)
         lengths = [len(s) for s in sentences]
         if self.stateful:
@@ -198,7 +232,7 @@ class BiLM(nn.Module):
         try:
             with torch.no_grad():
                 for batch in batches:
-                    ids, lens = batch_char_ids([sentences[i] for i in batch], cfg.max_characters_per_token)
+                    ids, lens = self.batch_ids([sentences[i] for i in batch])
                     out = self(torch.from_numpy(ids).to(self.device), torch.from_numpy(lens))
                     layers = out.layers.float().cpu().numpy()
                     for row, index in enumerate(batch):

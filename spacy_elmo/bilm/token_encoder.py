@@ -7,6 +7,10 @@ an all-padding row); every convolution window that lies inside that run sees the
 and gives the same value, so one such window stands for all of them in the max-pool. Most
 tokens need 8-16 of the 50 positions. An optional cache (``spacy_elmo.fast.char_cache``) keeps
 encodings of frequent tokens across calls at inference time.
+
+With a learned character vocabulary (``char_vocab.py``, ELMoForManyLangs' models) a token's row
+starts with its word id; with a word embedding, the projection reads ``[word embedding ; highway
+output]``, in that order, as those models were trained.
 """
 from typing import Any, List, Optional, Tuple
 
@@ -14,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .char_vocab import CharVocabulary
 from .config import BiLMConfig
 from .highway import Highway
 
@@ -27,18 +32,33 @@ class CharCNNEncoder(nn.Module):
     """Encode each token's character ids into a vector of width ``projection_dim``.
 
     config (BiLMConfig): the architecture.
+    char_vocab (Optional[CharVocabulary]): a learned character vocabulary (and word embedding)
+        instead of the byte ids; its size must be ``config.n_characters``.
     """
 
-    def __init__(self, config: BiLMConfig) -> None:
+    def __init__(self, config: BiLMConfig, char_vocab: Optional[CharVocabulary] = None) -> None:
         super().__init__()
         self.config = config
-        # Row 0 is the padding-token id and stays zero, as in the published models.
-        self.char_embedding = nn.Embedding(config.n_characters, config.char_embedding_dim, padding_idx=0)
+        if char_vocab is not None and char_vocab.n_chars != config.n_characters:
+            raise ValueError(
+                f"the character vocabulary has {char_vocab.n_chars} entries, the config {config.n_characters}"
+            )
+        # Byte ids: row 0 is the padding-token id and stays zero, as in the published models. A
+        # learned vocabulary names its own padding character, whose row is trained and used.
+        padding = 0 if char_vocab is None else char_vocab.padding
+        self.char_embedding = nn.Embedding(config.n_characters, config.char_embedding_dim, padding_idx=padding)
+        self.word_embedding: Optional[nn.Embedding] = None
+        word_dim = 0
+        if char_vocab is not None and char_vocab.words is not None:
+            word_dim = char_vocab.word_dim
+            self.word_embedding = nn.Embedding(char_vocab.n_words, word_dim)
         self.convolutions = nn.ModuleList(
             [nn.Conv1d(config.char_embedding_dim, n, kernel_size=w, bias=True) for w, n in config.filters]
         )
         self.highway = Highway(config.n_filters, config.n_highway)
-        self.projection = nn.Linear(config.n_filters, config.projection_dim, bias=True)
+        self.projection = nn.Linear(word_dim + config.n_filters, config.projection_dim, bias=True)
+        # a learned vocabulary's rows start with the word id (char_vocab.py)
+        self.first_char = 0 if char_vocab is None else 1
         self._activation = torch.relu if config.activation == "relu" else torch.tanh
         # Encodings kept across calls at inference (spacy_elmo.fast.char_cache: anything with
         # ``encode(encoder, rows)``); not a submodule: holds no parameters and is never saved.
@@ -69,9 +89,11 @@ class CharCNNEncoder(nn.Module):
         return encoded, inverse.reshape(lead)
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
-        """Encode every row of ``rows`` (N, max_chars): (N, projection_dim), no deduplication or cache."""
-        pooled = self._pool(rows)
-        return self.projection(self.highway(pooled))
+        """Encode every row of ``rows`` (N, row width): (N, projection_dim), no deduplication or cache."""
+        features = self.highway(self._pool(rows[:, self.first_char :]))
+        if self.word_embedding is not None:
+            features = torch.cat([self.word_embedding(rows[:, 0]), features], dim=-1)
+        return self.projection(features)
 
     def _pool(self, rows: torch.Tensor) -> torch.Tensor:
         """Max-pooled, activated convolution features (N, n_filters), over each row's needed span only."""
