@@ -1,7 +1,9 @@
-"""Model files: the published AllenNLP/bilm-tf pair, our safetensors directory, and the one
+"""Model files: the published AllenNLP/bilm-tf pair, our safetensors directory, ELMoForManyLangs
+model directories (``efml``), and the one
 loader that decides where a biLM comes from (``loading``: ``load_bilm``, and ``locate_bilm`` for
 the package's own entry points)."""
 from .allennlp import export_allennlp, load_allennlp, read_options
+from .efml import load_efml
 from .errors import ModelFileError
 from .native import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .loading import load_bilm
@@ -13,6 +15,7 @@ __all__ = [
     "export_allennlp",
     "load_allennlp",
     "load_bilm",
+    "load_efml",
     "load_native",
     "read_options",
     "save_bilm",

@@ -5,7 +5,9 @@ public function) adds the inference fast path. The ``elmo`` component's ``initia
 ``convert``, ``finetune`` (which also reads the vocabulary and softmax of one of our directories)
 and the fuzzers all start here. A biLM comes from one of our model directories, a spaCy pipeline
 directory holding one elmo component, a directory holding a published AllenNLP/bilm-tf pair
-(options.json beside weights.hdf5, or model.hdf5 as NLPL archives name it), the pair given as two
+(options.json beside weights.hdf5, or model.hdf5 as NLPL archives name it), an ELMoForManyLangs
+model directory (config.json beside token_embedder.pkl, encoder.pkl, char.dic: ``efml``; our
+directories have a config.json too, but a model.safetensors and no .pkl), the pair given as two
 files, a published model by name ("small", "original", ...: see ``registry``), or, where nothing
 is given, the English biLM shipped inside the package. An existing path always wins over a name;
 only a registered name downloads, once, into the cache (``download``); a path that does not exist
@@ -19,6 +21,7 @@ from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
 from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
+from .efml import is_efml_directory, load_efml
 from .errors import ModelFileError
 from .native import CONFIG_NAME
 from .native import WEIGHTS_NAME as NATIVE_WEIGHTS_NAME
@@ -35,23 +38,27 @@ PAIR_WEIGHTS_NAMES = (WEIGHTS_NAME, "model.hdf5")
 
 @dataclass(frozen=True)
 class BiLMSource:
-    """Where a biLM comes from, as ``locate_bilm`` decided it: one of our directories, or a
-    published pair.
+    """Where a biLM comes from, as ``locate_bilm`` decided it: one of our directories, a
+    published pair, or an ELMoForManyLangs directory.
 
     directory (Optional[Path]): our model directory (config.json + model.safetensors); one written
         by training also holds the vocabulary and softmax that continue language-model training.
     options (Optional[Path]): a published options.json, where there is no directory of ours.
     weights (Optional[Path]): the HDF5 weights that go with ``options``.
+    efml (Optional[Path]): an ELMoForManyLangs model directory.
     """
 
     directory: Optional[Path] = None
     options: Optional[Path] = None
     weights: Optional[Path] = None
+    efml: Optional[Path] = None
 
     def load(self) -> BiLM:
         """RETURNS (BiLM): the model on CPU in eval mode, with the plain computation."""
         if self.directory is not None:
             return load_native(self.directory)
+        if self.efml is not None:
+            return load_efml(self.efml)
         return load_allennlp(self.options, self.weights)
 
 
@@ -71,15 +78,15 @@ def locate_bilm(
     asked for by name is downloaded into the cache on first use (``download.fetch_published``).
 
     path (Optional[PathLike]): an existing directory: ours, a spaCy pipeline with one elmo component
-        (its saved model), or one holding a published pair (options.json + weights.hdf5 or
-        model.hdf5). Where no such path exists, the name of a published model (``registry``); a
-        string that looks like a path (a separator, a leading "." or "~", a file extension) is
-        refused, naming it.
+        (its saved model), one holding a published pair (options.json + weights.hdf5 or
+        model.hdf5), or an ELMoForManyLangs model directory. Where no such path exists, the name
+        of a published model (``registry``); a string that looks like a path (a separator, a
+        leading "." or "~", a file extension) is refused, naming it.
     options (Optional[PathLike]): a published options.json (with ``weights``).
     weights (Optional[PathLike]): a published HDF5 weights file (with ``options``).
     With none of them, the English biLM shipped with the package.
     what (str): who asks, for the error messages (e.g. "[initialize.components.elmo]").
-    RETURNS (BiLMSource): our directory, or the published pair.
+    RETURNS (BiLMSource): our directory, the published pair, or the EFML directory.
     """
     if path is not None:
         if options is not None or weights is not None:
@@ -121,11 +128,14 @@ def load_bilm(
     weights: Optional[PathLike] = None,
     optimize: bool = True,
 ) -> BiLM:
-    """Load a biLM from our directory format, a spaCy pipeline, or a published options + HDF5 pair.
+    """Load a biLM from our directory format, a spaCy pipeline, a published options + HDF5 pair, or
+    an ELMoForManyLangs model directory.
 
     path (Optional[PathLike]): a directory written by ``save_bilm`` (or a pipeline's training output),
         a spaCy pipeline directory with one elmo component, a directory holding a published
-        options.json + weights.hdf5 (or model.hdf5), or the name of a published model ("small",
+        options.json + weights.hdf5 (or model.hdf5), an ELMoForManyLangs model directory
+        (config.json, char.dic, token_embedder.pkl, ...; its .pkl files are read as tensors
+        only), or the name of a published model ("small",
         "medium", "original", "original-5.5b"), downloaded on first use into the cache
         (``$SPACY_ELMO_CACHE``; docs/download.md). A path that does not exist is an error.
     options (Optional[PathLike]): a published options.json (with ``weights``).
@@ -163,9 +173,12 @@ def find_bilm_directory(path: PathLike) -> Path:
 
 
 def _local_source(path: Path) -> BiLMSource:
-    """The biLM in an existing directory: ours first, then a pipeline's, then a published pair."""
+    """The biLM in an existing directory: an EFML one (its config.json has .pkl files or char.dic
+    beside it, and no model.safetensors), ours, a pipeline's, then a published pair."""
     if not path.is_dir():
         raise ModelFileError(path, "a file, not a model directory; give a published pair as options and weights")
+    if is_efml_directory(path) and not (path / NATIVE_WEIGHTS_NAME).is_file():
+        return BiLMSource(efml=path)
     if (path / CONFIG_NAME).is_file() or (path / PIPELINE_CONFIG_NAME).is_file():
         return BiLMSource(directory=find_bilm_directory(path))
     if (path / OPTIONS_NAME).is_file():
@@ -177,8 +190,9 @@ def _local_source(path: Path) -> BiLMSource:
                   "or give options and weights as two files"
         )
     raise ModelFileError(
-        path, f"not a biLM: no {CONFIG_NAME} (a spacy-elmo model directory), {PIPELINE_CONFIG_NAME} (a spaCy "
-              f"pipeline with an elmo component) or {OPTIONS_NAME} + {WEIGHTS_NAME} (a published pair) in it",
+        path, f"not a biLM: no {CONFIG_NAME} (a spacy-elmo model directory, or with .pkl files an "
+              f"ELMoForManyLangs one), {PIPELINE_CONFIG_NAME} (a spaCy pipeline with an elmo component) or "
+              f"{OPTIONS_NAME} + {WEIGHTS_NAME} (a published pair) in it",
     )
 
 

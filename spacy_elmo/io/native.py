@@ -1,5 +1,8 @@
 """Our own model directory: ``config.json`` (options + checksum) and ``model.safetensors``.
 
+A biLM with a learned character vocabulary (``BiLM.char_vocab``, an imported ELMoForManyLangs
+model) keeps it in config.json under "char_vocab".
+
 Nothing here unpickles: weights are safetensors, the config is JSON, and the weights'
 SHA-256 is checked before they are parsed, so a damaged or swapped file is refused.
 """
@@ -14,7 +17,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
-from ..bilm import BiLM, BiLMConfig
+from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
 
 PathLike = Union[str, Path]
@@ -30,13 +33,19 @@ def bilm_to_bytes(bilm: BiLM) -> bytes:
     return save_safetensors_bytes(state)
 
 
-def bilm_from_bytes(config: BiLMConfig, data: bytes, *, source: PathLike = "<bytes>") -> BiLM:
-    """Build a biLM from its config and safetensors bytes, checking names and shapes."""
+def bilm_from_bytes(
+    config: BiLMConfig, data: bytes, *, char_vocab: Optional[CharVocabulary] = None, source: PathLike = "<bytes>"
+) -> BiLM:
+    """Build a biLM from its config (and learned character vocabulary, if it has one) and
+    safetensors bytes, checking names and shapes."""
     try:
         state = load_safetensors_bytes(data)
     except (SafetensorError, ValueError, RuntimeError) as err:
         raise ModelFileError(source, f"not a valid safetensors file ({err})") from err
-    bilm = BiLM(config)
+    try:
+        bilm = BiLM(config, char_vocab=char_vocab)
+    except ValueError as err:
+        raise ModelFileError(source, str(err)) from err
     expected = bilm.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -74,6 +83,8 @@ def save_bilm(bilm: BiLM, path: PathLike, *, extra: Optional[Dict[str, Any]] = N
         "weights_sha256": hashlib.sha256(data).hexdigest(),
         "extra": extra or {},
     }
+    if bilm.char_vocab is not None:
+        config["char_vocab"] = bilm.char_vocab.to_json()
     write_atomic(path / WEIGHTS_NAME, data)
     write_atomic(path / CONFIG_NAME, json.dumps(config, indent=2).encode("utf-8"))
     return path
@@ -102,6 +113,7 @@ def load_native(path: PathLike) -> BiLM:
     config = read_config(path)
     try:
         bilm_config = BiLMConfig.from_options(config["options"])
+        char_vocab = None if config.get("char_vocab") is None else CharVocabulary.from_json(config["char_vocab"])
     except (KeyError, ValueError) as err:
         raise ModelFileError(Path(path) / CONFIG_NAME, f"bad options ({err})") from err
     weights_path = Path(path) / WEIGHTS_NAME
@@ -111,7 +123,7 @@ def load_native(path: PathLike) -> BiLM:
     expected = config.get("weights_sha256")
     if expected is not None and hashlib.sha256(data).hexdigest() != expected:
         raise ModelFileError(weights_path, "checksum mismatch: the file is damaged or was replaced")
-    return bilm_from_bytes(bilm_config, data, source=weights_path)
+    return bilm_from_bytes(bilm_config, data, char_vocab=char_vocab, source=weights_path)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
