@@ -45,6 +45,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ..bilm.lstm import LSTMPLayer, State
+from ..cache_dir import cache_dir
 from .in_place import final_hidden
 
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
@@ -64,14 +65,11 @@ class KernelBuildError(RuntimeError):
 
 
 def kernel_dir() -> Path:
-    """Where built kernels are kept: ``$SPACY_ELMO_KERNELS``, else ``$SPACY_ELMO_CACHE/kernels``,
-    else under ``$XDG_CACHE_HOME/spacy_elmo`` or ``~/.cache/spacy_elmo`` (the download cache's root)."""
+    """Where built kernels are kept: ``$SPACY_ELMO_KERNELS``, else ``kernels/`` in the cache folder
+    (``cache_dir()``, where downloads go too)."""
     if os.environ.get(DIR_ENV):
         return Path(os.environ[DIR_ENV]).expanduser()
-    root = os.environ.get("SPACY_ELMO_CACHE")
-    if not root:
-        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spacy_elmo")
-    return Path(root).expanduser() / "kernels"
+    return cache_dir() / "kernels"
 
 
 def enabled() -> bool:

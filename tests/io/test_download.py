@@ -20,7 +20,7 @@ import torch
 from spacy_elmo import load_bilm
 from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.io import ModelFileError, save_bilm
-from spacy_elmo.io.download import ALLOW_HTTP_ENV, Transfer, cache_dir, fetch_pair, fetch_published, record_path
+from spacy_elmo.io.download import ALLOW_HTTP_ENV, Transfer, fetch_pair, fetch_published, record_path
 from spacy_elmo.io.errors import DownloadError
 from spacy_elmo.io.registry import BASE_URL_ENV, DEFAULT_BASE_URL, PUBLISHED_MODELS
 
@@ -268,14 +268,6 @@ def test_redirect_from_https_to_http_is_refused_naming_both_urls(server, tls_ser
     assert f"redirected {tls_server.base + OPTIONS_PATH} to {server.base + OPTIONS_PATH}" in str(err.value)
     assert server.requests == [] and tls_server.count(OPTIONS_PATH) == 1  # not retried
     assert not (tmp_path / "down" / "options.json").exists()
-
-
-def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "mine"))
-    assert cache_dir() == tmp_path / "mine"
-    monkeypatch.delenv("SPACY_ELMO_CACHE")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir() == tmp_path / "xdg" / "spacy_elmo"
 
 
 def test_load_by_name_downloads_once_verifies_and_records(server, tmp_path, capsys, monkeypatch):

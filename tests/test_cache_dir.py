@@ -1,0 +1,18 @@
+from spacy_elmo.cache_dir import cache_dir
+from spacy_elmo.fast import compiled
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("SPACY_ELMO_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "spacy_elmo"
+
+
+def test_built_kernels_go_in_the_cache_folder_unless_given_their_own(monkeypatch, tmp_path):
+    monkeypatch.delenv(compiled.DIR_ENV, raising=False)
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    assert compiled.kernel_dir() == cache_dir() / "kernels"
+    monkeypatch.setenv(compiled.DIR_ENV, str(tmp_path / "kernels"))
+    assert compiled.kernel_dir() == tmp_path / "kernels"
