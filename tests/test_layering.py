@@ -6,7 +6,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "spacy_elmo"
 # top-level helper modules any layer but the plain model may use; they import no layer themselves
-HELPERS = {"cache_dir", "provenance", "plotting"}
+HELPERS = {"atomic", "cache_dir", "provenance", "plotting"}
 # layer -> the spacy_elmo modules and packages its code may import (besides its own)
 ALLOWED = {
     "bilm": set(),
@@ -48,7 +48,7 @@ def test_layer_imports_only_downward(layer):
     assert not wrong, sorted(wrong)
 
 
-@pytest.mark.parametrize("helper", ["cache_dir"])
+@pytest.mark.parametrize("helper", ["atomic", "cache_dir"])
 def test_the_file_helpers_import_nothing_of_the_package(helper):
     assert not list(_imported(PACKAGE / f"{helper}.py"))
 

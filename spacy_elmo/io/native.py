@@ -8,7 +8,6 @@ SHA-256 is checked before they are parsed, so a damaged or swapped file is refus
 """
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -17,6 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
+from ..atomic import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
 
@@ -124,25 +124,3 @@ def load_native(path: PathLike) -> BiLM:
     if expected is not None and hashlib.sha256(data).hexdigest() != expected:
         raise ModelFileError(weights_path, "checksum mismatch: the file is damaged or was replaced")
     return bilm_from_bytes(bilm_config, data, char_vocab=char_vocab, source=weights_path)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes so that a crash leaves either the old file or the new one, never a mix."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        # "No space left on device" alone does not say which write failed
-        raise OSError(err.errno, err.strerror, str(path)) from err
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)

@@ -14,8 +14,9 @@ from typing import IO, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 import numpy as np
 
+from ..atomic import write_atomic
 from ..bilm import BiLM
-from ..io.native import bilm_to_bytes, write_atomic
+from ..io.native import bilm_to_bytes
 
 Sentence = Tuple[str, ...]
 

@@ -2,7 +2,7 @@
 from pathlib import Path
 from typing import List, Optional
 
-from ..io.native import write_atomic
+from ..atomic import write_atomic
 from ..plotting import pyplot
 from .representations import BASELINES
 from .result import ProbeResult, row_label

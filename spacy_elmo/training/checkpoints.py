@@ -24,8 +24,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from ..atomic import write_atomic
 from ..io.errors import ModelFileError
-from ..io.native import write_atomic
 
 PREFIX = "step-"
 STATE_NAME = "state.json"

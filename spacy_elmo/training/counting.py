@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List
 
+from ..atomic import write_atomic
 from ..bilm import plan_batches
-from ..io.native import write_atomic
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from ..atomic import write_atomic
 from ..bilm.softmax import WordSoftmax
 from ..io.loading import PathLike
-from ..io.native import write_atomic
 from .config import LMConfig
 from .distributed import DistInfo, barrier, shutdown
 from .lm import LanguageModel

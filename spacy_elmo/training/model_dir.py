@@ -15,11 +15,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from ..atomic import write_atomic
 from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
 from ..io import ModelFileError, save_bilm
 from ..io.loading import PathLike, locate_bilm
-from ..io.native import read_config, write_atomic
+from ..io.native import read_config
 from .lm import LanguageModel
 from .vocab import VOCAB_NAME, Vocab
 

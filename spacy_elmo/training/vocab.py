@@ -10,8 +10,8 @@ from typing import Dict, Iterable, List, Sequence, Union
 
 import numpy as np
 
+from ..atomic import write_atomic
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
-from ..io.native import write_atomic
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
