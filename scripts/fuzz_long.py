@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spacy_elmo.provenance import inference_path, model_files, provenance
-from spacy_elmo.reliability.fuzz import ATOL, PIPELINE_SETTINGS, batches, check_batch, fuzz_pipelines, load_or_exit
+from reliability_fuzz import ATOL, PIPELINE_SETTINGS, batches, check_batch, fuzz_pipelines, load_or_exit
 
 TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
 

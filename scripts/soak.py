@@ -28,8 +28,8 @@ import torch
 
 from spacy_elmo.provenance import inference_path, model_files, provenance
 from spacy_elmo.pipeline import create_pipeline
-from spacy_elmo.reliability.fuzz import load_or_exit
-from spacy_elmo.reliability.soak import short_texts, soak
+from reliability_fuzz import load_or_exit
+from reliability_soak import short_texts, soak
 
 TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
 

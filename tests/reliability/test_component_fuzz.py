@@ -12,7 +12,11 @@ from hypothesis import strategies as st
 from spacy.tokens import Doc
 
 from spacy_elmo.io import load_allennlp
-from spacy_elmo.reliability.fuzz import PIPELINE_SETTINGS, batches, build_doc, check_batch, fuzz_pipelines
+from ..training_runs import script
+
+_fuzz = script("reliability_fuzz")
+PIPELINE_SETTINGS, batches, build_doc = _fuzz.PIPELINE_SETTINGS, _fuzz.batches, _fuzz.build_doc
+check_batch, fuzz_pipelines = _fuzz.check_batch, _fuzz.fuzz_pipelines
 
 from ..conftest import load_tiny_bilm
 

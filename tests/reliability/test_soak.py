@@ -8,9 +8,12 @@ import torch
 
 from spacy_elmo.data_classes import ElmoOutput
 
-import spacy_elmo.reliability.soak as module
-from spacy_elmo.reliability.fuzz import fuzz_pipelines
-from spacy_elmo.reliability.soak import SoakResult, describe_growth, holds_only_numpy, short_texts, soak
+from ..training_runs import script
+
+module = script("reliability_soak")
+fuzz_pipelines = script("reliability_fuzz").fuzz_pipelines
+SoakResult, describe_growth, holds_only_numpy = module.SoakResult, module.describe_growth, module.holds_only_numpy
+short_texts, soak = module.short_texts, module.soak
 
 from ..conftest import load_tiny_bilm
 

@@ -1,4 +1,4 @@
-"""The long reliability runs (scripts/soak.py, scripts/fuzz_long.py) use spacy_elmo.reliability,
+"""The long reliability runs (scripts/soak.py, scripts/fuzz_long.py) use scripts/reliability_fuzz.py and reliability_soak.py,
 as the tests do, and run without the test tree on the path."""
 import hashlib
 import json
@@ -23,8 +23,9 @@ def test_scripts_and_benchmarks_import_nothing_from_the_tests():
 
 
 def _run(script, *args, cwd, env=None):
-    # -I: no PYTHONPATH, no script folder on sys.path; from an empty folder, so `tests` is not importable
-    command = [sys.executable, "-I", str(ROOT / "scripts" / script), *map(str, args)]
+    # -E -s: no PYTHONPATH, no user site; from an empty folder, so only the installed package and the
+    # scripts' own folder (their drivers, reliability_fuzz.py and reliability_soak.py) are importable
+    command = [sys.executable, "-E", "-s", str(ROOT / "scripts" / script), *map(str, args)]
     # PATH and HOME: the compiled loop is built (compiler and linker) and kept where it would be
     kept = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd,

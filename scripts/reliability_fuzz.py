@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..bilm import BiLM
-from ..io import ModelFileError
-from ..io.loading import locate_bilm
-from ..pipeline import create_pipeline
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.io import ModelFileError
+from spacy_elmo.io.loading import locate_bilm
+from spacy_elmo.pipeline import create_pipeline
 
 # The tiny random-weight fixture model's recurrent weights amplify float32 rounding along long
 # windows (see test_regression_long_window_batch_mates): 1e-4 for that model, 1e-5 for trained ones.
