@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from ..io import load_bilm
-from ..neighbors import SenseIndex, static_neighbors
+from ..probes.neighbors import SenseIndex, static_neighbors
 from ..provenance import provenance
 from ._app import app
 

@@ -10,7 +10,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .bilm import BiLM
+from ..bilm import BiLM
 
 Layer = Union[int, str]  # an index into the L+1 layers, or "mean"
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from spacy_elmo.neighbors import SenseIndex, static_neighbors
+from spacy_elmo.probes.neighbors import SenseIndex, static_neighbors
 
 CORPUS = [
     "I deposited cash at the bank".split(),
