@@ -8,6 +8,7 @@ from thinc.api import Maxout, Model, chain, with_array
 from thinc.types import Floats2d
 
 from .bilm import BiLM, BiLMConfig
+from .bilm.config import SMALL
 from .data_classes import ElmoOutput
 from .fast import DEFAULT_CHAR_CACHE_SIZE
 from .layers import ElmoBiLM, InferencePlan
@@ -38,18 +39,18 @@ def bilm_model_config(config: BiLMConfig, **settings: Any) -> Dict[str, Any]:
 @registry.architectures("spacy-elmo.BiLM.v1")
 def bilm_v1(
     *,
-    char_embedding_dim: int = 16,
-    filters: Sequence[Sequence[int]] = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)),
-    n_highway: int = 1,
-    activation: str = "relu",
-    n_characters: int = 262,
-    max_characters_per_token: int = 50,
-    dim: int = 1024,
-    projection_dim: int = 128,
-    n_layers: int = 2,
-    cell_clip: Optional[float] = 3.0,
-    proj_clip: Optional[float] = 3.0,
-    use_skip_connections: bool = True,
+    char_embedding_dim: int = SMALL.char_embedding_dim,
+    filters: Sequence[Sequence[int]] = SMALL.filters,
+    n_highway: int = SMALL.n_highway,
+    activation: str = SMALL.activation,
+    n_characters: int = SMALL.n_characters,
+    max_characters_per_token: int = SMALL.max_characters_per_token,
+    dim: int = SMALL.dim,
+    projection_dim: int = SMALL.projection_dim,
+    n_layers: int = SMALL.n_layers,
+    cell_clip: Optional[float] = SMALL.cell_clip,
+    proj_clip: Optional[float] = SMALL.proj_clip,
+    use_skip_connections: bool = SMALL.use_skip_connections,
     max_window: int = 200,
     batch_size: int = 128,
     max_batch_items: Optional[int] = 4096,
@@ -59,7 +60,7 @@ def bilm_v1(
     """A character-level biLM (randomly initialized) that maps Docs to all their biLM layers.
 
     The shape arguments are the fields of the published options JSON (see ``BiLMConfig``);
-    the defaults are the published "small" model (2x1024_128_2048cnn_1xhighway). Weights
+    the defaults are the published "small" model (``bilm.config.SMALL``, 2x1024_128_2048cnn_1xhighway). Weights
     imported at ``nlp.initialize()`` bring their own shape, which replaces this one and is
     saved with the pipeline.
 
@@ -116,20 +117,20 @@ def _bilm_model(
 @registry.architectures(BILM_ARCHITECTURE)
 def bilm_v2(
     *,
-    # v1's arguments and defaults, written out again: spaCy fills a config from the builder's own
-    # signature (tests/test_configs.py holds the two equal)
-    char_embedding_dim: int = 16,
-    filters: Sequence[Sequence[int]] = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)),
-    n_highway: int = 1,
-    activation: str = "relu",
-    n_characters: int = 262,
-    max_characters_per_token: int = 50,
-    dim: int = 1024,
-    projection_dim: int = 128,
-    n_layers: int = 2,
-    cell_clip: Optional[float] = 3.0,
-    proj_clip: Optional[float] = 3.0,
-    use_skip_connections: bool = True,
+    # v1's arguments, written out again with the same defaults (SMALL's fields): spaCy fills a
+    # config from the builder's own signature (tests/test_configs.py holds the two equal)
+    char_embedding_dim: int = SMALL.char_embedding_dim,
+    filters: Sequence[Sequence[int]] = SMALL.filters,
+    n_highway: int = SMALL.n_highway,
+    activation: str = SMALL.activation,
+    n_characters: int = SMALL.n_characters,
+    max_characters_per_token: int = SMALL.max_characters_per_token,
+    dim: int = SMALL.dim,
+    projection_dim: int = SMALL.projection_dim,
+    n_layers: int = SMALL.n_layers,
+    cell_clip: Optional[float] = SMALL.cell_clip,
+    proj_clip: Optional[float] = SMALL.proj_clip,
+    use_skip_connections: bool = SMALL.use_skip_connections,
     max_window: int = 200,
     batch_size: int = 128,
     max_batch_items: Optional[int] = 4096,

@@ -1,6 +1,7 @@
 import subprocess
 import sys
 import textwrap
+from dataclasses import asdict
 
 import inspect
 
@@ -11,6 +12,8 @@ from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Config
 
+from spacy_elmo.bilm import BiLMConfig
+from spacy_elmo.bilm.config import ORIGINAL, SMALL
 from spacy_elmo.io import load_allennlp
 from spacy_elmo.layers import get_bilm
 
@@ -130,6 +133,31 @@ def test_bilm_v2_takes_the_arguments_and_defaults_of_v1():
     v1, v2 = (inspect.signature(registry.architectures.get(f"spacy-elmo.BiLM.{v}")).parameters for v in ("v1", "v2"))
     assert {name: p.default for name, p in v1.items()} == {name: v2[name].default for name in v1}
     assert set(v2) - set(v1) == {"optimize", "precision", "char_cache_size"}
+
+
+def test_bilm_v1_keeps_its_released_defaults_the_published_small_shape():
+    v1 = inspect.signature(registry.architectures.get("spacy-elmo.BiLM.v1")).parameters
+    shape = {name: v1[name].default for name in asdict(SMALL)}
+    assert shape == {
+        "char_embedding_dim": 16,
+        "filters": ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)),
+        "n_highway": 1,
+        "activation": "relu",
+        "n_characters": 262,
+        "max_characters_per_token": 50,
+        "dim": 1024,
+        "projection_dim": 128,
+        "n_layers": 2,
+        "cell_clip": 3.0,
+        "proj_clip": 3.0,
+        "use_skip_connections": True,
+    }
+    assert BiLMConfig(**shape) == SMALL
+
+
+def test_bilm_config_defaults_are_the_published_original_shape():
+    assert BiLMConfig() == ORIGINAL
+    assert (ORIGINAL.dim, ORIGINAL.projection_dim, ORIGINAL.n_highway, ORIGINAL.n_filters) == (4096, 512, 2, 2048)
 
 
 def test_bilm_v2_with_optimize_false_runs_the_exact_path(tiny_paths, tiny_sentences):

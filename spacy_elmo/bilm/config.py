@@ -9,6 +9,9 @@ ACTIVATIONS = ("relu", "tanh")
 class BiLMConfig:
     """Architecture of a character-level biLM (the fields of AllenNLP/bilm-tf's options.json).
 
+    The defaults are the published "original" model (``ORIGINAL``); ``SMALL`` is the published
+    "small" one, the default shape of the ``spacy-elmo.BiLM`` architectures.
+
     char_embedding_dim (int): width of the character embedding.
     filters (List[Tuple[int, int]]): (width, number of filters) of each convolution.
     n_highway (int): number of highway layers after the convolutions.
@@ -131,3 +134,8 @@ def _optional_clip(value: Any) -> Optional[float]:
     if value is None or float(value) <= 0:
         return None
     return float(value)
+
+
+# The published shapes by name (io/registry.py says where their files are).
+ORIGINAL = BiLMConfig()  # 2x4096_512_2048cnn_2xhighway
+SMALL = BiLMConfig(n_highway=1, dim=1024, projection_dim=128)  # 2x1024_128_2048cnn_1xhighway
