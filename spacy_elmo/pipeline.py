@@ -17,6 +17,7 @@ from thinc.types import Floats3d
 from thinc.util import to_numpy
 
 from .bilm import BiLM, BiLMConfig
+from .bilm.char_vocab import CharVocabulary
 from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
 from .architectures import bilm_model_config
 from .bilm.scalar_mix import softmax_weights
@@ -372,7 +373,10 @@ class Elmo(TrainablePipe):
 
         def load_model(data: bytes) -> None:
             config = BiLMConfig.from_options(self.cfg["bilm_options"])
-            self._swap_bilm(bilm_from_bytes(config, data, source=f"bytes of the '{self.name}' component"))
+            stored = self.cfg.get("char_vocab")
+            char_vocab = None if stored is None else CharVocabulary.from_json(stored)
+            source = f"bytes of the '{self.name}' component"
+            self._swap_bilm(bilm_from_bytes(config, data, char_vocab=char_vocab, source=source))
 
         deserialize = {
             "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
@@ -410,6 +414,8 @@ class Elmo(TrainablePipe):
         softmax_weights(self.mix_weights, bilm.config.n_output_layers)  # raises if the count is wrong
         set_bilm(self.model, bilm)
         self.cfg["bilm_options"] = bilm.config.to_options()
+        # a learned character vocabulary (an imported ELMoForManyLangs model) is part of the model
+        self.cfg["char_vocab"] = None if bilm.char_vocab is None else bilm.char_vocab.to_json()
         for listener in self.listeners:
             self._tell_shape(listener)
 

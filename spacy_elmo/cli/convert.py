@@ -5,13 +5,14 @@ from typing import Optional
 import typer
 
 from ..io import ModelFileError
+from ..io.loading import BiLMSource, locate_bilm
 from ._app import app
 
 
 def build_pipeline(
     output: Path,
     *,
-    lang: str = "en",
+    lang: Optional[str] = None,
     options: Optional[Path] = None,
     weights: Optional[Path] = None,
     model: Optional[Path] = None,
@@ -20,12 +21,50 @@ def build_pipeline(
 
     The component's model block is written in the imported shape, so ``spacy.load(output)``
     needs nothing but the output directory.
+    lang (Optional[str]): the pipeline's language; default: the model's (``pipeline_language``).
     RETURNS (Path): the pipeline directory.
     """
-    from ..pipeline import create_pipeline, initial_bilm
+    from ..pipeline import create_pipeline
 
-    create_pipeline(initial_bilm(options=options, weights=weights, model=model), lang=lang).to_disk(output)
+    source = locate_bilm(model, options=options, weights=weights, what="convert")
+    lang = lang or pipeline_language(source, model)
+    check_language(lang)
+    create_pipeline(source.load(), lang=lang).to_disk(output)
     return output
+
+
+def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
+    """The language a pipeline for this biLM gets without ``--lang``: what its source records
+    (a published name, an archive's meta.json), a pipeline directory's own language, English
+    for AllenNLP's format and our directories (the shipped model and AllenNLP's are English); an
+    ELMoForManyLangs directory records none, so it needs ``--lang``."""
+    if source.language:
+        return source.language
+    if model is not None and (Path(model) / "config.cfg").is_file():
+        from spacy import util
+
+        return util.load_config(Path(model) / "config.cfg", interpolate=False)["nlp"]["lang"]
+    if source.efml is not None:
+        raise ValueError(
+            f"{source.efml}: an ELMoForManyLangs model records no language; give it with --lang "
+            "(an ISO 639 code spaCy knows, e.g. de, ru, ar; or xx for spaCy's multi-language tokenizer)"
+        )
+    return "en"
+
+
+def check_language(lang: str) -> None:
+    """Refuse, with what to do, a language whose blank pipeline spaCy cannot make here (unknown to
+    spaCy, or a tokenizer needing a package this environment lacks: Japanese, Korean, Vietnamese,
+    Chinese word segmentation)."""
+    import spacy
+
+    try:
+        spacy.blank(lang)
+    except ImportError as err:
+        raise ValueError(
+            f"spaCy cannot make a blank '{lang}' pipeline here: {err} (or use --lang xx, spaCy's "
+            "multi-language tokenizer, and tokenize the text yourself)"
+        ) from err
 
 
 def export_pipeline_bilm(model: Path, output: Path) -> None:
@@ -43,10 +82,13 @@ def convert_cli(
     output: Path = typer.Option(..., "--output", help="directory to write"),
     options: Optional[Path] = typer.Option(None, "--options", help="published options.json"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights"),
-    model: Optional[Path] = typer.Option(
-        None, "--model", help="spacy-elmo model directory, or a spaCy pipeline with an elmo component"
+    model: Optional[str] = typer.Option(
+        None, "--model", help="a biLM as load_bilm takes it: our directory, a pipeline, a published pair's "
+        "directory or zip, an ELMoForManyLangs directory, or a published name (small, original, de, ru, ...)"
     ),
-    lang: str = typer.Option("en", "--lang", help="language of the blank pipeline"),
+    lang: Optional[str] = typer.Option(
+        None, "--lang", help="language of the blank pipeline (default: the model's; English for AllenNLP's)"
+    ),
     to_allennlp: bool = typer.Option(
         False, "--to-allennlp", help="write options.json + weights.hdf5 from --model instead"
     ),

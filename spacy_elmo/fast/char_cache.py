@@ -15,7 +15,7 @@ counters; call ``clear()`` after such surgery.
 """
 import itertools
 import threading
-from typing import TYPE_CHECKING, Dict, Hashable, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 import torch
@@ -101,18 +101,29 @@ class CharCNNCache:
                     self._insert(keys[i], result[i])
         return result
 
-    def fill(self, encoder: "CharCNNEncoder", tokens: Iterable[str], *, batch_size: int = 1024) -> int:
+    def fill(
+        self,
+        encoder: "CharCNNEncoder",
+        tokens: Iterable[str],
+        *,
+        batch_size: int = 1024,
+        token_ids: Optional[Callable[[str, int], np.ndarray]] = None,
+    ) -> int:
         """Encode ``tokens`` (most frequent first) into the cache, up to ``max_size`` of them.
 
         The sentence boundaries <S> and </S> come first: every sentence has both.
-
+        token_ids (Optional[Callable[[str, int], np.ndarray]]): a token's id row at a width, as the
+            model makes them (``BiLM.char_vocab.token_ids`` for a learned vocabulary, whose own
+            boundary tokens are then not added); default: the published byte ids.
         RETURNS (int): the number of entries afterwards.
         """
         with self._lock:
             self._check(encoder)
         chosen: List[str] = []
         seen: Set[str] = set()
-        for token in itertools.chain((BOS_TOKEN, EOS_TOKEN), tokens):
+        boundaries = (BOS_TOKEN, EOS_TOKEN) if token_ids is None else ()
+        token_ids = token_char_ids if token_ids is None else token_ids
+        for token in itertools.chain(boundaries, tokens):
             if len(chosen) == self.max_size:
                 break
             if token not in seen:
@@ -124,7 +135,7 @@ class CharCNNCache:
         chosen.reverse()
         with torch.no_grad():
             for start in range(0, len(chosen), batch_size):
-                ids = np.stack([token_char_ids(t, width) for t in chosen[start : start + batch_size]])
+                ids = np.stack([token_ids(t, width) for t in chosen[start : start + batch_size]])
                 rows = torch.from_numpy(ids).to(device)
                 encoded = encoder.encode_rows(rows)
                 with self._lock:

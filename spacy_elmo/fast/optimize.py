@@ -105,7 +105,7 @@ def optimize_for_inference(
         encoder.cache = None
     elif vocab is not None:
         encoder.cache = CharCNNCache(char_cache_size, admit_new=False)
-        encoder.cache.fill(encoder, vocab)
+        encoder.cache.fill(encoder, vocab, token_ids=None if bilm.char_vocab is None else bilm.char_vocab.token_ids)
     elif current is None or current.max_size != char_cache_size or not current.admit_new:
         encoder.cache = CharCNNCache(char_cache_size)
     return bilm

@@ -8,8 +8,10 @@ directory holding one elmo component, a directory holding a published AllenNLP/b
 (options.json beside weights.hdf5, or model.hdf5 as NLPL archives name it), an ELMoForManyLangs
 model directory (config.json beside token_embedder.pkl, encoder.pkl, char.dic: ``efml``; our
 directories have a config.json too, but a model.safetensors and no .pkl), the pair given as two
-files, a published model by name ("small", "original", ...: see ``registry``), or, where nothing
-is given, the English biLM shipped inside the package. An existing path always wins over a name;
+files, a zip of a published pair (NLPL's ELMo archives: ``archive``), a published model by name
+("small", "original", ...; or an ELMoForManyLangs language by ISO 639 code, "de", "ru", ...: see
+``registry``), or, where nothing is given, the English biLM shipped inside the package. Where the
+source says which language its model is for, ``BiLMSource.language`` records it. An existing path always wins over a name;
 only a registered name downloads, once, into the cache (``download``); a path that does not exist
 is an error naming it, never a download. Nothing is unpickled.
 """
@@ -20,13 +22,14 @@ from typing import Optional, Union
 from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
-from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
+from .archive import archive_language, is_bilm_archive, load_archive
+from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_archive, fetch_published
 from .efml import is_efml_directory, load_efml
 from .errors import ModelFileError
 from .native import CONFIG_NAME
 from .native import WEIGHTS_NAME as NATIVE_WEIGHTS_NAME
 from .native import load_native
-from .registry import PUBLISHED_MODELS
+from .registry import PUBLISHED_ARCHIVES, PUBLISHED_MODELS, published_names
 
 PathLike = Union[str, Path]
 SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "en_small"
@@ -46,12 +49,17 @@ class BiLMSource:
     options (Optional[Path]): a published options.json, where there is no directory of ours.
     weights (Optional[Path]): the HDF5 weights that go with ``options``.
     efml (Optional[Path]): an ELMoForManyLangs model directory.
+    archive (Optional[Path]): a zip holding a published pair.
+    language (Optional[str]): the language the model is for, where its source says (a published
+        name's registry entry, an archive's meta.json); None where nothing says.
     """
 
     directory: Optional[Path] = None
     options: Optional[Path] = None
     weights: Optional[Path] = None
     efml: Optional[Path] = None
+    archive: Optional[Path] = None
+    language: Optional[str] = None
 
     def load(self) -> BiLM:
         """RETURNS (BiLM): the model on CPU in eval mode, with the plain computation."""
@@ -59,6 +67,8 @@ class BiLMSource:
             return load_native(self.directory)
         if self.efml is not None:
             return load_efml(self.efml)
+        if self.archive is not None:
+            return load_archive(self.archive)
         return load_allennlp(self.options, self.weights)
 
 
@@ -175,8 +185,12 @@ def find_bilm_directory(path: PathLike) -> Path:
 def _local_source(path: Path) -> BiLMSource:
     """The biLM in an existing directory: an EFML one (its config.json has .pkl files or char.dic
     beside it, and no model.safetensors), ours, a pipeline's, then a published pair."""
+    if path.is_file() and is_bilm_archive(path):
+        return BiLMSource(archive=path, language=archive_language(path))
     if not path.is_dir():
-        raise ModelFileError(path, "a file, not a model directory; give a published pair as options and weights")
+        raise ModelFileError(
+            path, "a file, not a model directory or a zip of a published pair; give a published pair as options and weights"
+        )
     if is_efml_directory(path) and not (path / NATIVE_WEIGHTS_NAME).is_file():
         return BiLMSource(efml=path)
     if (path / CONFIG_NAME).is_file() or (path / PIPELINE_CONFIG_NAME).is_file():
@@ -201,8 +215,10 @@ def _published_source(name: str) -> BiLMSource:
     a path that does not exist, or a name nobody published, is refused naming it."""
     if name in PUBLISHED_MODELS:
         options, weights = fetch_published(name)
-        return BiLMSource(options=options, weights=weights)
-    names = ", ".join(PUBLISHED_MODELS)
+        return BiLMSource(options=options, weights=weights, language="en")
+    if name in PUBLISHED_ARCHIVES:
+        return BiLMSource(efml=fetch_archive(name), language=name)
+    names = published_names()
     if _looks_like_path(name):
         raise ModelFileError(
             name, f"not found: no such file or directory; check the path (published model names: {names})"

@@ -31,7 +31,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
 from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
-from ..bilm import BiLM, batch_char_ids, plan_batches
+from ..bilm import BiLM, plan_batches
 from ..fast import attach, forget_derived_weights, optimize_for_inference
 from ..fast.lockstep import unpair_directions
 from ..fast.lru import LRUCache
@@ -365,10 +365,10 @@ def _run_segments(
         batch_size=model.attrs["batch_size"],
         max_batch_items=model.attrs["max_batch_items"],
     )
-    max_characters = get_bilm(model).config.max_characters_per_token
+    bilm = get_bilm(model)
     callbacks = []
     for batch in ([to_run[i] for i in b] for b in batches):
-        ids, lengths = batch_char_ids([sentences[i] for i in batch], max_characters)
+        ids, lengths = bilm.batch_ids([sentences[i] for i in batch])  # the model's own id scheme
         layers, backprop_batch = model.layers[0]((ids, lengths), trainable)
         for row, index in enumerate(batch):
             # drop the <S> and </S> positions

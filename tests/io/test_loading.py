@@ -98,8 +98,31 @@ def test_an_unknown_name_lists_the_published_names(no_download):
 def test_a_registered_name_is_the_only_thing_that_downloads(monkeypatch, tiny_paths):
     asked = []
     monkeypatch.setattr(loading, "fetch_published", lambda name: asked.append(name) or tiny_paths)
-    assert locate_bilm("original-5.5b") == BiLMSource(options=tiny_paths[0], weights=tiny_paths[1])
+    assert locate_bilm("original-5.5b") == BiLMSource(options=tiny_paths[0], weights=tiny_paths[1], language="en")
     assert asked == ["original-5.5b"]
+    # an ELMoForManyLangs language by its ISO code: the unpacked archive, with its language
+    unpacked = []
+    monkeypatch.setattr(loading, "fetch_archive", lambda name: unpacked.append(name) or Path("/cache/de/model"))
+    assert locate_bilm("de") == BiLMSource(efml=Path("/cache/de/model"), language="de")
+    assert unpacked == ["de"] and asked == ["original-5.5b"]
+
+
+def test_a_zip_of_a_published_pair_is_located_with_its_language(no_download, tmp_path, tiny_paths):
+    import json
+    import zipfile
+
+    path = tmp_path / "209.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.write(tiny_paths[0], "options.json")
+        archive.write(tiny_paths[1], "model.hdf5")
+        archive.writestr("meta.json", json.dumps({"corpus": [{"language": "nb"}]}))
+    assert locate_bilm(path) == BiLMSource(archive=path, language="nb")
+    assert _same_weights(load_bilm(path, optimize=False), load_allennlp(*tiny_paths))
+    other = tmp_path / "notes.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("notes.txt", "no model here")
+    with pytest.raises(ModelFileError, match="not a model directory or a zip of a published pair"):
+        locate_bilm(other)
 
 
 @pytest.mark.parametrize("weights_name", ["weights.hdf5", "model.hdf5"])
