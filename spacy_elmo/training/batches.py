@@ -5,7 +5,7 @@ run replays an epoch and skips the batches it already trained on. Memory is
 bounded by ``buffer_size`` segments.
 """
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,9 +40,22 @@ class LMBatch:
         return int((self.forward_targets != NO_TARGET).sum())
 
 
-def sentence_batch(sentences: Sequence[Sequence[str]], vocab: Vocab, max_chars: int) -> LMBatch:
-    """<S> w1..wn </S> per row; forward predicts w1..</S>, backward <S>..wn."""
-    char_ids, lengths = batch_char_ids(sentences, max_chars, boundaries=True)
+# a model's ids of sentences with their boundaries (``BiLM.batch_ids``): (ids, lengths)
+BatchIds = Callable[[Sequence[Sequence[str]]], Tuple[np.ndarray, np.ndarray]]
+
+
+def sentence_batch(
+    sentences: Sequence[Sequence[str]], vocab: Vocab, max_chars: int, *, batch_ids: Optional[BatchIds] = None
+) -> LMBatch:
+    """<S> w1..wn </S> per row; forward predicts w1..</S>, backward <S>..wn.
+
+    batch_ids (Optional[BatchIds]): the model's ids (``BiLM.batch_ids``: a learned character
+        vocabulary's, for an imported ELMoForManyLangs model); default: byte ids at ``max_chars``.
+    """
+    if batch_ids is None:
+        char_ids, lengths = batch_char_ids(sentences, max_chars, boundaries=True)
+    else:
+        char_ids, lengths = batch_ids(sentences)
     forward = np.full(char_ids.shape[:2], NO_TARGET, dtype=np.int64)
     backward = np.full(char_ids.shape[:2], NO_TARGET, dtype=np.int64)
     for row, tokens in enumerate(sentences):
@@ -94,8 +107,10 @@ def sentence_batches(
     buffer_size: int,
     max_chars: int,
     shuffle: bool = True,
+    batch_ids: Optional[BatchIds] = None,
 ) -> Iterator[LMBatch]:
-    """Length-bucketed batches: each buffer of segments is planned by length, then its batches shuffled."""
+    """Length-bucketed batches: each buffer of segments is planned by length, then its batches
+    shuffled. batch_ids: see ``sentence_batch``."""
     for k, buffer in enumerate(_buffers(segments, buffer_size)):
         rng = np.random.default_rng([seed, epoch, k])
         if shuffle:
@@ -106,7 +121,7 @@ def sentence_batches(
         if shuffle:
             plan = [plan[i] for i in rng.permutation(len(plan))]
         for indices in plan:
-            yield sentence_batch([buffer[i] for i in indices], vocab, max_chars)
+            yield sentence_batch([buffer[i] for i in indices], vocab, max_chars, batch_ids=batch_ids)
 
 
 def window_batches(

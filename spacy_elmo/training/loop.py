@@ -21,7 +21,7 @@ from torch import nn
 
 from ..bilm import BiLMState
 from ..probes import TrainingProbe
-from .batches import LMBatch, epoch_segments, sentence_batches, window_batches
+from .batches import BatchIds, LMBatch, epoch_segments, sentence_batches, window_batches
 from .checkpoints import latest_checkpoint, restore_training_state, save_checkpoint
 from .config import CorpusSettings, ProbeSettings, TrainingSettings
 from .corpus import Corpus
@@ -54,17 +54,26 @@ class RunSummary:
 
 def epoch_batches(
     corpus: Corpus, vocab: Vocab, *, settings: TrainingSettings, corpus_settings: CorpusSettings, seed: int,
-    epoch: int, info: DistInfo, max_chars: int,
+    epoch: int, info: DistInfo, max_chars: int, batch_ids: Optional[BatchIds] = None,
 ) -> Iterator[LMBatch]:
-    """This rank's batches of one epoch (lines are sharded by rank before tokenizing)."""
+    """This rank's batches of one epoch (lines are sharded by rank before tokenizing).
+
+    batch_ids (Optional[BatchIds]): the model's ids of sentences (``BiLM.batch_ids``), which a model
+        with a learned character vocabulary needs; the windows layout takes byte ids only.
+    """
     segments = epoch_segments(
         corpus, seed=seed, epoch=epoch, max_tokens=corpus_settings.max_sentence_tokens,
         shard=info.rank, n_shards=info.world_size,
     )
     common = dict(seed=seed + info.rank, epoch=epoch, batch_size=settings.batch_size, buffer_size=corpus_settings.buffer_size, max_chars=max_chars)
     if settings.mode == "windows":
+        if batch_ids is not None:
+            raise ValueError(
+                'training.mode = "windows" (bilm-tf\'s stateful layout) reads byte ids, and this biLM has a learned '
+                'character vocabulary (an imported ELMoForManyLangs model): set training.mode = "sentences"'
+            )
         return window_batches(segments, vocab, unroll_steps=settings.unroll_steps, **common)
-    return sentence_batches(segments, vocab, max_batch_tokens=settings.max_batch_tokens, **common)
+    return sentence_batches(segments, vocab, max_batch_tokens=settings.max_batch_tokens, batch_ids=batch_ids, **common)
 
 
 def train_lm(
@@ -215,6 +224,7 @@ class _Run:
         batches = epoch_batches(
             self.corpus, self.vocab, settings=self.settings, corpus_settings=self.corpus_settings, seed=self.seed,
             epoch=state.epoch, info=self.info, max_chars=self.lm.bilm.config.max_characters_per_token,
+            batch_ids=None if self.lm.bilm.char_vocab is None else self.lm.bilm.batch_ids,
         )
         for _ in range(state.batch_index):
             next(batches, None)

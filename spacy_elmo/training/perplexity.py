@@ -87,6 +87,7 @@ def evaluate_perplexity(
         buffer_size=buffer_size,
         max_chars=lm.bilm.config.max_characters_per_token,
         shuffle=False,
+        batch_ids=None if lm.bilm.char_vocab is None else lm.bilm.batch_ids,
     )
     try:
         with torch.no_grad():

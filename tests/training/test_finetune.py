@@ -104,3 +104,24 @@ def test_finetune_refuses_a_mistyped_start_naming_it_without_downloading(lm_corp
 def _same_weights(a, b) -> bool:
     sa, sb = a.state_dict(), b.state_dict()
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+EFML_MODEL = TINY_CFG.parents[1] / "tests" / "data" / "elmoformanylangs" / "model"
+
+
+def test_finetune_an_elmoformanylangs_model_on_its_own_ids_with_a_new_softmax(tmp_path):
+    from spacy_elmo.io import load_efml
+
+    domain_train, domain_dev = _domain(tmp_path, 200, "d-train.txt"), _domain(tmp_path, 30, "d-dev.txt")
+    config = tiny_config(domain_train, domain_dev, training__max_steps=60, training__eval_frequency=20,
+                         finetune__warmup_steps=10)
+    result = finetune(config, tmp_path / "ft", model=EFML_MODEL)
+    assert result.new_softmax and result.after["ppl"] < result.before["ppl"]
+    imported, tuned = load_efml(EFML_MODEL), load_native(tmp_path / "ft" / "model-best")
+    assert tuned.char_vocab.to_json() == imported.char_vocab.to_json()  # the learned vocabulary travels with it
+    assert any(not torch.equal(value, tuned.state_dict()[name]) for name, value in imported.state_dict().items())
+    sentence = [["zero", "eleven", "ten", "Москва"]]
+    assert tuned.embed(sentence)[0].shape == imported.embed(sentence)[0].shape
+    with pytest.raises(ValueError, match='training.mode = "sentences"'):
+        finetune(tiny_config(domain_train, domain_dev, training__max_steps=2, training__mode="windows"),
+                 tmp_path / "ft-windows", model=EFML_MODEL)
