@@ -121,9 +121,18 @@ def _own_dataset(handle, name: str, weights: Path):
 def export_allennlp(bilm: BiLM, options: PathLike, weights: PathLike) -> None:
     """Write a biLM as options.json + HDF5 in the published layout (dtype float32, 261-row char_embed).
 
-    The original tools (bilm-tf, AllenNLP) read the result.
+    The original tools (bilm-tf, AllenNLP) read the result. A biLM with a learned character
+    vocabulary (an imported ELMoForManyLangs model) is refused: the format has byte ids only and no
+    word embedding, so its file would compute something else; save it with ``save_bilm``.
     """
     import h5py
+
+    if bilm.char_vocab is not None or bilm.token_encoder.word_embedding is not None:
+        raise ValueError(
+            "this biLM reads a learned character vocabulary (an ELMoForManyLangs model), which the published "
+            "AllenNLP/bilm-tf format cannot hold (byte ids only, no word embedding); save it with save_bilm "
+            "(our directory format keeps the vocabulary) or convert it to a spaCy pipeline"
+        )
 
     options, weights = Path(options), Path(weights)
     options.parent.mkdir(parents=True, exist_ok=True)

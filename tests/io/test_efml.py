@@ -179,3 +179,11 @@ def test_our_directory_keeps_the_character_vocabulary(efml_bilm, tmp_path, golde
     save_bilm(efml_bilm, tmp_path / "ours")
     assert locate_bilm(tmp_path / "ours") == BiLMSource(directory=tmp_path / "ours")
     _assert_matches_golden(load_native(tmp_path / "ours").embed(SENTENCES), golden)
+
+
+def test_export_to_the_allennlp_format_refuses_a_learned_vocabulary(efml_bilm, tmp_path):
+    from spacy_elmo.io import export_allennlp
+
+    with pytest.raises(ValueError, match="cannot hold"):
+        export_allennlp(efml_bilm, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    assert not (tmp_path / "weights.hdf5").exists() and not (tmp_path / "options.json").exists()
