@@ -6,8 +6,8 @@ from typing import Optional, Tuple
 import typer
 
 from ..io import ModelFileError
-from ..io.download import fetch_pair, fetch_published, url_pair_dir
-from ..io.registry import PUBLISHED_MODELS, published_model
+from ..io.download import fetch_archive, fetch_pair, fetch_published, url_pair_dir
+from ..io.registry import PUBLISHED_ARCHIVES, PUBLISHED_MODELS, published_model, published_names
 from ._app import app
 from .convert import build_pipeline
 
@@ -37,15 +37,22 @@ def fetch_for_cli(
         )
         return fetch_published(name, directory=directory, allow_http=allow_http)
     if options is None or weights is None:
-        names = ", ".join(PUBLISHED_MODELS)
-        raise typer.BadParameter(f"give a model NAME ({names}), or --options and --weights URLs together")
+        raise typer.BadParameter(f"give a model NAME ({published_names()}), or --options and --weights URLs together")
     return fetch_pair(options, weights, directory or url_pair_dir(options, weights), allow_http=allow_http)
+
+
+def fetch_archive_for_cli(name: str, directory: Optional[Path], *, allow_http: bool = False) -> Path:
+    """The unpacked model directory of a published archive (an ELMoForManyLangs language)."""
+    archive = PUBLISHED_ARCHIVES[name]
+    typer.echo(f"{name}: ELMoForManyLangs {archive.language} ({archive.url}), a zip of a few hundred MB", err=True)
+    return fetch_archive(name, directory=directory, allow_http=allow_http)
 
 
 @app.command("download")
 def download_cli(
     name: Optional[str] = typer.Argument(
-        None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}", show_default=False
+        None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}, or an ELMoForManyLangs language by "
+        "ISO 639 code (de, ru, ar, zh, ...)", show_default=False
     ),
     options: Optional[str] = typer.Option(None, "--options", help="URL of another published options.json"),
     weights: Optional[str] = typer.Option(None, "--weights", help="URL of its HDF5 weights"),
@@ -54,7 +61,9 @@ def download_cli(
         "--pipeline the spaCy pipeline to write"
     ),
     pipeline: bool = typer.Option(False, "--pipeline", help="write a spaCy pipeline (blank LANG + elmo) to --output"),
-    lang: str = typer.Option("en", "--lang", help="language of the blank pipeline (with --pipeline)"),
+    lang: Optional[str] = typer.Option(
+        None, "--lang", help="language of the blank pipeline (with --pipeline; default: the model's)"
+    ),
     allow_http: bool = typer.Option(
         False, "--allow-http", help="also download over plain http (unencrypted: anyone on the way can change "
         "the file); redirects from https to http stay refused"
@@ -66,9 +75,17 @@ def download_cli(
     try:
         if pipeline and output is None:
             raise typer.BadParameter("--pipeline writes a spaCy pipeline: give its directory with --output")
+        if name in PUBLISHED_ARCHIVES and options is None and weights is None:
+            model = fetch_archive_for_cli(name, None if pipeline else output, allow_http=allow_http)
+            if pipeline:
+                build_pipeline(output, lang=lang or name, model=model)
+                typer.echo(f"Wrote a spaCy pipeline to {output}; load it with spacy.load({str(output)!r})")
+            else:
+                typer.echo(f"Verified and unpacked {model}")
+            return
         files = fetch_for_cli(name, options, weights, None if pipeline else output, allow_http=allow_http)
         if pipeline:
-            build_pipeline(output, lang=lang, options=files[0], weights=files[1])
+            build_pipeline(output, lang=lang or "en", options=files[0], weights=files[1])
             typer.echo(f"Wrote a spaCy pipeline to {output}; load it with spacy.load({str(output)!r})")
         else:
             typer.echo(f"Verified {files[0]} and {files[1]}")

@@ -1,5 +1,6 @@
 """`download`: published models by name or URL into the cache, a directory, or a spaCy pipeline."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,3 +75,40 @@ def test_download_over_plain_http_needs_allow_http_and_warns(server, tmp_path, m
         result = runner.invoke(app, ["download", "small", "--allow-http", "--output", str(tmp_path / "files")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "files" / "weights.hdf5").read_bytes() == WEIGHTS
+
+
+def test_download_an_elmoformanylangs_language_as_a_pipeline(tmp_path, monkeypatch):
+    """`download de --pipeline`: the NLPL zip fetched (over http, as published, with a warning),
+    unpacked, and a German pipeline written that gives EFML's own layers."""
+    import io
+    import json
+    import zipfile
+
+    import numpy as np
+    from spacy.tokens import Doc
+
+    from spacy_elmo.io.registry import NLPL_BASE_URL_ENV
+
+    from ..io.test_download import FixtureServer
+
+    data = Path(__file__).resolve().parents[1] / "data" / "elmoformanylangs"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted((data / "model").iterdir()):
+            archive.write(path, path.name)
+    server = FixtureServer()
+    try:
+        server.files["142.zip"] = buffer.getvalue()
+        monkeypatch.setenv(NLPL_BASE_URL_ENV, server.base)
+        monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+        with pytest.warns(RuntimeWarning, match="plain http"):
+            result = runner.invoke(app, ["download", "de", "--pipeline", "--output", str(tmp_path / "de_elmo")])
+        assert result.exit_code == 0, result.output
+    finally:
+        server.close()
+    nlp = spacy.load(tmp_path / "de_elmo")
+    sentences = json.loads((data / "sentences.json").read_text(encoding="utf-8"))
+    with np.load(data / "golden.npz") as golden:
+        expected = golden["layers_0"]
+    doc = nlp(Doc(nlp.vocab, words=sentences[0]))
+    assert nlp.lang == "de" and np.abs(doc._.elmo.layers - expected).max() <= 1e-5
