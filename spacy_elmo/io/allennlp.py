@@ -16,6 +16,7 @@ import torch
 from ..bilm import BiLM, BiLMConfig
 from ..bilm.lstm import LSTMPLayer
 from .errors import ModelFileError
+from .json_file import read_json_object
 
 PathLike = Union[str, Path]
 FORGET_BIAS = 1.0
@@ -39,14 +40,10 @@ class Tensor(NamedTuple):
 def read_options(path: PathLike) -> BiLMConfig:
     """Read a published options.json into a BiLMConfig, with errors that name the file."""
     path = Path(path)
-    if not path.is_file():
-        raise ModelFileError(path, "options file not found")
-    try:
-        options = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelFileError(path, f"not a valid options JSON file ({err})") from err
-    if not isinstance(options, dict):
-        raise ModelFileError(path, "options JSON must be an object with 'lstm' and 'char_cnn' sections")
+    options = read_json_object(
+        path, missing="options file not found", invalid="not a valid options JSON file",
+        not_object="options JSON must be an object with 'lstm' and 'char_cnn' sections",
+    )
     try:
         return BiLMConfig.from_options(options)
     except ValueError as err:

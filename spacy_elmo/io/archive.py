@@ -78,15 +78,22 @@ def load_archive(path: PathLike) -> BiLM:
             if info.file_size > MAX_MEMBER_BYTES:
                 raise ModelFileError(path, f"{member} claims {info.file_size} bytes, more than a biLM's weights")
             target = Path(work) / Path(member).name  # the base name only: no path from the archive
-            try:
-                with archive.open(info) as source, open(target, "wb") as sink:
-                    while chunk := source.read(1 << 20):
-                        sink.write(chunk)
-            except (zipfile.BadZipFile, OSError) as error:  # a CRC mismatch included
-                raise ModelFileError(path, f"{member} could not be read from the archive ({error})") from error
+            copy_member(archive, info, target, path)
             extracted[role] = target
         bilm = load_allennlp(extracted["options"], extracted["weights"])
     return bilm
+
+
+def copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, path: PathLike) -> None:
+    """Stream one member of the zip at ``path`` into ``target``; a damaged member (a CRC mismatch
+    included) is a ModelFileError naming the zip, and leaves no partial ``target``."""
+    try:
+        with archive.open(info) as source, open(target, "wb") as sink:
+            while chunk := source.read(1 << 20):
+                sink.write(chunk)
+    except (zipfile.BadZipFile, OSError) as error:
+        target.unlink(missing_ok=True)
+        raise ModelFileError(path, f"{info.filename} could not be read from the archive ({error})") from error
 
 
 def archive_language(path: PathLike) -> Optional[str]:

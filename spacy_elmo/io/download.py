@@ -486,6 +486,8 @@ def _unpack(zip_path: Path, model: Path) -> None:
     name and renamed into place; a member's own path never decides where anything goes."""
     import zipfile
 
+    from .archive import copy_member
+
     model.mkdir(parents=True, exist_ok=True)
     (model / EXTRACTED_RECORD).unlink(missing_ok=True)
     with zipfile.ZipFile(zip_path) as archive:
@@ -496,11 +498,5 @@ def _unpack(zip_path: Path, model: Path) -> None:
             if info.file_size > ARCHIVE_MAX_BYTES:
                 raise ModelFileError(zip_path, f"{info.filename} claims {info.file_size} bytes, more than a model file")
             part = model / (base + ".part")
-            try:
-                with archive.open(info) as source, open(part, "wb") as sink:
-                    while chunk := source.read(1 << 20):
-                        sink.write(chunk)
-            except (zipfile.BadZipFile, OSError) as error:  # a CRC mismatch included
-                part.unlink(missing_ok=True)
-                raise ModelFileError(zip_path, f"{info.filename} could not be unpacked ({error})") from error
+            copy_member(archive, info, part, zip_path)
             os.replace(part, model / base)

@@ -19,7 +19,6 @@ else is refused, naming the file, before anything runs. EFML carries the LSTM st
 to the next and shuffles batches; here every sentence starts from a zero state, as EFML with
 ``reset_states()`` before each call and one batch.
 """
-import json
 import pickle
 from collections import OrderedDict
 from pathlib import Path
@@ -29,6 +28,7 @@ import torch
 
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
+from .json_file import read_json_object
 
 PathLike = Union[str, Path]
 CONFIG_NAME = "config.json"
@@ -305,12 +305,6 @@ def _clip(value: Any) -> Optional[float]:
 
 
 def _read_json(path: Path) -> Dict[str, Any]:
-    if not path.is_file():
-        raise ModelFileError(path, "missing; an EFML model directory holds it")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelFileError(path, f"not valid JSON ({err})") from err
-    if not isinstance(data, dict):
-        raise ModelFileError(path, "must hold a JSON object")
-    return data
+    return read_json_object(
+        path, missing="missing; an EFML model directory holds it", invalid="not valid JSON", not_object="must hold a JSON object"
+    )
