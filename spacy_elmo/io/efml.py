@@ -19,7 +19,6 @@ else is refused, naming the file, before anything runs. EFML carries the LSTM st
 to the next and shuffles batches; here every sentence starts from a zero state, as EFML with
 ``reset_states()`` before each call and one batch.
 """
-import pickle
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -173,13 +172,18 @@ def _integer(text: str) -> Optional[int]:
         return None
 
 
+# what torch's tensors-only unpickler raises for anything but tensors and containers (pickle's
+# error, as torch.serialization re-exports it: the package imports no pickle module itself)
+REFUSED_BY_WEIGHTS_ONLY = torch.serialization.pickle.UnpicklingError
+
+
 def read_state_dict(path: Path) -> Dict[str, torch.Tensor]:
     """A ``torch.save``d state dict (zip or legacy format), without running pickled code."""
     if not path.is_file():
         raise ModelFileError(path, "missing; an EFML model directory holds it")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
+    except REFUSED_BY_WEIGHTS_ONLY as err:
         raise ModelFileError(path, f"refused: holds pickled objects other than tensors ({err})") from err
     # torch's unpickler raises several types for a damaged file: all mean it is not a state dict
     except (RuntimeError, EOFError, ValueError, KeyError, AttributeError, TypeError, IndexError) as err:

@@ -279,11 +279,15 @@ def test_build_commands_need_no_setuptools_and_name_torchs_own_paths(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     commands_json = done.stdout.strip().splitlines()[-1]
-    from torch.utils import cpp_extension  # here distutils is not imported first
-
-    flags = {flag for command in __import__("json").loads(commands_json) for flag in command}
+    # torch's own lists, from a fresh process (where this one imported distutils, setuptools may raise)
+    listed = subprocess.run(
+        [sys.executable, "-c", "import json; from torch.utils import cpp_extension as c; "
+         "print(json.dumps([c.include_paths(), c.library_paths()]))"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    include_paths, library_paths = json.loads(listed.stdout.strip().splitlines()[-1])
+    flags = {flag for command in json.loads(commands_json) for flag in command}
     resolved = {str(Path(p[2:]).resolve()) for p in flags if p.startswith("-I")}
-    assert {str(Path(p).resolve()) for p in cpp_extension.include_paths()} <= resolved
-    assert {f"-L{Path(p).resolve()}" for p in cpp_extension.library_paths()} <= {
-        f"-L{Path(p[2:]).resolve()}" for p in flags if p.startswith("-L")
-    }
+    assert {str(Path(p).resolve()) for p in include_paths} <= resolved
+    assert {f"-L{Path(p).resolve()}" for p in library_paths} <= {f"-L{Path(p[2:]).resolve()}" for p in flags if p.startswith("-L")}

@@ -96,9 +96,13 @@ def test_loading_keeps_the_settings_of_the_config():
 
 
 def test_component_leaves_the_inference_machinery_to_the_model():
+    """pipeline.py takes no speed path itself: nothing from spacy_elmo.fast's modules (the package's
+    default cache size aside) and nothing of the model's timestep loops."""
     tree = ast.parse((PACKAGE / "pipeline.py").read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    assert not {m for m in imported if m.startswith("bilm.")}, imported
+    assert not {m for m in imported if m.startswith("fast.") or m in ("bilm.lstm", "bilm.model")}, imported
+    names = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "fast" for a in node.names}
+    assert names <= {"DEFAULT_CHAR_CACHE_SIZE"}, names
 
 
 def test_a_forward_pass_takes_the_weights_version_once(monkeypatch):
