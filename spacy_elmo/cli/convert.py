@@ -92,11 +92,23 @@ def convert_cli(
     to_allennlp: bool = typer.Option(
         False, "--to-allennlp", help="write options.json + weights.hdf5 from --model instead"
     ),
+    to_efml: bool = typer.Option(
+        False, "--to-efml", help="write an ELMoForManyLangs model directory from --model (an imported or "
+        "fine-tuned EFML model) instead"
+    ),
 ) -> None:
     """Make a spaCy pipeline (blank LANG + elmo) from a biLM, or with --to-allennlp export one
     to the published format that bilm-tf and AllenNLP read."""
     try:
-        if to_allennlp:
+        if to_efml:
+            if model is None or options is not None or weights is not None or to_allennlp:
+                raise typer.BadParameter("--to-efml takes --model (and --output) alone")
+            from ..io.efml import export_efml
+            from ..io.loading import resolve_bilm
+
+            export_efml(resolve_bilm(model, what="--model"), output)
+            typer.echo(f"Wrote an ELMoForManyLangs model directory to {output}")
+        elif to_allennlp:
             if model is None or options is not None or weights is not None:
                 raise typer.BadParameter("--to-allennlp takes --model (and --output), not --options/--weights")
             export_pipeline_bilm(model, output)

@@ -19,12 +19,15 @@ else is refused, naming the file, before anything runs. EFML carries the LSTM st
 to the next and shuffles batches; here every sentence starts from a zero state, as EFML with
 ``reset_states()`` before each call and one batch.
 """
+import io
+import json
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
+from ..atomic import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
 from .json_file import read_json_object
@@ -312,3 +315,81 @@ def _read_json(path: Path) -> Dict[str, Any]:
     return read_json_object(
         path, missing="missing; an EFML model directory holds it", invalid="not valid JSON", not_object="must hold a JSON object"
     )
+
+
+def export_efml(bilm: BiLM, directory: PathLike) -> Path:
+    """Write a biLM with a learned character vocabulary (an imported, perhaps fine-tuned,
+    ELMoForManyLangs model) as an EFML model directory: config.json, the architecture JSON,
+    char.dic, word.dic, token_embedder.pkl and encoder.pkl (tensors only), the inverse of
+    ``load_efml``. A byte-id model (AllenNLP's format) has no EFML form: export it with
+    ``export_allennlp``.
+
+    RETURNS (Path): the directory.
+    """
+    vocab = bilm.char_vocab
+    if vocab is None:
+        raise ValueError("this biLM reads byte ids (AllenNLP's scheme), which ELMoForManyLangs' format cannot "
+                         "express; export it with export_allennlp")
+    config = bilm.config
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    architecture_name = f"cnn_{config.char_embedding_dim}_{config.projection_dim}_{config.dim}_{config.n_layers}.json"
+    architecture = {
+        "encoder": {"name": "elmo", "projection_dim": config.projection_dim, "cell_clip": config.cell_clip or 0,
+                    "proj_clip": config.proj_clip or 0, "dim": config.dim, "n_layers": config.n_layers},
+        "token_embedder": {"name": "cnn", "activation": config.activation, "filters": [list(f) for f in config.filters],
+                           "n_highway": config.n_highway, "word_dim": vocab.word_dim,
+                           "char_dim": config.char_embedding_dim,
+                           "max_characters_per_token": config.max_characters_per_token},
+        "classifier": {"name": "sampled_softmax", "n_samples": 8192},
+        "dropout": 0.1,
+    }
+    write_atomic(directory / architecture_name, json.dumps(architecture, indent=2).encode("utf-8"))
+    write_atomic(directory / CONFIG_NAME, json.dumps({"config_path": architecture_name}).encode("utf-8"))
+    write_atomic(directory / CHAR_DIC_NAME, _dic_text(vocab.chars))
+    if vocab.words is not None:
+        write_atomic(directory / WORD_DIC_NAME, _dic_text(vocab.words))
+    state = {name: value.detach().float().cpu() for name, value in bilm.state_dict().items()}
+    _save_tensors(directory / TOKEN_EMBEDDER_NAME, _efml_token_embedder(state, config, vocab))
+    _save_tensors(directory / ENCODER_NAME, _efml_encoder(state, config))
+    return directory
+
+
+def _dic_text(entries: Dict[str, int]) -> bytes:
+    return "".join(f"{key}\t{index}\n" for key, index in sorted(entries.items(), key=lambda kv: kv[1])).encode("utf-8")
+
+
+def _save_tensors(path: Path, tensors: Dict[str, torch.Tensor]) -> None:
+    buffer = io.BytesIO()
+    torch.save(OrderedDict((name, value.contiguous()) for name, value in tensors.items()), buffer)
+    write_atomic(path, buffer.getvalue())
+
+
+def _efml_token_embedder(state: Dict[str, torch.Tensor], config: BiLMConfig, vocab: CharVocabulary) -> Dict[str, torch.Tensor]:
+    theirs = {"char_emb_layer.embedding.weight": state["token_encoder.char_embedding.weight"]}
+    if vocab.words is not None:
+        theirs["word_emb_layer.embedding.weight"] = state["token_encoder.word_embedding.weight"]
+    for i in range(len(config.filters)):
+        for part in ("weight", "bias"):
+            theirs[f"convolutions.{i}.{part}"] = state[f"token_encoder.convolutions.{i}.{part}"]
+    for k in range(config.n_highway):  # EFML's gate is the complement of our transform gate (see _token_encoder_state)
+        theirs[f"highways._layers.{k}.weight"] = torch.cat(
+            [state[f"token_encoder.highway.transform.{k}.weight"], -state[f"token_encoder.highway.carry.{k}.weight"]])
+        theirs[f"highways._layers.{k}.bias"] = torch.cat(
+            [state[f"token_encoder.highway.transform.{k}.bias"], -state[f"token_encoder.highway.carry.{k}.bias"]])
+    for part in ("weight", "bias"):
+        theirs[f"projection.{part}"] = state[f"token_encoder.projection.{part}"]
+    return theirs
+
+
+def _efml_encoder(state: Dict[str, torch.Tensor], config: BiLMConfig) -> Dict[str, torch.Tensor]:
+    theirs: Dict[str, torch.Tensor] = {}
+    gates = _gate_order(config.dim)  # swapping the middle two blocks is its own inverse
+    for direction in ("forward", "backward"):
+        for layer in range(config.n_layers):
+            name, mine = f"{direction}_layer_{layer}", f"{direction}_lstm.layers.{layer}"
+            theirs[f"{name}.input_linearity.weight"] = state[f"{mine}.input_linearity.weight"][gates]
+            theirs[f"{name}.state_linearity.weight"] = state[f"{mine}.state_linearity.weight"][gates]
+            theirs[f"{name}.state_linearity.bias"] = state[f"{mine}.input_linearity.bias"][gates]
+            theirs[f"{name}.state_projection.weight"] = state[f"{mine}.projection.weight"]
+    return theirs

@@ -6,6 +6,7 @@ import sys
 import h5py
 import numpy as np
 import spacy
+import torch
 from spacy.tokens import Doc
 from typer.testing import CliRunner
 
@@ -89,3 +90,18 @@ def test_convert_errors_name_the_problem(tiny_paths, tmp_path):
     args = ["convert", "--to-allennlp", "--model", str(tmp_path / "no_elmo"), "--output", str(tmp_path / "y")]
     result = runner.invoke(app, args)
     assert result.exit_code == 1 and "no elmo component" in result.output
+
+
+def test_convert_to_efml_writes_a_directory_that_reads_back_as_the_model(tmp_path):
+    from pathlib import Path
+
+    from spacy_elmo.io import load_efml
+
+    model = Path(__file__).resolve().parents[1] / "data" / "elmoformanylangs" / "model"
+    result = CliRunner().invoke(app, ["convert", "--to-efml", "--model", str(model), "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    original, again = load_efml(model), load_efml(tmp_path / "out")
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in original.state_dict().items())
+    refused = CliRunner().invoke(app, ["convert", "--to-efml", "--model", str(model), "--options", "o.json",
+                                       "--output", str(tmp_path / "x")])
+    assert refused.exit_code != 0

@@ -187,3 +187,32 @@ def test_export_to_the_allennlp_format_refuses_a_learned_vocabulary(efml_bilm, t
     with pytest.raises(ValueError, match="cannot hold"):
         export_allennlp(efml_bilm, tmp_path / "options.json", tmp_path / "weights.hdf5")
     assert not (tmp_path / "weights.hdf5").exists() and not (tmp_path / "options.json").exists()
+
+
+def test_export_efml_writes_what_load_efml_reads_back_bitwise(efml_bilm, golden, tmp_path):
+    from spacy_elmo.io.efml import export_efml
+
+    out = export_efml(efml_bilm, tmp_path / "exported")
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["config.json", "char.dic", "word.dic", "token_embedder.pkl", "encoder.pkl", "cnn_16_16_32_2.json"]
+    )
+    again = load_efml(out)  # tensors-only reads, as for EFML's own files
+    for name, value in efml_bilm.state_dict().items():
+        assert torch.equal(value, again.state_dict()[name]), name
+    assert again.char_vocab.to_json() == efml_bilm.char_vocab.to_json()
+    _assert_matches_golden(again.embed(SENTENCES), golden)
+    # the original files and the exported ones hold the same tensors under the same names
+    for name in PKL_FILES:
+        original = torch.load(MODEL / name, weights_only=True)
+        exported = torch.load(out / name, weights_only=True)
+        assert sorted(original) == sorted(exported), name
+        assert all(torch.equal(original[k].float(), exported[k]) for k in original), name
+
+
+def test_export_efml_refuses_a_byte_id_model(tmp_path):
+    from spacy_elmo.io.efml import export_efml
+
+    from ..conftest import load_tiny_bilm
+
+    with pytest.raises(ValueError, match="export_allennlp"):
+        export_efml(load_tiny_bilm(), tmp_path / "x")
