@@ -13,7 +13,7 @@
 set -euo pipefail
 # defaults relative to the checkout (corpus/ and training/ are not tracked), as project.yml's vars
 cd "$(dirname "$0")/.."
-DATASETS=${DATASETS:-../shared/datasets}
+DATASETS=${DATASETS:-assets/datasets}  # project.yml's vars.datasets (spacy project assets --extra)
 CORPUS=${CORPUS:-corpus/full}
 RUN=${RUN:-training/campaign}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

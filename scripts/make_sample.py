@@ -4,7 +4,7 @@ Only openly licensed corpora go into the repository (never CoNLL-2003). The samp
 workflow trains and evaluates on; re-running this script with the same seed reproduces it byte for byte.
 CoNLL-U files keep ID, FORM, UPOS and MISC and blank the other columns, to keep the repository small.
 
-    python scripts/make_sample.py --datasets ../shared/datasets --output sample
+    python scripts/make_sample.py --datasets assets/datasets --output sample
 """
 import argparse
 import random
@@ -49,7 +49,7 @@ def sample_blocks(blocks: Sequence[str], n: int, seed: int) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", type=Path, default=Path("../shared/datasets"))
+    parser.add_argument("--datasets", type=Path, default=Path("assets/datasets"), help="project.yml's vars.datasets")
     parser.add_argument("--output", type=Path, default=Path("sample"))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -1,14 +1,14 @@
 """Build the biLM corpora from open-licence raw text: one tokenized sentence per line.
 
-Sources (see each folder's SOURCE.md): Project Gutenberg selections (public
+Sources (project.yml assets under --datasets; docs/datasets.md): Project Gutenberg selections (public
 domain) and Pang & Lee's movie reviews (CC BY 4.0) for pretraining; UD English
 EWT raw sentences (CC BY-SA 4.0) as the fine-tuning domain; WikiText-2 test as
 an extra held-out set (only with --wikitext, never in the bundled sample).
 
-    python scripts/prepare_corpus.py --datasets ../shared/datasets --output assets/corpus
-    python scripts/prepare_corpus.py --datasets ../shared/datasets --output corpus_sample --max-sentences 1500
+    python scripts/prepare_corpus.py --datasets assets/datasets --output assets/corpus
+    python scripts/prepare_corpus.py --datasets assets/datasets --output corpus_sample --max-sentences 1500
     bible -l100000 Gen1:1-Rev22:21 > kjv.txt   # Debian's bible-kjv package
-    python scripts/prepare_corpus.py --datasets ../shared/datasets --output assets/corpus-full --wikitext --all-open --kjv kjv.txt
+    python scripts/prepare_corpus.py --datasets assets/datasets --output assets/corpus-full --wikitext --all-open --kjv kjv.txt
 
 --all-open adds every other open-licence English text to pretraining: the King James Bible (public
 domain, from --kjv), WikiText-2 validation (CC BY-SA 3.0; sentences with <unk> left out), the UD EWT
@@ -78,6 +78,12 @@ def movie_review_sentences(zip_path: Path) -> Iterator[List[str]]:
                 tokens = line.split()
                 if tokens:
                     yield tokens
+
+
+def ewt_texts(conllu: Path) -> List[str]:
+    """The raw text of each sentence of a UD file (its ``# text = `` line), in file order."""
+    prefix = "# text = "
+    return [line[len(prefix):] for line in conllu.read_text(encoding="utf-8").splitlines() if line.startswith(prefix)]
 
 
 def kjv_verses(path: Path) -> Iterator[str]:
@@ -162,7 +168,7 @@ def main() -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", type=Path, required=True, help="the shared datasets folder")
+    parser.add_argument("--datasets", type=Path, required=True, help="the datasets folder (project.yml's vars.datasets)")
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--max-sentences", type=int, default=0, help="per source (0: all); for a small sample")
     parser.add_argument("--shards", type=int, default=8, help="pretraining files")
@@ -189,7 +195,7 @@ def pretraining_sources(nlp, args: argparse.Namespace, rng: random.Random, limit
     if args.all_open:
         sources["King James Bible"] = list(spacy_sentences(nlp, kjv_verses(args.kjv), split=True))
         sources["WikiText-2 valid"] = list(wikitext_sentences(args.datasets / "lm_wikitext2" / "valid.txt"))
-        raw = (args.datasets / "ud_english_ewt" / "derived_en_ewt_raw_train.txt").read_text(encoding="utf-8").splitlines()
+        raw = ewt_texts(args.datasets / "ud_english_ewt" / "en_ewt-ud-train.conllu")
         sources["EWT train"] = list(spacy_sentences(nlp, iter(raw), split=False))
         sources["WNUT17 train"] = list(conll_tokens(args.datasets / "wnut17" / "wnut17train.conll"))
     return sources
@@ -198,11 +204,11 @@ def pretraining_sources(nlp, args: argparse.Namespace, rng: random.Random, limit
 def write_ewt(nlp, ewt: Path, output: Path, limit: Optional[int]) -> None:
     """The EWT raw text: train and dev as the fine-tuning domain, test held out for evaluation."""
     for split in ("train", "dev"):
-        lines = (ewt / f"derived_en_ewt_raw_{split}.txt").read_text(encoding="utf-8").splitlines()
+        lines = ewt_texts(ewt / f"en_ewt-ud-{split}.conllu")
         if limit:
             lines = lines[: limit if split == "train" else max(limit // 4, 1)]
         write_lines(output / "domain" / f"ewt-{split}.txt", list(spacy_sentences(nlp, iter(lines), split=False)))
-    test_lines = (ewt / "derived_en_ewt_raw_test.txt").read_text(encoding="utf-8").splitlines()
+    test_lines = ewt_texts(ewt / "en_ewt-ud-test.conllu")
     if limit:
         test_lines = test_lines[: max(limit // 4, 1)]
     write_lines(output / "eval" / "ewt-test.txt", list(spacy_sentences(nlp, iter(test_lines), split=False)))

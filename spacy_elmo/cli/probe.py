@@ -19,7 +19,7 @@ def probe_cli(
     train_fraction: Optional[float] = typer.Option(None, "--train-fraction", help="seeded share of the training data (default per task)"),
     max_sentences: Optional[int] = typer.Option(None, "--max-sentences", min=1, help="at most this many train and eval items per task"),
     seed: int = typer.Option(0, "--seed"),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="where the default data lie (default: ../shared/datasets of the checkout)"),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="where the default data lie (default: $SPACY_ELMO_DATA, else ./assets/datasets, where `spacy project assets --extra` puts them)"),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="keep the biLM's vectors here, by weights and file hash"),
     batch_size: int = typer.Option(64, "--batch-size", min=1),
     threads: int = typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)"),

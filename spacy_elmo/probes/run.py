@@ -48,7 +48,8 @@ def run_probe(
     train_fraction (Optional[float]): seeded share of the training data; None: each task's default.
     max_sentences (Optional[int]): at most this many train and eval items per task.
     seed (int): for every sample, split and classifier.
-    data_dir (Optional[PathLike]): where the default data lie (``../shared/datasets`` of the checkout).
+    data_dir (Optional[PathLike]): where the default data lie (None: ``$SPACY_ELMO_DATA``, else
+        ``assets/datasets`` under the working directory, as ``task_data.default_data_dir``).
     cache_dir (Optional[PathLike]): keep the biLM's vectors on disk here, by weights and file hash.
     output (Optional[PathLike]): write probe.json, probe.md and probe.png here.
     command (Optional[str]): how the run was started, for the record (default: this process's command).

@@ -1,6 +1,8 @@
 """The data of each probe task: default files, reading, the seeded training fraction and caps.
 
-Defaults (files under the datasets directory, ``../shared/datasets`` beside a checkout):
+Defaults (files under the datasets directory: ``data_dir`` when given, else ``$SPACY_ELMO_DATA``,
+else ``assets/datasets`` under the working directory, where ``python -m spacy project assets
+--extra`` puts them in a checkout; each is an asset of project.yml, see docs/datasets.md):
 
 ======  ==========================================  ===================================  ==============
 task    train                                       eval                                 train fraction
@@ -8,7 +10,7 @@ task    train                                       eval                        
 upos    ud_english_ewt/en_ewt-ud-train.conllu       ud_english_ewt/en_ewt-ud-dev.conllu  0.1 (~1,250 sentences)
 ner     conll2003/eng.train                         conll2003/eng.testa                  0.1 (~1,400 sentences)
 wsd     senseval2_nltk/senseval.zip                 a seeded 20% of each word's uses     1.0 of 400 uses a word
-wic     wic/train                                   wic/test                             0.4 (~2,170 pairs)
+wic     wic/train/train.data.txt                    wic/test/test.data.txt               0.4 (~2,170 pairs)
 ======  ==========================================  ===================================  ==============
 
 A fraction is a seeded sample of the training items, nested (the 10% sample is inside the 50%
@@ -43,13 +45,23 @@ DEFAULTS = {
     "upos": TaskDefaults("ud_english_ewt/en_ewt-ud-train.conllu", "ud_english_ewt/en_ewt-ud-dev.conllu", 0.1),
     "ner": TaskDefaults("conll2003/eng.train", "conll2003/eng.testa", 0.1),
     "wsd": TaskDefaults("senseval2_nltk/senseval.zip", None, 1.0),
-    "wic": TaskDefaults("wic/train", "wic/test", 0.4),
+    "wic": TaskDefaults("wic/train/train.data.txt", "wic/test/test.data.txt", 0.4),
 }
+DATA_ENV = "SPACY_ELMO_DATA"
+# project.yml's vars.datasets, relative to the project directory
+PROJECT_DATA = Path("assets") / "datasets"
+FETCH = "python -m spacy project assets --extra"
 
 
 def default_data_dir() -> Path:
-    """RETURNS (Path): ``../shared/datasets`` relative to the checkout this package runs from."""
-    return Path(__file__).resolve().parents[3] / "shared" / "datasets"
+    """The datasets directory when none is given: an installed package has no data of its own, so
+    the data come from the environment or from the project a command runs in.
+
+    RETURNS (Path): ``$SPACY_ELMO_DATA`` when set, else ``assets/datasets`` under the working
+        directory (project.yml's ``vars.datasets``, where ``python -m spacy project assets --extra``
+        puts the files).
+    """
+    return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else Path.cwd() / PROJECT_DATA
 
 
 def parse_tasks(tasks: Union[str, Sequence[str]]) -> Tuple[str, ...]:
@@ -91,7 +103,7 @@ class TaskData:
 
     def files(self) -> Dict[str, str]:
         """RETURNS (Dict[str, str]): the train and eval files, relative to the working directory as a
-        command line would name them (the default data: ``../shared/datasets/...`` from a checkout)."""
+        command line would name them (the default data: ``assets/datasets/...`` in a checkout)."""
         held_out = os.path.relpath(self.eval_file) if self.eval_file is not None else "seeded split of train"
         return {"train": os.path.relpath(self.train_file), "eval": held_out}
 
@@ -107,9 +119,11 @@ def _tokens(task: str, item: Any) -> int:
 def task_files(
     task: str, train: Optional[PathLike] = None, eval: Optional[PathLike] = None, data_dir: Optional[PathLike] = None
 ) -> Tuple[Path, Optional[Path]]:
-    """The (train, eval) files of a task: those given, else the defaults under ``data_dir``.
+    """The (train, eval) files of a task: those given, else the defaults under ``data_dir``
+    (``default_data_dir()`` when None).
 
-    Raises FileNotFoundError naming the missing file and what to pass instead.
+    Raises FileNotFoundError naming the missing file and, for a default one, its asset in
+    project.yml and how to fetch it or point at it.
     """
     defaults = DEFAULTS[task]
     root = Path(data_dir) if data_dir is not None else default_data_dir()
@@ -120,10 +134,17 @@ def task_files(
             continue
         path = Path(given) if given is not None else root / default
         if not path.exists():
-            where = "" if given is not None else f" (the default {role} data of {task!r}; pass --{role} FILE or --data-dir DIR)"
-            raise FileNotFoundError(f"{task} {role} data {path} not found{where}")
+            raise FileNotFoundError(f"{task} {role} data {path} not found" + ("" if given is not None else _how_to_get(task, role, default)))
         chosen.append(wic_data_file(path) if task == "wic" else path)
     return chosen[0], chosen[1]
+
+
+def _how_to_get(task: str, role: str, default: str) -> str:
+    return (
+        f": the default {role} data of {task!r}, the project.yml asset ${{vars.datasets}}/{default}."
+        f" Fetch it with `{FETCH}` in a spacy-elmo checkout (into {PROJECT_DATA}/), or set {DATA_ENV}"
+        f" (or pass --data-dir DIR) to a folder that holds {default}, or pass --{role} FILE; see docs/datasets.md"
+    )
 
 
 def load_task_data(

@@ -121,7 +121,7 @@ def test_bad_requests_are_clear_errors(upos_files, kwargs, error, message):
 
 
 def test_missing_default_data_names_the_path_and_the_way_out(tmp_path, upos_files):
-    with pytest.raises(FileNotFoundError, match=r"default train data of 'upos'; pass --train FILE or --data-dir DIR"):
+    with pytest.raises(FileNotFoundError, match=r"default train data of 'upos', the project.yml asset .*--data-dir DIR.*--train FILE"):
         _quiet(tasks="upos", bilm=planted_tags(upos_files[2], layer=0), data_dir=tmp_path / "nowhere")
 
 
