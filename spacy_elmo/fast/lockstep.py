@@ -116,7 +116,8 @@ def run_lockstep(
     rows, times = packed_positions(batch_sizes, xs[0].device)
     for k, pair in enumerate(pairs):
         paired = paired_weights(*pair)
-        assert paired is not None, "run_lockstep needs paired weights (pair_directions)"
+        if paired is None:
+            raise ValueError(f"layer pair {k} is not paired: call pair_directions (dispatch.Runner does) first")
         if precision == "bf16":
             paired = bf16_weights(pair, paired)
         gates = paired[0].shape[-1]
