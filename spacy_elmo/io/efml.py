@@ -64,6 +64,9 @@ def load_efml(directory: PathLike) -> BiLM:
     if not directory.is_dir():
         raise ModelFileError(directory, "EFML model directory not found")
     architecture, architecture_path = read_architecture(directory)
+    if not architecture["token_embedder"].get("char_dim"):
+        # before char.dic is looked for: a words-only model has none, and that is not what is wrong
+        raise ModelFileError(architecture_path, "char_dim is 0: a model without a character CNN (words only) is not supported")
     char_dic = read_dic(directory / CHAR_DIC_NAME)
     word_dim = int(architecture["token_embedder"].get("word_dim") or 0)
     word_dic = read_dic(directory / WORD_DIC_NAME) if word_dim > 0 else None

@@ -71,5 +71,5 @@ def test_a_model_without_word_embedding_needs_no_word_dic(tmp_path):
 def test_a_words_only_model_efml_runs_is_refused_with_an_error():
     # EFML runs char_dim 0 (golden.npz holds its layers); spacy-elmo's biLM always has a char CNN
     assert "layers_0" in _golden("words-only")
-    with pytest.raises(ModelFileError):
+    with pytest.raises(ModelFileError, match="char_dim is 0"):
         load_efml(VARIANTS / "words-only" / "model")
