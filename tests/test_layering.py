@@ -16,6 +16,8 @@ ALLOWED = {
     "layers": {"bilm", "fast", "data_classes"} | HELPERS,
     "training": {"bilm", "fast", "io", "probes"} | HELPERS,
 }
+# the spaCy component's top-level modules (embed_corpus runs the component on Ray actors)
+COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "embed_corpus"}
 
 
 def _imported(path: Path, root: Path = PACKAGE):
@@ -46,6 +48,12 @@ def test_layer_imports_only_downward(layer):
             if name is not None and name != layer and name not in ALLOWED[layer]:
                 wrong.add(f"{path.relative_to(PACKAGE)} imports spacy_elmo.{name}")
     assert not wrong, sorted(wrong)
+
+
+@pytest.mark.parametrize("module", sorted(COMPONENT))
+def test_the_component_modules_import_only_the_layers_below(module):
+    below = COMPONENT | {"layers", "io", "fast", "bilm", "data_classes"} | HELPERS
+    assert set(_imported(PACKAGE / f"{module}.py")) <= below
 
 
 @pytest.mark.parametrize("helper", ["atomic", "cache_dir"])

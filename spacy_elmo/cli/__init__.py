@@ -6,5 +6,6 @@ from . import evaluate, finetune, pretrain  # noqa: F401  (biLM training command
 from . import probe  # noqa: F401
 from . import download  # noqa: F401  (published models by name)
 from . import kernels  # noqa: F401  (the compiled LSTM step)
+from . import embed_corpus  # noqa: F401  (a corpus on Ray actors)
 
 __all__ = ["app"]
