@@ -381,7 +381,7 @@ def embed_corpus(
                 "threads": cpus_per_actor,
             },
             batch_size=1,
-            concurrency=actors,
+            compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=cpus_per_actor,
             # Ray's default is -1; given only when changed (Ray 2.60 warns of ray_remote_args)
             **({} if max_restarts == -1 else {"max_restarts": max_restarts}),
