@@ -19,7 +19,8 @@ def pretrain_cli(
 ) -> None:
     """Pretrain a biLM. Extra `--section.key value` arguments override the config, e.g.
     `--paths.train corpus/ --paths.dev dev.txt --training.max_steps 1000`. Run under
-    `torchrun --nproc_per_node N -m spacy_elmo pretrain ...` for distributed training."""
+    `torchrun --nproc_per_node N -m spacy_elmo pretrain ...` for distributed training; a group
+    torchrun restarts (`--max-restarts`) resumes from the newest checkpoint by itself."""
     from ..training.pretrain import pretrain
 
     config = load_config(ctx, config_path)

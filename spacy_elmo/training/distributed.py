@@ -46,6 +46,20 @@ def init_distributed(device: torch.device) -> DistInfo:
     return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def restarted_by_torchrun(info: DistInfo, device: torch.device) -> bool:
+    """Whether torchrun's elastic agents restarted this worker group after a failure.
+
+    Only the agent whose worker failed counts a restart in TORCHELASTIC_RESTART_COUNT; an agent
+    whose workers were healthy restarts them when the other node rejoins the rendezvous and keeps
+    its count (torch 2.13, ``SimpleElasticAgent._invoke_run``), so the ranks decide by the maximum:
+    otherwise one would resume and the other start over.
+    """
+    count = torch.tensor([int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))], device=device)
+    if info.enabled:
+        dist.all_reduce(count, op=dist.ReduceOp.MAX)
+    return bool(count.item() > 0)
+
+
 def all_reduce_sum(info: DistInfo, values: torch.Tensor) -> torch.Tensor:
     """Sum a (small) tensor over ranks, e.g. token counts and losses for logging."""
     if info.enabled:

@@ -10,7 +10,7 @@ from .config import LMConfig
 # counting moved to counting.py; these names stay importable from here as before
 from .counting import STATS_NAME, CorpusCount, count_corpus, prepare_vocab  # noqa: F401
 from .corpus import Corpus
-from .distributed import DistInfo, shutdown
+from .distributed import DistInfo, restarted_by_torchrun, shutdown
 from .lm import LanguageModel, init_for_training
 from .loop import RunSummary, train_lm
 # the run set-up moved to setup.py; config_corpus and setup_process stay importable from here as before
@@ -45,13 +45,15 @@ def pretrain(
 ) -> RunSummary:
     """Train a new biLM as the config says; DIR gets model-last/, model-best/, checkpoints/, metrics.
 
-    resume (bool): continue from the newest intact checkpoint in DIR/checkpoints.
+    resume (bool): continue from the newest intact checkpoint in DIR/checkpoints; a worker group
+        that torchrun restarts after a failure (``--max-restarts``) does so without it.
     max_time (Optional[float]): seconds for this invocation (overrides the config); 0 for no limit.
     """
     output = Path(output)
-    check_output(output, resume=resume)
     torch_device, info = setup_process(config, device)
     try:
+        resume = resume or restarted_by_torchrun(info, torch_device)
+        check_output(output, resume=resume)
         make_output(output, info)
         lm, vocab, corpus, steps_per_epoch = build_pretraining(config, output, info, torch_device, resume=resume, stream=stream)
         return train_lm(
