@@ -6,7 +6,8 @@ from typing import Optional, Tuple
 import typer
 
 from ..io import ModelFileError
-from ..io.download import fetch_archive, fetch_pair, fetch_published, url_pair_dir
+from ..io.archive import fetch_archive
+from ..io.download import fetch_pair, fetch_published, url_pair_dir
 from ..io.registry import PUBLISHED_ARCHIVES, PUBLISHED_MODELS, published_model, published_names
 from ._app import app
 from .convert import build_pipeline

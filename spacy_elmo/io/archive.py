@@ -1,4 +1,6 @@
-"""Published biLMs packed as a zip: the NLPL repository's ELMo archives, and bilm-tf pairs zipped.
+"""Published biLMs packed as a zip: the NLPL repository's ELMo archives, bilm-tf pairs zipped, and
+the ELMoForManyLangs zips the registry names by language (``fetch_archive``: downloaded once and
+unpacked into the cache).
 
 An NLPL ELMo entry (http://vectors.nlpl.eu/repository/) is one zip holding ``options.json``,
 ``model.hdf5`` and ``vocab.txt`` (the training vocabulary, which the biLM itself does not need),
@@ -10,6 +12,7 @@ that is removed afterwards: a member's path never decides where anything is writ
 nothing in the archive is executed or unpickled.
 """
 import json
+import os
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -18,7 +21,10 @@ from typing import Dict, Optional, Union
 
 from ..bilm import BiLM
 from .allennlp import load_allennlp
+from ..cache_dir import cache_dir
+from .download import Transfer, ensure_file, file_sha256, recorded_sha256
 from .errors import ModelFileError
+from .registry import published_archive
 
 PathLike = Union[str, Path]
 OPTIONS = "options.json"
@@ -121,3 +127,74 @@ def _language(meta: Optional[dict]) -> Optional[str]:
         if isinstance(entry, dict):
             candidates.append(entry.get("language"))
     return next((c for c in candidates if isinstance(c, str) and c.strip()), None)
+
+
+# what an ELMoForManyLangs zip may contribute: its model files, and JSON files (config.json and
+# the architecture JSON that config.json's config_path names); nothing else is extracted
+ARCHIVE_FILES = ("char.dic", "word.dic", "token_embedder.pkl", "encoder.pkl")
+EXTRACTED_RECORD = "extracted.json"
+
+
+def fetch_archive(
+    name: str,
+    *,
+    directory: Optional[Path] = None,
+    base_url: Optional[str] = None,
+    transfer: Optional[Transfer] = None,
+    allow_http: bool = False,
+) -> Path:
+    """The model directory of the published archive ``name`` (an ISO 639 code, ``registry``),
+    downloaded and unpacked unless already there.
+
+    The zip is kept (``directory/NAME.zip``, verified like every download: resumed, and checked by
+    SHA-256 on every later use) and unpacked into ``directory/model`` by the members' base names,
+    only the files a model directory holds; a record of the zip's digest says the unpacking is
+    complete and of this zip.
+    directory (Optional[Path]): where the zip and the model go (default: ``cache_dir() / NAME``).
+    RETURNS (Path): the unpacked model directory.
+    """
+    archive = published_archive(name)
+    directory = Path(directory) if directory is not None else cache_dir() / archive.name
+    directory.mkdir(parents=True, exist_ok=True)
+    zip_path = ensure_file(
+        archive.archive_url(base_url), directory / f"{archive.name}.zip", sha256=archive.sha256,
+        check=_check_archive, transfer=transfer, allow_http=allow_http or archive.http_only,
+    )
+    model = directory / "model"
+    digest = recorded_sha256(zip_path) or file_sha256(zip_path)
+    record = model / EXTRACTED_RECORD
+    if record.is_file() and json.loads(record.read_text(encoding="utf-8")).get("zip_sha256") == digest:
+        return model
+    _unpack(zip_path, model)
+    record.write_text(json.dumps({"zip_sha256": digest, "url": archive.url, "language": archive.name}) + "\n",
+                      encoding="utf-8")
+    return model
+
+
+def _check_archive(path: Path) -> None:
+    """A downloaded zip is an ELMoForManyLangs model: it holds config.json and both weight files."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = {Path(info.filename).name for info in archive.infolist() if not info.is_dir()}
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ModelFileError(path, f"not a readable zip archive ({error})") from error
+    missing = [n for n in ("config.json", "token_embedder.pkl", "encoder.pkl") if n not in names]
+    if missing:
+        raise ModelFileError(path, f"not an ELMoForManyLangs model: {', '.join(missing)} missing from the zip")
+
+
+def _unpack(zip_path: Path, model: Path) -> None:
+    """The model files of ``zip_path`` into ``model``, by base name, each written to a temporary
+    name and renamed into place; a member's own path never decides where anything goes."""
+    model.mkdir(parents=True, exist_ok=True)
+    (model / EXTRACTED_RECORD).unlink(missing_ok=True)
+    with zipfile.ZipFile(zip_path) as archive:
+        for info in archive.infolist():
+            base = Path(info.filename).name
+            if info.is_dir() or not (base in ARCHIVE_FILES or base.endswith(".json")) or base == EXTRACTED_RECORD:
+                continue
+            if info.file_size > MAX_MEMBER_BYTES:
+                raise ModelFileError(zip_path, f"{info.filename} claims {info.file_size} bytes, more than a model file")
+            part = model / (base + ".part")
+            copy_member(archive, info, part, zip_path)
+            os.replace(part, model / base)

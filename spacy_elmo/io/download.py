@@ -32,7 +32,7 @@ from typing import IO, Callable, Mapping, Optional, Tuple
 from ..cache_dir import cache_dir
 from .allennlp import load_allennlp, read_options
 from .errors import DownloadError, ModelFileError
-from .registry import PublishedModel, published_archive, published_model
+from .registry import PublishedModel, published_model
 
 # "1" allows plain http where no argument can be passed (``load_bilm(NAME)``, a training config)
 ALLOW_HTTP_ENV = "SPACY_ELMO_ALLOW_HTTP"
@@ -228,7 +228,7 @@ def _intact(target: Path, url: str, sha256: Optional[str], check: Optional[Check
     """Whether ``target`` is usable as it is. A file we downloaded that no longer matches its
     record is removed (to be fetched again); a file placed by hand that fails is refused."""
     digest = file_sha256(target)
-    recorded = _read_record(target)
+    recorded = recorded_sha256(target)
     if recorded is not None:
         if digest == recorded and sha256 in (None, digest):
             return True
@@ -246,7 +246,7 @@ def _intact(target: Path, url: str, sha256: Optional[str], check: Optional[Check
     return True
 
 
-def _read_record(target: Path) -> Optional[str]:
+def recorded_sha256(target: Path) -> Optional[str]:
     """The SHA-256 recorded at download, or None where there is no (readable) record."""
     try:
         record = json.loads(record_path(target).read_text(encoding="utf-8"))
@@ -422,81 +422,3 @@ def _clock(seconds: float) -> str:
 
 def _note(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-# what an ELMoForManyLangs zip may contribute: its model files, and JSON files (config.json and
-# the architecture JSON that config.json's config_path names); nothing else is extracted
-ARCHIVE_FILES = ("char.dic", "word.dic", "token_embedder.pkl", "encoder.pkl")
-ARCHIVE_MAX_BYTES = 8 * 2**30
-EXTRACTED_RECORD = "extracted.json"
-
-
-def fetch_archive(
-    name: str,
-    *,
-    directory: Optional[Path] = None,
-    base_url: Optional[str] = None,
-    transfer: Optional[Transfer] = None,
-    allow_http: bool = False,
-) -> Path:
-    """The model directory of the published archive ``name`` (an ISO 639 code, ``registry``),
-    downloaded and unpacked unless already there.
-
-    The zip is kept (``directory/NAME.zip``, verified like every download: resumed, and checked by
-    SHA-256 on every later use) and unpacked into ``directory/model`` by the members' base names,
-    only the files a model directory holds; a record of the zip's digest says the unpacking is
-    complete and of this zip.
-    directory (Optional[Path]): where the zip and the model go (default: ``cache_dir() / NAME``).
-    RETURNS (Path): the unpacked model directory.
-    """
-    archive = published_archive(name)
-    directory = Path(directory) if directory is not None else cache_dir() / archive.name
-    directory.mkdir(parents=True, exist_ok=True)
-    zip_path = ensure_file(
-        archive.archive_url(base_url), directory / f"{archive.name}.zip", sha256=archive.sha256,
-        check=_check_archive, transfer=transfer, allow_http=allow_http or archive.http_only,
-    )
-    model = directory / "model"
-    digest = _read_record(zip_path) or file_sha256(zip_path)
-    record = model / EXTRACTED_RECORD
-    if record.is_file() and json.loads(record.read_text(encoding="utf-8")).get("zip_sha256") == digest:
-        return model
-    _unpack(zip_path, model)
-    record.write_text(json.dumps({"zip_sha256": digest, "url": archive.url, "language": archive.name}) + "\n",
-                      encoding="utf-8")
-    return model
-
-
-def _check_archive(path: Path) -> None:
-    """A downloaded zip is an ELMoForManyLangs model: it holds config.json and both weight files."""
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = {Path(info.filename).name for info in archive.infolist() if not info.is_dir()}
-    except (zipfile.BadZipFile, OSError) as error:
-        raise ModelFileError(path, f"not a readable zip archive ({error})") from error
-    missing = [n for n in ("config.json", "token_embedder.pkl", "encoder.pkl") if n not in names]
-    if missing:
-        raise ModelFileError(path, f"not an ELMoForManyLangs model: {', '.join(missing)} missing from the zip")
-
-
-def _unpack(zip_path: Path, model: Path) -> None:
-    """The model files of ``zip_path`` into ``model``, by base name, each written to a temporary
-    name and renamed into place; a member's own path never decides where anything goes."""
-    import zipfile
-
-    from .archive import copy_member
-
-    model.mkdir(parents=True, exist_ok=True)
-    (model / EXTRACTED_RECORD).unlink(missing_ok=True)
-    with zipfile.ZipFile(zip_path) as archive:
-        for info in archive.infolist():
-            base = Path(info.filename).name
-            if info.is_dir() or not (base in ARCHIVE_FILES or base.endswith(".json")) or base == EXTRACTED_RECORD:
-                continue
-            if info.file_size > ARCHIVE_MAX_BYTES:
-                raise ModelFileError(zip_path, f"{info.filename} claims {info.file_size} bytes, more than a model file")
-            part = model / (base + ".part")
-            copy_member(archive, info, part, zip_path)
-            os.replace(part, model / base)

@@ -22,8 +22,8 @@ from typing import Optional, Union
 from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
-from .archive import archive_language, is_bilm_archive, load_archive
-from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_archive, fetch_published
+from .archive import archive_language, fetch_archive, is_bilm_archive, load_archive
+from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .efml import is_efml_directory, load_efml
 from .errors import ModelFileError
 from .native import CONFIG_NAME

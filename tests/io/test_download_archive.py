@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from spacy_elmo.io import ModelFileError
-from spacy_elmo.io.download import fetch_archive
+from spacy_elmo.io.archive import fetch_archive
 from spacy_elmo.io.registry import NLPL_BASE_URL_ENV, PUBLISHED_ARCHIVES, published_archive
 
 from .test_download import FixtureServer
