@@ -23,7 +23,7 @@ from .architectures import bilm_model_config
 from .bilm.scalar_mix import softmax_weights
 from .data_classes import ElmoOutput
 from .extensions import install_extensions, install_vector_hooks
-from .initial_weights import NO_WEIGHTS, initial_bilm, record_shape  # noqa: F401
+from .initial_weights import initial_bilm, record_shape
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .fast import DEFAULT_CHAR_CACHE_SIZE
 from .io.loading import PIPELINE_FACTORY

@@ -1,6 +1,6 @@
 """The hyper-parameters of a biLM, read from and written to the published options JSON."""
-from dataclasses import dataclass, field, asdict
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Optional, Tuple
 
 ACTIVATIONS = ("relu", "tanh")
 

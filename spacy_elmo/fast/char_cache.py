@@ -15,7 +15,7 @@ counters; call ``clear()`` after such surgery.
 """
 import itertools
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Hashable, Iterable, List, Optional, Set
 
 import numpy as np
 import torch

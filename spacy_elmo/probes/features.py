@@ -14,7 +14,6 @@ from typing import IO, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 import numpy as np
 
-from ..atomic import write_atomic
 from ..bilm import BiLM
 from ..io.native import bilm_to_bytes
 

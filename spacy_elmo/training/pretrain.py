@@ -7,14 +7,12 @@ import torch
 from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
 from .config import LMConfig
-# counting moved to counting.py; these names stay importable from here as before
-from .counting import STATS_NAME, CorpusCount, count_corpus, prepare_vocab  # noqa: F401
+from .counting import prepare_vocab
 from .corpus import Corpus
 from .distributed import DistInfo, restarted_by_torchrun, shutdown
 from .lm import LanguageModel, init_for_training
 from .loop import RunSummary, train_lm
-# the run set-up moved to setup.py; config_corpus and setup_process stay importable from here as before
-from .setup import check_output, config_corpus, dev_reader, logger, make_output, setup_process, train_corpus  # noqa: F401
+from .setup import check_output, dev_reader, logger, make_output, setup_process, train_corpus
 from .vocab import Vocab
 
 
