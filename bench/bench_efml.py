@@ -1,6 +1,6 @@
 """spacy-elmo against ELMoForManyLangs' own code on a model of EFML's published shape.
 
-    /tmp/efml-venv/bin/python -m bench.bench_efml --threads 2 --repeats 5 --single 6 \
+    EFML_VENV/bin/python -m bench.bench_efml --threads 2 --repeats 5 --single 6 \
         --json bench/results/efml.json --markdown bench/results/efml.md
 
 Runs where both packages import: the side environment of scripts/make_efml_fixtures.py (EFML

@@ -2,8 +2,8 @@
 environment where `elmoformanylangs` 0.0.4.post2 is installed; not part of the tests, which hold
 the export to load_efml, itself held to EFML's outputs):
 
-    python -m spacy_elmo convert --to-efml --model tests/data/elmoformanylangs/model --output /tmp/efml-export
-    /path/to/efml-venv/bin/python scripts/check_efml_export.py /tmp/efml-export
+    python -m spacy_elmo convert --to-efml --model tests/data/elmoformanylangs/model --output EXPORT_DIR
+    EFML_VENV/bin/python scripts/check_efml_export.py EXPORT_DIR
 
 Prints the largest difference between EFML's own layers (sents2elmo, output_layer=-2, one sentence
 per call from a fresh Embedder, as the fixture was made) on the exported directory and the

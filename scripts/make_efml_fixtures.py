@@ -4,9 +4,9 @@ EFML's outputs for the fixture sentences: tests/data/elmoformanylangs/variants/<
 Runs in a side environment that has the real package, never inside spacy-elmo (nothing here is
 imported by the package or its tests):
 
-    python -m venv /tmp/efml-venv
-    /tmp/efml-venv/bin/pip install torch==2.13.0 elmoformanylangs==0.0.4.post2 overrides==3.1.0 h5py numpy
-    /tmp/efml-venv/bin/python scripts/make_efml_fixtures.py
+    python -m venv EFML_VENV          # EFML_VENV: any folder for the side environment
+    EFML_VENV/bin/pip install torch==2.13.0 elmoformanylangs==0.0.4.post2 overrides==3.1.0 h5py numpy
+    EFML_VENV/bin/python scripts/make_efml_fixtures.py
 
 (``overrides>=4`` breaks ``import elmoformanylangs``: EFML issue #95.) The model directory is made
 as EFML's trainer (``biLM.py train()``) makes it, up to its first epoch: the vocabularies by its
