@@ -163,12 +163,21 @@ def fetch_archive(
     model = directory / "model"
     digest = recorded_sha256(zip_path) or file_sha256(zip_path)
     record = model / EXTRACTED_RECORD
-    if record.is_file() and json.loads(record.read_text(encoding="utf-8")).get("zip_sha256") == digest:
+    if _recorded_zip(record) == digest:
         return model
     _unpack(zip_path, model)
     record.write_text(json.dumps({"zip_sha256": digest, "url": archive.url, "language": archive.name}) + "\n",
                       encoding="utf-8")
     return model
+
+
+def _recorded_zip(record: Path) -> Optional[str]:
+    """The zip digest a complete unpacking recorded, or None (no record, or a damaged one: unpack again)."""
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("zip_sha256") if isinstance(data, dict) else None
 
 
 def _check_archive(path: Path) -> None:

@@ -1,6 +1,8 @@
 """Published biLMs as zips (NLPL's ELMo archives): read exactly, by member base names only."""
 import json
+import tempfile
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,14 +44,18 @@ def test_an_nlpl_archive_loads_the_same_biLM_as_its_files(tmp_path, folder):
     assert torch.equal(layers(load_archive(path)), expected)
 
 
-def test_member_paths_never_decide_where_files_go(tmp_path):
+def test_member_paths_never_decide_where_files_go(tmp_path, monkeypatch):
     path = tmp_path / "evil.zip"
     with zipfile.ZipFile(path, "w") as archive:
         archive.write(TINY / "options.json", "../../escaped/options.json")
-        archive.write(TINY / "weights.hdf5", "/abs/escaped/model.hdf5")
+        archive.write(TINY / "weights.hdf5", "/abs-escaped/model.hdf5")
+    # the private folder is made under tmp_path/work, so "../../escaped" would land in tmp_path
+    (tmp_path / "work").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "work"))
     bilm = load_archive(path)
     assert bilm.config.n_layers == 2
-    assert not (tmp_path.parent / "escaped").exists() and not list(tmp_path.parent.parent.glob("escaped"))
+    assert not list(tmp_path.rglob("escaped")) and not Path("/abs-escaped").exists()
+    assert not list((tmp_path / "work").iterdir())  # the private folder is gone afterwards
 
 
 def test_an_archive_without_weights_or_damaged_says_what_is_wrong(tmp_path):

@@ -63,6 +63,9 @@ def test_an_archive_is_downloaded_once_and_unpacked_by_base_name(nlpl, tmp_path)
     # without the record of a complete unpacking, the kept zip is unpacked again, not downloaded
     (model / "extracted.json").unlink()
     assert (fetch_archive("de") / "extracted.json").is_file() and nlpl.count("142.zip") == 1
+    (model / "extracted.json").write_text("{damaged")  # a damaged record: unpacked again as well
+    (model / "encoder.pkl").write_bytes(b"tampered")
+    assert (fetch_archive("de") / "encoder.pkl").read_bytes() == b"weights-2" and nlpl.count("142.zip") == 1
 
 
 def test_a_zip_that_is_not_a_model_is_refused_and_not_kept(nlpl):
