@@ -5,8 +5,9 @@
 Runs the reference fixtures in tests/data/allennlp (see its README): the 18 sentences of
 AllenNLP's ELMo with random weights (tiny/), each alone, with and without <S>/</S>, all in one
 batch in both orders, the equal-weight scalar mix, and the same with ``optimize_for_inference``;
-and the ten batches that bilm-tf's trained fixture model (trained/) ran statefully, plus its first
-batch from a zero state. Writes the largest absolute difference of each check, with the SHA-256
+the ten batches that bilm-tf's trained fixture model (trained/) ran statefully, plus its first
+batch from a zero state; and ELMoForManyLangs' own outputs for its fixture model and the variants
+in tests/data/elmoformanylangs, plain and optimized. Writes the largest absolute difference of each check, with the SHA-256
 of the fixtures' files and which timestep loop the ``optimize_for_inference`` checks (the default
 inference path) ran; exits 1 if one is above --tolerance (the contract: 1e-5 on float32 CPU).
 """
@@ -89,6 +90,27 @@ def trained_checks(folder: Path) -> Dict[str, Dict]:
     }
 
 
+def efml_checks(folder: Path) -> Dict[str, Dict]:
+    """ELMoForManyLangs 0.0.4.post2's own outputs for its fixture model (and its variants)."""
+    from spacy_elmo.io import load_efml
+
+    sentences = json.loads((folder / "sentences.json").read_text(encoding="utf-8"))
+    checks = {}
+    for name, model, golden in [("fixture", folder / "model", folder / "golden.npz")] + [
+        (f"variant {v.name}", v / "model", v / "golden.npz") for v in sorted((folder / "variants").glob("*"))
+        if (v / "model" / "encoder.pkl").is_file() and v.name != "words-only"  # refused: no char CNN
+    ]:
+        with np.load(golden) as data:
+            expected = [data[f"layers_{i}"] for i in range(len(sentences))]
+        for label, optimize in (("", False), (" (optimize_for_inference fp32)", True)):
+            bilm = load_efml(model)
+            if optimize:
+                optimize_for_inference(bilm)
+            alone = [bilm.embed([s])[0] for s in sentences]
+            checks[f"{name}: each sentence alone{label}"] = {"max_abs_diff": max_diff(alone, expected), "sentences": len(sentences)}
+    return checks
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fixtures", type=Path, default=FIXTURES, help="folder with tiny/ and trained/")
@@ -100,10 +122,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     checks = {
         "tiny (AllenNLP 2.10.1, random weights)": tiny_checks(args.fixtures / "tiny"),
         "trained (bilm-tf, AllenNLP's test fixture)": trained_checks(args.fixtures / "trained"),
+        "ELMoForManyLangs 0.0.4.post2": efml_checks(args.fixtures.parent / "elmoformanylangs"),
     }
     worst = max(c["max_abs_diff"] for group in checks.values() for c in group.values())
     record = {**provenance(), "inference": inference_path(),
-              "model": [model_files(args.fixtures / name) for name in ("tiny", "trained")]}
+              "model": [model_files(args.fixtures / name) for name in ("tiny", "trained")]
+              + [model_files(args.fixtures.parent / "elmoformanylangs" / "model")]}
     result = {"provenance": record, "tolerance": args.tolerance, "max_abs_diff": worst, "checks": checks}
     for group, found in checks.items():
         for name, check in found.items():
