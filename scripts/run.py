@@ -10,15 +10,24 @@ setup files are unchanged (their SHA-256 is kept in ``.venv/spacy-elmo-env.json`
 from pip's own sources first (a local wheel or mirror, without network) and from PyTorch's CPU
 index otherwise (``SPACY_ELMO_TORCH_INDEX`` sets another). Standard library only: this runs
 before anything is installed.
+
+After a successful ``main``, ``results/main-run.json`` records how long it took: the set-up (0 when
+``.venv`` was reused; whether it was created, refreshed or reused), the job's wall time, the
+command, and the machine and date as ``spacy_elmo.provenance`` gives them (asked of the
+environment's Python, which has the package). ``tests`` records nothing.
 """
+import datetime
 import hashlib
 import json
 import os
+import platform
+import shlex
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
-from typing import List, Sequence
+from typing import Any, Dict, List, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = ROOT / ".venv"
@@ -29,6 +38,9 @@ COMMANDS = {
     "main": ["-m", "spacy", "project", "run", "main"],
     "tests": ["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
 }
+RECORDED = ("main",)  # the jobs whose timing is written to results/JOB-run.json
+# asked of the environment's Python: the machine and code record every results file carries
+PROVENANCE = "import json, sys; from spacy_elmo.provenance import provenance; print(json.dumps(provenance(sys.argv[1])))"
 
 
 def env_python() -> Path:
@@ -83,14 +95,71 @@ def set_up() -> None:
     STAMP.write_text(json.dumps(fingerprint(), indent=1) + "\n", encoding="utf-8")
 
 
+def record_path(job: str) -> Path:
+    return ROOT / "results" / f"{job}-run.json"
+
+
+def machine_record(command: str) -> Dict[str, Any]:
+    """``spacy_elmo.provenance.provenance(command)`` from the environment's Python (command, commit,
+    CPU model, flags and count, versions, date); if that fails, what the standard library knows."""
+    done = subprocess.run([str(env_python()), "-c", PROVENANCE, command], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode == 0:
+        try:
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            pass
+    return {
+        "command": command,
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "error": f"spacy_elmo.provenance could not be read from {env_python().name}: {done.stderr.strip()[-500:]}",
+    }
+
+
+def record_run(path: Path, argv: Sequence[str], job: List[str], environment: str, set_up_s: float, job_s: float) -> Dict[str, Any]:
+    """Write the timing of a finished job to ``path`` (JSON, replaced whole) and return it.
+
+    environment (str): "created" (a new .venv), "refreshed" (an existing one set up again) or "reused".
+    set_up_s (float): seconds spent setting it up (0 when reused). job_s (float): the job's wall time.
+    """
+    command = shlex.join(["python", "scripts/run.py", *argv])
+    record = {
+        "command": command,
+        "job": shlex.join(["python", *job]),
+        "environment": environment,
+        "set_up_s": round(set_up_s, 1),
+        "job_s": round(job_s, 1),
+        "total_s": round(set_up_s + job_s, 1),
+        "provenance": machine_record(command),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+    return record
+
+
 def main(argv: Sequence[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
         print("usage: python scripts/run.py {main|tests} [ARGS]", file=sys.stderr)
         return 2
+    started, environment = time.monotonic(), "reused"
     if not up_to_date():
+        environment = "refreshed" if env_python().is_file() else "created"
         set_up()
-    command: List[str] = [str(env_python()), *COMMANDS[argv[0]], *argv[1:]]
-    return subprocess.run(command, cwd=ROOT).returncode
+    set_up_s = time.monotonic() - started if environment != "reused" else 0.0
+    job = [*COMMANDS[argv[0]], *argv[1:]]
+    started = time.monotonic()
+    returncode = subprocess.run([str(env_python()), *job], cwd=ROOT).returncode
+    job_s = time.monotonic() - started
+    if argv[0] in RECORDED and returncode == 0:
+        path = record_path(argv[0])
+        record_run(path, argv, job, environment, set_up_s, job_s)
+        print(f"spacy-elmo: {argv[0]} took {job_s / 60:.1f} min (set-up {set_up_s / 60:.1f} min, "
+              f".venv {environment}); recorded in {path.relative_to(ROOT)}", file=sys.stderr)
+    return returncode
 
 
 if __name__ == "__main__":

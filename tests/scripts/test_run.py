@@ -1,9 +1,12 @@
-"""scripts/run.py: the environment is set up in the right order once, and reused while nothing changed."""
+"""scripts/run.py: the environment is set up in the right order once, and reused while nothing changed; `main`
+records its own timing in results/main-run.json, `tests` does not."""
 import importlib.util
 import json
 import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +81,41 @@ def test_the_environment_is_reused_until_a_setup_file_changes(checkout, monkeypa
 def test_an_unknown_job_is_a_usage_error_not_a_set_up():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "run.py"), "deploy"], capture_output=True, text=True)
     assert done.returncode == 2 and "usage: python scripts/run.py {main|tests}" in done.stderr
+
+
+def fake_jobs(module, monkeypatch, main=("-c", "import time; time.sleep(0.2)")):
+    """The environment's Python is this one (it has the package) and `main` a short stand-in job."""
+    monkeypatch.setattr(module, "env_python", lambda: Path(sys.executable))
+    monkeypatch.setattr(module, "up_to_date", lambda: True)
+    monkeypatch.setitem(module.COMMANDS, "main", list(main))
+    monkeypatch.setitem(module.COMMANDS, "tests", ["-c", "pass"])
+
+
+def test_main_records_its_timing_the_machine_and_the_date(checkout, monkeypatch):
+    module = load_run(checkout)
+    fake_jobs(module, monkeypatch)
+    assert module.main(["main"]) == 0
+    record = json.loads((checkout / "results" / "main-run.json").read_text(encoding="utf-8"))
+    assert record["command"] == "python scripts/run.py main"
+    assert record["job"].startswith("python -c ")
+    assert record["environment"] == "reused" and record["set_up_s"] == 0
+    assert 0.2 <= record["job_s"] < 60 and record["total_s"] == record["job_s"]
+    machine = record["provenance"]
+    assert machine["command"] == record["command"] and "error" not in machine
+    assert machine["cpu"] and isinstance(machine["cpu_flags"], list) and machine["cpu_count"] >= 1
+    assert machine["date"].startswith("20")
+
+
+def test_a_set_up_is_timed_and_named_and_a_failed_or_test_run_records_nothing(checkout, monkeypatch):
+    module = load_run(checkout)
+    fake_jobs(module, monkeypatch)
+    monkeypatch.setattr(module, "up_to_date", lambda: False)
+    monkeypatch.setattr(module, "set_up", lambda: time.sleep(0.1))
+    assert module.main(["main"]) == 0
+    record = json.loads((checkout / "results" / "main-run.json").read_text(encoding="utf-8"))
+    assert record["environment"] == "refreshed" and record["set_up_s"] >= 0.1
+    (checkout / "results" / "main-run.json").unlink()
+    assert module.main(["tests"]) == 0
+    monkeypatch.setitem(module.COMMANDS, "main", ["-c", "raise SystemExit(3)"])
+    assert module.main(["main"]) == 3
+    assert not (checkout / "results").joinpath("main-run.json").exists()
