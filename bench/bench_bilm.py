@@ -8,12 +8,17 @@ For each shape: random weights are written in the published format and read back
 baseline (bench/baseline.py), our default forward, our optimized fp32 forward and the fast
 modes all run on the same sentences in the same process, interleaved, best of --repeats.
 Workloads: "batch" is one forward pass over --sentences sentences of 20-30 tokens; "single"
-runs --single of them one at a time. Also measured here: GEMM peak (torch.mm) and the
-matrix-vector bandwidth over the model's own recurrent weight shapes.
+runs --single of them one at a time. Also measured here: GEMM peak (torch.mm); the rate torch's
+one-row products reach on the model's own recurrent weights (a reference rate, not a hardware
+bound); and, before and after the run, the memory bandwidth (STREAM-like triad, bench/bandwidth.py),
+the cache sizes and the load average. For one sentence at a time, bytes of recurrent weights per
+timestep / triad bandwidth is a floor on the time only where those weights do not fit in cache:
+each shape's record says which ("weights_regime").
 """
 import argparse
 import copy
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -32,7 +37,7 @@ from spacy_elmo.fast.precision import cpu_has_bf16
 from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM
-from .hardware import GemmBound, MatvecBound, gemm_peak, matvec_bandwidth
+from .hardware import GemmBound, MatvecRate, gemm_peak, matvec_rate, memory_record, weights_regime
 from .report import FAST_MODE_NAMES as FAST_MODES
 from .report import markdown_tables
 from .workloads import (
@@ -61,6 +66,10 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report: Dict = {"command": "python -m bench.bench_bilm " + " ".join(argv if argv is not None else sys.argv[1:])}
     report["provenance"] = provenance(report["command"])
     report["machine"] = machine_info(args.threads)
+    if args.note:
+        report["note"] = args.note
+    # the memory bandwidth and load before the run, and again after it: how much the machine moved
+    report["memory"] = {"before": memory_record([1, args.threads], repeats=3 if args.quick else 10)}
     gemm_shapes = [(256, 256, 256)] if args.quick else [(2048, 2048, 2048), (1024, 512, 16384), (4096, 512, 2048)]
     report["gemm"] = gemm_peak(gemm_shapes)
     # The interleaved GEMM bound uses the shape that did best here.
@@ -79,10 +88,14 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         vocab = distinct[::2]
     report["cache"] = {"size": args.cache_size, "vocab_tokens": len(vocab), "vocab_source": vocab_source}
     report["shapes"] = {}
+    args.memory = report["memory"]["before"]
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes:
             log(f"{shape}:")
             report["shapes"][shape] = bench_shape(shape, Path(tmp), sentences, vocab, args)
+    report["memory"]["after"] = memory_record([1, args.threads], repeats=3 if args.quick else 10)
+    report["load_average"] = {"before": report["memory"]["before"]["load_average"],
+                              "after": report["memory"]["after"]["load_average"]}
     report["seconds"] = time.time() - started
     text = markdown_tables(report)
     print(text)
@@ -108,6 +121,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--json", default=None)
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--quick", action="store_true", help="tiny model, few sentences: a smoke run")
+    parser.add_argument("--note", default=None, help="a sentence kept in the record (e.g. why repeats were reduced)")
     add_data_options(parser, test=True, train=True)
     args = parser.parse_args(argv)
     if args.modes is None:
@@ -156,7 +170,7 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
     result: Dict = {"published_name": PUBLISHED_NAMES[shape], "config": config.to_options()}
     result["flops_per_position"] = flops
     # Short best-case measurements, for reference; the bounds used for the ratios run interleaved below.
-    result["matvec"] = matvec_bandwidth(
+    result["matvec"] = matvec_rate(
         [(config.projection_dim, 4 * config.dim)] * (2 * config.n_layers)
         + [(config.dim, config.projection_dim)] * (2 * config.n_layers)
     )
@@ -166,11 +180,13 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
         if name == "batch":
             bound: Callable[[], float] = GemmBound(positions * flops["total"], shape=args.gemm_shape)
         else:
-            bound = MatvecBound(recurrent, positions)
+            bound = MatvecRate(recurrent, positions)
         entry = run_workload(models, runs, args.repeats, bound)
         # the bound counts every position through the whole model; the optimized modes do less
         entry["work"] = work_done(config, runs, vocab)
         add_bound_fractions(entry, name, positions, config)
+        if name == "single":
+            add_triad_floor(entry, config, args.memory, args.threads)
         result[name] = entry
     result["char_cache"] = optimized.token_encoder.cache.stats() if optimized.token_encoder.cache else None
     return result
@@ -232,11 +248,29 @@ def add_bound_fractions(entry: Dict, name: str, positions: int, config: BiLMConf
                 # the same bound for the FLOPs this mode actually does (caches and shared rows left out)
                 stats["pct_gemm_bound_work_done"] = 100 * bound_seconds * work["done_flops"] / work["nominal_flops"] / seconds
         else:
-            stats["pct_bandwidth_bound"] = 100 * bound_seconds / seconds
+            # torch's one-row products on the same weights, timed alone: a reference rate, not a hardware bound
+            stats["pct_matvec_rate"] = 100 * bound_seconds / seconds
     if name == "batch":
         entry["gemm_gflops"] = positions * flops["total"] / bound_seconds / 1e9
     else:
-        entry["matvec_gb_per_s"] = positions * recurrent_bytes_per_step(config) / bound_seconds / 1e9
+        entry["matvec_rate_gb_per_s"] = positions * recurrent_bytes_per_step(config) / bound_seconds / 1e9
+
+
+def add_triad_floor(entry: Dict, config: BiLMConfig, memory: Dict, threads: int) -> None:
+    """One sentence at a time: each timestep reads every recurrent weight. Against the triad bandwidth
+    measured before the run (best), those fp32 bytes give a floor on the time, which holds only where
+    they do not fit in cache (``weights_regime`` "memory"). Each mode's share of that floor, and the regime."""
+    step_bytes = recurrent_bytes_per_step(config)
+    triad = memory["triad_gb_per_s"][str(threads)]["best"]
+    floor_seconds = entry["positions"] * step_bytes / (triad * 1e9)
+    entry["triad_floor"] = {
+        "bytes_per_step": step_bytes,
+        "triad_gb_per_s": triad,
+        "seconds": floor_seconds,
+        "weights_regime": weights_regime(step_bytes, memory["caches"], threads),
+    }
+    for stats in entry["modes"].values():
+        stats["pct_triad_floor"] = 100 * floor_seconds / stats["seconds"]
 
 
 def run_workload(models: Dict[str, Callable], runs, repeats: int, bound: Callable[[], float]) -> Dict:

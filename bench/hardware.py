@@ -1,8 +1,21 @@
-"""What this machine can do, measured in the same process as the model: GEMM peak and matrix-vector bandwidth."""
+"""What this machine can do, measured in the same process as the model.
+
+- ``gemm_peak`` / ``GemmBound``: float32 ``torch.mm`` at large shapes (GFLOP/s).
+- ``matvec_rate`` / ``MatvecRate``: the GB/s of weights torch's own one-row products reach on the
+  model's recurrent weight shapes. It is not the memory bandwidth: it moves with torch's kernels and
+  from run to run, and weights that fit in cache are read faster than memory delivers them.
+- ``memory_record``: the memory bandwidth measured directly (a STREAM-like triad over buffers
+  several times the last-level cache, ``bench/bandwidth.py``) and the cache sizes; with
+  ``weights_regime`` it says whether the weights a timestep reads fit in cache, so whether
+  bytes / triad bandwidth is a floor on the time of a step.
+"""
+import os
 import time
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
+
+from . import bandwidth
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -25,10 +38,11 @@ def gemm_peak(shapes: Sequence[Tuple[int, int, int]], repeats: int = 5) -> Dict[
     return result
 
 
-def matvec_bandwidth(shapes: List[Tuple[int, int]], repeats: int = 10) -> Dict[str, float]:
-    """GB/s of float32 weights streamed by one-row products x @ W^T over all (K, N) weights in turn.
+def matvec_rate(shapes: List[Tuple[int, int]], repeats: int = 10) -> Dict[str, float]:
+    """GB/s of float32 weights read by torch's one-row products x @ W^T over all (K, N) weights in turn.
 
-    Both memory layouts of W are tried and the faster counts: this is the bound for one sentence.
+    Both memory layouts of W are tried and the faster counts ("rate"). Weights that fit in cache are
+    read from it, so for small models this can exceed the memory bandwidth.
     """
     result: Dict[str, float] = {}
     total = sum(k * n for k, n in shapes) * 4
@@ -42,7 +56,7 @@ def matvec_bandwidth(shapes: List[Tuple[int, int]], repeats: int = 10) -> Dict[s
 
         result[layout] = total / best_time(run, repeats) / 1e9
         del weights
-    result["bandwidth"] = max(result["row_major"], result["column_major"])
+    result["rate"] = max(result["row_major"], result["column_major"])
     result["megabytes"] = total / 1e6
     return result
 
@@ -67,8 +81,11 @@ class GemmBound:
         return (time.perf_counter() - start) * self.scale
 
 
-class MatvecBound:
-    """The time to read the given weights once per timestep as one-row products, and nothing else.
+class MatvecRate:
+    """The time torch's one-row products take to read the given weights once per timestep, and nothing else.
+
+    What a timestep's recurrent products cost at torch's own speed on these weights: a reference
+    rate, not a hardware bound (it varies with torch's kernels, and cached weights read faster).
 
     layouts (List[List[Tensor]]): ways to hold the same weights: (K, N) operands of ``x @ w``, or
         (D, K, N) stacks for batched products (``bmm``), as the model holds them (its own memory).
@@ -89,3 +106,33 @@ class MatvecBound:
                     torch.matmul(x, w)
             best = min(best, time.perf_counter() - start)
         return best
+
+
+def memory_record(threads: Sequence[int], repeats: int = 10) -> Dict:
+    """Cache sizes, the load average, and the torch triad's GB/s (best, median, min) at each thread
+    count, over arrays of 4 x the last-level cache (``bench/bandwidth.py``)."""
+    caches = bandwidth.cache_sizes()
+    size = bandwidth.default_array_bytes(caches)
+    results = bandwidth.run_all(size, threads=sorted(set(threads)), repeats=repeats, backends=("torch",))
+    return {
+        "caches": {name: c["bytes"] for name, c in caches.items()},
+        "array_bytes": size,
+        "load_average": list(os.getloadavg()),
+        "triad_gb_per_s": {str(r["threads"]): {k: r[f"gb_per_s_{k}"] for k in ("best", "median", "min")}
+                           for r in results if r["kernel"] == "triad"},
+        "copy_gb_per_s": {str(r["threads"]): {k: r[f"gb_per_s_{k}"] for k in ("best", "median", "min")}
+                          for r in results if r["kernel"] == "copy"},
+    }
+
+
+def weights_regime(weight_bytes: int, caches: Dict[str, int], threads: int) -> str:
+    """Where weights of ``weight_bytes`` read every timestep can stay between timesteps: "L2" (within
+    the private L2s of ``threads`` cores), "L3", or "memory" (larger than the last-level cache:
+    only then is bytes / memory bandwidth a floor on a step's time). "unknown" without cache sizes."""
+    if not caches:
+        return "unknown"
+    if "L2" in caches and weight_bytes <= caches["L2"] * threads:
+        return "L2"
+    if "L3" in caches and weight_bytes <= caches["L3"]:
+        return "L3"
+    return "memory"
