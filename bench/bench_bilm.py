@@ -53,6 +53,7 @@ from .workloads import (
     frequent_tokens,
     published_bilm,
     recurrent_bytes_per_step,
+    resolve_data_options,
 )
 
 EQUAL_ATOL = 1e-4
@@ -123,7 +124,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny model, few sentences: a smoke run")
     parser.add_argument("--note", default=None, help="a sentence kept in the record (e.g. why repeats were reduced)")
     add_data_options(parser, test=True, train=True)
-    args = parser.parse_args(argv)
+    args = resolve_data_options(parser.parse_args(argv))
     if args.modes is None:
         args.modes = list(FAST_MODES) if _has_bf16() else [m for m in FAST_MODES if m != "bf16"]
     if args.quick:

@@ -36,7 +36,14 @@ from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_bilm
 from spacy_elmo.provenance import inference_path, provenance
 
-from .workloads import add_data_options, benchmark_sentences, conllu_sentences, data_file, display_path
+from .workloads import (
+    add_data_options,
+    benchmark_sentences,
+    conllu_sentences,
+    data_file,
+    display_path,
+    resolve_data_options,
+)
 
 PUBLISHED_CONFIG = "cnn_50_100_512_4096_sample.json"
 
@@ -96,7 +103,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--json", default=None)
     parser.add_argument("--markdown", default=None)
     add_data_options(parser, test=True, train=True)
-    return parser.parse_args(argv)
+    return resolve_data_options(parser.parse_args(argv))
 
 
 def published_architecture() -> Dict:

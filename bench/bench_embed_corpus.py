@@ -24,7 +24,7 @@ from spacy_elmo.embed_corpus import embed_corpus
 from spacy_elmo.io.loading import shipped_model_dir
 from spacy_elmo.provenance import provenance
 
-from .workloads import add_data_options, benchmark_sentences
+from .workloads import add_data_options, benchmark_sentences, resolve_data_options
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -36,7 +36,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     add_data_options(parser, test=True)
-    args = parser.parse_args(argv)
+    args = resolve_data_options(parser.parse_args(argv))
     import ray
 
     sentences, source = benchmark_sentences(args.sentences, args.test_data, min_len=10, max_len=30)

@@ -30,7 +30,14 @@ from spacy.util import registry
 from spacy_elmo.pipeline import ARCHITECTURE, create_pipeline
 from spacy_elmo.provenance import provenance
 
-from .workloads import PUBLISHED_NAMES, add_data_options, benchmark_sentences, char_batch, published_bilm
+from .workloads import (
+    PUBLISHED_NAMES,
+    add_data_options,
+    benchmark_sentences,
+    char_batch,
+    published_bilm,
+    resolve_data_options,
+)
 
 # settings of the model block (spacy-elmo.BiLM.v2 holds the inference settings)
 VARIANTS = {
@@ -51,7 +58,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--json", default=None)
     parser.add_argument("--quick", action="store_true")
     add_data_options(parser, test=True)
-    args = parser.parse_args(argv)
+    args = resolve_data_options(parser.parse_args(argv))
     if args.quick:
         args.shape, args.sentences, args.repeats = "tiny", 16, 1
     torch.set_num_threads(args.threads)

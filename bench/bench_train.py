@@ -23,7 +23,16 @@ from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.provenance import provenance
 
 from .baseline import BaselineBiLM
-from .workloads import SHAPES, add_data_options, char_batch, conllu_sentences, data_file, display_path, first_batch
+from .workloads import (
+    SHAPES,
+    add_data_options,
+    char_batch,
+    conllu_sentences,
+    data_file,
+    display_path,
+    first_batch,
+    resolve_data_options,
+)
 
 # Gradients compared between the two sides: (our parameter name, the baseline's).
 COMPARED = [
@@ -83,7 +92,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--json", default=None)
     parser.add_argument("--quick", action="store_true", help="tiny model, a few sentences")
     add_data_options(parser, train=True)
-    return parser.parse_args(argv)
+    return resolve_data_options(parser.parse_args(argv))
 
 
 def model_shape(args: argparse.Namespace) -> Tuple[BiLMConfig, int, int]:

@@ -31,7 +31,7 @@ from spacy_elmo.fast import compiled, dispatch
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.provenance import provenance
 
-from .workloads import add_data_options, benchmark_sentences, frequent_tokens, published_bilm
+from .workloads import add_data_options, benchmark_sentences, frequent_tokens, published_bilm, resolve_data_options
 
 PRODUCTS = {"aten::bmm", "aten::baddbmm", "aten::addmm", "aten::mm", "aten::linear", "aten::matmul"}
 ELEMENTWISE = {
@@ -78,7 +78,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--quick", action="store_true", help="tiny model, two sentences: a smoke run")
     add_data_options(parser, test=True, train=True)
-    args = parser.parse_args(argv)
+    args = resolve_data_options(parser.parse_args(argv))
     if args.quick:
         args.shapes, args.sentences, args.repeats = ["tiny"], 2, 1
     return args

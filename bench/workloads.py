@@ -1,12 +1,15 @@
 """Models and sentences for the benchmarks: published shapes with random weights, real English text.
 
 The text is UD English EWT (CoNLL-U), from the files the ``--test-data`` and ``--train-data``
-options name. By default: ``../shared/datasets/ud_english_ewt`` beside the checkout when that
-folder exists (the full treebank, which the recorded results used), otherwise the sample shipped
-in the repository (``sample/ewt``). A file that is not there is an error.
+options name. By default they are the project's data: ``ud_english_ewt/en_ewt-ud-{test,train}.conllu``
+(assets of project.yml) in the data folder that ``--data-dir`` names, else ``$SPACY_ELMO_DATA``, else
+``assets/datasets`` under the working directory, as the probes find theirs
+(``spacy_elmo.probes.task_data.default_data_dir``); ``python -m spacy project assets --extra``
+fetches them (docs/datasets.md). ``--quick`` smoke runs read the sample shipped in the repository
+(``sample/ewt``) unless a file or folder is named. A file that is not there is an error that says
+how to get it.
 """
 import argparse
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -17,6 +20,7 @@ import torch
 from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids, token_char_ids
 from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN
 from spacy_elmo.io import export_allennlp, load_allennlp
+from spacy_elmo.probes.task_data import DATA_ENV, FETCH, PROJECT_DATA, default_data_dir
 
 FULL_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 # The published architectures (file names of the AllenNLP downloads), and a tiny one for smoke tests.
@@ -32,40 +36,73 @@ PUBLISHED_NAMES = {
     "shipped": "en_small, the model shipped with the package (trained weights, the component's default)",
 }
 REPO = Path(__file__).resolve().parent.parent
-SHARED_EWT = REPO.parent / "shared" / "datasets" / "ud_english_ewt"
+EWT_ASSET = "ud_english_ewt/en_ewt-ud-{split}.conllu"  # under the data folder (project.yml's vars.datasets)
 SAMPLE_EWT = REPO / "sample" / "ewt"
 
 
-def default_ewt(split: str) -> Path:
-    """EWT's ``split`` ("train", "dev", "test"): from ../shared/datasets beside the checkout when that
-    folder exists, else the sample shipped in the repository."""
-    if SHARED_EWT.is_dir():
-        return SHARED_EWT / f"en_ewt-ud-{split}.conllu"
-    return SAMPLE_EWT / f"{split}.conllu"
+def default_ewt(split: str, data_dir: Optional[Path] = None) -> Path:
+    """EWT's ``split`` ("train", "dev", "test") in ``data_dir``, else in the probes' default data
+    folder (``$SPACY_ELMO_DATA``, else ``./assets/datasets``)."""
+    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    return root / EWT_ASSET.format(split=split)
 
 
 def add_data_options(parser: argparse.ArgumentParser, *, test: bool = False, train: bool = False) -> None:
-    """``--test-data`` (the sentences measured) and/or ``--train-data`` (training text) options."""
+    """``--test-data`` (the sentences measured) and/or ``--train-data`` (training text) options, and
+    ``--data-dir`` (the folder their defaults are in); ``resolve_data_options`` fills them in."""
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help=f"the datasets folder (default: ${DATA_ENV}, else ./{PROJECT_DATA.as_posix()}; "
+                        "--quick: the shipped sample/ewt)")
     if test:
         parser.add_argument("--test-data", type=Path, default=None, metavar="CONLLU",
-                            help=f"sentences to measure (default: {display_path(default_ewt('test'))})")
+                            help=f"sentences to measure (default: DIR/{EWT_ASSET.format(split='test')})")
     if train:
         parser.add_argument("--train-data", type=Path, default=None, metavar="CONLLU",
-                            help=f"training text (default: {display_path(default_ewt('train'))})")
+                            help=f"training text (default: DIR/{EWT_ASSET.format(split='train')})")
+
+
+def resolve_data_options(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill in ``args.test_data`` / ``args.train_data`` left unset: from ``--data-dir``, else the
+    shipped sample for a ``--quick`` run, else the default data folder. RETURNS ``args``."""
+    for split in ("test", "train"):
+        name = f"{split}_data"
+        if hasattr(args, name) and getattr(args, name) is None:
+            if args.data_dir is None and getattr(args, "quick", False):
+                setattr(args, name, SAMPLE_EWT / f"{split}.conllu")
+            else:
+                setattr(args, name, default_ewt(split, args.data_dir))
+    return args
 
 
 def data_file(path: Optional[Path], split: str) -> Path:
-    """``path``, or the default file of ``split``; an error if the file is not there."""
+    """``path``, or the default file of ``split``; an error if the file is not there (for one of the
+    project's assets, the error names the asset and how to fetch it or point at it)."""
     path = Path(path) if path is not None else default_ewt(split)
     if not path.is_file():
         option = "--test-data" if split == "test" else "--train-data"
-        raise FileNotFoundError(f"{display_path(path)}: no such file (name a CoNLL-U file with {option})")
+        asset = EWT_ASSET.format(split=split)
+        how = f"name a CoNLL-U file with {option}"
+        if path.as_posix().endswith(asset):
+            how = (f"it is the project.yml asset ${{vars.datasets}}/{asset}: fetch it with `{FETCH}` in a"
+                   f" spacy-elmo checkout (into {PROJECT_DATA.as_posix()}/), or point --data-dir or {DATA_ENV}"
+                   f" at a folder that holds it, or {how} (the shipped sample: sample/ewt/{split}.conllu);"
+                   " see docs/datasets.md")
+        raise FileNotFoundError(f"{path}: no such file ({how})")
     return path
 
 
 def display_path(path: Path) -> str:
-    """``path`` relative to the checkout (reports name no machine's directories)."""
-    return os.path.relpath(Path(path).resolve(), REPO)
+    """How a report names ``path`` (no machine's directories): relative to the checkout when inside it,
+    else ``${vars.datasets}/...`` for one of the project's data files, else its name."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(REPO).as_posix()
+    except ValueError:
+        pass
+    tail = "/".join(path.parts[-2:])
+    if any(tail == EWT_ASSET.format(split=split) for split in ("train", "dev", "test")):
+        return f"${{vars.datasets}}/{tail}"
+    return path.name
 
 
 def published_bilm(shape: str, workdir: Path, *, seed: int = 0) -> BiLM:
