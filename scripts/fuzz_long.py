@@ -7,8 +7,8 @@ Generates batches of messy Docs with hypothesis (any non-surrogate code point, c
 characters, combining marks, emoji ZWJ sequences, whitespace tokens, raw text through the
 tokenizer, sentence starts, Docs up to thousands of tokens), runs each batch through
 ``nlp.pipe`` with a random batch size on pipelines with different batching settings around
-the biLM in --bilm DIR (default: the tiny random-weight fixture model in
-../shared/fixtures/allennlp/tiny beside the checkout),
+the biLM in --bilm DIR (default: the tiny random-weight fixture model in the
+checkout's tests/data/allennlp/tiny),
 and checks that nothing raises, shapes, dtypes, finiteness and segments. It measures how far
 each Doc's layers move when the Doc runs alone instead of in its batch: batches beyond
 --atol are counted (and saved with --save-failures DIR), not stopped at, so the summary
@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 from spacy_elmo.provenance import inference_path, model_files, provenance
 from reliability_fuzz import ATOL, PIPELINE_SETTINGS, batches, check_batch, fuzz_pipelines, load_or_exit
 
-TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
+# the tiny random-weight model of the published format that the tests use, in the checkout
+TINY_FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp" / "tiny"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

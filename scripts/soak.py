@@ -3,7 +3,7 @@
     python scripts/soak.py --docs 100000 --output results/reliability/soak.json
 
 Builds a pipeline around the biLM in --bilm DIR (default: the tiny random-weight fixture model
-in ../shared/fixtures/allennlp/tiny beside the checkout), or loads --model DIR, streams --docs generated short texts
+in the checkout's tests/data/allennlp/tiny), or loads --model DIR, streams --docs generated short texts
 through ``nlp.pipe`` without keeping the Docs, samples RSS with psutil, and checks every Doc
 holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (every RSS sample, the
 final one after the run included; with --output FILE also written there, with the command,
@@ -31,7 +31,8 @@ from spacy_elmo.pipeline import create_pipeline
 from reliability_fuzz import load_or_exit
 from reliability_soak import short_texts, soak
 
-TINY_FIXTURE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "allennlp" / "tiny"
+# the tiny random-weight model of the published format that the tests use, in the checkout
+TINY_FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp" / "tiny"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -64,3 +64,16 @@ def test_a_missing_bilm_is_an_error_naming_it(tmp_path):
     missing = tmp_path / "absent"
     done = _run("soak.py", "--docs", 1, "--bilm", missing, cwd=tmp_path)
     assert done.returncode == 1 and f"error: {missing}: not found" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_scripts_read_nothing_beside_the_checkout():
+    """Defaults live in the checkout (the tiny model is the tests' own fixture) or come from options;
+    no script reaches for a folder next to the checkout or names a machine's directories."""
+    for path in sorted([*(ROOT / "scripts").glob("*.py"), *(ROOT / "scripts").glob("*.sh")]):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"""\.\./shared|["']shared["']\s*/|parent\.parent\.parent""", text), path.name
+        assert not re.search(r"""["'](/work|/home|/root)/""", text), path.name
+    for script in ("soak.py", "fuzz_long.py"):
+        text = (ROOT / "scripts" / script).read_text(encoding="utf-8")
+        assert '/ "tests" / "data" / "allennlp" / "tiny"' in text, script
+    assert (ROOT / "tests" / "data" / "allennlp" / "tiny" / "weights.hdf5").is_file()
