@@ -4,6 +4,8 @@
 #
 #   scripts/campaign.sh corpus               # build $CORPUS (needs Debian's bible-kjv for `bible`)
 #   scripts/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
+#   scripts/campaign.sh continue 100m        # or: continue the shipped biLM ($START) on $CORPUS, keeping its
+#                                            # vocabulary and softmax (a wider corpus: scripts/wide_corpus.py)
 #   scripts/campaign.sh finetune 3m          # continue on UD EWT train text (longer loses general text)
 #   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
 #   scripts/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
@@ -36,6 +38,17 @@ case "${1:-}" in
       --paths.train "$CORPUS/pretrain/train" --paths.dev "$CORPUS/pretrain/dev.txt" "${RECIPE[@]}" \
       --max-time "${2:-100m}" $( [ -d "$RUN/pretrain/checkpoints" ] && echo --resume )
     ;;
+  continue)
+    # the shipped model is the EWT fine-tuned one: its pretraining goes on here (into $RUN/pretrain, so the
+    # finetune and evaluate stages follow unchanged); a fresh Adam state warms up over 100 steps to the
+    # fine-tuning rate, about twice the rate the inverse-sqrt schedule had reached at 0.6.0's step 10,500
+    python -m spacy_elmo finetune configs/bilm-small.cfg --model "${START:-spacy_elmo/models/en_small}" \
+      --output "$RUN/pretrain" --paths.train "$CORPUS/pretrain/train" --paths.dev "$CORPUS/pretrain/dev.txt" \
+      --training.optimizer adam --training.learning_rate 0.0005 --training.warmup_steps 100 \
+      --training.batch_size 256 --training.max_batch_tokens 6144 --training.eval_frequency 300 \
+      --training.checkpoint_frequency 100 --training.max_epochs 100 --probe.enabled true \
+      --max-time "${2:-100m}" $( [ -d "$RUN/pretrain/checkpoints" ] && echo --resume )
+    ;;
   finetune)
     python -m spacy_elmo finetune configs/bilm-small.cfg --model "$RUN/pretrain/model-best" \
       --output "$RUN/finetune-ewt" --paths.train "$CORPUS/domain/ewt-train.txt" \
@@ -65,5 +78,5 @@ case "${1:-}" in
     cp "$RUN"/eval-*.json "$out/" 2>/dev/null || true
     cp "$CORPUS/ATTRIBUTION.md" "$out/corpus-ATTRIBUTION.md"
     ;;
-  *) echo "usage: $0 corpus | pretrain [TIME] | finetune [TIME] | evaluate | results DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus | pretrain [TIME] | continue [TIME] | finetune [TIME] | evaluate | results DIR" >&2; exit 2 ;;
 esac
