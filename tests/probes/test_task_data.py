@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _mirror() -> Path:
-    """The datasets this checkout is tested with: $SPACY_ELMO_DATA, else the mirror beside the checkout."""
-    return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else ROOT.parent / "shared" / "datasets"
+    """The datasets this checkout is tested with: $SPACY_ELMO_DATA, else the checkout's project data folder."""
+    return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else ROOT / PROJECT_DATA
 
 
 def _ewt(root: Path) -> Path:
