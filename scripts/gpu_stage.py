@@ -1,14 +1,16 @@
 """One accelerator stage of the campaign: continue training a biLM on the pretraining corpus on a GPU
 for a fixed time, then pack the result into pieces small enough to bring back.
 
-On the GPU machine (torch there, spaCy not needed; see docs/pretraining.md, "On a GPU"):
+On the GPU machine (torch there, spaCy not needed; what to bring along: docs/pretraining.md, "On a
+GPU"):
 
     python scripts/gpu_stage.py --model spacy_elmo/models/en_small --corpus CORPUS --output RUN \\
-        --minutes 7 --device cuda --parts $OUT
+        --minutes 7 --device cuda --parts PIECES
 
-Back here, the pieces become a model directory again (checked against their SHA-256):
+On the machine PIECES is brought back to, they become a model directory again (checked against
+their SHA-256):
 
-    python scripts/gpu_stage.py --join PARTS_DIR --output RUN/gpu-stage
+    python scripts/gpu_stage.py --join PIECES --output RUN/gpu-stage
 
 The stage is ``finetune`` (``spacy_elmo.training.finetune``) of ``--model`` (a model directory
 with its vocabulary and softmax: the shipped model, or a campaign stage's model-best) on
