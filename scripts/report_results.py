@@ -27,6 +27,9 @@ SETTING_TITLES = {"plain": "without ELMo", "elmo": "with ELMo"}
 # tasks with more than one row in the table: (row name, key in record["scores"] or None for "score")
 TASK_ROWS = {"textcat": (("textcat accuracy", None), ("textcat macro F1", "cats_macro_f"))}
 
+# a score without ELMo under this (a fraction) puts a note under the table: the baseline barely works
+LOW_BASELINE = 0.10
+
 # (task, fraction_pct, setting) -> record
 Records = Dict[Tuple[str, int, str], dict]
 
@@ -61,7 +64,26 @@ def markdown_table(records: Records, *, title: str = "") -> str:
                     plain, elmo = scores["plain"], scores["elmo"]
                     cells.append(f"{100 * (elmo - plain):+.2f}" if plain is not None and elmo is not None else "-")
                 lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(line for line in lines if line) + "\n"
+    notes = low_baseline_notes(records)
+    return "\n".join(line for line in lines if line) + "\n" + "".join(f"\n{note}\n" for note in notes)
+
+
+def low_baseline_notes(records: Records, *, below: float = LOW_BASELINE) -> List[str]:
+    """A sentence for each task whose score without ELMo is under ``below`` at some fraction: there
+    the difference is a few correct predictions over a model that barely works, not a gain of the
+    kind the other rows show."""
+    notes = []
+    for task in sorted({t for t, _, _ in records}, key=list(TASK_TITLES).index):
+        plain = {p: r["score"] for (t, p, s), r in sorted(records.items()) if t == task and s == "plain"}
+        if plain and min(plain.values()) < below:
+            scores = " / ".join(f"{100 * v:.2f}" for v in plain.values())
+            fractions = " / ".join(f"{p}%" for p in plain)
+            notes.append(
+                f"**{task}: near-zero baseline.** Without ELMo it scores {scores} at {fractions} of train:"
+                " that model barely works, so each difference is a few correct predictions more than almost"
+                " none, not a gain over a working baseline."
+            )
+    return notes
 
 
 def variants_table(variants: Dict[str, Records], *, title: str = "") -> str:

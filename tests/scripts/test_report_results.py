@@ -30,6 +30,20 @@ def test_table_and_plot(tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_near_zero_baseline_is_said_under_the_table(tmp_path):
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    for pct, sentences, plain, elmo in ((1, 10, 0.0, 0.0158), (10, 100, 0.0299, 0.0616), (100, 1000, 0.08, 0.2117)):
+        _write(metrics, "ner", "plain", pct, plain, sentences)
+        _write(metrics, "ner", "elmo", pct, elmo, sentences)
+    _write(metrics, "upos", "plain", 1, 0.52, 10)
+    report.main([str(metrics), "--table", str(tmp_path / "t.md")])
+    text = (tmp_path / "t.md").read_text(encoding="utf-8")
+    assert text.count("near-zero baseline") == 1  # NER only: UPOS's baseline works
+    assert "**ner: near-zero baseline.** Without ELMo it scores 0.00 / 2.99 / 8.00 at 1% / 10% / 100% of train" in text
+    assert text.splitlines()[-1].endswith("not a gain over a working baseline.")
+
+
 def test_textcat_has_an_accuracy_and_a_macro_f1_row_under_the_other_tasks(tmp_path):
     metrics = tmp_path / "metrics"
     metrics.mkdir()
