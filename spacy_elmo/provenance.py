@@ -1,41 +1,133 @@
-"""Where a recorded number came from: the command, the code's commit, the machine and the date.
+"""What made a recorded number: the command, the code it started from, the model, the data, the
+machine and the date.
 
-Every results file the package's commands and scripts write carries this record, so a number in the
-documentation can be traced to the state of the code and the machine that produced it.
+Every results file (JSON under ``results/`` and ``bench/results/``) holds this record at its top
+level, under ``"provenance"``, so that a number in the documentation can be traced to the code, the
+weights and the files that produced it. ``tests/test_results_records.py`` holds every such file to
+``check_record``; ``results/README.md`` describes the fields for readers.
+
+The record (``provenance(...)``):
+
+- ``command``: the command line that ran (paths as ``portable_path`` writes them).
+- ``start_commit``, ``start_clean``, ``started``: the commit checked out when the run started, whether
+  the tracked files other than ``results/`` and ``bench/results/`` matched it then, and when. An
+  entry point calls ``mark_start()`` before its work; a record whose run never marked a start takes
+  them when it is written, says so under ``unknown`` and leaves ``started`` null (which
+  ``check_record`` refuses in a new record).
+- ``commit``, ``dirty``: the same when the record was written (the code may have changed meanwhile).
+- ``model``: ``model_record(...)`` of the biLM the run used (name, version, weights file and its
+  SHA-256), a list of them where the run used several (a file that gathers runs lists each distinct
+  model its runs used), or null with ``model_note`` saying why there is none (randomly initialised
+  weights, a pipeline trained without ELMo). ``model_note`` may also qualify a model or a list.
+- ``data``: ``data_record(...)``: the SHA-256 of every input data file the run read (corpora, .spacy
+  files, test text) by its portable path; ``{}`` with ``data_note`` when it read none (generated
+  sentences). A file that gathers runs holds the union of its runs' data.
+- ``cpu``, ``cpu_flags``, ``cpu_capability``, ``cpu_count``, ``torch_threads``, ``python``, ``torch``,
+  ``spacy_elmo``, ``date`` (UTC, when written): the machine and the versions.
+- ``unknown`` (only in records written before ``SCHEMA_DATE``, filled in afterwards): {field: why it
+  is null}. ``backfilled`` says where each field added afterwards came from.
+
+No absolute machine path appears in a record: ``portable_path`` writes a path inside the checkout
+relative to it, a path in a datasets folder as ``assets/datasets/...`` (project.yml's
+``vars.datasets``), and any other by its last three parts, ``.../GRANDPARENT/PARENT/NAME``.
 """
 import datetime
+import hashlib
+import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import torch
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 # what runs write, not what they run: a changed results file does not make the code dirty
 RESULTS_EXCLUDED = (":(exclude)results", ":(exclude)bench/results")
+# records written from this date on carry every field with a value: no null, no ``unknown``
+SCHEMA_DATE = "2026-12-02T06:30:00+00:00"
+REQUIRED_FIELDS = (
+    "command", "start_commit", "start_clean", "started", "model", "data",
+    "cpu", "cpu_flags", "cpu_capability", "cpu_count", "torch_threads", "python", "torch", "spacy_elmo", "date",
+)
+MODEL_FIELDS = ("name", "version", "weights", "weights_sha256")
+# a datasets folder (project.yml's vars.datasets, or a mirror of it) is written as this
+DATASETS = "assets/datasets"
+DATA_ENV = "SPACY_ELMO_DATA"
+UNVERSIONED = "unversioned"
+PathLike = Union[str, Path]
+
+_UNSET: Any = object()
+_start: Optional[Dict[str, Any]] = None
 
 
-def provenance(command: Optional[str] = None) -> Dict[str, Any]:
-    """The record that goes into a results file.
+def mark_start(command: Optional[str] = None) -> Dict[str, Any]:
+    """Take the run's start snapshot: call it at the entry point (a command, a script's ``main``)
+    before the work. Records written later in this process name it, until the next call.
 
-    command (Optional[str]): the command line that wrote the file (default: this process's).
-    RETURNS (Dict[str, Any]): command, commit and dirty (None outside a git checkout; dirty: tracked
-        files other than results differed from the commit: a run that rewrites results/ or
-        bench/results/ leaves the code it ran as committed), cpu, cpu_flags (``FLAGS_THAT_MATTER`` present),
-        cpu_capability (torch's kernel level), cpu_count, torch_threads, python, torch, spacy_elmo, date (UTC).
+    command (Optional[str]): the command line, where this process's ``sys.argv`` is not it.
+    RETURNS (Dict[str, Any]): start_commit, start_clean (None outside a git checkout), started (UTC),
+        and command (None unless given).
+    """
+    global _start
+    _start = start_snapshot(command)
+    return dict(_start)
+
+
+def start_snapshot(command: Optional[str] = None) -> Dict[str, Any]:
+    """RETURNS (Dict[str, Any]): the checkout's commit and cleanliness now, without keeping them: what
+    ``mark_start`` keeps, or what another process hands to ``provenance(start=...)``."""
+    commit, dirty = _checkout_state()
+    return {"command": command, "start_commit": commit, "start_clean": None if dirty is None else not dirty,
+            "started": _now()}
+
+
+def provenance(
+    command: Optional[str] = None,
+    *,
+    model: Any = _UNSET,
+    data: Any = _UNSET,
+    model_note: Optional[str] = None,
+    data_note: Optional[str] = None,
+    start: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Any]:
+    """The record that goes into a results file, under ``"provenance"`` (see the module's docstring).
+
+    command (Optional[str]): the command line (default: the one given to ``mark_start``, else this
+        process's).
+    model: ``model_record(...)``, a list of them, or None (then ``model_note`` says why).
+    data (Dict[str, str]): ``data_record(...)``; ``{}`` (then ``data_note`` says why) when none was read.
+    model_note, data_note (Optional[str]): why there is no model or no data; a qualification otherwise.
+    start (Optional[Dict[str, Any]]): a ``start_snapshot()`` taken elsewhere (default: ``mark_start``'s).
+    A model or data left out is missing from the record, and ``check_record`` names it.
+    RETURNS (Dict[str, Any]): the record.
     """
     from . import __version__
 
-    commit = _git("rev-parse", "HEAD")
-    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *RESULTS_EXCLUDED)
-    return {
-        "command": command or command_line(),
-        "commit": commit,
-        "dirty": None if changed is None else bool(changed),
+    commit, dirty = _checkout_state()
+    start = start if start is not None else _start
+    record: Dict[str, Any] = {"command": command or (start or {}).get("command") or command_line()}
+    unknown = {}
+    if start is not None:
+        record.update({k: start[k] for k in ("start_commit", "start_clean", "started")})
+    else:
+        record.update({"start_commit": commit, "start_clean": None if dirty is None else not dirty, "started": None})
+        unknown["started"] = ("no run start was marked (provenance.mark_start): start_commit and start_clean "
+                              "are the checkout's when the record was written")
+    record.update({"commit": commit, "dirty": dirty})
+    if model is not _UNSET:
+        record["model"] = model
+    if model_note:
+        record["model_note"] = model_note
+    if data is not _UNSET:
+        record["data"] = data
+    if data_note:
+        record["data_note"] = data_note
+    record.update({
         "cpu": cpu_model(),
         "cpu_flags": cpu_flags(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -44,8 +136,241 @@ def provenance(command: Optional[str] = None) -> Dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "spacy_elmo": __version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+        "date": _now(),
+    })
+    if unknown:
+        record["unknown"] = unknown
+    return record
+
+
+def model_record(
+    path: Optional[PathLike] = None, *, options: Optional[PathLike] = None, weights: Optional[PathLike] = None
+) -> Dict[str, Any]:
+    """The biLM a run used, found as ``load_bilm`` finds it (same arguments; nothing is loaded).
+
+    RETURNS (Dict[str, Any]): name (the shipped model's, a published name, a pipeline's, else the
+        path), version (the shipped model's as its model card gives it, a training output's stage
+        and step, a pipeline's version, a published model's shape; "unversioned" where the files
+        say none: the digest identifies them), weights (the weights file: our directory's
+        model.safetensors, a pipeline's elmo component's, a published pair's HDF5, a zip, or
+        ELMoForManyLangs' encoder.pkl) and weights_sha256 (its SHA-256).
+    """
+    from .io.loading import locate_bilm, shipped_model_dir
+    from .io.registry import PUBLISHED_MODELS
+
+    source = locate_bilm(path, options=options, weights=weights, what="model_record")
+    given = None if path is None else Path(path).expanduser()
+    name, version, others = portable_path(given) if given is not None else "", UNVERSIONED, {}
+    if source.directory is not None:
+        directory = Path(source.directory)
+        file = directory / "model.safetensors"
+        if directory.resolve() == shipped_model_dir().resolve():
+            name, version = directory.name, _card_version(directory)
+        elif given is not None and (given / "meta.json").is_file():  # a spaCy pipeline
+            meta = json.loads((given / "meta.json").read_text(encoding="utf-8"))
+            name = f"{meta.get('lang', 'xx')}_{meta.get('name', 'pipeline')}"
+            version = str(meta.get("version") or UNVERSIONED)
+        else:
+            extra = _read_json(directory / "config.json").get("extra", {})
+            if extra.get("stage") and extra.get("step") is not None:
+                version = f"{extra['stage']} step {extra['step']}"
+    elif source.efml is not None:
+        file = Path(source.efml) / "encoder.pkl"
+        embedder = Path(source.efml) / "token_embedder.pkl"
+        others = {embedder.name: file_sha256(embedder)} if embedder.is_file() else {}
+        if given is not None and not given.exists():
+            name = str(path)
+    elif source.archive is not None:
+        file = Path(source.archive)
+    else:
+        file = Path(source.weights)
+        if given is not None and not given.exists() and str(path) in PUBLISHED_MODELS:
+            name, version = str(path), PUBLISHED_MODELS[str(path)].shape
+        elif given is None:
+            name = portable_path(file.parent)
+    base = given if given is not None and given.is_dir() else file.parent
+    try:  # below the folder the model is named by, so that the two read alike
+        written = f"{portable_path(base)}/{file.resolve().relative_to(base.resolve()).as_posix()}"
+    except ValueError:
+        written = portable_path(file)
+    record = {"name": name or portable_path(file), "version": version, "weights": written,
+              "weights_sha256": file_sha256(file)}
+    if others:
+        record["also_sha256"] = others
+    return record
+
+
+def data_record(paths: Union[None, PathLike, Iterable[Optional[PathLike]]]) -> Dict[str, str]:
+    """The input data files a run read, with their SHA-256.
+
+    paths: files, or directories (every file below them, hidden ones aside); None entries are skipped.
+    RETURNS (Dict[str, str]): {portable path: SHA-256}, sorted by path.
+    """
+    if paths is None:
+        return {}
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: List[Path] = []
+    for path in paths:
+        if path is None:
+            continue
+        path = Path(path).expanduser()
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        else:
+            files.append(path)
+    return dict(sorted((portable_path(p), file_sha256(p)) for p in files))
+
+
+def gathered(records: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The model and data of a file that gathers runs, from the runs' own records.
+
+    records (Sequence[Dict[str, Any]]): the runs' provenance records.
+    RETURNS (Dict[str, Any]): model (every distinct model a run used, as a list; null where none
+        did), model_note (the runs' notes, where some or all used none) and data (the union of their
+        data). A field some run did not record is left out, so that ``check_record`` names it.
+    """
+    fields: Dict[str, Any] = {}
+    if records and all("model" in r for r in records):
+        models: List[Any] = []
+        for record in records:
+            for model in record["model"] if isinstance(record["model"], list) else [record["model"]]:
+                if model is not None and model not in models:
+                    models.append(model)
+        fields["model"] = models or None
+        notes = list(dict.fromkeys(r["model_note"] for r in records if r["model"] is None and r.get("model_note")))
+        if notes:
+            fields["model_note"] = "; ".join(notes)
+    if records and all("data" in r for r in records):
+        fields["data"] = dict(sorted({k: v for r in records for k, v in r["data"].items()}.items()))
+        notes = list(dict.fromkeys(r["data_note"] for r in records if r.get("data_note")))
+        if notes and not fields["data"]:
+            fields["data_note"] = "; ".join(notes)
+    return fields
+
+
+def portable_path(path: PathLike) -> str:
+    """A path as a record writes it: relative to the checkout inside it, ``assets/datasets/...`` in a
+    datasets folder ($SPACY_ELMO_DATA, or any folder named ``datasets``, as project.yml's
+    ``vars.datasets`` and its mirrors are), else its last three parts, ``.../GRANDPARENT/PARENT/NAME``:
+    never a machine's absolute path."""
+    text = str(path)
+    full = Path(os.path.abspath(os.path.expanduser(text)))
+    for root in (CHECKOUT, CHECKOUT.resolve()):
+        if _is_below(full, root):
+            return full.relative_to(root).as_posix() or "."
+    data = os.environ.get(DATA_ENV)
+    if data and _is_below(full, Path(os.path.abspath(os.path.expanduser(data)))):
+        return "/".join([DATASETS, full.relative_to(os.path.abspath(os.path.expanduser(data))).as_posix()])
+    parts = full.parts
+    if "datasets" in parts:  # the folder itself or a file below it
+        below = parts[len(parts) - parts[::-1].index("datasets"):]
+        return "/".join([DATASETS, *below])
+    if not Path(text).is_absolute() and not text.startswith(("~", "..")):
+        return Path(text).as_posix()
+    return "/".join(["...", *parts[-3:]])
+
+
+def model_files(directory: PathLike) -> Dict[str, Any]:
+    """Every file of a model directory with its SHA-256 (beside ``model_record``, for fixtures whose
+    every file matters).
+
+    directory (PathLike): the model's directory (a biLM or a pipeline).
+    RETURNS (Dict[str, Any]): path (``portable_path``) and sha256 ({file: hex digest}).
+    """
+    directory = Path(directory)
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    return {"path": portable_path(directory), "sha256": {p.relative_to(directory).as_posix(): file_sha256(p) for p in files}}
+
+
+def check_record(results: Any) -> List[str]:
+    """What a results file lacks: ``tests/test_results_records.py`` holds every results JSON to it.
+
+    results (Any): the file's JSON. Its top-level ``provenance`` needs every ``REQUIRED_FIELDS``
+        entry; ``model`` a ``model_record`` (or a list of them) with every ``MODEL_FIELDS`` entry, or
+        null with ``model_note``; ``data`` {path: SHA-256}, or ``{}`` with ``data_note``. A null is
+        accepted only in a record dated before ``SCHEMA_DATE`` (``date``, or where that is unknown
+        ``written_before``) whose ``unknown`` says why. No string anywhere in the file may hold an
+        absolute machine path (or one that climbs out of the checkout).
+    RETURNS (List[str]): the problems, each naming its field; empty when the file passes.
+    """
+    problems = [f"{where}: a machine path ({value!r:.120})" for where, value in machine_paths(results)]
+    record = results.get("provenance") if isinstance(results, dict) else None
+    if not isinstance(record, dict):
+        return problems + ["provenance: missing (the record belongs at the top level)"]
+    unknown = record.get("unknown") or {}
+    dated = record.get("date") or record.get("written_before")
+    old = isinstance(dated, str) and _parse_date(dated) is not None and _parse_date(dated) < _parse_date(SCHEMA_DATE)
+    if unknown and not old:
+        problems.append(f"provenance.unknown: only a record written before {SCHEMA_DATE} may leave fields unknown")
+
+    def null(field: str, what: str) -> None:
+        if not old:
+            problems.append(f"provenance.{what}: null (a record dated from {SCHEMA_DATE} on has every value)")
+        elif not unknown.get(field):
+            problems.append(f"provenance.{what}: null, and provenance.unknown does not say why")
+
+    for field in REQUIRED_FIELDS:
+        if field not in record:
+            problems.append(f"provenance.{field}: missing")
+        elif record[field] is None and field != "model":
+            null(field, field)
+    if "model" in record:
+        models = record["model"] if isinstance(record["model"], list) else [record["model"]]
+        if record["model"] is None:
+            if not record.get("model_note") and not (old and unknown.get("model")):
+                problems.append("provenance.model: null without a model_note saying why")
+        elif not models or not all(isinstance(m, dict) for m in models):
+            problems.append("provenance.model: neither a model record, a list of them, nor null")
+        else:
+            for i, item in enumerate(models):
+                label = "model" if len(models) == 1 and not isinstance(record["model"], list) else f"model[{i}]"
+                for key in MODEL_FIELDS:
+                    if key not in item:
+                        problems.append(f"provenance.{label}.{key}: missing")
+                    elif item[key] is None:
+                        null("model", f"{label}.{key}")
+                digest = item.get("weights_sha256")
+                if digest is not None and not _is_digest(digest):
+                    problems.append(f"provenance.{label}.weights_sha256: not a SHA-256 ({digest!r})")
+    if record.get("data") is not None:
+        data = record["data"]
+        if not isinstance(data, dict):
+            problems.append("provenance.data: not a {path: SHA-256} map")
+        elif not data and not record.get("data_note"):
+            problems.append("provenance.data: empty without a data_note saying why")
+        else:
+            for path, digest in data.items():
+                if digest is None:
+                    null("data", f"data[{path}]")
+                elif not _is_digest(digest):
+                    problems.append(f"provenance.data[{path}]: not a SHA-256 ({digest!r})")
+    for field in unknown:
+        if field in record and record[field] is not None and field not in ("model", "data"):
+            problems.append(f"provenance.unknown.{field}: the field has a value")
+    return problems
+
+
+# a path at the start of a word (or after = : , ( [ or a quote): absolute, home, Windows, or climbing out
+_MACHINE_PATH = re.compile(r"(?:^|[\s=:,(\['\"])(?:/[A-Za-z0-9_.~-]|~/|[A-Za-z]:[\\/]|\.\./)")
+
+
+def machine_paths(value: Any, where: str = "") -> List[tuple]:
+    """RETURNS (List[tuple]): (location, string) for every string in ``value`` (keys included) that
+    holds an absolute path, a home directory or a path climbing out of the checkout."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{where}.{key}" if where else str(key)
+            if isinstance(key, str) and _MACHINE_PATH.search(key):
+                found.append((here, key))
+            found += machine_paths(item, here)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += machine_paths(item, f"{where}[{i}]")
+    elif isinstance(value, str) and _MACHINE_PATH.search(value):
+        found.append((where or "(top)", value))
+    return found
 
 
 def inference_path() -> Dict[str, Any]:
@@ -74,32 +399,23 @@ def inference_path() -> Dict[str, Any]:
     return {"compiled_loop": loop, "compiled_library": Path(str(state["library"])).name}
 
 
-def model_files(directory: Union[str, Path]) -> Dict[str, Any]:
-    """The model a run used: its directory and the SHA-256 of every file under it.
-
-    directory (Union[str, Path]): the model's directory (a biLM or a pipeline).
-    RETURNS (Dict[str, Any]): path (relative to the current directory) and sha256 ({file: hex digest}).
-    """
-    from .io.download import file_sha256
-
-    directory = Path(directory)
-    files = sorted(p for p in directory.rglob("*") if p.is_file())
-    return {
-        "path": os.path.relpath(directory),
-        "sha256": {p.relative_to(directory).as_posix(): file_sha256(p) for p in files},
-    }
-
-
 def command_line(argv: Optional[Sequence[str]] = None) -> str:
     """This process's command as a reader would type it: ``python -m PACKAGE`` for a package's
-    ``__main__.py``, paths inside the current directory made relative."""
+    ``__main__.py``, paths inside the current directory made relative, other paths as
+    ``portable_path`` writes them."""
     args = list(sys.argv if argv is None else argv)
     program = Path(args[0]).resolve() if args else Path("python")
     if program.name == "__main__.py":
         first = ["-m", program.parent.name]
     else:
         first = [_relative(str(program))]
-    return shlex.join(["python", *first, *(_relative(a) for a in args[1:])])
+    return shlex.join(["python", *first, *portable_args(args[1:])])
+
+
+def portable_args(args: Sequence[str]) -> List[str]:
+    """RETURNS (List[str]): command-line arguments with their paths (also after ``NAME=`` or
+    ``--option=``) relative to the current directory inside it, else as ``portable_path`` writes them."""
+    return [_relative(str(a)) for a in args]
 
 
 def cpu_model() -> str:
@@ -126,14 +442,71 @@ def cpu_flags() -> list:
     return [flag for flag in FLAGS_THAT_MATTER if flag in present]
 
 
+def file_sha256(path: PathLike) -> str:
+    """RETURNS (str): the SHA-256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _relative(arg: str) -> str:
-    path = Path(arg)
-    if not path.is_absolute():
+    """An argument with its path (or the path after ``NAME=`` / ``--option=``) written portably."""
+    head, sep, tail = arg.partition("=") if "=" in arg and not arg.startswith(("/", "~", "..")) else ("", "", arg)
+    if not tail.startswith(("/", "~", "../")):
         return arg
+    path = Path(os.path.expanduser(tail))
     try:
-        return str(path.relative_to(Path.cwd()))
+        written = path.relative_to(Path.cwd()).as_posix() if path.is_absolute() else None
     except ValueError:
-        return arg
+        written = None
+    return head + sep + (written if written is not None else portable_path(tail))
+
+
+def _checkout_state() -> tuple:
+    commit = _git("rev-parse", "HEAD")
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *RESULTS_EXCLUDED)
+    return commit, None if changed is None else bool(changed)
+
+
+def _card_version(directory: Path) -> str:
+    """The version a shipped model's card names in its heading: ``# NAME: ... (X.Y.Z)``."""
+    card = directory / "MODEL_CARD.md"
+    heading = card.read_text(encoding="utf-8").splitlines()[0] if card.is_file() else ""
+    found = re.search(r"\((\d+\.\d+\.\d+)\)", heading)
+    return found.group(1) if found else UNVERSIONED
+
+
+def _read_json(path: Path) -> Dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _is_below(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
+
+
+def _parse_date(text: str) -> Optional[datetime.datetime]:
+    try:
+        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _git(*args: str) -> Optional[str]:

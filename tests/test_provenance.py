@@ -1,4 +1,5 @@
 import datetime
+import hashlib
 import os
 import platform
 import subprocess
@@ -8,7 +9,27 @@ import torch
 
 import spacy_elmo
 import spacy_elmo.provenance as module
-from spacy_elmo.provenance import FLAGS_THAT_MATTER, command_line, provenance
+from spacy_elmo.io import save_bilm
+from spacy_elmo.io.loading import shipped_model_dir
+from spacy_elmo.provenance import (
+    FLAGS_THAT_MATTER,
+    SCHEMA_DATE,
+    check_record,
+    command_line,
+    data_record,
+    gathered,
+    mark_start,
+    model_record,
+    portable_path,
+    provenance,
+)
+
+from .conftest import TINY
+
+
+@pytest.fixture(autouse=True)
+def no_marked_start(monkeypatch):
+    monkeypatch.setattr(module, "_start", None)
 
 
 def _git(repo, *args: str) -> str:
@@ -79,3 +100,144 @@ def test_a_package_main_reads_as_python_dash_m(tmp_path, monkeypatch):
 def test_a_script_path_is_made_relative(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert command_line([str(tmp_path / "scripts" / "soak.py"), "--docs", "5"]) == "python scripts/soak.py --docs 5"
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="needs git")
+def test_the_record_names_the_commit_and_cleanliness_the_run_started_from(tmp_path, monkeypatch):
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "code.py").write_text("x = 1\n", encoding="utf-8")
+    _git(repo, "add", "code.py")
+    _git(repo, "commit", "-q", "-m", "first")
+    monkeypatch.setattr(module, "CHECKOUT", repo)
+    first = _git(repo, "rev-parse", "HEAD")
+    start = mark_start("python scripts/run_it.py")
+    (repo / "code.py").write_text("x = 2\n", encoding="utf-8")  # the code changes while the run goes on
+    _git(repo, "commit", "-q", "-am", "second")
+    record = provenance(model=None, model_note="none", data={}, data_note="none")
+    assert (record["start_commit"], record["start_clean"], record["started"]) == (first, True, start["started"])
+    assert record["commit"] != first and record["command"] == "python scripts/run_it.py"
+    assert "unknown" not in record and check_record({"provenance": record}) == []
+    # a snapshot taken elsewhere (another process) is handed over explicitly
+    given = {"command": None, "start_commit": "f" * 40, "start_clean": False, "started": start["started"]}
+    assert provenance(start=given)["start_commit"] == "f" * 40
+
+
+def test_a_run_that_marked_no_start_says_so_and_fails_the_check(monkeypatch):
+    monkeypatch.setattr(module, "SCHEMA_DATE", "2000-01-01T00:00:00+00:00")  # whatever this machine's clock says
+    record = provenance("python x.py", model=None, model_note="none", data={}, data_note="none")
+    assert record["started"] is None and "mark_start" in record["unknown"]["started"]
+    problems = check_record({"provenance": record})
+    assert any(p.startswith("provenance.started: null") for p in problems)
+    assert any(p.startswith("provenance.unknown:") for p in problems)
+
+
+def test_model_record_names_the_shipped_model_its_version_and_weights():
+    record = model_record()
+    weights = shipped_model_dir() / "model.safetensors"
+    card = (shipped_model_dir() / "MODEL_CARD.md").read_text(encoding="utf-8").splitlines()[0]
+    assert record["name"] == "en_small" and f"({record['version']})" in card
+    assert record["weights"] == "spacy_elmo/models/en_small/model.safetensors" and record["weights_sha256"] == _sha(weights)
+
+
+def test_model_record_of_a_published_pair_and_of_a_training_output(tmp_path, tiny_bilm):
+    pair = model_record(options=TINY / "options.json", weights=TINY / "weights.hdf5")
+    assert pair == {"name": "tests/data/allennlp/tiny", "version": "unversioned",
+                    "weights": "tests/data/allennlp/tiny/weights.hdf5", "weights_sha256": _sha(TINY / "weights.hdf5")}
+    assert model_record(TINY) == pair  # the folder holding the pair
+    trained = save_bilm(tiny_bilm, tmp_path / "run" / "model-best", extra={"stage": "pretrain", "step": 300})
+    record = model_record(trained)
+    assert record["version"] == "pretrain step 300" and record["weights_sha256"] == _sha(trained / "model.safetensors")
+    assert record["name"] == record["weights"].rsplit("/", 1)[0] == f".../{tmp_path.name}/run/model-best"
+
+
+def test_data_record_hashes_each_file_read_by_its_portable_path(tmp_path, monkeypatch):
+    data = tmp_path / "mirror" / "datasets"
+    (data / "wic").mkdir(parents=True)
+    (data / "wic" / "a.txt").write_text("a\n", encoding="utf-8")
+    (data / "wic" / "b.txt").write_text("b\n", encoding="utf-8")
+    (data / "wic" / ".hidden").write_text("skipped\n", encoding="utf-8")
+    record = data_record([data / "wic", None, TINY / "sentences.json"])
+    assert record == {
+        "assets/datasets/wic/a.txt": _sha(data / "wic" / "a.txt"),
+        "assets/datasets/wic/b.txt": _sha(data / "wic" / "b.txt"),
+        "tests/data/allennlp/tiny/sentences.json": _sha(TINY / "sentences.json"),
+    }
+    assert data_record(None) == {}
+
+
+def test_portable_paths_hold_no_machine_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPACY_ELMO_DATA", raising=False)
+    assert portable_path(module.CHECKOUT / "configs" / "ner.cfg") == "configs/ner.cfg"
+    assert portable_path(tmp_path / "shared" / "datasets" / "wic" / "x.txt") == "assets/datasets/wic/x.txt"
+    monkeypatch.setenv("SPACY_ELMO_DATA", str(tmp_path / "my-data"))
+    assert portable_path(tmp_path / "my-data" / "conll2003" / "eng.train") == "assets/datasets/conll2003/eng.train"
+    assert portable_path(tmp_path / "runs" / "model-best") == f".../{tmp_path.name}/runs/model-best"
+    monkeypatch.chdir(tmp_path)
+    assert command_line(["scripts/x.py", "--elmo", "/elsewhere/runs/model-best", f"input={tmp_path}/a/metrics"]) == (
+        "python scripts/x.py --elmo .../elsewhere/runs/model-best input=a/metrics"
+    )
+
+
+def _complete(**changes):
+    record = {
+        "command": "python scripts/x.py", "start_commit": "a" * 40, "start_clean": True, "started": "2026-12-02T07:00:00+00:00",
+        "model": {"name": "en_small", "version": "0.6.0", "weights": "spacy_elmo/models/en_small/model.safetensors",
+                  "weights_sha256": "b" * 64},
+        "data": {"assets/datasets/wic/train/train.data.txt": "c" * 64},
+        "cpu": "x", "cpu_flags": [], "cpu_capability": "AVX2", "cpu_count": 2, "torch_threads": 2, "python": "3.11",
+        "torch": "2", "spacy_elmo": "0.6.0", "date": "2026-12-02T07:01:00+00:00",
+    }
+    record.update(changes)
+    return {"provenance": record}
+
+
+def test_check_record_names_what_is_missing_null_or_unexplained():
+    assert check_record(_complete()) == []
+    assert check_record({"score": 1}) == ["provenance: missing (the record belongs at the top level)"]
+    lacking = _complete()
+    del lacking["provenance"]["data"]
+    assert check_record(lacking) == ["provenance.data: missing"]
+    assert check_record(_complete(model=None)) == ["provenance.model: null without a model_note saying why"]
+    assert check_record(_complete(model=None, model_note="random weights")) == []
+    assert check_record(_complete(data={})) == ["provenance.data: empty without a data_note saying why"]
+    assert check_record(_complete(data={}, data_note="generated texts")) == []
+    assert check_record(_complete(model=[_complete()["provenance"]["model"], {"name": "x"}])) == [
+        "provenance.model[1].version: missing", "provenance.model[1].weights: missing", "provenance.model[1].weights_sha256: missing",
+    ]
+    # a null: only in a record from before the schema, and only explained
+    assert check_record(_complete(start_commit=None)) == [
+        f"provenance.start_commit: null (a record dated from {SCHEMA_DATE} on has every value)"
+    ]
+    old = {"date": "2026-12-01T10:00:00+00:00"}
+    assert check_record(_complete(start_commit=None, **old)) == [
+        "provenance.start_commit: null, and provenance.unknown does not say why"
+    ]
+    assert check_record(_complete(start_commit=None, unknown={"start_commit": "not recorded then"}, **old)) == []
+    assert check_record(_complete(unknown={"start_commit": "not recorded then"})) == [
+        f"provenance.unknown: only a record written before {SCHEMA_DATE} may leave fields unknown",
+        "provenance.unknown.start_commit: the field has a value",
+    ]
+    undated = _complete(date=None, written_before="2026-11-30T10:00:00+00:00", unknown={"date": "not recorded then"})
+    assert check_record(undated) == []
+
+
+def test_check_record_refuses_machine_paths_anywhere_in_the_file():
+    for path in ("/root/.cache/x.so", "../shared/datasets/wic/x.txt", "~/data/x", "C:\\data\\x"):
+        found = check_record({**_complete(), "corpus": f"--corpus {path}"})
+        assert found == [f"corpus: a machine path ({'--corpus ' + path!r:.120})"], path
+    assert check_record({**_complete(), "corpus": ".../runs/model-best", "rate": "tokens/s"}) == []
+
+
+def test_gathered_lists_each_model_once_and_unites_the_data():
+    elmo = _complete()["provenance"]
+    plain = {**elmo, "model": None, "model_note": "no biLM", "data": {"x.spacy": "d" * 64}}
+    fields = gathered([elmo, plain, elmo])
+    assert fields["model"] == [elmo["model"]] and fields["model_note"] == "no biLM"
+    assert fields["data"] == {**elmo["data"], "x.spacy": "d" * 64}
+    assert "model" not in gathered([elmo, {"command": "old"}])
