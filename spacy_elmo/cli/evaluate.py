@@ -24,7 +24,8 @@ def evaluate_cli(
     Every line is scored as a sentence <S> .. </S> with the full softmax; words outside the model's
     vocabulary count as <UNK> (the OOV rate is reported: perplexities over different vocabularies
     do not compare)."""
-    from ..provenance import provenance
+    from ..provenance import data_record, model_record, portable_path, provenance
+    from ..training.corpus import resolve_paths
     from ..training.model_dir import load_lm, trained_max_sentence_tokens
     from ..training.perplexity import corpus_perplexity
 
@@ -39,8 +40,11 @@ def evaluate_cli(
         max_segments=max_segments, batch_size=batch_size,
     )
     result = perplexity.to_dict()
-    result.update({"model": str(model), "data": data, "vocab_size": len(vocab), "corpus": stats.to_dict(),
-                   "provenance": provenance()})
+    result.update({
+        "model": portable_path(model), "data": ",".join(portable_path(p.strip()) for p in data.split(",") if p.strip()),
+        "vocab_size": len(vocab), "corpus": stats.to_dict(),
+        "provenance": provenance(model=model_record(model), data=data_record(resolve_paths(data))),
+    })
     typer.echo(
         f"perplexity {result['ppl']:.2f} (forward {result['forward_ppl']:.2f}, backward {result['backward_ppl']:.2f}) "
         f"over {result['tokens']} tokens; OOV {100 * result['oov_rate']:.2f}% of a {len(vocab)}-word vocabulary; "

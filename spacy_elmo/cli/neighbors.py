@@ -7,7 +7,7 @@ import typer
 
 from ..io import load_bilm
 from ..probes.neighbors import SenseIndex, static_neighbors
-from ..provenance import provenance
+from ..provenance import data_record, model_record, portable_path, provenance
 from ._app import app
 
 
@@ -60,9 +60,9 @@ def neighbors_cli(
         typer.echo(f"  {score:.3f}  {other}")
     if output is not None:
         record = {
-            "provenance": provenance(),
-            "model": str(model) if model else f"{options} + {weights}" if options else "shipped en_small",
-            "corpus": str(corpus),
+            "provenance": provenance(model=model_record(model, options=options, weights=weights), data=data_record([corpus])),
+            "model": portable_path(model) if model else f"{portable_path(options)} + {portable_path(weights)}" if options else "shipped en_small",
+            "corpus": portable_path(corpus),
             "corpus_sentences": len(sentences),
             "query": query_tokens,
             "word": query_tokens[position],

@@ -44,14 +44,15 @@ class TaskResult:
 @dataclass
 class ProbeResult:
     """tasks (List[TaskResult]): in run order. model (Dict[str, Any]): where the biLM came from, its weights'
-    SHA-256 and shape. settings (Dict[str, Any]): seed, fractions, caps. environment (Dict[str, Any]):
-    command, commit, CPU, threads, versions, date. embedding (Dict[str, Any]): tokens run through the biLM
-    and how fast. seconds, cpu_seconds (float): the whole run's wall and CPU time."""
+    SHA-256 and shape. settings (Dict[str, Any]): seed, fractions, caps. provenance (Dict[str, Any]):
+    the results record (``spacy_elmo.provenance``: command, start commit, model, data files, CPU,
+    threads, versions, date). embedding (Dict[str, Any]): tokens run through the biLM and how fast.
+    seconds, cpu_seconds (float): the whole run's wall and CPU time."""
 
     tasks: List[TaskResult]
     model: Dict[str, Any] = field(default_factory=dict)
     settings: Dict[str, Any] = field(default_factory=dict)
-    environment: Dict[str, Any] = field(default_factory=dict)
+    provenance: Dict[str, Any] = field(default_factory=dict)
     embedding: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
@@ -98,7 +99,7 @@ class ProbeResult:
             + "\n".join(notes)
             + f"\n\nModel weights sha256 {digest}...; seed {self.settings.get('seed')}; "
             f"{self.seconds:.0f} s in all ({self.cpu_seconds:.0f} s of CPU time, "
-            f"{self.environment.get('torch_threads', '?')} torch threads); command: `{self.environment.get('command', '')}`.\n"
+            f"{self.provenance.get('torch_threads', '?')} torch threads); command: `{self.provenance.get('command', '')}`.\n"
         )
 
 

@@ -6,7 +6,7 @@ from typing import IO, Any, Callable, Dict, Optional, Sequence, Union
 
 from ..io import load_bilm
 from ..bilm import BiLM
-from ..provenance import provenance
+from ..provenance import data_record, model_record, portable_path, provenance
 from .conllu import PathLike
 from .features import Embedder, VectorCache, weights_hash
 from .report import write_report
@@ -67,6 +67,7 @@ def run_probe(
         for task in names
     }
     source = _describe_source(bilm, model, options, weights)
+    bilm_given = bilm is not None
     if bilm is None:
         bilm = load_bilm(model, options=options, weights=weights)
     digest = weights_hash(bilm)
@@ -81,7 +82,7 @@ def run_probe(
         model=_model_record(bilm, source, digest),
         settings={"tasks": list(names), "seed": seed, "train_fraction": train_fraction, "max_sentences": max_sentences,
                   "batch_size": batch_size},
-        environment=provenance(command),
+        provenance=_provenance(command, bilm_given, digest, model, options, weights, files),
         embedding={"tokens": cache.tokens_embedded, "seconds": round(cache.seconds, 2),
                    "tokens_per_s": round(cache.tokens_embedded / cache.seconds, 1) if cache.seconds else None},
         seconds=time.monotonic() - start,
@@ -136,10 +137,26 @@ def _describe_source(bilm, model, options, weights) -> str:
     if bilm is not None:
         return f"a {type(bilm).__name__} given in Python"
     if model is not None:
-        return str(model)
+        return portable_path(model)
     if options is not None or weights is not None:
-        return f"{options} + {weights}"
+        return f"{portable_path(options)} + {portable_path(weights)}"
     return "shipped en_small"
+
+
+def _provenance(command, bilm_given, digest, model, options, weights, files) -> Dict[str, Any]:
+    """The results record: the model as loaded from its files (or the digest of one given in Python)
+    and every task's train and eval files."""
+    read = [Path(path) for pair in files.values() for path in pair if path is not None]
+    # a WiC split's labels lie beside its data, in NAME.gold.txt
+    gold = [p.with_name(p.name.replace(".data.txt", ".gold.txt")) for p in read if p.name.endswith(".data.txt")]
+    data = data_record(read + [p for p in gold if p.is_file()])
+    if not bilm_given:
+        return provenance(command, model=model_record(model, options=options, weights=weights), data=data)
+    if len(digest) == 64:
+        given = {"name": "a BiLM given in Python", "version": "unversioned", "weights": "(in memory, as safetensors)",
+                 "weights_sha256": digest}
+        return provenance(command, model=given, data=data)
+    return provenance(command, model=None, model_note=f"features given in Python, not a biLM ({digest})", data=data)
 
 
 def _model_record(bilm: Embedder, source: str, digest: str) -> Dict[str, Any]:

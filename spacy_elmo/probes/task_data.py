@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..provenance import portable_path
 from .conllu import PathLike, read_conllu
 from .ner import read_ner_columns
 from .wic import read_wic, wic_data_file
@@ -102,10 +103,10 @@ class TaskData:
         }
 
     def files(self) -> Dict[str, str]:
-        """RETURNS (Dict[str, str]): the train and eval files, relative to the working directory as a
-        command line would name them (the default data: ``assets/datasets/...`` in a checkout)."""
-        held_out = os.path.relpath(self.eval_file) if self.eval_file is not None else "seeded split of train"
-        return {"train": os.path.relpath(self.train_file), "eval": held_out}
+        """RETURNS (Dict[str, str]): the train and eval files as a record writes paths
+        (``provenance.portable_path``: the default data are ``assets/datasets/...``)."""
+        held_out = portable_path(self.eval_file) if self.eval_file is not None else "seeded split of train"
+        return {"train": portable_path(self.train_file), "eval": held_out}
 
 
 def _tokens(task: str, item: Any) -> int:

@@ -9,6 +9,7 @@ from typing import Iterable, List
 
 from ..atomic import write_atomic
 from ..bilm import plan_batches
+from ..provenance import data_record, provenance
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier
@@ -72,7 +73,9 @@ def prepare_vocab(corpus: Corpus, config: LMConfig, output: Path, info: DistInfo
     if info.is_main and not (resume and stats_path.is_file() and (output / VOCAB_NAME).is_file()):
         counted = count_corpus(corpus, config)
         counted.vocab.to_disk(output)
-        write_atomic(stats_path, json.dumps(counted.to_dict(), indent=2).encode("utf-8"))
+        record = {**counted.to_dict(), "provenance": provenance(
+            model=None, model_note="counting a corpus reads no model", data=data_record(corpus.files))}
+        write_atomic(stats_path, json.dumps(record, indent=2).encode("utf-8"))
         log(f"corpus: {counted.stats.summary()}; {counted.segments} segments, vocabulary {len(counted.vocab)}")
     barrier(info)
     saved = json.loads(stats_path.read_text(encoding="utf-8"))

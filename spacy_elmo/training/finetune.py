@@ -19,12 +19,14 @@ from typing import Any, Dict, Optional
 from ..atomic import write_atomic
 from ..bilm.softmax import WordSoftmax
 from ..io.loading import PathLike
+from ..provenance import data_record, model_record, provenance
 from .config import LMConfig
 from .distributed import DistInfo, barrier, shutdown
 from .lm import LanguageModel
 from .loop import RunSummary, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity
+from .corpus import resolve_paths
 from .counting import prepare_vocab
 from .setup import check_output, dev_reader, has_checkpoints, logger, make_output, setup_process, train_corpus
 from .vocab import Vocab
@@ -108,7 +110,12 @@ def finetune(
         after = summary.best_dev
         if info.is_main:
             report = {"before": before, "after_best": after, "after_last": summary.last_dev, "steps": summary.steps,
-                      "tokens": summary.tokens, "seconds": summary.seconds, "new_softmax": new_softmax}
+                      "tokens": summary.tokens, "seconds": summary.seconds, "new_softmax": new_softmax,
+                      "provenance": provenance(
+                          model=model_record(model, options=options, weights=weights),
+                          model_note="the model fine-tuning started from",
+                          data=data_record(corpus.files + (resolve_paths(config.dev) if config.dev else [])),
+                      )}
             write_atomic(output / REPORT_NAME, json.dumps(report, indent=2).encode("utf-8"))
             if before and after and "ppl" in after:
                 log(f"held-out perplexity: {before['ppl']:.2f} before, {after['ppl']:.2f} after fine-tuning")

@@ -10,6 +10,7 @@ from spacy_elmo import load_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.io import load_allennlp
 from spacy_elmo.cli._training_options import parse_duration
+from spacy_elmo.provenance import check_record
 
 from ..training.conftest import PYTHON, ROOT, TINY_CFG, cli_env, write_corpus
 
@@ -42,6 +43,8 @@ def test_pretrain_evaluate_finetune_commands(tmp_path):
     numbers = json.loads(report.read_text())
     best = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if '"eval"' in l]
     assert numbers["ppl"] == pytest.approx(min(r["ppl"] for r in best), rel=1e-5)
+    assert check_record(numbers) == [] and numbers["provenance"]["model"]["version"] == "pretrain step 12"
+    assert check_record(json.loads((out / "corpus-stats.json").read_text())) == []
     assert f"perplexity {numbers['ppl']:.2f}" in result.output
 
     exported = tmp_path / "published"
@@ -55,6 +58,8 @@ def test_pretrain_evaluate_finetune_commands(tmp_path):
                                  "--paths.train", str(dev), "--paths.dev", str(dev), "--training.max_steps", "6"])
     assert result.exit_code == 0, result.output
     assert "held-out perplexity" in result.output and (tmp_path / "ft" / "finetune-report.json").is_file()
+    report = json.loads((tmp_path / "ft" / "finetune-report.json").read_text())
+    assert check_record(report) == [] and report["provenance"]["model"]["version"] == "pretrain step 12"
 
 
 def test_evaluate_refuses_a_model_without_softmax(tmp_path):

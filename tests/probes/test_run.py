@@ -5,6 +5,7 @@ import pytest
 from spacy_elmo.probes import run_probe
 from spacy_elmo.probes.ner import to_bio
 from spacy_elmo.probes.report import write_report
+from spacy_elmo.provenance import portable_path
 
 from .conftest import SENSES, PlantedFeatures, planted_tags, write_conllu, tagged_sentences
 
@@ -73,7 +74,9 @@ def test_result_records_sizes_model_and_provenance_and_writes_the_report(upos_fi
     record = json.loads((tmp_path / "out" / "probe.json").read_text())
     assert record["tasks"][0]["sizes"]["train_sentences"] == 40 and record["settings"]["seed"] == 3
     assert record["model"]["weights_sha256"] == "planted"
-    assert {"command", "commit", "cpu", "date"} <= set(record["environment"])
+    assert {"command", "start_commit", "commit", "cpu", "date"} <= set(record["provenance"])
+    assert record["provenance"]["model"] is None and "given in Python" in record["provenance"]["model_note"]
+    assert set(record["provenance"]["data"]) == {portable_path(train), portable_path(held_out)}
     table = (tmp_path / "out" / "probe.md").read_text()
     assert result.table() in table and "| layer 0 (char-CNN, no context) |" in table
     assert (tmp_path / "out" / "probe.png").is_file()

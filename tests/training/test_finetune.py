@@ -1,3 +1,4 @@
+import hashlib
 import json
 
 import pytest
@@ -44,6 +45,9 @@ def test_finetune_our_model_keeps_its_vocabulary_and_lowers_domain_perplexity(lm
     assert result.after["ppl"] < 0.7 * result.before["ppl"]
     report = json.loads((tmp_path / "ft" / "finetune-report.json").read_text())
     assert report["before"]["ppl"] == pytest.approx(result.before["ppl"]) and report["after_best"]["ppl"] == pytest.approx(result.after["ppl"])
+    weights = hashlib.sha256((tmp_path / "pre" / "model-best" / "model.safetensors").read_bytes()).hexdigest()
+    assert report["provenance"]["model"]["weights_sha256"] == weights  # the model it started from
+    assert len(report["provenance"]["data"]) == 2  # train and dev
     assert load_native(tmp_path / "ft" / "model-last").config == load_native(tmp_path / "pre" / "model-best").config
 
 
