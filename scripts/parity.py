@@ -24,7 +24,7 @@ import torch
 from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_allennlp
-from spacy_elmo.provenance import inference_path, model_files, provenance
+from spacy_elmo.provenance import data_record, inference_path, mark_start, model_files, model_record, provenance
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp"
 
@@ -90,16 +90,21 @@ def trained_checks(folder: Path) -> Dict[str, Dict]:
     }
 
 
+def efml_cases(folder: Path) -> List[Tuple[str, Path, Path]]:
+    """(name, model directory, golden outputs) of ELMoForManyLangs' fixture model and its variants."""
+    return [("fixture", folder / "model", folder / "golden.npz")] + [
+        (f"variant {v.name}", v / "model", v / "golden.npz") for v in sorted((folder / "variants").glob("*"))
+        if (v / "model" / "encoder.pkl").is_file() and v.name != "words-only"  # refused: no char CNN
+    ]
+
+
 def efml_checks(folder: Path) -> Dict[str, Dict]:
     """ELMoForManyLangs 0.0.4.post2's own outputs for its fixture model (and its variants)."""
     from spacy_elmo.io import load_efml
 
     sentences = json.loads((folder / "sentences.json").read_text(encoding="utf-8"))
     checks = {}
-    for name, model, golden in [("fixture", folder / "model", folder / "golden.npz")] + [
-        (f"variant {v.name}", v / "model", v / "golden.npz") for v in sorted((folder / "variants").glob("*"))
-        if (v / "model" / "encoder.pkl").is_file() and v.name != "words-only"  # refused: no char CNN
-    ]:
+    for name, model, golden in efml_cases(folder):
         with np.load(golden) as data:
             expected = [data[f"layers_{i}"] for i in range(len(sentences))]
         for label, optimize in (("", False), (" (optimize_for_inference fp32)", True)):
@@ -118,6 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
+    mark_start()
     torch.set_num_threads(args.threads)
     checks = {
         "tiny (AllenNLP 2.10.1, random weights)": tiny_checks(args.fixtures / "tiny"),
@@ -125,9 +131,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "ELMoForManyLangs 0.0.4.post2": efml_checks(args.fixtures.parent / "elmoformanylangs"),
     }
     worst = max(c["max_abs_diff"] for group in checks.values() for c in group.values())
-    record = {**provenance(), "inference": inference_path(),
-              "model": [model_files(args.fixtures / name) for name in ("tiny", "trained")]
-              + [model_files(args.fixtures.parent / "elmoformanylangs" / "model")]}
+    tiny, trained, efml = args.fixtures / "tiny", args.fixtures / "trained", args.fixtures.parent / "elmoformanylangs"
+    models = [model_record(options=tiny / "options.json", weights=tiny / "weights.hdf5"),
+              model_record(options=trained / "options.json", weights=trained / "lm_weights.hdf5")]
+    models += [model_record(model) for _, model, _ in efml_cases(efml)]
+    data = [tiny / "sentences.json", tiny / "expected.npz", trained / "sentences.json",
+            *sorted(trained.glob("lm_embeddings_*.hdf5")), efml / "sentences.json", *(g for _, _, g in efml_cases(efml))]
+    record = {**provenance(model=models, data=data_record(data)), "inference": inference_path(),
+              "model_files": [model_files(tiny), model_files(trained), model_files(efml / "model")]}
     result = {"provenance": record, "tolerance": args.tolerance, "max_abs_diff": worst, "checks": checks}
     for group, found in checks.items():
         for name, check in found.items():

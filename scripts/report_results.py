@@ -4,8 +4,9 @@
         --records results/sample-metrics.json
 
 --records also writes every run's metrics (what run_experiment.py recorded for each cell of the
-table) in one JSON file, with the command, commit, CPU and date of the report, so the table can be
-checked against them.
+table) in one JSON file, so the table can be checked against them. Its top-level provenance is the
+report's (command, start commit, machine, date) with the union of the runs' biLMs (a list: each
+distinct model a run used) and of the data files they read; each run keeps its own record.
 
 Variants of the same runs (other config overrides, each run_experiment.py --output a folder of its
 own) are compared by the dev score that chose each model-best and by the test score:
@@ -14,13 +15,13 @@ own) are compared by the dev score that chose each model-best and by the test sc
 """
 import argparse
 import json
-import shlex
+import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy_elmo.plotting import pyplot
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import command_line, gathered, mark_start, provenance
 
 TASK_TITLES = {"upos": "UPOS tagging (accuracy)", "ner": "NER (entity F1)", "textcat": "Sentiment (accuracy)"}
 SETTING_TITLES = {"plain": "without ELMo", "elmo": "with ELMo"}
@@ -143,6 +144,18 @@ def plot(records: Records, path: Path, *, title: str = "") -> Optional[Path]:
     return path
 
 
+def runs_union(runs: List[dict]) -> Dict[str, Any]:
+    """The model and data of the report's record: every distinct biLM its runs used and every data
+    file they read (``spacy_elmo.provenance.gathered``). A run recorded without them (written before
+    runs named their model and data) leaves the field out, with a warning: the record then fails
+    ``check_record`` until the run is redone."""
+    lacking = [f"{run['task']} {run['setting']} {run['fraction_pct']}%" for run in runs
+               if not {"model", "data"} <= set(run.get("provenance", {}))]
+    if lacking:
+        print(f"warning: runs recorded without their model and data: {', '.join(lacking)}", file=sys.stderr)
+    return gathered([run.get("provenance", {}) for run in runs])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -153,6 +166,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--title", default="", help="heading of the table and the plot")
     parser.add_argument("--records", type=Path, default=None, help="also write every run's metrics here (JSON)")
     args = parser.parse_args(argv)
+    mark_start()
     if any("=" in m for m in args.metrics):
         pairs = [m.partition("=") for m in args.metrics]
         if any(not sep or not name for name, sep, _ in pairs) or len({name for name, _, _ in pairs}) < len(pairs):
@@ -171,9 +185,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text(table, encoding="utf-8")
     if args.records is not None:
-        command = None if argv is None else shlex.join(["python", "scripts/report_results.py", *argv])
+        command = None if argv is None else command_line([__file__, *argv])
         args.records.parent.mkdir(parents=True, exist_ok=True)
-        written = {"provenance": provenance(command), "runs": runs}
+        written = {"provenance": provenance(command, **runs_union(runs)), "runs": runs}
         args.records.write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
     print(table)
 

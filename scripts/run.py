@@ -13,8 +13,9 @@ before anything is installed.
 
 After a successful ``main``, ``results/main-run.json`` records how long it took: the set-up (0 when
 ``.venv`` was reused; whether it was created, refreshed or reused), the job's wall time, the
-command, and the machine and date as ``spacy_elmo.provenance`` gives them (asked of the
-environment's Python, which has the package). ``tests`` records nothing.
+command, and the results record of ``spacy_elmo.provenance`` (asked of the environment's Python,
+which has the package): the commit the job started from, the shipped biLM the workflow starts from,
+the sample files it reads, the machine and the date. ``tests`` records nothing.
 """
 import datetime
 import hashlib
@@ -27,7 +28,7 @@ import sys
 import time
 import venv
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = ROOT / ".venv"
@@ -39,8 +40,15 @@ COMMANDS = {
     "tests": ["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
 }
 RECORDED = ("main",)  # the jobs whose timing is written to results/JOB-run.json
-# asked of the environment's Python: the machine and code record every results file carries
-PROVENANCE = "import json, sys; from spacy_elmo.provenance import provenance; print(json.dumps(provenance(sys.argv[1])))"
+# asked of the environment's Python: the record every results file carries. The main workflow
+# (project.yml) starts from the shipped biLM and reads the bundled sample's folders below.
+MAIN_DATA = ("corpus_sample/domain", "corpus_sample/eval", "sample/ewt", "sample/wnut17")
+START = "import json; from spacy_elmo.provenance import start_snapshot; print(json.dumps(start_snapshot()))"
+PROVENANCE = (
+    "import json, sys; from spacy_elmo.provenance import data_record, model_record, provenance; "
+    "print(json.dumps(provenance(sys.argv[1], start=json.loads(sys.argv[2]), model=model_record(), "
+    "model_note='the shipped biLM the workflow fine-tunes and trains with', data=data_record(sys.argv[3:]))))"
+)
 
 
 def env_python() -> Path:
@@ -99,10 +107,23 @@ def record_path(job: str) -> Path:
     return ROOT / "results" / f"{job}-run.json"
 
 
-def machine_record(command: str) -> Dict[str, Any]:
-    """``spacy_elmo.provenance.provenance(command)`` from the environment's Python (command, commit,
-    CPU model, flags and count, versions, date); if that fails, what the standard library knows."""
-    done = subprocess.run([str(env_python()), "-c", PROVENANCE, command], cwd=ROOT, capture_output=True, text=True)
+def start_record() -> Optional[Dict[str, Any]]:
+    """``spacy_elmo.provenance.start_snapshot()`` from the environment's Python, taken before the job:
+    the commit it starts from and whether the tree is clean (None if it cannot be asked)."""
+    done = subprocess.run([str(env_python()), "-c", START], cwd=ROOT, capture_output=True, text=True)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (ValueError, IndexError):
+        return None
+
+
+def machine_record(command: str, start: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """``spacy_elmo.provenance.provenance(command, ...)`` from the environment's Python (command, start
+    commit, model, data, CPU model, flags and count, versions, date); if that fails, what the
+    standard library knows."""
+    read = [str(ROOT / folder) for folder in MAIN_DATA if (ROOT / folder).is_dir()]
+    done = subprocess.run([str(env_python()), "-c", PROVENANCE, command, json.dumps(start), *read],
+                          cwd=ROOT, capture_output=True, text=True)
     if done.returncode == 0:
         try:
             return json.loads(done.stdout.strip().splitlines()[-1])
@@ -118,11 +139,13 @@ def machine_record(command: str) -> Dict[str, Any]:
     }
 
 
-def record_run(path: Path, argv: Sequence[str], job: List[str], environment: str, set_up_s: float, job_s: float) -> Dict[str, Any]:
+def record_run(path: Path, argv: Sequence[str], job: List[str], environment: str, set_up_s: float, job_s: float,
+               start: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Write the timing of a finished job to ``path`` (JSON, replaced whole) and return it.
 
     environment (str): "created" (a new .venv), "refreshed" (an existing one set up again) or "reused".
     set_up_s (float): seconds spent setting it up (0 when reused). job_s (float): the job's wall time.
+    start (Optional[Dict[str, Any]]): ``start_record()`` taken before the job.
     """
     command = shlex.join(["python", "scripts/run.py", *argv])
     record = {
@@ -132,7 +155,7 @@ def record_run(path: Path, argv: Sequence[str], job: List[str], environment: str
         "set_up_s": round(set_up_s, 1),
         "job_s": round(job_s, 1),
         "total_s": round(set_up_s + job_s, 1),
-        "provenance": machine_record(command),
+        "provenance": machine_record(command, start),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".tmp")
@@ -151,12 +174,13 @@ def main(argv: Sequence[str]) -> int:
         set_up()
     set_up_s = time.monotonic() - started if environment != "reused" else 0.0
     job = [*COMMANDS[argv[0]], *argv[1:]]
+    start = start_record() if argv[0] in RECORDED else None
     started = time.monotonic()
     returncode = subprocess.run([str(env_python()), *job], cwd=ROOT).returncode
     job_s = time.monotonic() - started
     if argv[0] in RECORDED and returncode == 0:
         path = record_path(argv[0])
-        record_run(path, argv, job, environment, set_up_s, job_s)
+        record_run(path, argv, job, environment, set_up_s, job_s, start)
         print(f"spacy-elmo: {argv[0]} took {job_s / 60:.1f} min (set-up {set_up_s / 60:.1f} min, "
               f".venv {environment}); recorded in {path.relative_to(ROOT)}", file=sys.stderr)
     return returncode

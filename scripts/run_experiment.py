@@ -25,7 +25,7 @@ from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, model_record, portable_path, provenance, start_snapshot
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 
@@ -58,7 +58,9 @@ def run_one(
     score_only: bool = False,
 ) -> Dict[str, Any]:
     """Train and score one cell of the table (score_only: score the model-best an earlier, stopped
-    run left, without training). RETURNS (Dict): the metrics record written."""
+    run left, without training). RETURNS (Dict): the metrics record written, whose provenance names
+    the commit the cell started from, the biLM (the elmo setting) and the .spacy files it read."""
+    start = start_snapshot()
     stem, metric, gold_preproc = TASKS[task]
     config = CONFIGS / (f"{stem}-elmo.cfg" if setting == "elmo" else f"{stem}.cfg")
     train_path = corpus / f"{task}-train-{pct}.spacy"
@@ -70,14 +72,21 @@ def run_one(
         settings["paths.elmo"] = str(elmo)
         if elmo_cache_mb is not None:
             settings["components.elmo.model.frozen_cache_mb"] = elmo_cache_mb
-    start = time.time()
+    began = time.time()
     if not score_only:
         train(config, model_dir, overrides=settings)
-    seconds = None if score_only else round(time.time() - start, 1)
+    seconds = None if score_only else round(time.time() - began, 1)
     scores = _with_accuracy(evaluate(str(model_dir / "model-best"), corpus / f"{task}-test.spacy", gold_preproc=gold_preproc))
     # the dev scores that chose model-best (spaCy's meta.json): what a setting is chosen on
     dev = _with_accuracy(srsly.read_json(model_dir / "model-best" / "meta.json").get("performance", {}))
     docs = list(DocBin().from_disk(train_path).get_docs(Vocab()))
+    if setting == "plain":
+        bilm: Dict[str, Any] = {"model": None, "model_note": "the plain setting: spaCy's own tok2vec, no biLM"}
+    elif score_only:  # the biLM the scored pipeline holds
+        bilm = {"model": model_record(model_dir / "model-best"), "model_note": "the elmo component of the scored pipeline"}
+    else:
+        bilm = {"model": model_record(elmo)}
+    read = [train_path, corpus / f"{task}-dev.spacy", corpus / f"{task}-test.spacy"]
     return {
         "task": task,
         "setting": setting,
@@ -90,10 +99,10 @@ def run_one(
         "train_tokens": sum(len(doc) for doc in docs),
         "train_seconds": seconds,
         "config": str(config.relative_to(CONFIGS.parent)),
-        "overrides": {} if score_only else settings,
+        "overrides": {} if score_only else {k: portable_path(v) if k.startswith("paths.") else v for k, v in settings.items()},
         "scored_existing_model": score_only,
         "scores": {k: v for k, v in scores.items() if isinstance(v, (int, float))},
-        "provenance": provenance(),
+        "provenance": provenance(start=start, data=data_record(read), **bilm),
     }
 
 

@@ -6,8 +6,8 @@ Builds a pipeline around the biLM in --bilm DIR (default: the tiny random-weight
 in the checkout's tests/data/allennlp/tiny), or loads --model DIR, streams --docs generated short texts
 through ``nlp.pipe`` without keeping the Docs, samples RSS with psutil, and checks every Doc
 holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (every RSS sample, the
-final one after the run included; with --output FILE also written there, with the command,
-commit, CPU, date, the model's files' SHA-256 and which timestep loop ran); exits 1 if RSS grows
+final one after the run included; with --output FILE also written there, with the results
+record of ``spacy_elmo.provenance``, the model's files' SHA-256 and which timestep loop ran); exits 1 if RSS grows
 more than --max-growth percent after the warm-up, at the last sample or any other, or a Doc
 holds a torch object.
 
@@ -18,7 +18,6 @@ StringStore (a small --vocab-size fills both of the latter within the warm-up).
 """
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -26,7 +25,7 @@ from typing import Optional, Sequence
 import spacy
 import torch
 
-from spacy_elmo.provenance import inference_path, model_files, provenance
+from spacy_elmo.provenance import inference_path, mark_start, model_files, model_record, portable_path, provenance
 from spacy_elmo.pipeline import create_pipeline
 from reliability_fuzz import load_or_exit
 from reliability_soak import short_texts, soak
@@ -51,6 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="with --bilm: the component's frozen_cache_mb (default: the component's default)")
     parser.add_argument("--output", type=Path, default=None, help="also write the JSON summary here")
     args = parser.parse_args(argv)
+    mark_start()
     torch.set_num_threads(args.threads)
     model_settings = {} if args.frozen_cache_mb is None else {"frozen_cache_mb": args.frozen_cache_mb}
     if args.model:
@@ -62,8 +62,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     result = soak(nlp, texts, n_docs=args.docs, warmup=warmup, batch_size=args.batch_size,
                   sample_every=args.sample_every)
     ok = result.peak_growth_pct < args.max_growth and result.docs_with_torch_objects == 0
-    source = str(args.model) if args.model else f"a pipeline around the biLM in {os.path.relpath(args.bilm)}"
-    record = {**provenance(), "inference": inference_path(), "model": model_files(args.model or args.bilm)}
+    source = portable_path(args.model) if args.model else f"a pipeline around the biLM in {portable_path(args.bilm)}"
+    record = {**provenance(model=model_record(args.model or args.bilm), data={},
+                           data_note=f"generated texts: {args.docs} short Docs over {args.vocab_size} made-up words"),
+              "inference": inference_path(), "model_files": model_files(args.model or args.bilm)}
     summary = {"provenance": record, "pipeline": source, "vocab_size": args.vocab_size,
                "frozen_cache_mb": args.frozen_cache_mb, "max_growth_pct": args.max_growth, "passed": ok,
                **result.to_dict()}

@@ -34,8 +34,10 @@ def _run(script, *args, cwd, env=None):
 
 def _assert_names_the_model_and_the_loop(record, loop):
     weights = hashlib.sha256((TINY / "weights.hdf5").read_bytes()).hexdigest()
-    assert record["model"]["sha256"]["weights.hdf5"] == weights
-    assert set(record["model"]["sha256"]) >= {"options.json", "weights.hdf5"}
+    assert record["model"]["weights_sha256"] == weights and record["model"]["weights"].endswith("tiny/weights.hdf5")
+    assert record["model_files"]["sha256"]["weights.hdf5"] == weights
+    assert set(record["model_files"]["sha256"]) >= {"options.json", "weights.hdf5"}
+    assert record["data"] == {} and record["data_note"] and record["start_commit"] == record["commit"]
     assert record["inference"]["compiled_loop"] == loop
     assert record["inference"]["compiled_library"] == compiled.library_path().name
     assert record["commit"] is None or len(record["commit"]) == 40

@@ -77,8 +77,31 @@ def test_records_holds_every_run_behind_the_table_with_provenance(tmp_path):
     written = json.loads(out.read_text(encoding="utf-8"))
     assert sorted((r["setting"], r["score"]) for r in written["runs"]) == [("elmo", 0.91), ("plain", 0.9)]
     command = written["provenance"]["command"]
-    assert command.startswith("python scripts/report_results.py ") and command.endswith(f"--records {out}")
-    assert written["provenance"]["date"]
+    # no machine's directories: a path outside the checkout keeps its last three parts
+    assert command.startswith("python scripts/report_results.py ") and command.endswith(f"--records .../{tmp_path.name}/results/runs.json")
+    assert written["provenance"]["date"] and written["provenance"]["started"]
+    # runs recorded without their model and data: the report cannot name them, and says so
+    assert "model" not in written["provenance"] and "data" not in written["provenance"]
+
+
+def test_records_gather_the_runs_models_and_data(tmp_path):
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    bilm = {"name": "en_small", "version": "0.6.0", "weights": "spacy_elmo/models/en_small/model.safetensors",
+            "weights_sha256": "a" * 64}
+    runs = {
+        "plain": {"model": None, "model_note": "the plain setting: spaCy's own tok2vec, no biLM",
+                  "data": {"corpus/upos-train-10.spacy": "b" * 64}},
+        "elmo": {"model": bilm, "data": {"corpus/upos-train-10.spacy": "b" * 64, "corpus/upos-test.spacy": "c" * 64}},
+    }
+    for setting, record in runs.items():
+        run = dict(task="upos", setting=setting, fraction_pct=10, score=0.9, train_sentences=1254, provenance=record)
+        (metrics / f"upos-{setting}-10.json").write_text(json.dumps(run), encoding="utf-8")
+    out = tmp_path / "runs.json"
+    report.main([str(metrics), "--table", str(tmp_path / "t.md"), "--records", str(out)])
+    record = json.loads(out.read_text(encoding="utf-8"))["provenance"]
+    assert record["model"] == [bilm] and "plain setting" in record["model_note"]
+    assert record["data"] == {"corpus/upos-test.spacy": "c" * 64, "corpus/upos-train-10.spacy": "b" * 64}
 
 
 def test_variants_are_compared_by_dev_and_test_score(tmp_path):

@@ -102,6 +102,7 @@ def test_main_records_its_timing_the_machine_and_the_date(checkout, monkeypatch)
     assert 0.2 <= record["job_s"] < 60 and record["total_s"] == record["job_s"]
     machine = record["provenance"]
     assert machine["command"] == record["command"] and "error" not in machine
+    assert machine["started"] <= machine["date"] and machine["model"]["name"] == "en_small"
     assert machine["cpu"] and isinstance(machine["cpu_flags"], list) and machine["cpu_count"] >= 1
     assert machine["date"].startswith("20")
 

@@ -3,6 +3,8 @@ import shutil
 
 import srsly
 
+from spacy_elmo.provenance import check_record, file_sha256
+
 from ..training_runs import STEPS, make_data, make_textcat_data, script
 
 experiment = script("run_experiment")
@@ -28,7 +30,13 @@ def test_plain_and_elmo_cells_record_test_and_dev_scores_and_are_not_rerun(tmp_p
         assert abs(record["score"] - record["dev_score"]) < 1e-6
         assert 0.0 < record["score"] <= 1.0 and record["train_sentences"] == 40
         assert record["overrides"]["training.max_steps"] == STEPS
-    assert "paths.elmo" in json.loads((out / "metrics" / "upos-elmo-1.json").read_text())["overrides"]
+        # the cell names the commit it started from, its biLM (none for plain) and the .spacy files it read
+        assert check_record(record) == [], check_record(record)
+        assert sorted(record["provenance"]["data"].values()) == sorted(
+            file_sha256(corpus / f"upos-{name}.spacy") for name in ("train-1", "dev", "test"))
+    elmo = json.loads((out / "metrics" / "upos-elmo-1.json").read_text())["provenance"]["model"]
+    assert elmo["weights_sha256"] == file_sha256(data / "bilm" / "model.safetensors")
+    assert json.loads((out / "metrics" / "upos-elmo-1.json").read_text())["overrides"]["paths.elmo"] == f".../{tmp_path.name}/data/bilm"
     capsys.readouterr()
     experiment.main(args)
     assert capsys.readouterr().out.count("exists: skipped") == 2
