@@ -13,6 +13,7 @@ in the benchmark's arguments are resolved against this checkout before the runs.
 """
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, gathered, mark_start, portable_args, provenance
 
 HERE = Path(__file__).resolve().parent.parent
 CHILD = (
@@ -32,10 +33,12 @@ CHILD = (
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
-    command = "python -m bench.ab_revisions " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["python", "-m", "bench.ab_revisions", *portable_args(sys.argv[1:] if argv is None else argv)])
+    mark_start(command)
     repo = Path(args.repo).resolve()
     bench_args = [_absolute(a) for a in args.bench[1:]]
     values: Dict[str, List[float]] = {"base": [], "new": []}
+    records: List[Dict] = []  # the runs' own provenance records
     with tempfile.TemporaryDirectory(prefix="ab-") as tmp:
         trees = {side: _worktree(repo, getattr(args, side), Path(tmp) / side) for side in ("base", "new")}
         try:
@@ -45,18 +48,27 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                     out = Path(tmp) / f"{side}-{round_}.json"
                     child = [sys.executable, "-c", CHILD, str(trees[side]), args.bench[0], *bench_args, "--json", str(out)]
                     subprocess.run(child, cwd=trees[side], check=True, stdout=subprocess.DEVNULL)
-                    values[side].append(metric(json.loads(out.read_text(encoding="utf-8")), args.metric))
+                    written = json.loads(out.read_text(encoding="utf-8"))
+                    values[side].append(metric(written, args.metric))
+                    records.append(written.get("provenance", {}))
                     print(f"round {round_}: {side} {values[side][-1]:.4g}", file=sys.stderr, flush=True)
         finally:
             for tree in trees.values():
                 subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], check=False)
     ratios = [n / b for n, b in zip(values["new"], values["base"])]
+    # the model: every distinct one the runs recorded; the data: the files the arguments name, and
+    # any other the runs recorded (a run at an old revision may record neither: check_record says so)
+    runs = gathered(records)
+    named = data_record([a for a in bench_args if not a.startswith("-") and Path(a).is_file()])
+    runs["data"] = {**named, **{k: v for k, v in runs.get("data", {}).items() if v not in named.values()}}
+    if not runs["data"] and not runs.get("data_note"):
+        runs["data_note"] = "the benchmark's arguments name no data file and its runs recorded none"
     report = {
         "command": command,
-        "provenance": provenance(command),
+        "provenance": provenance(**runs),
         "base": _describe(repo, args.base),
         "new": _describe(repo, args.new),
-        "benchmark": " ".join(["python -m", args.bench[0], *args.bench[1:]]),
+        "benchmark": shlex.join(["python", "-m", args.bench[0], *portable_args(args.bench[1:])]),
         "metric": args.metric,
         "values": values,
         "ratios": ratios,

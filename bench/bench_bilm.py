@@ -34,7 +34,7 @@ from spacy_elmo.fast import compiled, dispatch
 from spacy_elmo.fast.lockstep import paired_weights
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.fast.precision import cpu_has_bf16
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, mark_start, provenance
 
 from .baseline import BaselineBiLM
 from .hardware import GemmBound, MatvecRate, gemm_peak, matvec_rate, memory_record, weights_regime
@@ -43,6 +43,7 @@ from .report import markdown_tables
 from .workloads import (
     PUBLISHED_NAMES,
     add_data_options,
+    bench_command,
     benchmark_sentences,
     char_batch,
     cosines,
@@ -54,6 +55,7 @@ from .workloads import (
     published_bilm,
     recurrent_bytes_per_step,
     resolve_data_options,
+    shapes_model,
 )
 
 EQUAL_ATOL = 1e-4
@@ -61,11 +63,11 @@ EQUAL_ATOL = 1e-4
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
+    report: Dict = {"command": bench_command("bench.bench_bilm", argv), "provenance": {}}  # filled in when the data are known
+    mark_start(report["command"])
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     started = time.time()
-    report: Dict = {"command": "python -m bench.bench_bilm " + " ".join(argv if argv is not None else sys.argv[1:])}
-    report["provenance"] = provenance(report["command"])
     report["machine"] = machine_info(args.threads)
     if args.note:
         report["note"] = args.note
@@ -79,8 +81,10 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     sentences, source = benchmark_sentences(args.sentences, args.test_data)
     report["sentences"] = {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences))}
     vocab, vocab_source = [], ""
+    read = [data_file(args.test_data, "test")]
     if args.cache_size and not args.quick:
         vocab = frequent_tokens(args.cache_size, args.train_data)
+        read.append(data_file(args.train_data, "train"))
         vocab_source = f"the most frequent tokens of {display_path(data_file(args.train_data, 'train'))}"
     if not vocab and args.cache_size:
         vocab_source = "every other distinct token of the benchmark sentences"
@@ -94,6 +98,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         for shape in args.shapes:
             log(f"{shape}:")
             report["shapes"][shape] = bench_shape(shape, Path(tmp), sentences, vocab, args)
+    report["provenance"] = provenance(**shapes_model(args.shapes), data=data_record(read))
     report["memory"]["after"] = memory_record([1, args.threads], repeats=3 if args.quick else 10)
     report["load_average"] = {"before": report["memory"]["before"]["load_average"],
                               "after": report["memory"]["after"]["load_average"]}

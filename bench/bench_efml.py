@@ -34,10 +34,11 @@ import torch
 
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_bilm
-from spacy_elmo.provenance import inference_path, provenance
+from spacy_elmo.provenance import data_record, inference_path, mark_start, model_record, provenance
 
 from .workloads import (
     add_data_options,
+    bench_command,
     benchmark_sentences,
     conllu_sentences,
     data_file,
@@ -56,8 +57,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     logging.getLogger("elmoformanylangs").setLevel(logging.WARNING)  # it logs the whole module tree
     torch.set_num_threads(args.threads)
     started = time.time()
-    command = "python -m bench.bench_efml " + " ".join(argv if argv is not None else sys.argv[1:])
-    report: Dict = {"command": command, "provenance": provenance(command), "efml": efml_versions()}
+    command = bench_command("bench.bench_efml", argv)
+    mark_start(command)
+    report: Dict = {"command": command, "provenance": {}, "efml": efml_versions()}  # filled in once the model is built
     sentences, source = benchmark_sentences(args.sentences, args.test_data)
     singles = sentences[: args.single]
     report["sentences"] = {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences)),
@@ -70,6 +72,10 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         log("building the model with EFML's classes")
         build_model(model_dir, config, corpus=corpus, seed=args.seed, std=None, legacy=False, work=Path(tmp))
         report["model"] = describe_model(model_dir, config, train)
+        # the model lives only in this run's temporary folder: named by how it was made
+        built = {**model_record(model_dir), "name": f"ELMoForManyLangs {PUBLISHED_CONFIG} built by EFML's classes "
+                 f"(seed {args.seed}, vocabularies of the training text)", "weights": "encoder.pkl"}
+        report["provenance"] = provenance(model=built, data=data_record([data_file(args.test_data, "test"), train]))
         log("loading it with EFML and with spacy-elmo")
         efml = Embedder(str(model_dir), batch_size=64)
         ours = load_bilm(model_dir)

@@ -22,9 +22,9 @@ from spacy_elmo.atomic import write_atomic
 from spacy_elmo.cli.convert import build_pipeline
 from spacy_elmo.embed_corpus import embed_corpus
 from spacy_elmo.io.loading import shipped_model_dir
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
 
-from .workloads import add_data_options, benchmark_sentences, resolve_data_options
+from .workloads import add_data_options, bench_command, benchmark_sentences, data_file, resolve_data_options
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -37,6 +37,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     parser.add_argument("--markdown", type=Path)
     add_data_options(parser, test=True)
     args = resolve_data_options(parser.parse_args(argv))
+    mark_start(bench_command("bench.bench_embed_corpus", argv))
     import ray
 
     sentences, source = benchmark_sentences(args.sentences, args.test_data, min_len=10, max_len=30)
@@ -67,7 +68,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                     print(f"repeat {repeat}: {n} actor(s) {runs[n][-1]:.2f} s, steady {steady[n][-1]:.0f} tokens/s", flush=True)
         finally:
             ray.shutdown()
-    info = provenance()
+    info = provenance(model=model_record(shipped_model_dir()), data=data_record([data_file(args.test_data, "test")]))
     result = {
         "provenance": info,
         "sentences": len(sentences),

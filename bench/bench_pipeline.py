@@ -17,7 +17,6 @@ import argparse
 import copy
 import inspect
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,15 +27,18 @@ from spacy.tokens import Doc
 from spacy.util import registry
 
 from spacy_elmo.pipeline import ARCHITECTURE, create_pipeline
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, mark_start, provenance
 
 from .workloads import (
     PUBLISHED_NAMES,
     add_data_options,
+    bench_command,
     benchmark_sentences,
     char_batch,
+    data_file,
     published_bilm,
     resolve_data_options,
+    shapes_model,
 )
 
 # settings of the model block (spacy-elmo.BiLM.v2 holds the inference settings)
@@ -59,15 +61,16 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--quick", action="store_true")
     add_data_options(parser, test=True)
     args = resolve_data_options(parser.parse_args(argv))
+    command = bench_command("bench.bench_pipeline", argv)
+    mark_start(command)
     if args.quick:
         args.shape, args.sentences, args.repeats = "tiny", 16, 1
     torch.set_num_threads(args.threads)
     sentences, source = benchmark_sentences(args.sentences, args.test_data)
     tokens = sum(map(len, sentences))
-    command = "python -m bench.bench_pipeline " + " ".join(argv if argv is not None else sys.argv[1:])
     report: Dict = {
         "command": command,
-        "provenance": provenance(command),
+        "provenance": provenance(**shapes_model([args.shape]), data=data_record([data_file(args.test_data, "test")])),
         "shape": PUBLISHED_NAMES[args.shape],
         "threads": args.threads,
         "sentences": {"source": source, "count": len(sentences), "tokens": tokens},

@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import json
 import statistics
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,19 +30,20 @@ from thinc.api import Config
 from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.fast import dispatch, train_step
 from spacy_elmo.bilm.softmax import WordSoftmax
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, mark_start, provenance
 from spacy_elmo.training.batches import LMBatch, sentence_batches
 from spacy_elmo.training.lm import LanguageModel, init_for_training
 from spacy_elmo.training.memory import keep_freed_memory
 from spacy_elmo.training.vocab import Vocab
 
 from .bench_bilm import machine_info
-from .workloads import SHAPES
+from .workloads import SHAPES, bench_command
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
-    command = "python -m bench.bench_pretrain_step " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = bench_command("bench.bench_pretrain_step", argv)
+    mark_start(command)
     config, n_samples, batches = model_shape(args)
     sentences = read_sentences(args.text, quick=args.quick)
     vocab = Vocab.from_counts(Counter(t for s in sentences for t in s), size=50000, min_count=1)
@@ -60,7 +60,12 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     prepared = {b: training_batches(sentences, vocab, b, args.steps, config.max_characters_per_token) for b in batches}
     seconds = time_steps(lm, optimizer, prepared, settings, args.rounds)
     report = {
-        "command": command, "provenance": provenance(command), "machine": machine_info(max(threads)),
+        "command": command, "provenance": provenance(
+            model=None, model_note="random weights (torch seed 0) of the "
+            + ("tiny shape" if args.quick else "shape of the [model] section of the config"),
+            data=data_record([args.text] if args.text else []),
+            data_note=None if args.text else "the quick run's sentences, written in the benchmark",
+        ), "machine": machine_info(max(threads)),
         "config": config.to_options(), "softmax_samples": n_samples, "vocab": len(vocab),
         "optimizer": args.optimizer, "rounds": args.rounds, "steps": args.steps, "rows": setting_rows(seconds, prepared, precisions),
     }

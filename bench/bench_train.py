@@ -10,7 +10,6 @@ random linear function of the top layer: the word softmax is the same code on bo
 and is left out, so the ratio is the biLM's own. Gradients of both sides are compared.
 """
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -20,12 +19,13 @@ import torch
 from thinc.api import Config
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, mark_start, portable_path, provenance
 
 from .baseline import BaselineBiLM
 from .workloads import (
     SHAPES,
     add_data_options,
+    bench_command,
     char_batch,
     conllu_sentences,
     data_file,
@@ -45,6 +45,8 @@ COMPARED = [
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
+    command = bench_command("bench.bench_train", argv)
+    mark_start(command)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config, batch_size, max_tokens = model_shape(args)
@@ -61,7 +63,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     times, losses, grads = time_steps(steps, {"ours": ours, "baseline": baseline}, args.repeats)
     tokens = int(lengths.sum()) - 2 * len(lengths)
     report: Dict = {
-        "command": "python -m bench.bench_train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
         "threads": args.threads,
         "config": config.to_options(),
         "batch": {"sentences": len(sentences), "tokens": tokens, "source": display_path(train)},
@@ -69,7 +71,11 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "grad_rel_diff": gradient_differences(grads["ours"], grads["baseline"]),
         "modes": {},
     }
-    report["provenance"] = provenance(report["command"])
+    report["provenance"] = provenance(
+        model=None, model_note="random weights (torch seed 0) of the "
+        + ("tiny shape" if args.quick else f"shape of the [model] section of {portable_path(args.config)}"),
+        data=data_record([train]),
+    )
     for name in steps:
         best = min(times[name])
         report["modes"][name] = {

@@ -17,7 +17,6 @@ as elementwise: it is the fused gates-and-cell step and the loop around it.
 """
 import argparse
 import json
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -29,9 +28,18 @@ from torch.profiler import ProfilerActivity, profile
 
 from spacy_elmo.fast import compiled, dispatch
 from spacy_elmo.fast import optimize_for_inference
-from spacy_elmo.provenance import provenance
+from spacy_elmo.provenance import data_record, mark_start, provenance
 
-from .workloads import add_data_options, benchmark_sentences, frequent_tokens, published_bilm, resolve_data_options
+from .workloads import (
+    add_data_options,
+    bench_command,
+    benchmark_sentences,
+    data_file,
+    frequent_tokens,
+    published_bilm,
+    resolve_data_options,
+    shapes_model,
+)
 
 PRODUCTS = {"aten::bmm", "aten::baddbmm", "aten::addmm", "aten::mm", "aten::linear", "aten::matmul"}
 ELEMENTWISE = {
@@ -43,9 +51,12 @@ ELEMENTWISE = {
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
+    command = bench_command("bench.profile_step", argv)
+    mark_start(command)
     torch.set_num_threads(args.threads)
-    command = "python -m bench.profile_step " + " ".join(argv if argv is not None else sys.argv[1:])
-    report: Dict = {"command": command, "provenance": provenance(command), "shapes": {}}
+    read = [data_file(args.test_data, "test")] + ([] if args.quick else [data_file(args.train_data, "train")])
+    report: Dict = {"command": command, "provenance": provenance(**shapes_model(args.shapes), data=data_record(read)),
+                    "shapes": {}}
     sentences, source = benchmark_sentences(args.sentences, args.test_data)
     report["sentences"] = {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences))}
     vocab = [] if args.quick else frequent_tokens(20000, args.train_data)

@@ -10,9 +10,11 @@ fetches them (docs/datasets.md). ``--quick`` smoke runs read the sample shipped 
 how to get it.
 """
 import argparse
+import shlex
+import sys
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -21,6 +23,7 @@ from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids, token_char_ids
 from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN
 from spacy_elmo.io import export_allennlp, load_allennlp
 from spacy_elmo.probes.task_data import DATA_ENV, FETCH, PROJECT_DATA, default_data_dir
+from spacy_elmo.provenance import model_record, portable_args
 
 FULL_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 # The published architectures (file names of the AllenNLP downloads), and a tiny one for smoke tests.
@@ -89,6 +92,23 @@ def data_file(path: Optional[Path], split: str) -> Path:
                    " see docs/datasets.md")
         raise FileNotFoundError(f"{path}: no such file ({how})")
     return path
+
+
+def bench_command(module: str, argv: Optional[Sequence[str]]) -> str:
+    """RETURNS (str): a benchmark's command line as its record writes it (``python -m MODULE ARGS``,
+    paths portable: no machine's directories)."""
+    return shlex.join(["python", "-m", module, *portable_args(list(sys.argv[1:] if argv is None else argv))])
+
+
+def shapes_model(shapes: Sequence[str]) -> Dict[str, Any]:
+    """The model fields of a benchmark's results record (``spacy_elmo.provenance``): the shipped biLM
+    where a shape is "shipped"; the other shapes are random weights, which ``model_note`` names."""
+    random = [shape for shape in shapes if shape != "shipped"]
+    fields: Dict[str, Any] = {"model": model_record() if "shipped" in shapes else None}
+    if random:
+        fields["model_note"] = (f"random weights (torch seed 0) of the shape{'s' if len(random) > 1 else ''} "
+                                + ", ".join(PUBLISHED_NAMES.get(shape, shape) for shape in random))
+    return fields
 
 
 def display_path(path: Path) -> str:

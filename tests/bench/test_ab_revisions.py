@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from bench import ab_revisions
+from spacy_elmo.provenance import check_record
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -30,6 +31,8 @@ def test_two_revisions_of_a_clone_run_interleaved_from_their_own_trees(tmp_path)
     assert all(v > 0 for v in report["values"]["base"] + report["values"]["new"])
     assert report["ratios"] == [n / b for n, b in zip(report["values"]["new"], report["values"]["base"])]
     assert report["base"]["commit"] == report["new"]["commit"] == head
+    # the runs' own records name their model (random weights) and data (the quick run's own sentences)
+    assert check_record(report) == [] and report["provenance"]["model"] is None
     assert "new / base: median" in out.with_suffix(".md").read_text(encoding="utf-8")
     # the worktrees are gone again
     listed = subprocess.run(["git", "-C", str(clone), "worktree", "list"], capture_output=True, text=True).stdout

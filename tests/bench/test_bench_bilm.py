@@ -6,6 +6,7 @@ import pytest
 from bench import bench_bilm
 from bench.report import targets
 from spacy_elmo.fast import compiled
+from spacy_elmo.provenance import check_record
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,13 @@ def test_every_mode_measured_on_both_workloads(report):
         assert modes["baseline"]["speedup_vs_baseline"] == 1.0
     assert tiny["batch"]["tokens"] == report["sentences"]["tokens"]
     assert report["gemm"]["peak"] > 0 and tiny["matvec"]["rate"] > 0
+
+
+def test_the_report_names_its_model_and_data(report):
+    record = {k: v for k, v in report.items() if k != "markdown"}
+    assert check_record(record) == []
+    assert record["provenance"]["model"] is None and "tiny" in record["provenance"]["model_note"]
+    assert list(record["provenance"]["data"]) == ["sample/ewt/test.conllu"]
 
 
 def test_outputs_checked_against_baseline_and_fp32(report):

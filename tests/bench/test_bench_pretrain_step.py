@@ -4,6 +4,7 @@ from collections import Counter
 
 from bench import bench_pretrain_step
 from bench.workloads import first_batch
+from spacy_elmo.provenance import check_record
 from spacy_elmo.training.vocab import Vocab
 
 
@@ -17,6 +18,7 @@ def test_every_setting_measured_with_its_ratio_to_fp32(tmp_path):
     assert rows[("fp32", 1, "ops")]["x_ops_median"] == 1.0 and rows[("fp32", 1, "steps")]["x_ops_median"] > 0
     assert json.loads(out.read_text())["rows"] == report["rows"]
     assert "x fp32" in out.with_suffix(".md").read_text() and report["machine"]["cpu_flags"] is not None
+    assert check_record(report) == [] and report["provenance"]["data"] == {}
 
 
 def test_first_batch_stops_at_either_cap():

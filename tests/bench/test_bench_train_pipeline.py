@@ -2,6 +2,7 @@
 import json
 
 from bench import bench_pipeline, bench_train
+from spacy_elmo.provenance import check_record
 
 
 def test_train_step_benchmark_compares_gradients(tmp_path):
@@ -11,10 +12,12 @@ def test_train_step_benchmark_compares_gradients(tmp_path):
     assert report["grad_rel_diff"] and max(report["grad_rel_diff"].values()) < 1e-4
     assert set(report["modes"]) == {"baseline", "ours"}
     assert all(m["tokens_per_s"] > 0 for m in report["modes"].values())
+    assert check_record(report) == [] and list(report["provenance"]["data"]) == ["sample/ewt/train.conllu"]
 
 
 def test_pipeline_benchmark_runs_every_mode(tmp_path):
     report = bench_pipeline.main(["--quick", "--threads", "1", "--json", str(tmp_path / "p.json")])
+    assert check_record(report) == [] and list(report["provenance"]["data"]) == ["sample/ewt/test.conllu"]
     assert set(report["results"]) == {"optimize = false (as loaded)", "optimize = true (defaults)"}
     assert report["settings"]["optimize = true (defaults)"]["char_cache"]["hits"] > 0
     for results in report["results"].values():

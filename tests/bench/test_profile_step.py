@@ -2,6 +2,7 @@
 import json
 
 from bench import profile_step
+from spacy_elmo.provenance import check_record
 
 
 def test_shares_cover_the_profiled_time_and_are_written(tmp_path):
@@ -22,3 +23,4 @@ def test_shares_cover_the_profiled_time_and_are_written(tmp_path):
     assert tiny["timesteps"] == (tiny["tokens"] + 2 * report["sentences"]["count"]) * tiny["config"]["n_layers"]
     assert json.loads(out.read_text())["shapes"]["tiny"]["timesteps"] == tiny["timesteps"]
     assert "Python and dispatch" in md.read_text() and report["provenance"]["cpu_flags"] is not None
+    assert check_record(report) == [] and list(report["provenance"]["data"]) == ["sample/ewt/test.conllu"]
