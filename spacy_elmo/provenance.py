@@ -48,8 +48,9 @@ import torch
 CHECKOUT = Path(__file__).resolve().parent.parent
 # what runs write, not what they run: a changed results file does not make the code dirty
 RESULTS_EXCLUDED = (":(exclude)results", ":(exclude)bench/results")
-# records written from this date on carry every field with a value: no null, no ``unknown``
-SCHEMA_DATE = "2026-12-02T06:30:00+00:00"
+# when this record schema came in (its commit): records written from then on carry every field with a
+# value, no null and no ``unknown``
+SCHEMA_DATE = "2026-12-02T06:34:41+00:00"
 REQUIRED_FIELDS = (
     "command", "start_commit", "start_clean", "started", "model", "data",
     "cpu", "cpu_flags", "cpu_capability", "cpu_count", "torch_threads", "python", "torch", "spacy_elmo", "date",
