@@ -21,7 +21,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -29,7 +28,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from spacy_elmo.provenance import cpu_model, provenance
+from spacy_elmo.provenance import cpu_model, mark_start, provenance
+
+from .workloads import bench_command
 
 KERNEL_ARRAYS = {"copy": 2, "triad": 3}  # arrays a kernel reads or writes, as STREAM counts bytes
 SCALAR = 3.0
@@ -53,9 +54,9 @@ def parse_size(text: str) -> int:
 
 
 def cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> Dict[str, Dict]:
-    """The caches CPU 0 sees, by name (L1d, L1i, L2, L3): size in bytes, the CPUs sharing it, where
-    it was read. From sysfs; where that is missing, from ``lscpu`` (whose sizes are totals over
-    instances, so they are divided by the instance count it gives)."""
+    """The caches CPU 0 sees, by name (L1d, L1i, L2, L3): size in bytes, the CPUs sharing it, and
+    where it was read. From sysfs (``cpu0/cache/indexN``); where that is missing, from ``lscpu``
+    (whose sizes are totals over instances, so they are divided by the instance count it gives)."""
     caches: Dict[str, Dict] = {}
     for index in sorted(root.glob("index*")):
         level, kind, size = (_read(index / name) for name in ("level", "type", "size"))
@@ -63,7 +64,7 @@ def cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> Dict
             continue
         name = f"L{level}" + {"Data": "d", "Instruction": "i"}.get(kind, "")
         caches[name] = {"bytes": parse_size(size), "shared_cpu_list": _read(index / "shared_cpu_list"),
-                        "source": str(index / "size")}
+                        "source": f"sysfs cpu0 cache {index.name}"}
     return caches or _lscpu_caches()
 
 
@@ -244,10 +245,13 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument("--array-mib", type=float, default=None,
                         help="MiB per array (default: 4 x the last-level cache, at least 64)")
     args = parser.parse_args(argv)
-    command = "python -m bench.bandwidth " + " ".join(argv if argv is not None else sys.argv[1:])
-    record = {"command": command, "provenance": provenance(command)}
+    command = bench_command("bench.bandwidth", argv)
+    mark_start(command)
+    record: Dict = {"command": command}
     record.update(bandwidth_record(args.threads, args.repeats,
                                    int(args.array_mib * MIB) if args.array_mib else None))
+    record["provenance"] = provenance(command, model=None, model_note="none: a memory bandwidth measurement",
+                                      data={}, data_note="none read: the arrays are generated")
     print("\n".join(summary_lines(record)))
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)

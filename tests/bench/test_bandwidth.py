@@ -5,6 +5,7 @@ import pytest
 
 from bench import bandwidth
 from bench.hardware import weights_regime
+from spacy_elmo.provenance import check_record
 
 ELEMENTS = 5000  # not a multiple of the numpy triad's block, so the last block is a short one
 
@@ -41,6 +42,7 @@ def test_record_structure(tmp_path):
     assert json.loads(out.read_text()) == json.loads(json.dumps(record))
     assert record["command"].startswith("python -m bench.bandwidth --output")
     assert record["provenance"]["command"] == record["command"]
+    assert check_record(json.loads(out.read_text())) == []  # every field of the results record, no machine path
     assert record["array_bytes"] == 256 * 1024
     assert len(record["load_average_before"]) == 3 and len(record["load_average_after"]) == 3
     assert {"model", "flags", "cpu_count"} <= set(record["cpu"])
