@@ -1,0 +1,793 @@
+"""Build a wider open-licence English pretraining corpus: one tokenized sentence per line.
+
+A superset of `scripts/prepare_corpus.py --wikitext --all-open --kjv` (Gutenberg, movie reviews, the
+King James Bible, WikiText-2 validation, EWT train, WNUT17 train; read with that script's functions),
+plus the UD English ATIS train text (CC BY-SA 4.0) and the English prose of open-licence Debian
+packages: dictionaries (GCIDE, WordNet glosses, FOLDOC, the Jargon File, The Devil's Dictionary),
+manuals (Python, Django, PostgreSQL, Git, Perl, R, Guile, Octave, Bash, GNU standards and GNU
+manuals, SciPy, pandas, SQLAlchemy, scikit-learn, SymPy, Astropy, statsmodels, Racket, GnuCash,
+GNOME help, KiCad, Sphinx, CMake, Node.js, Rust, Maxima, the Linux kernel's
+documentation, the Debian handbook, reference, policy and developer documents) and the BSD fortunes. Each
+package's text is taken from its installed files (a missing package is an error naming the
+`apt-get install` command); markup is stripped (HTML, Texinfo info nodes and menus, POD, dictd
+entry heads, pronunciations, citations), code blocks, tables and headings are dropped, and only
+sentences that read as English prose are kept (at least four tokens, mostly words, at least one
+English function word, ending like a sentence).
+
+Sentences are split and tokenized with spaCy's rule-based English tokenizer and sentencizer as in
+prepare_corpus.py, then
+
+- deduplicated exactly across all sources (hash of the normalised sentence: lower-cased, only
+  letters and digits kept, so tokenization differences do not hide a duplicate);
+- checked against every evaluation set (EWT dev and test, UD English PUD, CoNLL-2003 testa and
+  testb, WNUT17 test, WiC train/dev/test, the Senseval-2 lexical-sample contexts, WikiText-2 test)
+  by the same hash; a sentence found there is removed and counted per source and per set.
+
+    apt-get install dict-gcide wordnet-base dict-foldoc dict-jargon dict-devil python3.11-doc \\
+        python-django-doc postgresql-doc-15 git-doc perl-doc r-doc-info guile-3.0-doc octave-doc \\
+        bash-doc gnu-standards linux-doc-6.1 debian-handbook debian-reference-en debian-policy \\
+        python-scipy-doc python-pandas-doc python-sqlalchemy-doc python-sklearn-doc python-sympy-doc \\
+        python-astropy-doc python-statsmodels-doc racket-doc gnucash-docs gnome-user-docs kicad-doc-en \\
+        sphinx-doc cmake-doc nodejs-doc rust-doc \\
+        maxima-doc developers-reference debian-faq maint-guide fortunes fortunes-min bible-kjv
+    python scripts/wide_corpus.py --datasets assets/datasets --output corpus/wide
+
+Writes OUTPUT/pretrain/train/train-XX.txt and the held-out OUTPUT/pretrain/dev.txt (the layout of
+prepare_corpus.py, read by `pretrain`/`finetune --paths.train OUTPUT/pretrain/train --paths.dev
+OUTPUT/pretrain/dev.txt`), OUTPUT/READY (the total token count, written as soon as the pretraining
+files are complete, for a run waiting on them), OUTPUT/corpus-stats.json (per source: package, version, licence,
+sentences and tokens kept, duplicates and evaluation overlap removed, out-of-vocabulary rate under
+--vocab) and OUTPUT/ATTRIBUTION.md.
+"""
+import argparse
+import gzip
+import hashlib
+import html.parser
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set
+
+import spacy
+from spacy.lang.en.stop_words import STOP_WORDS
+
+import prepare_corpus  # scripts/prepare_corpus.py, next to this file
+
+# ----------------------------------------------------------------------------------------------
+# The Debian sources: package, files (a pattern on `dpkg -L`), reader, licence, attribution
+
+
+def _source(name, packages, pattern, reader, licence, attribution):
+    return {"name": name, "packages": packages, "pattern": pattern, "reader": reader,
+            "licence": licence, "attribution": attribution}
+
+
+DEBIAN_SOURCES = [
+    _source("GCIDE", ["dict-gcide"], r"/gcide\.dict\.dz$", "dictd", "GPL-2+",
+            "The GNU Collaborative International Dictionary of English (GCIDE) 0.48, derived from Webster's "
+            "Revised Unabridged Dictionary (1913, C. & G. Merriam Co.) and WordNet, edited by Patrick Cassidy "
+            "and volunteers (MICRA, Inc.); definitions and quotations."),
+    _source("WordNet glosses", ["wordnet-base"], r"/wordnet/data\.(noun|verb|adj|adv)$", "wordnet",
+            "WordNet 3.0 licence",
+            "WordNet 3.0, Princeton University (G. A. Miller et al.): synset glosses and example sentences. "
+            "WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved; use, copy, modify and "
+            "distribute permitted under the WordNet 3.0 licence."),
+    _source("The Devil's Dictionary", ["dict-devil"], r"/devil\.dict\.dz$", "dictd", "public domain",
+            "Ambrose Bierce, The Devil's Dictionary (1911)."),
+    _source("Jargon File", ["dict-jargon"], r"/jargon\.dict\.dz$", "dictd", "public domain",
+            "The Jargon File 4.4.7, edited by Eric S. Raymond."),
+    _source("FOLDOC", ["dict-foldoc"], r"/foldoc\.dict\.dz$", "dictd", "GFDL-1.1+",
+            "The Free On-line Dictionary of Computing, edited by Denis Howe (foldoc.org)."),
+    _source("Python documentation", ["python3.11-doc"], r"/html/.*\.html$", "html", "PSF-2.0",
+            "The Python 3.11 documentation, Copyright Python Software Foundation, under the PSF License "
+            "Agreement."),
+    _source("Django documentation", ["python-django-doc"], r"/html/.*\.html$", "html", "BSD-3-Clause",
+            "The Django 3.2 documentation, Copyright Django Software Foundation and individual contributors."),
+    _source("PostgreSQL documentation", ["postgresql-doc-15"], r"/html/.*\.html$", "html", "PostgreSQL",
+            "The PostgreSQL 15 documentation, Copyright The PostgreSQL Global Development Group, under the "
+            "PostgreSQL licence (BSD-like)."),
+    _source("Git documentation", ["git-doc"], r"\.html$", "html", "GPL-2",
+            "The Git 2.39 documentation, Copyright Linus Torvalds, Junio C Hamano and the Git contributors."),
+    _source("Linux kernel documentation", ["linux-doc-6.1"], r"/html/(?!translations/).*\.html$", "html", "GPL-2",
+            "The Linux 6.1 kernel documentation (Documentation/, rendered by Sphinx), Copyright the Linux "
+            "kernel developers; GPL-2 (a few files dual-licensed, as Debian's copyright file lists)."),
+    _source("Debian Administrator's Handbook", ["debian-handbook"], r"/html/en-US/.*\.html$", "html",
+            "GPL-2+ or CC BY-SA 3.0",
+            "The Debian Administrator's Handbook (Debian 11), Raphael Hertzog and Roland Mas."),
+    _source("Debian Reference", ["debian-reference-en"], r"\.en\.html$", "html", "GPL-2+",
+            "Debian Reference 2.100, Osamu Aoki."),
+    _source("Debian Policy", ["debian-policy"], r"\.html$", "html", "GPL-2+",
+            "The Debian Policy Manual 4.6.2.0, the Debian policy editors and contributors."),
+    _source("Octave manual", ["octave-doc"], r"/octave\.html/.*\.html$", "html", "GPL-3+",
+            "The GNU Octave 7.3 manual, John W. Eaton and the Octave contributors."),
+    _source("GNU coding standards", ["gnu-standards"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
+            "GNU Coding Standards and Information for Maintainers of GNU Software, Free Software Foundation."),
+    _source("Bash manual", ["bash-doc"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3 (no invariant sections)",
+            "The GNU Bash Reference Manual, Chet Ramey and Brian Fox, Free Software Foundation."),
+    _source("Guile manual", ["guile-3.0-doc"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
+            "The Guile 3.0 Reference Manual, Free Software Foundation."),
+    _source("R manuals", ["r-doc-info"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GPL-2 (permissive manual notice)",
+            "The R 4.2 manuals, the R Core Team."),
+    _source("SciPy documentation", ["python-scipy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+            "BSD-3-Clause", "The SciPy 1.10 documentation, Copyright the SciPy Developers."),
+    _source("pandas documentation", ["python-pandas-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+            "BSD-3-Clause", "The pandas 1.5 documentation, Copyright the pandas development team (AQR Capital "
+            "Management, Lambda Foundry, PyData)."),
+    _source("SQLAlchemy documentation", ["python-sqlalchemy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+            "MIT", "The SQLAlchemy 1.4 documentation, Copyright Michael Bayer and the SQLAlchemy authors."),
+    _source("scikit-learn documentation", ["python-sklearn-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+            "BSD-3-Clause", "The scikit-learn 1.2 documentation, Copyright the scikit-learn developers."),
+    _source("SymPy documentation", ["python-sympy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+            "BSD-3-Clause", "The SymPy 1.11 documentation, Copyright the SymPy Development Team."),
+    _source("Astropy documentation", ["python-astropy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+            "BSD-3-Clause", "The Astropy 5.2 documentation, Copyright the Astropy Developers."),
+    _source("statsmodels documentation", ["python-statsmodels-doc"], r"/html/(?!_modules/|_static/).*\.html$",
+            "html", "BSD-3-Clause", "The statsmodels 0.13 documentation, Copyright Jonathan E. Taylor, Josef "
+            "Perktold, Skipper Seabold and the statsmodels developers."),
+    _source("Racket documentation", ["racket-doc"], r"/doc/racket/.*\.html$", "html",
+            "LGPL-2.1+ (as Debian records it; MIT or Apache-2.0 upstream since Racket 8)",
+            "The Racket 8.7 documentation (the Guide, the Reference and the library manuals), PLT Design Inc. "
+            "and the Racket contributors."),
+    _source("GnuCash documentation", ["gnucash-docs"], r"/gnucash-[a-z]+-en/.*\.html$", "html",
+            "GFDL-1.1+ (no invariant sections)", "The GnuCash 4.13 Tutorial and Concepts Guide and Help "
+            "Manual, the GnuCash Documentation Team."),
+    _source("GNOME help", ["gnome-user-docs"], r"/help/C/.*\.page$", "html", "CC BY-SA 3.0",
+            "The GNOME Help (gnome-user-docs 43), Shaun McCance and the GNOME Documentation Project."),
+    _source("KiCad documentation", ["kicad-doc-en"], r"/help/en/.*\.html$", "html", "GPL-3+",
+            "The KiCad 6.0 manuals, the KiCad developers."),
+    _source("Sphinx documentation", ["sphinx-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+            "BSD-2-Clause", "The Sphinx 5.3 documentation, Copyright the Sphinx team."),
+    _source("CMake documentation", ["cmake-doc"], r"\.html$", "html", "BSD-3-Clause",
+            "The CMake 3.25 documentation, Copyright Kitware, Inc. and contributors."),
+    _source("Node.js documentation", ["nodejs-doc"], r"/api/.*\.html$", "html", "MIT",
+            "The Node.js 18 API documentation, Copyright Node.js contributors."),
+    _source("Rust documentation", ["rust-doc"], r"/html/(?!src/|core/|alloc/|test/|proc_macro/).*\.html$", "html", "MIT or Apache-2.0",
+            "The Rust 1.63 documentation (The Rust Programming Language, the Reference, the standard library "
+            "and the other books), Copyright the Rust project developers."),
+    _source("Maxima manual", ["maxima-doc"], r"\.html$", "html", "GPL-2",
+            "The Maxima manual, William Schelter and the Maxima contributors."),
+    _source("Debian developer documents", ["developers-reference", "debian-faq", "maint-guide"],
+            r"(developers-reference/.*|\.en)\.html$", "html", "GPL-2 (developers-reference), GPL-2+ (debian-faq), "
+            "MIT or GPL-2+ (maint-guide)",
+            "Debian Developer's Reference, the Debian FAQ and the Debian New Maintainers' Guide, the Debian "
+            "documentation team and contributors."),
+    _source("GNU manuals", ["coreutils", "findutils", "sed", "gzip", "diffutils", "wget"],
+            r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
+            "The GNU Coreutils, Findutils, sed, gzip, Diffutils and Wget manuals, Free Software Foundation."),
+    _source("Perl documentation", ["perl-doc"], r"\.pod$", "pod", "GPL-1+ or Artistic",
+            "The Perl 5.36 documentation (perlfaq, perltoc and the perl*.pod manuals), Larry Wall and the Perl "
+            "contributors."),
+    _source("fortunes", ["fortunes", "fortunes-min"], r"/games/fortunes/[^/.]+$", "fortune", "BSD-3-Clause",
+            "The fortune-mod cookie files (BSD fortune, NetBSD and Debian contributors); the offensive "
+            "section is not installed or read."),
+]
+
+DATASET_SOURCES = {
+    # name: (dataset folder, licence, attribution); read through prepare_corpus.pretraining_sources
+    "Gutenberg": ("lm_gutenberg_nltk2008", "public domain",
+                  "Project Gutenberg selections as packaged by NLTK (2008): Austen, Blake, Chesterton, Melville, "
+                  "Milton, Shakespeare, Whitman."),
+    "movie reviews": ("domain_movie_reviews", "CC BY 4.0",
+                      "Movie Review Data, polarity dataset v2.0, (c) 2004 Bo Pang and Lillian Lee."),
+    "King James Bible": ("bible-kjv", "public domain",
+                         "The King James Version of the Bible (1611), verse text as printed by Debian's bible-kjv."),
+    "WikiText-2 valid": ("lm_wikitext2", "CC BY-SA 3.0",
+                         "WikiText-2 (v1) validation set, Merity et al. 2016 (Salesforce); sentences with <unk> left out."),
+    "EWT train": ("ud_english_ewt", "CC BY-SA 4.0",
+                  "UD English-EWT train raw text: English Web Treebank text by Google Inc. / LDC, UD annotation by "
+                  "the UD contributors."),
+    "WNUT17 train": ("wnut17", "CC BY 4.0", "WNUT17 emerging-entities training tweets, Derczynski et al. 2017."),
+    "ATIS train": ("ud_english_atis", "CC BY-SA 4.0",
+                   "UD English-ATIS train raw text (the ATIS flight-query corpus as a UD treebank, Kumar et al.)."),
+}
+
+# ----------------------------------------------------------------------------------------------
+# Readers: installed files to paragraphs of plain text
+
+
+class _HTMLText(html.parser.HTMLParser):
+    """Paragraph text of an HTML page: code, tables, headings, navigation and scripts left out."""
+
+    BLOCK = {"p", "li", "dd", "dt", "div", "blockquote", "td", "th", "tr", "ul", "ol", "dl", "section",
+             "br", "h1", "h2", "h3", "h4", "h5", "h6", "title", "body", "article", "aside", "figure", "caption"}
+    SKIP = {"pre", "script", "style", "table", "nav", "head", "h1", "h2", "h3", "h4", "h5", "h6", "title",
+            "dt", "caption", "figure", "footer", "header", "select", "textarea", "button", "form", "svg"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.paragraphs: List[str] = []
+        self.skipping: List[str] = []
+        self.buffer: List[str] = []
+
+    def flush(self) -> None:
+        text = " ".join("".join(self.buffer).split())
+        if text and not self.skipping:
+            self.paragraphs.append(text)
+        self.buffer = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.BLOCK or tag in self.SKIP:
+            self.flush()
+        if tag in self.SKIP:
+            self.skipping.append(tag)
+        elif tag == "div" and any(k == "class" and v and re.search(r"highlight|sidebar|related|footer|toc|nav", v)
+                                  for k, v in attrs):
+            self.skipping.append("div")
+
+    def handle_endtag(self, tag):
+        if tag in self.BLOCK or tag in self.SKIP:
+            self.flush()
+        if self.skipping and self.skipping[-1] == tag:
+            self.skipping.pop()
+
+    def handle_data(self, data):
+        if not self.skipping:
+            self.buffer.append(data)
+
+
+def html_paragraphs(text: str) -> List[str]:
+    """The paragraphs of an HTML page as plain text (code, tables, headings and navigation dropped).
+
+    text (str): the page.
+    RETURNS (List[str]): paragraph texts, whitespace collapsed.
+    """
+    parser = _HTMLText()
+    try:
+        parser.feed(text)
+        parser.close()
+    except AssertionError:  # malformed markup: keep what was read
+        pass
+    parser.flush()
+    return parser.paragraphs
+
+
+UNDERLINE = re.compile(r"^\s*([=*\-.~_#+])\1{2,}\s*$")
+
+
+def info_paragraphs(text: str) -> Iterator[str]:
+    """The prose paragraphs of a Texinfo info file: node headers, menus, examples and headings dropped.
+
+    text (str): the decompressed info file.
+    YIELDS (str): paragraph texts, whitespace collapsed, `*note X::` references reduced to X.
+    """
+    for node in text.split("\x1f"):
+        lines = node.split("\n")
+        if lines and lines[0].strip() == "":
+            lines = lines[1:]
+        if not lines or not lines[0].startswith("File:"):
+            continue  # the tag table, indirect tables, the preamble
+        for block in re.split(r"\n\s*\n", "\n".join(lines[1:])):
+            rows = [row for row in block.split("\n") if row.strip()]
+            if not rows:
+                continue
+            if any(UNDERLINE.match(row) for row in rows):
+                continue  # a heading
+            if rows[0].startswith("* ") and "::" in block or rows[0].startswith("* Menu:"):
+                continue  # a menu
+            if len(rows[0]) - len(rows[0].lstrip()) >= 6 and not re.match(r"\s+(\*|\d+\.)\s", rows[0]):
+                continue  # an example, a display or a definition's head
+            rows = [row for row in rows if not row.lstrip().startswith("-- ")]
+            paragraph = " ".join(" ".join(rows).split())
+            paragraph = re.sub(r"\*[Nn]ote\s+([^:]+?)::", r"\1", paragraph)
+            paragraph = re.sub(r"\*[Nn]ote\s+[^:]+:\s*([^.,]+)[.,]", r"\1", paragraph)
+            paragraph = re.sub(r"^(\*|\d+\.)\s+", "", paragraph)
+            if paragraph:
+                yield paragraph
+
+
+POD_CODE = re.compile(r"[A-Z]<(?:<+\s(.*?)\s>+|([^<>]*))>")
+
+
+def pod_paragraphs(text: str) -> Iterator[str]:
+    """The ordinary paragraphs of a POD file: commands and verbatim (indented) paragraphs dropped, formatting codes
+    reduced to their text (``L<text|link>`` to text, ``X<>``, ``Z<>`` and ``E<>`` escapes resolved).
+
+    text (str): the POD file.
+    YIELDS (str): paragraph texts, whitespace collapsed.
+    """
+    escapes = {"lt": "<", "gt": ">", "verbar": "|", "sol": "/"}
+    for block in re.split(r"\n\s*\n", text):
+        if not block.strip() or block.startswith("=") or block[:1].isspace():
+            continue
+        paragraph = " ".join(block.split())
+        for _ in range(5):  # nested codes
+            paragraph = re.sub(r"[XZ]<[^<>]*>", "", paragraph)
+            paragraph = re.sub(r"E<(\w+)>", lambda m: escapes.get(m.group(1), ""), paragraph)
+            paragraph = re.sub(r"L<([^<>|]*)\|[^<>]*>", r"\1", paragraph)
+            paragraph = POD_CODE.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), paragraph)
+        yield paragraph
+
+
+POS_ABBREVIATION = r"(?:n|v|a|adj|adv|t|i|p|pl|sing|imp|pr|vb|prep|conj|interj|pron|superl|compar|obs|fem|masc)\."
+
+
+def dictd_entries(dict_text: str, index_text: str) -> Iterator[tuple]:
+    """The (headword, entry text) pairs of a dictd database, each entry once, its header entries left out.
+
+    dict_text (str): the decompressed .dict file.
+    index_text (str): its .index file (headword, base64 offset, base64 length per line).
+    YIELDS (tuple): (headword, entry text).
+    """
+    alphabet = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+
+    def number(code: str) -> int:
+        value = 0
+        for char in code:
+            value = value * 64 + alphabet[char]
+        return value
+
+    data = dict_text.encode("utf-8")
+    seen: Set[int] = set()
+    for line in index_text.splitlines():
+        fields = line.split("\t")
+        if len(fields) < 3 or fields[0].startswith("00") or fields[0].startswith("00database"):
+            continue
+        offset, length = number(fields[1]), number(fields[2])
+        if offset in seen:
+            continue
+        seen.add(offset)
+        yield fields[0], data[offset:offset + length].decode("utf-8", errors="replace")
+
+
+def dictd_paragraphs(headword: str, entry: str) -> Iterator[str]:
+    """The prose of one dictd entry: its head (headword, pronunciation, part of speech), etymologies and citations
+    in brackets, cross-reference braces, URLs, subject tags, attributions (``--Shak.``) and synonym lists removed.
+
+    headword (str): the entry's headword (as its index gives it).
+    entry (str): the entry's text.
+    YIELDS (str): paragraph texts.
+    """
+    blocks = re.split(r"\n\s*\n", entry.strip("\n"))
+    for k, block in enumerate(blocks):
+        rows = block.split("\n")
+        if k == 0 and len(rows) > 1 and not rows[0].startswith(" ") and not rows[1].startswith(" "):
+            rows = rows[1:]  # FOLDOC, Jargon: headword line, then an alias line
+        text = " ".join(" ".join(rows).split())
+        if re.match(r"(Syn|Ant|See also|Derivatives?|Usage)\s*:", text):
+            continue
+        text = re.sub(r"\\[^\\]{0,80}\\", " ", text)  # pronunciations
+        text = re.sub(r"https?://\S+|\b\w+@\w+\.\w+", " ", text)
+        for _ in range(3):
+            text = re.sub(r"\[[^\[\]]*\]", " ", text)  # etymologies, [1913 Webster], [Obs.]
+        text = re.sub(r"\{([^{}]*)\}", r"\1", text)
+        text = re.sub(r"<[^<>]*>", " ", text)  # FOLDOC subject tags
+        text = re.sub(r"\s--\s?[A-Z][\w.'&,\- ]{0,60}$", "", text)  # a quotation's author at the end
+        text = re.sub(r"\s--\s?[A-Z][\w.'&]*(\s[A-Z][\w.'&]*){0,3}\.?(?=\s|$)", "", text)
+        text = " ".join(text.split())
+        if k == 0:
+            head = re.escape(headword.strip())
+            text = re.sub(rf"^{head}\s*,?\s*", "", text, flags=re.IGNORECASE)
+            text = re.sub(rf"^(?:{POS_ABBREVIATION}\s*[,;&]?\s*)+", "", text, flags=re.IGNORECASE)
+            text = re.sub(r"^(?:p\. p\.|p\. a\.)\s*[,;]?\s*", "", text)
+        text = re.sub(r"^(?:\d+\.|\(?[a-z0-9]\)|Note:)\s*", "", text)
+        text = text.strip(" ,;")
+        if text:
+            yield text
+
+
+def wordnet_paragraphs(line: str) -> Iterator[str]:
+    """The gloss of one WordNet data line: its definitions (capitalised, with a full stop) and its quoted examples.
+
+    line (str): a line of data.noun, data.verb, data.adj or data.adv.
+    YIELDS (str): one text per definition and example.
+    """
+    if line.startswith(" ") or " | " not in line:
+        return
+    gloss = line.split(" | ", 1)[1].strip()
+    for part in re.split(r";\s*", gloss):
+        part = part.strip()
+        if not part:
+            continue
+        if part.startswith('"'):
+            example = part.strip('"').strip()
+            example = re.sub(r'"\s*-\s*[A-Z][\w. ]*$', "", example).strip('" ')
+            if example:
+                yield example
+        else:
+            part = re.sub(r"^\([^)]*\)\s*", "", part)
+            if part:
+                yield part[0].upper() + part[1:] + ("" if part[-1] in ".!?" else ".")
+
+
+def fortune_paragraphs(text: str) -> Iterator[str]:
+    """The cookies of a fortune file (``%`` separated), attribution lines (``-- Author``) removed.
+
+    text (str): the fortune file.
+    YIELDS (str): one text per cookie, lines joined.
+    """
+    for cookie in re.split(r"\n%\n", text):
+        rows = [row for row in cookie.split("\n") if row.strip() and not row.strip().startswith("--")]
+        if rows:
+            yield " ".join(" ".join(rows).split())
+
+
+# ----------------------------------------------------------------------------------------------
+# Cleaning, normalising and hashing sentences
+
+SENTENCE_END = {".", "!", "?", '"', "'", ")", "”", "’", "…"}
+CODE_CHARS = set("{}[]<>=;$#@\\|^~`_*/%&")
+
+
+def is_prose(tokens: List[str]) -> bool:
+    """Whether a tokenized sentence reads as English prose: 4 to 120 tokens, at least half of them words, at least
+    one English function word, few code characters, no very long token, and it ends like a sentence.
+
+    tokens (List[str]): the sentence's tokens.
+    RETURNS (bool): keep it.
+    """
+    if not 4 <= len(tokens) <= 120:
+        return False
+    if tokens[-1] not in SENTENCE_END or not (tokens[0][:1].isalpha() or tokens[0][:1] in "\"'“‘("):
+        return False
+    words = sum(1 for t in tokens if t.replace("-", "").replace("'", "").isalpha())
+    if words < 0.6 * len(tokens) or words < 3:
+        return False
+    if not any(t.lower() in STOP_WORDS for t in tokens):
+        return False
+    text = "".join(tokens)
+    if sum(c in CODE_CHARS for c in text) > 0.05 * len(text) or sum(c.isdigit() for c in text) > 0.2 * len(text):
+        return False
+    return all(len(t) <= 40 for t in tokens)
+
+
+def normalise(tokens: Iterable[str]) -> str:
+    """The key two sentences share when they are the same text: lower-cased, letters and digits only.
+
+    tokens (Iterable[str]): a sentence's tokens (any tokenization).
+    RETURNS (str): the normalised text.
+    """
+    return re.sub(r"[\W_]+", "", " ".join(tokens).lower())
+
+
+def sentence_hash(tokens: Iterable[str]) -> bytes:
+    """An 8-byte hash of the normalised sentence (`normalise`).
+
+    tokens (Iterable[str]): a sentence's tokens.
+    RETURNS (bytes): the hash.
+    """
+    return hashlib.blake2b(normalise(tokens).encode("utf-8"), digest_size=8).digest()
+
+
+class Filter:
+    """Exact deduplication across sources and removal of evaluation-set sentences, with counts.
+
+    evaluation (Dict[str, Set[bytes]]): each evaluation set's sentence hashes.
+    """
+
+    def __init__(self, evaluation: Dict[str, Set[bytes]]) -> None:
+        self.evaluation = evaluation
+        self.seen: Set[bytes] = set()
+
+    def apply(self, sentences: Iterable[List[str]]) -> tuple:
+        """Keep each sentence the first time it is met and only when no evaluation set holds it.
+
+        sentences (Iterable[List[str]]): one source's sentences.
+        RETURNS (tuple): (kept sentences, duplicates dropped, Counter of overlaps per evaluation set).
+        """
+        kept: List[List[str]] = []
+        duplicates = 0
+        overlap: Counter = Counter()
+        for tokens in sentences:
+            key = sentence_hash(tokens)
+            if key in self.seen:
+                duplicates += 1
+                continue
+            self.seen.add(key)
+            found = [name for name, hashes in self.evaluation.items() if key in hashes]
+            if found:
+                overlap.update(found)
+                continue
+            kept.append(tokens)
+        return kept, duplicates, overlap
+
+
+# ----------------------------------------------------------------------------------------------
+# Evaluation sets
+
+
+def evaluation_hashes(nlp, datasets: Path) -> Dict[str, Set[bytes]]:
+    """The sentence hashes of every evaluation set: raw texts whole and as spaCy splits them, pre-tokenized
+    sentences as given.
+
+    nlp: the blank English pipeline with a sentencizer.
+    datasets (Path): the datasets folder.
+    RETURNS (Dict[str, Set[bytes]]): hashes per evaluation set.
+    """
+
+    def raw(texts: List[str]) -> Set[bytes]:
+        hashes = {sentence_hash(t.split()) for t in texts}
+        hashes |= {sentence_hash(s) for s in prepare_corpus.spacy_sentences(nlp, iter(texts), split=True)}
+        return hashes
+
+    def tokenized(sentences: Iterable[List[str]]) -> Set[bytes]:
+        hashes: Set[bytes] = set()
+        for tokens in sentences:
+            hashes.add(sentence_hash(tokens))
+            hashes |= {sentence_hash(piece.split()) for piece in re.split(r"(?<= [.!?]) ", " ".join(tokens))}
+        return hashes
+
+    ewt = datasets / "ud_english_ewt"
+    sets = {
+        "EWT dev": raw(prepare_corpus.ewt_texts(ewt / "en_ewt-ud-dev.conllu")),
+        "EWT test": raw(prepare_corpus.ewt_texts(ewt / "en_ewt-ud-test.conllu")),
+        "UD English PUD": raw(prepare_corpus.ewt_texts(datasets / "ud_english_pud" / "en_pud-ud-test.conllu")),
+    }
+    for split in ("testa", "testb"):
+        sets[f"CoNLL-2003 {split}"] = tokenized(conll2003_sentences(datasets / "conll2003" / f"eng.{split}"))
+    sets["WNUT17 test"] = tokenized(prepare_corpus.conll_tokens(datasets / "wnut17" / "emerging.test.annotated"))
+    wic: List[str] = []
+    for split in ("train", "dev", "test"):
+        for line in (datasets / "wic" / split / f"{split}.data.txt").read_text(encoding="utf-8").splitlines():
+            fields = line.split("\t")
+            if len(fields) >= 5:
+                wic += [fields[3], fields[4]]
+    sets["WiC"] = raw(wic)
+    sets["Senseval-2"] = tokenized(senseval_contexts(datasets / "senseval2_nltk" / "senseval.zip"))
+    sets["WikiText-2 test"] = tokenized(wikitext_lines(datasets / "lm_wikitext2" / "test.txt"))
+    return sets
+
+
+def conll2003_sentences(path: Path) -> Iterator[List[str]]:
+    """The sentences of a CoNLL-2003 file (token POS chunk tag, space separated; -DOCSTART- left out)."""
+    tokens: List[str] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.strip() and not line.startswith("-DOCSTART-"):
+            tokens.append(line.split()[0])
+        elif tokens:
+            yield tokens
+            tokens = []
+    if tokens:
+        yield tokens
+
+
+def senseval_contexts(zip_path: Path) -> Iterator[List[str]]:
+    """The words of each Senseval lexical-sample context in NLTK's senseval.zip."""
+    with zipfile.ZipFile(zip_path) as archive:
+        for name in sorted(n for n in archive.namelist() if n.endswith(".pos")):
+            text = archive.read(name).decode("utf-8", errors="replace")
+            for context in re.findall(r"<context>(.*?)</context>", text, flags=re.DOTALL):
+                words = [html.unescape(w) for w in re.findall(r"<wf[^>]*>([^<]*)</wf>", context)]
+                if words:
+                    yield words
+
+
+def wikitext_lines(path: Path) -> Iterator[List[str]]:
+    """Every WikiText paragraph line (headings left out), ``@-@``-style joins restored, ``<unk>`` kept."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("="):
+            yield line.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".").split()
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading the sources
+
+
+def installed_files(packages: List[str], pattern: str) -> List[Path]:
+    """The installed files of Debian packages whose path matches a pattern.
+
+    packages (List[str]): package names.
+    pattern (str): a regular expression searched in each path.
+    RETURNS (List[Path]): the matching files, sorted.
+    RAISES SystemExit: a package is not installed (naming the apt-get command).
+    """
+    files: List[Path] = []
+    for package in packages:
+        listing = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True)
+        if listing.returncode != 0:
+            raise SystemExit(f"Debian package {package} is not installed: apt-get install {package}")
+        files += [Path(p) for p in listing.stdout.splitlines() if re.search(pattern, p) and Path(p).is_file()]
+    return sorted(set(files))
+
+
+def package_version(package: str) -> Optional[str]:
+    """The installed version of a Debian package (None when dpkg does not know it)."""
+    result = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None
+
+
+def read_text(path: Path) -> str:
+    data = path.read_bytes()
+    if path.suffix in (".gz", ".dz"):
+        data = gzip.decompress(data)
+    return data.decode("utf-8", errors="replace")
+
+
+def source_paragraphs(source: dict, files: List[Path]) -> Iterator[str]:
+    """The paragraphs of one Debian source's files, by its reader."""
+    reader = source["reader"]
+    for path in files:
+        if reader == "html":
+            yield from html_paragraphs(read_text(path))
+        elif reader == "info":
+            yield from info_paragraphs(read_text(path))
+        elif reader == "pod":
+            yield from pod_paragraphs(read_text(path))
+        elif reader == "fortune":
+            yield from fortune_paragraphs(read_text(path))
+        elif reader == "wordnet":
+            for line in read_text(path).splitlines():
+                yield from wordnet_paragraphs(line)
+        elif reader == "dictd":
+            index = path.with_name(path.name.replace(".dict.dz", ".index"))
+            for headword, entry in dictd_entries(read_text(path), index.read_text(encoding="utf-8", errors="replace")):
+                yield from dictd_paragraphs(headword, entry)
+        else:
+            raise ValueError(f"unknown reader {reader}")
+
+
+def prose_sentences(nlp, paragraphs: Iterable[str]) -> Iterator[List[str]]:
+    """spaCy's sentences of the paragraphs (prepare_corpus.spacy_sentences) that read as prose (`is_prose`)."""
+    texts = (p for p in paragraphs if len(p) >= 20)
+    for tokens in prepare_corpus.spacy_sentences(nlp, texts, split=True):
+        if is_prose(tokens):
+            yield tokens
+
+
+def existing_sources(nlp, datasets: Path, kjv: Path) -> Dict[str, List[List[str]]]:
+    """The sentences of prepare_corpus.py's --all-open corpus by source, and the ATIS train text."""
+    args = argparse.Namespace(datasets=datasets, all_open=True, kjv=kjv)
+    sources = prepare_corpus.pretraining_sources(nlp, args, random.Random(0), None)
+    atis = prepare_corpus.ewt_texts(datasets / "ud_english_atis" / "en_atis-ud-train.conllu")
+    sources["ATIS train"] = list(prepare_corpus.spacy_sentences(nlp, iter(atis), split=False))
+    return sources
+
+
+def kjv_dump(folder: Path) -> Path:
+    """`bible -l100000 Gen1:1-Rev22:21` (Debian's bible-kjv) written to folder/kjv.txt."""
+    try:
+        result = subprocess.run(["bible", "-l100000", "Gen1:1-Rev22:21"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit("the King James Bible needs Debian's bible-kjv: apt-get install bible-kjv")
+    path = folder / "kjv.txt"
+    path.write_text(result.stdout, encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def oov_rate(sentences: Iterable[List[str]], vocab: Set[str]) -> float:
+    """The share of tokens not in the vocabulary (exact match)."""
+    total = missing = 0
+    for tokens in sentences:
+        total += len(tokens)
+        missing += sum(1 for t in tokens if t not in vocab)
+    return round(missing / total, 5) if total else 0.0
+
+
+ATTRIBUTION = """# Attribution and licences of this corpus
+
+Built by `{command}` (spacy-elmo): text taken from the sources below, markup, code, tables and
+headings removed, sentences split and tokenized with spaCy's rule-based English tokenizer and
+sentencizer, sentences that do not read as English prose left out, exact duplicates removed and
+every sentence also found in an evaluation set (EWT dev and test, UD English PUD, CoNLL-2003
+testa and testb, WNUT17 test, WiC, Senseval-2, WikiText-2 test) removed; nothing else changed.
+1% of the sentences are held out as `pretrain/dev.txt`.
+
+Because of the share-alike sources (CC BY-SA, GPL, GFDL) the corpus, and what is trained on it,
+is shared under those terms.
+
+{sources}"""
+
+
+def main() -> None:
+    args = parse_args()
+    start = time.time()
+    rng = random.Random(args.seed)
+    (args.output / "READY").unlink(missing_ok=True)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.max_length = 10_000_000
+    selected = [s for s in DEBIAN_SOURCES if not args.only or s["name"] in args.only]
+    files = {s["name"]: installed_files(s["packages"], s["pattern"]) for s in selected}  # fail before the long work
+    evaluation = evaluation_hashes(nlp, args.datasets)
+    print(f"evaluation sets: " + ", ".join(f"{k} {len(v)}" for k, v in evaluation.items()), flush=True)
+    filter_ = Filter(evaluation)
+    stats: Dict[str, dict] = {}
+    lines: List[str] = []
+    kept_by_source: Dict[str, List[str]] = {}
+
+    def add(name: str, package: str, version, licence: str, sentences: Iterable[List[str]]) -> None:
+        kept, duplicates, overlap = filter_.apply(sentences)
+        text = [" ".join(s) for s in kept]
+        kept_by_source[name] = text
+        lines.extend(text)
+        stats[name] = {"package": package, "version": version, "licence": licence, "sentences": len(kept),
+                       "tokens": sum(map(len, kept)), "duplicates_removed": duplicates,
+                       "evaluation_overlap_removed": dict(sorted(overlap.items()))}
+        print(f"{name}: {len(kept)} sentences, {stats[name]['tokens']} tokens, {duplicates} duplicates, "
+              f"overlap {dict(overlap)} ({time.time() - start:.0f} s)", flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kjv = kjv_dump(Path(tmp))
+        for name, sentences in existing_sources(nlp, args.datasets, kjv).items():
+            folder, licence, _ = DATASET_SOURCES[name]
+            package = "bible-kjv" if folder == "bible-kjv" else f"datasets/{folder}"
+            version = package_version("bible-kjv") if folder == "bible-kjv" else None
+            add(name, package, version, licence, sentences)
+    for source in selected:
+        paragraphs = source_paragraphs(source, files[source["name"]])
+        versions = ", ".join(f"{p} {package_version(p)}" for p in source["packages"])
+        add(source["name"], " + ".join(source["packages"]), versions, source["licence"], prose_sentences(nlp, paragraphs))
+
+    rng.shuffle(lines)
+    n_dev = max(1, int(len(lines) * args.dev_fraction))
+    pretrain = args.output / "pretrain"
+    prepare_corpus.write_lines(pretrain / "dev.txt", [l.split() for l in lines[:n_dev]])
+    train = lines[n_dev:]
+    shards = max(1, min(args.shards, len(train)))
+    for k in range(shards):
+        path = pretrain / "train" / f"train-{k:02d}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(l + "\n" for l in train[k::shards]), encoding="utf-8")
+    total_tokens = sum(s["tokens"] for s in stats.values())
+    (args.output / "READY").write_text(f"{total_tokens}\n", encoding="utf-8")
+
+    vocab = set()
+    if args.vocab is not None:
+        vocab = {line.strip() for line in args.vocab.read_text(encoding="utf-8").splitlines() if line.strip()}
+        for name, text in kept_by_source.items():
+            stats[name]["oov_rate"] = oov_rate((l.split() for l in text), vocab)
+    overlap_total: Counter = Counter()
+    for s in stats.values():
+        overlap_total.update(s["evaluation_overlap_removed"])
+    command = "python scripts/wide_corpus.py " + " ".join(_portable(a) for a in sys.argv[1:])
+    record = {
+        "command": command,
+        "tokenizer": f"spacy {spacy.__version__} blank('en') + sentencizer",
+        "sources": stats,
+        "total": {
+            "sentences": len(lines), "tokens": total_tokens, "train_sentences": len(train), "dev_sentences": n_dev,
+            "train_tokens": sum(len(l.split()) for l in train), "shards": shards,
+            "duplicates_removed": sum(s["duplicates_removed"] for s in stats.values()),
+            "evaluation_overlap_removed": dict(sorted(overlap_total.items())),
+            "evaluation_set_sentences_hashed": {k: len(v) for k, v in evaluation.items()},
+        },
+        "new_sources_tokens": sum(s["tokens"] for n, s in stats.items() if n not in DATASET_SOURCES),
+        "wall_time_s": round(time.time() - start, 1),
+    }
+    if args.vocab is not None:
+        record["total"]["oov_rate"] = oov_rate((l.split() for l in lines), vocab)
+        record["oov_vocab"] = {"file": args.vocab.name, "entries": len(vocab), "match": "exact, case-sensitive"}
+    (args.output / "corpus-stats.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    attribution = {**{n: (l, a) for n, (_, l, a) in DATASET_SOURCES.items()},
+                   **{s["name"]: (s["licence"], s["attribution"]) for s in DEBIAN_SOURCES}}
+    entries = "\n".join(
+        f"- **{name}** ({stats[name]['package']}{', ' + stats[name]['version'] if stats[name]['version'] else ''}): "
+        f"{attribution[name][1]} Licence: {attribution[name][0]}. {stats[name]['sentences']:,} sentences, "
+        f"{stats[name]['tokens']:,} tokens."
+        for name in stats)
+    (args.output / "ATTRIBUTION.md").write_text(ATTRIBUTION.format(command=command, sources=entries + "\n"), encoding="utf-8")
+    print(f"{args.output}: {len(train)} train / {n_dev} dev sentences, {total_tokens} tokens "
+          f"({time.time() - start:.0f} s)")
+
+
+def _portable(argument: str) -> str:
+    """A command-line argument as written into the outputs: a path by its last two parts only."""
+    return "/".join(Path(argument).parts[-2:]) if argument.startswith("/") else argument
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", type=Path, required=True, help="the datasets folder (project.yml's vars.datasets)")
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--vocab", type=Path, default=None, help="a vocab.txt to measure the out-of-vocabulary rate under")
+    parser.add_argument("--only", nargs="*", default=None, help="only these Debian sources (by name; for a quick look)")
+    parser.add_argument("--shards", type=int, default=8, help="pretraining files")
+    parser.add_argument("--dev-fraction", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    main()
