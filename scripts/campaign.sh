@@ -5,7 +5,8 @@
 #   scripts/campaign.sh corpus               # build $CORPUS (needs Debian's bible-kjv for `bible`)
 #   scripts/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
 #   scripts/campaign.sh continue 100m        # or: continue the shipped biLM ($START) on $CORPUS, keeping its
-#                                            # vocabulary and softmax (a wider corpus: scripts/wide_corpus.py)
+#                                            # vocabulary and softmax (a wider corpus: scripts/wide_corpus.py);
+#                                            # overrides may follow the time, e.g. --system.threads 1
 #   scripts/campaign.sh finetune 3m          # continue on UD EWT train text (longer loses general text)
 #   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
 #   scripts/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
@@ -47,7 +48,7 @@ case "${1:-}" in
       --training.optimizer adam --training.learning_rate 0.0005 --training.warmup_steps 100 \
       --training.batch_size 256 --training.max_batch_tokens 6144 --training.eval_frequency 300 \
       --training.checkpoint_frequency 100 --training.max_epochs 100 --probe.enabled true \
-      --max-time "${2:-100m}" $( [ -d "$RUN/pretrain/checkpoints" ] && echo --resume )
+      --max-time "${2:-100m}" $( [ -d "$RUN/pretrain/checkpoints" ] && echo --resume ) "${@:3}"
     ;;
   finetune)
     python -m spacy_elmo finetune configs/bilm-small.cfg --model "$RUN/pretrain/model-best" \
