@@ -269,7 +269,7 @@ def portable_path(path: PathLike) -> str:
         return "/".join([DATASETS, *below])
     if not Path(text).is_absolute() and not text.startswith(("~", "..")):
         return Path(text).as_posix()
-    return "/".join(["...", *parts[-3:]])
+    return "/".join(["...", *parts[1:][-3:]])  # parts[0] is the root ("/"), never a name
 
 
 def model_files(directory: PathLike) -> Dict[str, Any]:

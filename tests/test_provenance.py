@@ -182,6 +182,8 @@ def test_portable_paths_hold_no_machine_directory(tmp_path, monkeypatch):
     assert command_line(["scripts/x.py", "--elmo", "/elsewhere/runs/model-best", f"input={tmp_path}/a/metrics"]) == (
         "python scripts/x.py --elmo .../elsewhere/runs/model-best input=a/metrics"
     )
+    # a path of fewer than three names below the root keeps them all, without the root's slash
+    assert portable_path("/runs/corpus") == ".../runs/corpus"
 
 
 def _complete(**changes):
