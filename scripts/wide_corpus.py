@@ -59,6 +59,7 @@ import spacy
 from spacy.lang.en.stop_words import STOP_WORDS
 
 import prepare_corpus  # scripts/prepare_corpus.py, next to this file
+from spacy_elmo.provenance import data_record, mark_start, provenance
 
 # ----------------------------------------------------------------------------------------------
 # The Debian sources: package, files (a pattern on `dpkg -L`), reader, licence, attribution
@@ -168,6 +169,9 @@ DEBIAN_SOURCES = [
             "The fortune-mod cookie files (BSD fortune, NetBSD and Debian contributors); the offensive "
             "section is not installed or read."),
 ]
+
+# the datasets folders whose sentences are removed from the corpus (evaluation_hashes)
+EVALUATION_FOLDERS = ("ud_english_ewt", "ud_english_pud", "conll2003", "wnut17", "wic", "senseval2_nltk", "lm_wikitext2")
 
 DATASET_SOURCES = {
     # name: (dataset folder, licence, attribution); read through prepare_corpus.pretraining_sources
@@ -682,6 +686,7 @@ is shared under those terms.
 
 def main() -> None:
     args = parse_args()
+    mark_start("python scripts/wide_corpus.py " + " ".join(_portable(a) for a in sys.argv[1:]))
     start = time.time()
     rng = random.Random(args.seed)
     (args.output / "READY").unlink(missing_ok=True)
@@ -759,6 +764,13 @@ def main() -> None:
     if args.vocab is not None:
         record["total"]["oov_rate"] = oov_rate((l.split() for l in lines), vocab)
         record["oov_vocab"] = {"file": args.vocab.name, "entries": len(vocab), "match": "exact, case-sensitive"}
+    folders = sorted({f for f, _, _ in DATASET_SOURCES.values() if f != "bible-kjv"} | set(EVALUATION_FOLDERS))
+    record["provenance"] = provenance(
+        command, model=None, model_note="builds a corpus; no biLM runs",
+        data=data_record([args.datasets / f for f in folders]),
+        data_note="and the files of the Debian packages named with their versions under sources",
+    )
+    record["corpus_sha256"] = data_record([args.output / "pretrain"])
     (args.output / "corpus-stats.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     attribution = {**{n: (l, a) for n, (_, l, a) in DATASET_SOURCES.items()},
                    **{s["name"]: (s["licence"], s["attribution"]) for s in DEBIAN_SOURCES}}
