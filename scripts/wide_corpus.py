@@ -189,7 +189,7 @@ DATASET_SOURCES = {
                   "the UD contributors."),
     "WNUT17 train": ("wnut17", "CC BY 4.0", "WNUT17 emerging-entities training tweets, Derczynski et al. 2017."),
     "ATIS train": ("ud_english_atis", "CC BY-SA 4.0",
-                   "UD English-ATIS train raw text (the ATIS flight-query corpus as a UD treebank, Kumar et al.)."),
+                   "UD English-Atis train raw text: the ATIS flight queries as a UD treebank by Aslı Kuzgun, Neslihan Cesur and Olcay Taner Yıldız."),
 }
 
 # ----------------------------------------------------------------------------------------------
