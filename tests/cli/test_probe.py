@@ -44,7 +44,7 @@ def test_probe_all_tasks_on_default_paths_writes_json_table_and_plot(tmp_path, t
     # the record names the model's files as a reader of the checkout finds them, never by a machine path
     assert record["model"]["source"] == f"{portable_path(tiny_paths[0])} + {portable_path(tiny_paths[1])}"
     assert not record["model"]["source"].startswith("/")
-    assert record["environment"]["command"].startswith("python -m") and record["environment"]["cpu"]
+    assert record["provenance"]["command"].startswith("python -m") and record["provenance"]["cpu"]
     assert (out / "probe.png").is_file() and "| upos (accuracy) | wsd (accuracy) | wic (accuracy) |" in result.output
     assert "| layer 2 (LSTM 2) |" in (out / "probe.md").read_text()
 
