@@ -32,7 +32,6 @@ relative to it, a path in a datasets folder as ``assets/datasets/...`` (project.
 ``vars.datasets``), and any other by its last three parts, ``.../GRANDPARENT/PARENT/NAME``.
 """
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -44,6 +43,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import torch
+
+from .io.download import file_sha256
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 # what runs write, not what they run: a changed results file does not make the code dirty
@@ -441,15 +442,6 @@ def cpu_flags() -> list:
     line = next((l for l in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines() if l.startswith("flags")), "")
     present = set(line.split(":", 1)[-1].split())
     return [flag for flag in FLAGS_THAT_MATTER if flag in present]
-
-
-def file_sha256(path: PathLike) -> str:
-    """RETURNS (str): the SHA-256 of a file's bytes (hex)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _relative(arg: str) -> str:

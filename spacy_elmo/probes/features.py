@@ -15,6 +15,7 @@ from typing import IO, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 import numpy as np
 
 from ..bilm import BiLM
+from ..io.download import file_sha256
 from ..io.native import bilm_to_bytes
 
 Sentence = Tuple[str, ...]
@@ -33,14 +34,6 @@ def weights_hash(model: Embedder) -> str:
     if isinstance(model, BiLM):
         return hashlib.sha256(bilm_to_bytes(model)).hexdigest()
     return str(getattr(model, "identity", type(model).__name__))
-
-
-def file_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _key(sentence: Sequence[str]) -> str:
@@ -121,7 +114,7 @@ class VectorCache:
     def _disk_name(self, source: Optional[Path]) -> Optional[str]:
         if self.directory is None or source is None:
             return None
-        return f"{self.model_hash[:16]}-{file_hash(Path(source))[:16]}.npz"
+        return f"{self.model_hash[:16]}-{file_sha256(Path(source))[:16]}.npz"
 
     def _load(self, name: str) -> Set[str]:
         path = self.directory / name
