@@ -59,7 +59,7 @@ import spacy
 from spacy.lang.en.stop_words import STOP_WORDS
 
 import prepare_corpus  # scripts/prepare_corpus.py, next to this file
-from spacy_elmo.provenance import data_record, mark_start, provenance
+from spacy_elmo.provenance import data_record, mark_start, portable_args, provenance
 
 # ----------------------------------------------------------------------------------------------
 # The Debian sources: package, files (a pattern on `dpkg -L`), reader, licence, attribution
@@ -686,7 +686,7 @@ is shared under those terms.
 
 def main() -> None:
     args = parse_args()
-    mark_start("python scripts/wide_corpus.py " + " ".join(_portable(a) for a in sys.argv[1:]))
+    mark_start("python scripts/wide_corpus.py " + " ".join(portable_args(sys.argv[1:])))
     start = time.time()
     rng = random.Random(args.seed)
     (args.output / "READY").unlink(missing_ok=True)
@@ -746,7 +746,7 @@ def main() -> None:
     overlap_total: Counter = Counter()
     for s in stats.values():
         overlap_total.update(s["evaluation_overlap_removed"])
-    command = "python scripts/wide_corpus.py " + " ".join(_portable(a) for a in sys.argv[1:])
+    command = "python scripts/wide_corpus.py " + " ".join(portable_args(sys.argv[1:]))
     record = {
         "command": command,
         "tokenizer": f"spacy {spacy.__version__} blank('en') + sentencizer",
@@ -782,11 +782,6 @@ def main() -> None:
     (args.output / "ATTRIBUTION.md").write_text(ATTRIBUTION.format(command=command, sources=entries + "\n"), encoding="utf-8")
     print(f"{args.output}: {len(train)} train / {n_dev} dev sentences, {total_tokens} tokens "
           f"({time.time() - start:.0f} s)")
-
-
-def _portable(argument: str) -> str:
-    """A command-line argument as written into the outputs: a path by its last two parts only."""
-    return "/".join(Path(argument).parts[-2:]) if argument.startswith("/") else argument
 
 
 def parse_args() -> argparse.Namespace:

@@ -354,7 +354,10 @@ def check_record(results: Any) -> List[str]:
 
 
 # a path at the start of a word (or after = : , ( [ or a quote): absolute, home, Windows, or climbing out
-_MACHINE_PATH = re.compile(r"(?:^|[\s=:,(\['\"])(?:/[A-Za-z0-9_.~-]|~/|[A-Za-z]:[\\/]|\.\./)")
+# a shortened path (".../NAME") must not start at a machine's root or scratch folder either
+_MACHINE_PATH = re.compile(
+    r"(?:^|[\s=:,(\['\"])(?:/[A-Za-z0-9_.~-]|~/|[A-Za-z]:[\\/]|\.\./|\.\.\./(?:/|tmp/|root/|home/))"
+)
 
 
 def machine_paths(value: Any, where: str = "") -> List[tuple]:

@@ -230,7 +230,7 @@ def test_check_record_names_what_is_missing_null_or_unexplained():
 
 
 def test_check_record_refuses_machine_paths_anywhere_in_the_file():
-    for path in ("/root/.cache/x.so", "../shared/datasets/wic/x.txt", "~/data/x", "C:\\data\\x"):
+    for path in ("/root/.cache/x.so", "../shared/datasets/wic/x.txt", "~/data/x", "C:\\data\\x", ".../tmp/prof/x.txt", "...///tmp/x.json"):
         found = check_record({**_complete(), "corpus": f"--corpus {path}"})
         assert found == [f"corpus: a machine path ({'--corpus ' + path!r:.120})"], path
     assert check_record({**_complete(), "corpus": ".../runs/model-best", "rate": "tokens/s"}) == []
