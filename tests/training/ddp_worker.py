@@ -2,6 +2,7 @@
 and reports the process group's threads still running after ``shutdown``."""
 import os
 import sys
+import time
 from pathlib import Path
 from typing import List
 
@@ -32,6 +33,10 @@ def main(train: str, dev: str, output: str) -> None:
     save_file(state, str(out / f"rank{info.rank}.safetensors"))
     print(f"rank {info.rank}: {summary.steps} steps, {summary.tokens} tokens")
     shutdown(info)
+    # a joined thread may take a moment to leave /proc; one still there after 5 s was not joined
+    deadline = time.monotonic() + 5.0
+    while backend_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
     print(f"rank {info.rank}: {len(backend_threads())} backend threads after shutdown")
 
 
