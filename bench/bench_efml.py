@@ -34,7 +34,8 @@ import torch
 
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_bilm
-from spacy_elmo.provenance import data_record, inference_path, mark_start, model_record, provenance
+from spacy_elmo.machine import inference_path
+from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
 
 from .workloads import (
     add_data_options,

@@ -28,7 +28,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spacy_elmo.provenance import inference_path, mark_start, model_files, model_record, portable_path, provenance
+from spacy_elmo.machine import inference_path
+from spacy_elmo.provenance import mark_start, model_files, model_record, portable_path, provenance
 from reliability_fuzz import ATOL, PIPELINE_SETTINGS, batches, check_batch, fuzz_pipelines, load_or_exit
 
 # the tiny random-weight model of the published format that the tests use, in the checkout

@@ -24,7 +24,8 @@ import torch
 from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_allennlp
-from spacy_elmo.provenance import data_record, inference_path, mark_start, model_files, model_record, provenance
+from spacy_elmo.machine import inference_path
+from spacy_elmo.provenance import data_record, mark_start, model_files, model_record, provenance
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp"
 

@@ -25,7 +25,8 @@ from typing import Optional, Sequence
 import spacy
 import torch
 
-from spacy_elmo.provenance import inference_path, mark_start, model_files, model_record, portable_path, provenance
+from spacy_elmo.machine import inference_path
+from spacy_elmo.provenance import mark_start, model_files, model_record, portable_path, provenance
 from spacy_elmo.pipeline import create_pipeline
 from reliability_fuzz import load_or_exit
 from reliability_soak import short_texts, soak

@@ -4,7 +4,7 @@ machine and the date.
 Every results file (JSON under ``results/`` and ``bench/results/``) holds this record at its top
 level, under ``"provenance"``, so that a number in the documentation can be traced to the code, the
 weights and the files that produced it. ``tests/test_results_records.py`` holds every such file to
-``check_record``; ``results/README.md`` describes the fields for readers.
+``record_check.check_record``; ``results/README.md`` describes the fields for readers.
 
 The record (``provenance(...)``):
 
@@ -45,18 +45,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 import torch
 
 from .io.download import file_sha256
+from .machine import cpu_flags, cpu_model
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 # what runs write, not what they run: a changed results file does not make the code dirty
 RESULTS_EXCLUDED = (":(exclude)results", ":(exclude)bench/results")
-# when this record schema came in (its commit): records written from then on carry every field with a
-# value, no null and no ``unknown``
-SCHEMA_DATE = "2026-12-02T06:34:41+00:00"
-REQUIRED_FIELDS = (
-    "command", "start_commit", "start_clean", "started", "model", "data",
-    "cpu", "cpu_flags", "cpu_capability", "cpu_count", "torch_threads", "python", "torch", "spacy_elmo", "date",
-)
-MODEL_FIELDS = ("name", "version", "weights", "weights_sha256")
 # a datasets folder (project.yml's vars.datasets, or a mirror of it) is written as this
 DATASETS = "assets/datasets"
 DATA_ENV = "SPACY_ELMO_DATA"
@@ -285,125 +278,6 @@ def model_files(directory: PathLike) -> Dict[str, Any]:
     return {"path": portable_path(directory), "sha256": {p.relative_to(directory).as_posix(): file_sha256(p) for p in files}}
 
 
-def check_record(results: Any) -> List[str]:
-    """What a results file lacks: ``tests/test_results_records.py`` holds every results JSON to it.
-
-    results (Any): the file's JSON. Its top-level ``provenance`` needs every ``REQUIRED_FIELDS``
-        entry; ``model`` a ``model_record`` (or a list of them) with every ``MODEL_FIELDS`` entry, or
-        null with ``model_note``; ``data`` {path: SHA-256}, or ``{}`` with ``data_note``. A null is
-        accepted only in a record dated before ``SCHEMA_DATE`` (``date``, or where that is unknown
-        ``written_before``) whose ``unknown`` says why. No string anywhere in the file may hold an
-        absolute machine path (or one that climbs out of the checkout).
-    RETURNS (List[str]): the problems, each naming its field; empty when the file passes.
-    """
-    problems = [f"{where}: a machine path ({value!r:.120})" for where, value in machine_paths(results)]
-    record = results.get("provenance") if isinstance(results, dict) else None
-    if not isinstance(record, dict):
-        return problems + ["provenance: missing (the record belongs at the top level)"]
-    unknown = record.get("unknown") or {}
-    dated = record.get("date") or record.get("written_before")
-    old = isinstance(dated, str) and _parse_date(dated) is not None and _parse_date(dated) < _parse_date(SCHEMA_DATE)
-    if unknown and not old:
-        problems.append(f"provenance.unknown: only a record written before {SCHEMA_DATE} may leave fields unknown")
-
-    def null(field: str, what: str) -> None:
-        if not old:
-            problems.append(f"provenance.{what}: null (a record dated from {SCHEMA_DATE} on has every value)")
-        elif not unknown.get(field):
-            problems.append(f"provenance.{what}: null, and provenance.unknown does not say why")
-
-    for field in REQUIRED_FIELDS:
-        if field not in record:
-            problems.append(f"provenance.{field}: missing")
-        elif record[field] is None and field != "model":
-            null(field, field)
-    if "model" in record:
-        models = record["model"] if isinstance(record["model"], list) else [record["model"]]
-        if record["model"] is None:
-            if not record.get("model_note") and not (old and unknown.get("model")):
-                problems.append("provenance.model: null without a model_note saying why")
-        elif not models or not all(isinstance(m, dict) for m in models):
-            problems.append("provenance.model: neither a model record, a list of them, nor null")
-        else:
-            for i, item in enumerate(models):
-                label = "model" if len(models) == 1 and not isinstance(record["model"], list) else f"model[{i}]"
-                for key in MODEL_FIELDS:
-                    if key not in item:
-                        problems.append(f"provenance.{label}.{key}: missing")
-                    elif item[key] is None:
-                        null("model", f"{label}.{key}")
-                digest = item.get("weights_sha256")
-                if digest is not None and not _is_digest(digest):
-                    problems.append(f"provenance.{label}.weights_sha256: not a SHA-256 ({digest!r})")
-    if record.get("data") is not None:
-        data = record["data"]
-        if not isinstance(data, dict):
-            problems.append("provenance.data: not a {path: SHA-256} map")
-        elif not data and not record.get("data_note"):
-            problems.append("provenance.data: empty without a data_note saying why")
-        else:
-            for path, digest in data.items():
-                if digest is None:
-                    null("data", f"data[{path}]")
-                elif not _is_digest(digest):
-                    problems.append(f"provenance.data[{path}]: not a SHA-256 ({digest!r})")
-    for field in unknown:
-        if field in record and record[field] is not None and field not in ("model", "data"):
-            problems.append(f"provenance.unknown.{field}: the field has a value")
-    return problems
-
-
-# a path at the start of a word (or after = : , ( [ or a quote): absolute, home, Windows, or climbing out
-# a shortened path (".../NAME") must not start at a machine's root or scratch folder either
-_MACHINE_PATH = re.compile(
-    r"(?:^|[\s=:,(\['\"])(?:/[A-Za-z0-9_.~-]|~/|[A-Za-z]:[\\/]|\.\./|\.\.\./(?:/|tmp/|root/|home/))"
-)
-
-
-def machine_paths(value: Any, where: str = "") -> List[tuple]:
-    """RETURNS (List[tuple]): (location, string) for every string in ``value`` (keys included) that
-    holds an absolute path, a home directory or a path climbing out of the checkout."""
-    found = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            here = f"{where}.{key}" if where else str(key)
-            if isinstance(key, str) and _MACHINE_PATH.search(key):
-                found.append((here, key))
-            found += machine_paths(item, here)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += machine_paths(item, f"{where}[{i}]")
-    elif isinstance(value, str) and _MACHINE_PATH.search(value):
-        found.append((where or "(top)", value))
-    return found
-
-
-def inference_path() -> Dict[str, Any]:
-    """Which timestep loop this process's default (not ``exact``) inference ran: call it after the run.
-
-    RETURNS (Dict[str, Any]): compiled_loop ("loaded": the C++ loop of ``spacy_elmo.fast.compiled``
-        ran; "built": built here but not loaded by this process, so the Python lockstep loop ran;
-        "switched off": ``SPACY_ELMO_COMPILED=0``; "refused": the file failed its check;
-        "failed": it could not be built; "not built"),
-        and compiled_library (the library's file name, which hashes its sources, torch, the
-        compiler and the CPU).
-    """
-    from .fast import compiled
-
-    state = compiled.status()
-    if not state["enabled"]:
-        loop = "switched off"
-    elif state["loaded"]:
-        loop = "loaded"
-    elif state.get("refused"):
-        loop = "refused"
-    elif state["failed"]:
-        loop = "failed"
-    else:
-        loop = "built" if state["built"] else "not built"
-    return {"compiled_loop": loop, "compiled_library": Path(str(state["library"])).name}
-
-
 def command_line(argv: Optional[Sequence[str]] = None) -> str:
     """This process's command as a reader would type it: ``python -m PACKAGE`` for a package's
     ``__main__.py``, paths inside the current directory made relative, other paths as
@@ -421,30 +295,6 @@ def portable_args(args: Sequence[str]) -> List[str]:
     """RETURNS (List[str]): command-line arguments with their paths (also after ``NAME=`` or
     ``--option=``) relative to the current directory inside it, else as ``portable_path`` writes them."""
     return [_relative(str(a)) for a in args]
-
-
-def cpu_model() -> str:
-    """RETURNS (str): the CPU's model name (Linux /proc/cpuinfo), else what platform knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-# the flags that decide which kernels run: vector width, bf16 and int8 arithmetic, AMX tiles
-FLAGS_THAT_MATTER = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
-
-
-def cpu_flags() -> list:
-    """RETURNS (list): which of ``FLAGS_THAT_MATTER`` the CPU has (Linux /proc/cpuinfo; empty elsewhere)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.is_file():
-        return []
-    line = next((l for l in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines() if l.startswith("flags")), "")
-    present = set(line.split(":", 1)[-1].split())
-    return [flag for flag in FLAGS_THAT_MATTER if flag in present]
 
 
 def _relative(arg: str) -> str:
@@ -487,18 +337,6 @@ def _is_below(path: Path, root: Path) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _is_digest(value: Any) -> bool:
-    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
-
-
-def _parse_date(text: str) -> Optional[datetime.datetime]:
-    try:
-        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
 
 def _now() -> str:

@@ -6,7 +6,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "spacy_elmo"
 # top-level helper modules any layer but the plain model may use; they import no layer themselves
-HELPERS = {"atomic", "cache_dir", "provenance", "plotting"}
+HELPERS = {"atomic", "cache_dir", "machine", "provenance", "plotting", "record_check"}
 # layer -> the spacy_elmo modules and packages its code may import (besides its own)
 ALLOWED = {
     "bilm": set(),

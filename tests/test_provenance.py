@@ -9,12 +9,11 @@ import torch
 
 import spacy_elmo
 import spacy_elmo.provenance as module
+import spacy_elmo.record_check as record_check
 from spacy_elmo.io import save_bilm
 from spacy_elmo.io.loading import shipped_model_dir
+from spacy_elmo.machine import FLAGS_THAT_MATTER, cpu_flags, cpu_model
 from spacy_elmo.provenance import (
-    FLAGS_THAT_MATTER,
-    SCHEMA_DATE,
-    check_record,
     command_line,
     data_record,
     gathered,
@@ -25,6 +24,7 @@ from spacy_elmo.provenance import (
 )
 
 from .conftest import TINY
+from .test_record_check import complete_record
 
 
 @pytest.fixture(autouse=True)
@@ -40,6 +40,21 @@ def _git(repo, *args: str) -> str:
     return found.stdout.strip()
 
 
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A git repository with code.py committed as "first", made the checkout provenance reads."""
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("needs git")
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "code.py").write_text("x = 1\n", encoding="utf-8")
+    _git(repo, "add", "code.py")
+    _git(repo, "commit", "-q", "-m", "first")
+    monkeypatch.setattr(module, "CHECKOUT", repo)
+    return repo
+
+
 def test_record_names_command_machine_and_date():
     before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     record = provenance("python scripts/parity.py --output results/parity.json")
@@ -50,22 +65,17 @@ def test_record_names_command_machine_and_date():
     assert (record["python"], record["torch"], record["spacy_elmo"]) == (
         platform.python_version(), torch.__version__, spacy_elmo.__version__
     )
-    assert record["cpu"] == module.cpu_model() and record["cpu_flags"] == module.cpu_flags()
+    assert record["cpu"] == cpu_model() and record["cpu_flags"] == cpu_flags()
     assert set(record["cpu_flags"]) <= set(FLAGS_THAT_MATTER)
     assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
 
 
-@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="needs git")
-def test_commit_and_dirty_are_the_checkouts_as_git_reports_them(tmp_path, monkeypatch):
-    repo = tmp_path / "checkout"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "code.py").write_text("x = 1\n", encoding="utf-8")
+def test_commit_and_dirty_are_the_checkouts_as_git_reports_them(checkout, tmp_path, monkeypatch):
+    repo = checkout
     (repo / "results").mkdir()
     (repo / "results" / "run.json").write_text("{}\n", encoding="utf-8")
-    _git(repo, "add", "code.py", "results/run.json")
-    _git(repo, "commit", "-q", "-m", "first")
-    monkeypatch.setattr(module, "CHECKOUT", repo)
+    _git(repo, "add", "results/run.json")
+    _git(repo, "commit", "-q", "-m", "results")
     first = _git(repo, "rev-parse", "HEAD")
     assert (provenance()["commit"], provenance()["dirty"]) == (first, False)
     (repo / "notes.txt").write_text("untracked\n", encoding="utf-8")  # untracked files leave it clean
@@ -80,14 +90,6 @@ def test_commit_and_dirty_are_the_checkouts_as_git_reports_them(tmp_path, monkey
     # outside a git checkout: unknown, not made up
     monkeypatch.setattr(module, "CHECKOUT", tmp_path / "no-checkout")
     assert (provenance()["commit"], provenance()["dirty"]) == (None, None)
-
-
-def test_cpu_flags_read_from_cpuinfo(tmp_path, monkeypatch):
-    fake = tmp_path / "cpuinfo"
-    fake.write_text("model name\t: X\nflags\t\t: fpu avx2 fma avx512f amx_bf16 sse\n", encoding="utf-8")
-    real_path = module.Path
-    monkeypatch.setattr(module, "Path", lambda p: fake if p == "/proc/cpuinfo" else real_path(p))
-    assert module.cpu_flags() == ["avx2", "fma", "avx512f", "amx_bf16"]
 
 
 def test_a_package_main_reads_as_python_dash_m(tmp_path, monkeypatch):
@@ -106,15 +108,8 @@ def _sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="needs git")
-def test_the_record_names_the_commit_and_cleanliness_the_run_started_from(tmp_path, monkeypatch):
-    repo = tmp_path / "checkout"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "code.py").write_text("x = 1\n", encoding="utf-8")
-    _git(repo, "add", "code.py")
-    _git(repo, "commit", "-q", "-m", "first")
-    monkeypatch.setattr(module, "CHECKOUT", repo)
+def test_the_record_names_the_commit_and_cleanliness_the_run_started_from(checkout):
+    repo = checkout
     first = _git(repo, "rev-parse", "HEAD")
     start = mark_start("python scripts/run_it.py")
     (repo / "code.py").write_text("x = 2\n", encoding="utf-8")  # the code changes while the run goes on
@@ -122,17 +117,17 @@ def test_the_record_names_the_commit_and_cleanliness_the_run_started_from(tmp_pa
     record = provenance(model=None, model_note="none", data={}, data_note="none")
     assert (record["start_commit"], record["start_clean"], record["started"]) == (first, True, start["started"])
     assert record["commit"] != first and record["command"] == "python scripts/run_it.py"
-    assert "unknown" not in record and check_record({"provenance": record}) == []
+    assert "unknown" not in record and record_check.check_record({"provenance": record}) == []
     # a snapshot taken elsewhere (another process) is handed over explicitly
     given = {"command": None, "start_commit": "f" * 40, "start_clean": False, "started": start["started"]}
     assert provenance(start=given)["start_commit"] == "f" * 40
 
 
 def test_a_run_that_marked_no_start_says_so_and_fails_the_check(monkeypatch):
-    monkeypatch.setattr(module, "SCHEMA_DATE", "2000-01-01T00:00:00+00:00")  # whatever this machine's clock says
+    monkeypatch.setattr(record_check, "SCHEMA_DATE", "2000-01-01T00:00:00+00:00")  # whatever this machine's clock says
     record = provenance("python x.py", model=None, model_note="none", data={}, data_note="none")
     assert record["started"] is None and "mark_start" in record["unknown"]["started"]
-    problems = check_record({"provenance": record})
+    problems = record_check.check_record({"provenance": record})
     assert any(p.startswith("provenance.started: null") for p in problems)
     assert any(p.startswith("provenance.unknown:") for p in problems)
 
@@ -186,58 +181,8 @@ def test_portable_paths_hold_no_machine_directory(tmp_path, monkeypatch):
     assert portable_path("/runs/corpus") == ".../runs/corpus"
 
 
-def _complete(**changes):
-    record = {
-        "command": "python scripts/x.py", "start_commit": "a" * 40, "start_clean": True, "started": "2026-12-02T07:00:00+00:00",
-        "model": {"name": "en_small", "version": "0.6.0", "weights": "spacy_elmo/models/en_small/model.safetensors",
-                  "weights_sha256": "b" * 64},
-        "data": {"assets/datasets/wic/train/train.data.txt": "c" * 64},
-        "cpu": "x", "cpu_flags": [], "cpu_capability": "AVX2", "cpu_count": 2, "torch_threads": 2, "python": "3.11",
-        "torch": "2", "spacy_elmo": "0.6.0", "date": "2026-12-02T07:01:00+00:00",
-    }
-    record.update(changes)
-    return {"provenance": record}
-
-
-def test_check_record_names_what_is_missing_null_or_unexplained():
-    assert check_record(_complete()) == []
-    assert check_record({"score": 1}) == ["provenance: missing (the record belongs at the top level)"]
-    lacking = _complete()
-    del lacking["provenance"]["data"]
-    assert check_record(lacking) == ["provenance.data: missing"]
-    assert check_record(_complete(model=None)) == ["provenance.model: null without a model_note saying why"]
-    assert check_record(_complete(model=None, model_note="random weights")) == []
-    assert check_record(_complete(data={})) == ["provenance.data: empty without a data_note saying why"]
-    assert check_record(_complete(data={}, data_note="generated texts")) == []
-    assert check_record(_complete(model=[_complete()["provenance"]["model"], {"name": "x"}])) == [
-        "provenance.model[1].version: missing", "provenance.model[1].weights: missing", "provenance.model[1].weights_sha256: missing",
-    ]
-    # a null: only in a record from before the schema, and only explained
-    assert check_record(_complete(start_commit=None)) == [
-        f"provenance.start_commit: null (a record dated from {SCHEMA_DATE} on has every value)"
-    ]
-    old = {"date": "2026-12-01T10:00:00+00:00"}
-    assert check_record(_complete(start_commit=None, **old)) == [
-        "provenance.start_commit: null, and provenance.unknown does not say why"
-    ]
-    assert check_record(_complete(start_commit=None, unknown={"start_commit": "not recorded then"}, **old)) == []
-    assert check_record(_complete(unknown={"start_commit": "not recorded then"})) == [
-        f"provenance.unknown: only a record written before {SCHEMA_DATE} may leave fields unknown",
-        "provenance.unknown.start_commit: the field has a value",
-    ]
-    undated = _complete(date=None, written_before="2026-11-30T10:00:00+00:00", unknown={"date": "not recorded then"})
-    assert check_record(undated) == []
-
-
-def test_check_record_refuses_machine_paths_anywhere_in_the_file():
-    for path in ("/root/.cache/x.so", "../shared/datasets/wic/x.txt", "~/data/x", "C:\\data\\x", ".../tmp/prof/x.txt", "...///tmp/x.json"):
-        found = check_record({**_complete(), "corpus": f"--corpus {path}"})
-        assert found == [f"corpus: a machine path ({'--corpus ' + path!r:.120})"], path
-    assert check_record({**_complete(), "corpus": ".../runs/model-best", "rate": "tokens/s"}) == []
-
-
 def test_gathered_lists_each_model_once_and_unites_the_data():
-    elmo = _complete()["provenance"]
+    elmo = complete_record()["provenance"]
     plain = {**elmo, "model": None, "model_note": "no biLM", "data": {"x.spacy": "d" * 64}}
     fields = gathered([elmo, plain, elmo])
     assert fields["model"] == [elmo["model"]] and fields["model_note"] == "no biLM"

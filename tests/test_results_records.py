@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.provenance import check_record, machine_paths
+from spacy_elmo.record_check import check_record, machine_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted(p for folder in ("results", "bench/results") for p in (ROOT / folder).rglob("*.json"))

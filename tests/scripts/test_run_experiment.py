@@ -3,7 +3,8 @@ import shutil
 
 import srsly
 
-from spacy_elmo.provenance import check_record, file_sha256
+from spacy_elmo.io.download import file_sha256
+from spacy_elmo.record_check import check_record
 
 from ..training_runs import STEPS, make_data, make_textcat_data, script
 
