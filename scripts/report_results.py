@@ -12,6 +12,13 @@ Variants of the same runs (other config overrides, each run_experiment.py --outp
 own) are compared by the dev score that chose each model-best and by the test score:
 
     python scripts/report_results.py input=runs/input/metrics both=runs/both/metrics --table T.md
+
+Repeated runs of the same cells (run_experiment.py --system.seed N, each seed a folder of its own)
+are compared model by model with --seeds: every seed's test score, their mean and range, and the
+mean gain over the plain runs of --plain:
+
+    python scripts/report_results.py --seeds 0.6.0=s0/metrics,s1/metrics cand=c0/metrics,c1/metrics \
+        --plain runs/full/metrics --table T.md --plot T.png --records T.json
 """
 import argparse
 import json
@@ -104,6 +111,58 @@ def variants_table(variants: Dict[str, Records], *, title: str = "") -> str:
     return "\n".join(line for line in lines if line) + "\n"
 
 
+def seeds_table(models: Dict[str, List[Records]], *, plain: Optional[Records] = None, title: str = "") -> str:
+    """One row per task, training fraction and model (in the order given): each run's test score (one
+    run a seed), their mean and range, and the mean minus the plain run's score where ``plain`` has it."""
+    keys = sorted({k for runs in models.values() for records in runs for k in records if k[2] != "plain"},
+                  key=lambda k: (list(TASK_TITLES).index(k[0]), k[1:]))
+    header = ["task", "train %", "model", "runs", "test scores", "mean", "range"] + (["mean - plain"] if plain else [])
+    lines = [f"### {title}\n" if title else "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task, pct, setting in keys:
+        for name, runs in models.items():
+            scores = [100 * records[(task, pct, setting)]["score"] for records in runs if (task, pct, setting) in records]
+            if not scores:
+                continue
+            mean = sum(scores) / len(scores)
+            cells = [task, str(pct), name, str(len(scores)), ", ".join(f"{x:.2f}" for x in scores), f"{mean:.2f}",
+                     f"{max(scores) - min(scores):.2f}"]
+            if plain:
+                base = plain.get((task, pct, "plain"))
+                cells.append("-" if base is None else f"{mean - 100 * base['score']:+.2f}")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def plot_seeds(models: Dict[str, List[Records]], path: Path, *, title: str = "") -> Optional[Path]:
+    """Each run's test score as a point and the mean as a bar, one panel per task and fraction."""
+    plt = pyplot(str(path))
+    if plt is None:
+        return None
+    cells = sorted({(t, p) for runs in models.values() for records in runs for t, p, s in records if s != "plain"},
+                   key=lambda k: (list(TASK_TITLES).index(k[0]), k[1]))
+    fig, axes = plt.subplots(1, len(cells), figsize=(4 * len(cells), 4), squeeze=False)
+    for ax, (task, pct) in zip(axes[0], cells):
+        for i, (name, runs) in enumerate(models.items()):
+            scores = [100 * r[k]["score"] for r in runs for k in r if k[:2] == (task, pct) and k[2] != "plain"]
+            if scores:
+                ax.bar(i, sum(scores) / len(scores), color="C%d" % i, alpha=0.4)
+                ax.plot([i] * len(scores), scores, "o", color="C%d" % i)
+        ax.set_xticks(range(len(models)))
+        ax.set_xticklabels(list(models))
+        ax.set_ylabel("test score")
+        ax.set_title(f"{TASK_TITLES[task]}, {pct}% of train")
+        low = min(100 * r[k]["score"] for runs in models.values() for r in runs for k in r if k[:2] == (task, pct))
+        ax.set_ylim(bottom=max(0.0, low - 5))
+        ax.grid(True, axis="y", alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _score(record: Optional[dict], key: Optional[str]) -> Optional[float]:
     if record is None:
         return None
@@ -159,15 +218,34 @@ def runs_union(runs: List[dict]) -> Dict[str, Any]:
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "metrics", nargs="+", help="folder of metrics JSON files, or NAME=FOLDER pairs: variants to compare by dev and test score"
+        "metrics", nargs="*", help="folder of metrics JSON files, or NAME=FOLDER pairs: variants to compare by dev and test score"
     )
     parser.add_argument("--table", type=Path, required=True, help="markdown file to write")
     parser.add_argument("--plot", type=Path, help="PNG file to write (needs matplotlib: the plot extra)")
     parser.add_argument("--title", default="", help="heading of the table and the plot")
     parser.add_argument("--records", type=Path, default=None, help="also write every run's metrics here (JSON)")
+    parser.add_argument("--seeds", nargs="+", metavar="NAME=FOLDER,FOLDER", help="models to compare over repeated runs")
+    parser.add_argument("--plain", type=Path, help="with --seeds: the metrics folder of the plain runs the gains are over")
     args = parser.parse_args(argv)
     mark_start()
-    if any("=" in m for m in args.metrics):
+    if args.seeds:
+        if args.metrics:
+            parser.error("--seeds takes the place of the metrics folders")
+        pairs = [m.partition("=") for m in args.seeds]
+        if any(not sep or not name or not folders for name, sep, folders in pairs) or len({n for n, _, _ in pairs}) < len(pairs):
+            parser.error("--seeds: give every model as NAME=FOLDER[,FOLDER...], each NAME once")
+        models = {name: [load_records(Path(f)) for f in folders.split(",")] for name, _, folders in pairs}
+        plain = load_records(args.plain) if args.plain else None
+        table = seeds_table(models, plain=plain, title=args.title)
+        runs = [dict(records[key], model=name, run=i) for name, runs_ in models.items() for i, records in enumerate(runs_)
+                for key in sorted(records) if key[2] != "plain"]
+        if plain:
+            runs += [dict(plain[key], model="plain") for key in sorted(plain) if key[2] == "plain"]
+        if args.plot is not None:
+            plot_seeds(models, args.plot, title=args.title)
+    elif not args.metrics:
+        parser.error("give a metrics folder, NAME=FOLDER pairs, or --seeds")
+    elif any("=" in m for m in args.metrics):
         pairs = [m.partition("=") for m in args.metrics]
         if any(not sep or not name for name, sep, _ in pairs) or len({name for name, _, _ in pairs}) < len(pairs):
             parser.error("to compare variants give every folder as NAME=FOLDER, each NAME once")

@@ -131,3 +131,37 @@ def test_variants_need_a_name_each(tmp_path, capsys):
         with pytest.raises(SystemExit):
             report.main(args + ["--table", str(tmp_path / "t.md")])
     assert not (tmp_path / "t.md").exists()
+
+
+def test_seeds_table_gives_each_run_the_mean_range_and_gain(tmp_path):
+    folders = {}
+    for name, scores in (("old-s0", 0.52), ("old-s1", 0.50), ("new-s0", 0.55), ("new-s1", 0.54), ("new-s2", 0.56)):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        _write(folders[name], "ner", "elmo", 1, scores, 140)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    _write(plain, "ner", "plain", 1, 0.45, 140)
+    _write(plain, "ner", "elmo", 1, 0.99, 140)  # an ELMo run in the plain folder is not one of the models'
+    seeds = ["old=" + ",".join(str(folders[n]) for n in ("old-s0", "old-s1")),
+             "new=" + ",".join(str(folders[n]) for n in ("new-s0", "new-s1", "new-s2"))]
+    report.main(["--seeds", *seeds, "--plain", str(plain), "--table", str(tmp_path / "t.md"),
+                 "--plot", str(tmp_path / "p.png"), "--records", str(tmp_path / "r.json")])
+    lines = (tmp_path / "t.md").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "| task | train % | model | runs | test scores | mean | range | mean - plain |"
+    assert lines[2:] == [
+        "| ner | 1 | old | 2 | 52.00, 50.00 | 51.00 | 2.00 | +6.00 |",
+        "| ner | 1 | new | 3 | 55.00, 54.00, 56.00 | 55.00 | 2.00 | +10.00 |",
+    ]
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["runs"]
+    assert [(r["model"], r["score"]) for r in runs] == [
+        ("old", 0.52), ("old", 0.50), ("new", 0.55), ("new", 0.54), ("new", 0.56), ("plain", 0.45)
+    ]
+
+
+def test_seeds_needs_name_and_folders(tmp_path):
+    with pytest.raises(SystemExit):
+        report.main(["--seeds", str(tmp_path), "--table", str(tmp_path / "t.md")])
+    with pytest.raises(SystemExit):
+        report.main(["--table", str(tmp_path / "t.md")])
