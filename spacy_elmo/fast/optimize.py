@@ -21,7 +21,7 @@ from . import precision as precisions
 from .char_cache import CharCNNCache
 from .dispatch import attach
 from .lockstep import pair_directions, unpair_directions
-from .precision import CPU_ONLY, PRECISIONS, ReducedPrecisionLinear, reduce_precision
+from .precision import CPU_ONLY, INT8_FP32_LAYERS, PRECISIONS, ReducedPrecisionLinear, reduce_precision
 
 
 def check_inference_settings(
@@ -63,8 +63,10 @@ def optimize_for_inference(
     precision (str): "fp32" (outputs equal to the plain model to about 1e-6), or a fast mode:
         "fp16" (float16 weights, CPU), "int8" (dynamic quantization, CPU) or "bf16" (for hardware
         with bf16 arithmetic: on a CPU without AVX512-BF16 or AMX this warns and runs fp32).
-        Applies to every linear layer of the LSTMs and the token encoder's highway and projection;
-        the reduced-precision copies are made on first use and remade when the weights change. "fp32" also undoes an earlier fast mode.
+        Applies to every linear layer of the LSTMs and the token encoder's highway and projection
+        (with "int8" not the projection, whose input's range is set by a few large values:
+        ``precision.INT8_FP32_LAYERS``); the reduced-precision copies are made on first use and
+        remade when the weights change. "fp32" also undoes an earlier fast mode.
     char_cache_size (int): keep the token encodings of up to this many tokens across calls
         (0 disables). 20000 tokens take about 50 MB with the published models.
     vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
@@ -93,7 +95,7 @@ def optimize_for_inference(
         )
         precision = "fp32"
     bilm.eval()
-    reduce_precision(bilm, precision)
+    reduce_precision(bilm, precision, keep=INT8_FP32_LAYERS if precision == "int8" else ())
     encoder = bilm.token_encoder
     attach(bilm, exact=exact)
     if exact:

@@ -12,10 +12,13 @@ first use and remade whenever the weight changes (storage, in-place version, dev
 - "fp16": weight stored as float16 and multiplied in float32 (fbgemm; CPU only). Halves the
   bytes of weight read per product at almost no cost in accuracy.
 - "int8": dynamic quantization (fbgemm/x86; CPU only): weights int8 per output channel,
-  each input quantized to 8 bits on the fly with its own range, int32 accumulation.
+  each input quantized on the fly to 8 bits (7 where the engine's kernels would saturate on 8:
+  ``int8_full_range``) over its own range, one range per tensor, int32 accumulation.
+  Per-tensor ranges lose the small values of an input whose range is set by a few large ones:
+  ``INT8_FP32_LAYERS`` are kept in float32 for that reason.
 """
 import warnings
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Container, Dict, Iterable, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -24,6 +27,16 @@ from .versions import tensors_version
 
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 CPU_ONLY = ("fp16", "int8")
+# Linear layers (by name below the biLM) that precision "int8" leaves in float32. The token
+# encoder's projection reads the highway's output: unbounded ReLU features whose range is set by
+# a few large values (0 to 49 on the shipped en_small 0.6.0, median 0.29), so one 8-bit range for
+# the tensor rounds most of its inputs to a step or two, and its error (8% of the output's norm)
+# reaches every layer. It runs once per distinct token not in the char cache, on 1024 x 128 weights
+# for the shipped model: float32 there costs little. The LSTMs' other inputs are bounded (the
+# projection clip, tanh), except the first layer's input products', which read the token encodings
+# (up to 33 in magnitude there) and lose a little more; they stay int8, being a larger share of a
+# batch's products (bench/int8_accuracy.py measures both choices).
+INT8_FP32_LAYERS = ("token_encoder.projection",)
 
 
 class ReducedPrecisionLinear(nn.Linear):
@@ -61,7 +74,8 @@ class ReducedPrecisionLinear(nn.Linear):
         elif self.precision == "fp16":
             y = torch.ops.quantized.linear_dynamic_fp16(flat.float().contiguous(), packed)
         else:
-            y = torch.ops.quantized.linear_dynamic(flat.float().contiguous(), packed, reduce_range=_reduce_range())
+            packed, reduce_range = packed
+            y = torch.ops.quantized.linear_dynamic(flat.float().contiguous(), packed, reduce_range=reduce_range)
         return y.reshape(*lead, self.out_features)
 
     def forget(self) -> None:
@@ -73,6 +87,8 @@ class ReducedPrecisionLinear(nn.Linear):
     def _current(self) -> Any:
         weight, bias = self.weight, self.bias
         key = tensors_version(weight, bias)
+        if self.precision == "int8":  # packed for, and run with the input range of, one engine
+            key += (torch.backends.quantized.engine,)
         if key != self._packed_for:
             self._packed = _pack(weight.detach(), None if bias is None else bias.detach(), self.precision)
             self._packed_for = key
@@ -88,6 +104,10 @@ def _pack(weight: torch.Tensor, bias: Optional[torch.Tensor], precision: str) ->
     bias = None if bias is None else bias.float().contiguous()
     if precision == "fp16":
         return torch.ops.quantized.linear_prepack_fp16(weight, bias)
+    return _pack_int8(weight, bias), not int8_full_range()
+
+
+def _pack_int8(weight: torch.Tensor, bias: Optional[torch.Tensor]) -> Any:
     # Symmetric per-output-channel scales: the widest weight of each row maps to 127.
     scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-12).double()
     zero_points = torch.zeros(weight.shape[0], dtype=torch.long)
@@ -125,25 +145,60 @@ def _kernel_cpu_flags() -> Optional[List[str]]:
     return None if line is None else line.split(":", 1)[-1].split()
 
 
-def _reduce_range() -> bool:
-    # fbgemm's AVX2 kernels add pairs of u8*s8 products in int16; 7-bit inputs keep them from
-    # saturating. oneDNN/qnnpack engines take the full 8 bits.
-    return torch.backends.quantized.engine in ("fbgemm", "x86")
+_FULL_RANGE: Dict[str, bool] = {}
 
 
-def reduce_precision(module: nn.Module, precision: str) -> int:
+def int8_full_range(engine: Optional[str] = None) -> bool:
+    """Whether ``engine``'s dynamic int8 products take 8-bit inputs without saturating; where not,
+    inputs are quantized to 7 bits (``reduce_range``), half the resolution.
+
+    Without VNNI (AVX2, AVX-512 without AVX512-VNNI) fbgemm and oneDNN add pairs of u8 * s8
+    products in int16, which saturates on 8-bit inputs; with AVX512-VNNI they accumulate in int32
+    and take all 8 bits. Decided by running the kernels once on inputs that saturate
+    int16 pairs (not from CPU flags: which kernels run is the library's choice), once per engine.
+    engine (Optional[str]): a quantized engine; default ``torch.backends.quantized.engine``.
+    """
+    engine = engine or torch.backends.quantized.engine
+    if engine not in _FULL_RANGE:
+        _FULL_RANGE[engine] = _probe_full_range(engine)
+    return _FULL_RANGE[engine]
+
+
+def _probe_full_range(engine: str) -> bool:
+    """Whether 8-bit inputs of 255 against weights of 127 give exact products on ``engine``
+    (pairs of them, 64770, saturate int16 at 32767: the result would come out about half)."""
+    current = torch.backends.quantized.engine
+    try:
+        if engine != current:  # a global setting: switched only to probe another engine
+            torch.backends.quantized.engine = engine
+        packed = _pack_int8(torch.ones(8, 64), None)
+        for rows in (1, 4):  # one row and several: the kernels may differ
+            y = torch.ops.quantized.linear_dynamic(torch.ones(rows, 64), packed, reduce_range=False)
+            if not torch.allclose(y, torch.full_like(y, 64.0), atol=0.5, rtol=0):
+                return False
+        return True
+    except RuntimeError:  # an engine that cannot run these products: keep to 7 bits
+        return False
+    finally:
+        if torch.backends.quantized.engine != current:
+            torch.backends.quantized.engine = current
+
+
+def reduce_precision(module: nn.Module, precision: str, keep: Container[str] = ()) -> int:
     """Replace every ``nn.Linear`` below ``module`` by a ``ReducedPrecisionLinear`` (or back, for "fp32").
 
+    keep (Container[str]): names of linear layers below ``module`` (as ``named_modules`` gives them)
+        to leave in (or bring back to) float32.
     RETURNS (int): the number of layers replaced.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
     count = 0
-    for parent in list(module.modules()):
+    for prefix, parent in list(module.named_modules()):
         for name, child in list(parent.named_children()):
             if not isinstance(child, nn.Linear):
                 continue
-            if precision == "fp32":
+            if precision == "fp32" or f"{prefix}.{name}".lstrip(".") in keep:
                 if isinstance(child, ReducedPrecisionLinear):
                     setattr(parent, name, _plain(child))
                     count += 1

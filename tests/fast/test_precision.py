@@ -1,4 +1,6 @@
 """Reduced-precision linear layers: close to fp32, reversible, and following weight updates."""
+import os
+
 import pytest
 import torch
 from torch import nn
@@ -44,15 +46,19 @@ def test_reduced_precision_linear_follows_weight_updates():
     torch.manual_seed(0)
     holder = nn.Sequential(nn.Linear(16, 8))
     reduce_precision(holder, "int8")
+    holder.eval()  # in training mode the layer runs in float32
     layer = holder[0]
     assert isinstance(layer, ReducedPrecisionLinear) and layer.precision == "int8"
     x = torch.randn(3, 16)
     with torch.no_grad():
         before = layer(x)
+        packed_first = layer._packed_for
         layer.weight.mul_(2.0)
         after = layer(x)
         expected = nn.functional.linear(x, layer.weight, layer.bias)
+    assert packed_first is not None and layer._packed_for != packed_first  # packed, then repacked
     torch.testing.assert_close(after, expected, atol=0.05, rtol=0.05)
+    assert not torch.equal(after, expected)  # the int8 products ran, not float32's
     assert not torch.allclose(before, after)
 
 
@@ -107,3 +113,76 @@ def test_cpu_has_bf16_counts_bf16_units_not_amx_tiles_alone(monkeypatch):
     assert not quantize.cpu_has_bf16()
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
     assert quantize.cpu_has_bf16()
+
+
+def _highway_outliers(seed: int):
+    """A biLM whose highway output has two channels near 40 while the rest stay below a few units,
+    and whose projection reads those two lightly: the range of the projection's input is set by a
+    few large values, as in trained models (0 to 49, median 0.29, on the shipped en_small 0.6.0)."""
+    bilm = random_bilm(seed=seed, dim=64, projection_dim=32)
+    with torch.no_grad():
+        highway = bilm.token_encoder.highway
+        highway.transform[0].bias[:2] += 40.0
+        highway.carry[0].bias[:2] += 10.0  # gate open: the transform's output passes
+        bilm.token_encoder.projection.weight[:, :2] *= 0.01
+    return bilm
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_int8_keeps_the_token_projection_in_fp32_and_stays_close_with_outlier_inputs(seed):
+    reference = layers(_highway_outliers(seed)).layers
+    fast = optimize_for_inference(_highway_outliers(seed), precision="int8")
+    assert type(fast.token_encoder.projection) is nn.Linear
+    assert fast.token_encoder.highway.transform[0].precision == "int8"
+    assert all(layer.precision == "int8" for lstm in (fast.forward_lstm, fast.backward_lstm) for pair in lstm.layers
+               for layer in (pair.input_linearity, pair.state_linearity, pair.projection))
+    valid = reference.abs().sum(-1) > 0
+    got = layers(fast).layers
+    cos = nn.functional.cosine_similarity(got[valid], reference[valid], dim=-1)
+    assert cos.mean() > 0.999 and cos.min() > 0.999  # every linear layer int8 here: about 0.995, lowest 0.97
+    # asked for again, and after fp32, the projection stays (or becomes) float32 again
+    reduce_precision(fast, "int8")
+    assert isinstance(fast.token_encoder.projection, ReducedPrecisionLinear)
+    optimize_for_inference(fast, precision="int8")
+    assert type(fast.token_encoder.projection) is nn.Linear
+    assert reduce_precision(fast, "int8", keep=("token_encoder.projection",)) == 0
+
+
+def test_int8_inputs_take_8_bits_only_where_the_kernels_do_not_saturate():
+    """u8 * s8 pairs summed in int16 (fbgemm and oneDNN without VNNI) saturate on 8-bit inputs;
+    ``int8_full_range`` runs the kernels to find out, and the layers quantize their inputs to match."""
+    full = quantize.int8_full_range()
+    holder = nn.Sequential(nn.Linear(64, 8, bias=False)).eval()
+    with torch.no_grad():
+        holder[0].weight.fill_(1.0)
+    reduce_precision(holder, "int8")
+    layer = holder[0]
+    x = torch.ones(3, 64)  # 255 against 127 at 8 bits: pairs of 64770 overflow int16
+    with torch.no_grad():
+        y = layer(x)
+    torch.testing.assert_close(y, torch.full_like(y, 64.0), atol=0.5, rtol=0)
+    assert layer._current()[1] is (not full)
+    # the decision follows the engine: another one is probed and the weights are packed for it
+    engine = torch.backends.quantized.engine
+    other = next((e for e in ("onednn", "fbgemm", "x86") if e != engine and e in torch.backends.quantized.supported_engines), None)
+    if other is not None:
+        try:
+            torch.backends.quantized.engine = other
+            with torch.no_grad():
+                y = layer(x)
+            assert layer._packed_for[-1] == other and layer._current()[1] is (not quantize.int8_full_range(other))
+            torch.testing.assert_close(y, torch.full_like(y, 64.0), atol=0.5, rtol=0)
+        finally:
+            torch.backends.quantized.engine = engine
+    # fbgemm's AVX512-VNNI kernels accumulate in int32: all 8 bits there (unless told to run others)
+    flags = quantize._kernel_cpu_flags() or []
+    if engine in ("x86", "fbgemm") and "avx512_vnni" in flags and not os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS"):
+        assert full
+
+
+def test_int8_full_range_is_decided_by_the_probe(monkeypatch):
+    monkeypatch.setattr(quantize, "_FULL_RANGE", {})
+    calls = []
+    monkeypatch.setattr(quantize, "_probe_full_range", lambda engine: calls.append(engine) or engine == "onednn")
+    assert quantize.int8_full_range("onednn") and not quantize.int8_full_range("x86")
+    assert quantize.int8_full_range("onednn") and calls == ["onednn", "x86"]  # once per engine
