@@ -1,0 +1,132 @@
+"""One curve across the stretches of a pretraining campaign: held-out perplexity and the layer probe
+at every evaluation, against the tokens and the hours trained since the campaign began.
+
+Each stretch is a run folder that `pretrain` or `finetune` wrote (metrics.jsonl, and
+finetune-report.json or pretrain-report.json with the stretch's tokens and seconds), given in the
+order they ran; a stretch that continued another's model adds on to it, whatever its own step
+count says:
+
+    python scripts/campaign_curve.py RUN1/pretrain RUN2/pretrain --names wide replay \\
+        --plot results/campaign-wide-replay/curve.png --records results/campaign-wide-replay/curve.json
+
+The perplexities are comparable across stretches only where they were measured on the same dev
+text (the records name each stretch's dev file through the runs' own provenance, not here).
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from spacy_elmo.plotting import pyplot
+from spacy_elmo.provenance import data_record, mark_start, portable_args, portable_path, provenance
+
+REPORTS = ("finetune-report.json", "pretrain-report.json")
+
+
+def read_stretch(folder: Path) -> Dict[str, Any]:
+    """A run folder's evaluations and totals (steps, tokens, seconds)."""
+    metrics = folder / "metrics.jsonl"
+    report = next((folder / name for name in REPORTS if (folder / name).is_file()), None)
+    if not metrics.is_file() or report is None:
+        raise SystemExit(f"{folder}: needs metrics.jsonl and one of {', '.join(REPORTS)} (a finished pretrain or finetune run)")
+    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+    totals = json.loads(report.read_text(encoding="utf-8"))
+    for key in ("steps", "tokens", "seconds"):
+        if not isinstance(totals.get(key), (int, float)) or totals[key] <= 0:
+            raise SystemExit(f"{report}: no positive {key!r}: the run did not finish a step")
+    return {"folder": folder, "evals": [r for r in records if r.get("kind") == "eval"], "totals": totals, "before": totals.get("before")}
+
+
+def curve(stretches: List[Dict[str, Any]], names: Sequence[str]) -> List[Dict[str, Any]]:
+    """Every evaluation as a point: stretch, step, tokens and hours since the campaign began (each
+    stretch's tokens and seconds spread evenly over its steps), dev perplexity and probe scores. The
+    first stretch's held-out perplexity before training is the first point."""
+    points: List[Dict[str, Any]] = []
+    tokens = seconds = 0.0
+    for name, stretch in zip(names, stretches):
+        totals = stretch["totals"]
+        per_step_tokens, per_step_seconds = totals["tokens"] / totals["steps"], totals["seconds"] / totals["steps"]
+        if not points and stretch["before"]:
+            points.append({"stretch": name, "step": 0, "tokens": 0, "hours": 0.0, "dev_ppl": stretch["before"].get("ppl"), "probe": None})
+        for record in stretch["evals"]:
+            points.append({
+                "stretch": name, "step": record["step"],
+                "tokens": round(tokens + record["step"] * per_step_tokens),
+                "hours": round((seconds + record["step"] * per_step_seconds) / 3600, 3),
+                "dev_ppl": record.get("dev_ppl", record.get("ppl")),
+                "probe": (record.get("probe") or {}).get("scores"),
+            })
+        tokens += totals["tokens"]
+        seconds += totals["seconds"]
+    return points
+
+
+def plot(points: List[Dict[str, Any]], path: Path, *, title: str) -> Optional[Path]:
+    plt = pyplot(str(path))
+    if plt is None:
+        return None
+    probed = [p for p in points if p["probe"]]
+    fig, axes = plt.subplots(2 if probed else 1, 1, figsize=(7, 8 if probed else 4.5), sharex=True, squeeze=False)
+    top = axes[0][0]
+    for name in dict.fromkeys(p["stretch"] for p in points):
+        mine = [p for p in points if p["stretch"] == name and p["dev_ppl"] is not None]
+        if mine:
+            top.plot([p["tokens"] / 1e6 for p in mine], [p["dev_ppl"] for p in mine], "o-", label=name)
+    top.set_ylabel("held-out perplexity")
+    top.set_title(title)
+    top.grid(True, alpha=0.3)
+    top.legend()
+    if probed:
+        below = axes[1][0]
+        for row in ("layer 0", "layer 1", "layer 2", "mean"):
+            rows = [p for p in probed if row in p["probe"]]
+            if rows:
+                below.plot([p["tokens"] / 1e6 for p in rows], [p["probe"][row] for p in rows], "o-", label=row, linewidth=1)
+        below.set_ylabel("UPOS probe accuracy (%)")
+        below.grid(True, alpha=0.3)
+        below.legend(fontsize=8)
+    axes[-1][0].set_xlabel("tokens trained since the campaign began (millions)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stretches", nargs="+", type=Path, help="run folders, in the order they ran")
+    parser.add_argument("--names", nargs="+", help="a name for each stretch (default: its folder's parent)")
+    parser.add_argument("--plot", type=Path, help="PNG to write (needs matplotlib)")
+    parser.add_argument("--records", type=Path, required=True, help="JSON to write: every point, with provenance")
+    parser.add_argument("--title", default="Continued pretraining, stretch by stretch")
+    args = parser.parse_args(argv)
+    command = "python scripts/campaign_curve.py " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
+    mark_start(command)
+    names = args.names or [folder.parent.name for folder in args.stretches]
+    if len(names) != len(args.stretches):
+        parser.error(f"{len(args.stretches)} stretches but {len(names)} names")
+    stretches = [read_stretch(folder) for folder in args.stretches]
+    points = curve(stretches, names)
+    if args.plot is not None:
+        plot(points, args.plot, title=args.title)
+    files = [s["folder"] / name for s in stretches for name in ("metrics.jsonl", *REPORTS) if (s["folder"] / name).is_file()]
+    record = {
+        "stretches": [{"name": n, "folder": portable_path(s["folder"]), **{k: s["totals"][k] for k in ("steps", "tokens", "seconds")}}
+                      for n, s in zip(names, stretches)],
+        "points": points,
+        "provenance": provenance(command, model=None, model_note="read from the runs' metrics; each run's model is named by its own records",
+                                 data=data_record(files)),
+    }
+    args.records.parent.mkdir(parents=True, exist_ok=True)
+    args.records.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    for point in points:
+        probe = point["probe"] or {}
+        print(f"{point['stretch']:>10} step {point['step']:>5} | {point['tokens'] / 1e6:6.2f}M tokens | {point['hours']:5.2f} h | "
+              f"dev ppl {point['dev_ppl']:.1f}" + (f" | probe layer 1 {probe['layer 1']:.1f}" if "layer 1" in probe else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
