@@ -7,12 +7,19 @@ packages: dictionaries (GCIDE, WordNet glosses, FOLDOC, the Jargon File, The Dev
 manuals (Python, Django, PostgreSQL, Git, Perl, R, Guile, Octave, Bash, GNU standards and GNU
 manuals, SciPy, pandas, SQLAlchemy, scikit-learn, SymPy, Astropy, statsmodels, Racket, GnuCash,
 GNOME help, KiCad, Sphinx, CMake, Node.js, Rust, Maxima, the Linux kernel's
-documentation, the Debian handbook, reference, policy and developer documents) and the BSD fortunes. Each
-package's text is taken from its installed files (a missing package is an error naming the
-`apt-get install` command); markup is stripped (HTML, Texinfo info nodes and menus, POD, dictd
-entry heads, pronunciations, citations), code blocks, tables and headings are dropped, and only
-sentences that read as English prose are kept (at least four tokens, mostly words, at least one
-English function word, ending like a sentence).
+documentation, the Debian handbook, reference, policy and developer documents, the LibreOffice help),
+the BSD fortunes, and general English prose: the World English Bible, Matthew Henry's Concise
+Commentary, Spurgeon's Treasury of David and the Scofield Reference Notes (public-domain CrossWire
+SWORD modules, read from their compressed files), the story, dialogue and unit descriptions of The
+Battle for Wesnoth and its campaigns, Dungeon Crawl's descriptions, and Freeciv's help texts and
+nation legends. Each source is of a kind, "general" (ordinary English: the dataset sources, the
+dictionaries of ordinary English, the fortunes, the Bibles and commentaries, the games' text) or
+"technical" (the computing dictionaries and the manuals). Each package's text is taken from its
+installed files (a missing package is an error naming the `apt-get install` command); markup is
+stripped (HTML, Texinfo info nodes and menus, POD, dictd entry heads, pronunciations, citations,
+OSIS notes and Bible references, the markup of WML and Freeciv strings), code blocks, tables and
+headings are dropped, and only sentences that read as English prose are kept (at least four
+tokens, mostly words, at least one English function word, ending like a sentence).
 
 Sentences are split and tokenized with spaCy's rule-based English tokenizer and sentencizer as in
 prepare_corpus.py, then
@@ -29,15 +36,20 @@ prepare_corpus.py, then
         python-scipy-doc python-pandas-doc python-sqlalchemy-doc python-sklearn-doc python-sympy-doc \\
         python-astropy-doc python-statsmodels-doc racket-doc gnucash-docs gnome-user-docs kicad-doc-en \\
         sphinx-doc cmake-doc nodejs-doc rust-doc \\
-        maxima-doc developers-reference debian-faq maint-guide fortunes fortunes-min bible-kjv
+        maxima-doc developers-reference debian-faq maint-guide fortunes fortunes-min bible-kjv \\
+        sword-text-web sword-comm-mhcc sword-comm-tdavid sword-comm-scofield crawl-common freeciv-data \\
+        libreoffice-help-en-us wesnoth-1.16-data wesnoth-1.16-did wesnoth-1.16-dm wesnoth-1.16-dw \\
+        wesnoth-1.16-ei wesnoth-1.16-httt wesnoth-1.16-l wesnoth-1.16-low wesnoth-1.16-nr wesnoth-1.16-sof \\
+        wesnoth-1.16-sota wesnoth-1.16-sotbe wesnoth-1.16-thot wesnoth-1.16-trow wesnoth-1.16-tsg \\
+        wesnoth-1.16-ttb wesnoth-1.16-utbs
     python scripts/wide_corpus.py --datasets assets/datasets --output corpus/wide
 
 Writes OUTPUT/pretrain/train/train-XX.txt and the held-out OUTPUT/pretrain/dev.txt (the layout of
 prepare_corpus.py, read by `pretrain`/`finetune --paths.train OUTPUT/pretrain/train --paths.dev
 OUTPUT/pretrain/dev.txt`), OUTPUT/READY (the total token count, written as soon as the pretraining
-files are complete, for a run waiting on them), OUTPUT/corpus-stats.json (per source: package, version, licence,
-sentences and tokens kept, duplicates and evaluation overlap removed, out-of-vocabulary rate under
---vocab) and OUTPUT/ATTRIBUTION.md.
+files are complete, for a run waiting on them), OUTPUT/corpus-stats.json (per source: kind, package, version,
+licence, sentences and tokens kept, duplicates and evaluation overlap removed, out-of-vocabulary rate under
+--vocab; the tokens of each kind and the general share) and OUTPUT/ATTRIBUTION.md.
 """
 import argparse
 import gzip
@@ -46,11 +58,13 @@ import html.parser
 import json
 import random
 import re
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set
@@ -62,133 +76,178 @@ import prepare_corpus  # scripts/prepare_corpus.py, next to this file
 from spacy_elmo.provenance import data_record, mark_start, portable_args, provenance
 
 # ----------------------------------------------------------------------------------------------
-# The Debian sources: package, files (a pattern on `dpkg -L`), reader, licence, attribution
+# The Debian sources: kind (general English or technical text), package, files (a pattern on `dpkg -L`), reader,
+# licence, attribution
 
 
-def _source(name, packages, pattern, reader, licence, attribution):
-    return {"name": name, "packages": packages, "pattern": pattern, "reader": reader,
+def _source(name, kind, packages, pattern, reader, licence, attribution):
+    return {"name": name, "kind": kind, "packages": packages, "pattern": pattern, "reader": reader,
             "licence": licence, "attribution": attribution}
 
 
 DEBIAN_SOURCES = [
-    _source("GCIDE", ["dict-gcide"], r"/gcide\.dict\.dz$", "dictd", "GPL-2+",
+    _source("GCIDE", "general", ["dict-gcide"], r"/gcide\.dict\.dz$", "dictd", "GPL-2+",
             "The GNU Collaborative International Dictionary of English (GCIDE) 0.48, derived from Webster's "
             "Revised Unabridged Dictionary (1913, C. & G. Merriam Co.) and WordNet, edited by Patrick Cassidy "
             "and volunteers (MICRA, Inc.); definitions and quotations."),
-    _source("WordNet glosses", ["wordnet-base"], r"/wordnet/data\.(noun|verb|adj|adv)$", "wordnet",
+    _source("WordNet glosses", "general", ["wordnet-base"], r"/wordnet/data\.(noun|verb|adj|adv)$", "wordnet",
             "WordNet 3.0 licence",
             "WordNet 3.0, Princeton University (G. A. Miller et al.): synset glosses and example sentences. "
             "WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved; use, copy, modify and "
             "distribute permitted under the WordNet 3.0 licence."),
-    _source("The Devil's Dictionary", ["dict-devil"], r"/devil\.dict\.dz$", "dictd", "public domain",
+    _source("The Devil's Dictionary", "general", ["dict-devil"], r"/devil\.dict\.dz$", "dictd", "public domain",
             "Ambrose Bierce, The Devil's Dictionary (1911)."),
-    _source("Jargon File", ["dict-jargon"], r"/jargon\.dict\.dz$", "dictd", "public domain",
+    _source("Jargon File", "technical", ["dict-jargon"], r"/jargon\.dict\.dz$", "dictd", "public domain",
             "The Jargon File 4.4.7, edited by Eric S. Raymond."),
-    _source("FOLDOC", ["dict-foldoc"], r"/foldoc\.dict\.dz$", "dictd", "GFDL-1.1+",
+    _source("FOLDOC", "technical", ["dict-foldoc"], r"/foldoc\.dict\.dz$", "dictd", "GFDL-1.1+",
             "The Free On-line Dictionary of Computing, edited by Denis Howe (foldoc.org)."),
-    _source("Python documentation", ["python3.11-doc"], r"/html/.*\.html$", "html", "PSF-2.0",
+    _source("Python documentation", "technical", ["python3.11-doc"], r"/html/.*\.html$", "html", "PSF-2.0",
             "The Python 3.11 documentation, Copyright Python Software Foundation, under the PSF License "
             "Agreement."),
-    _source("Django documentation", ["python-django-doc"], r"/html/.*\.html$", "html", "BSD-3-Clause",
+    _source("Django documentation", "technical", ["python-django-doc"], r"/html/.*\.html$", "html", "BSD-3-Clause",
             "The Django 3.2 documentation, Copyright Django Software Foundation and individual contributors."),
-    _source("PostgreSQL documentation", ["postgresql-doc-15"], r"/html/.*\.html$", "html", "PostgreSQL",
+    _source("PostgreSQL documentation", "technical", ["postgresql-doc-15"], r"/html/.*\.html$", "html", "PostgreSQL",
             "The PostgreSQL 15 documentation, Copyright The PostgreSQL Global Development Group, under the "
             "PostgreSQL licence (BSD-like)."),
-    _source("Git documentation", ["git-doc"], r"\.html$", "html", "GPL-2",
+    _source("Git documentation", "technical", ["git-doc"], r"\.html$", "html", "GPL-2",
             "The Git 2.39 documentation, Copyright Linus Torvalds, Junio C Hamano and the Git contributors."),
-    _source("Linux kernel documentation", ["linux-doc-6.1"], r"/html/(?!translations/).*\.html$", "html", "GPL-2",
+    _source("Linux kernel documentation", "technical", ["linux-doc-6.1"],
+            r"/html/(?!translations/).*\.html$", "html", "GPL-2",
             "The Linux 6.1 kernel documentation (Documentation/, rendered by Sphinx), Copyright the Linux "
             "kernel developers; GPL-2 (a few files dual-licensed, as Debian's copyright file lists)."),
-    _source("Debian Administrator's Handbook", ["debian-handbook"], r"/html/en-US/.*\.html$", "html",
+    _source("Debian Administrator's Handbook", "technical", ["debian-handbook"], r"/html/en-US/.*\.html$", "html",
             "GPL-2+ or CC BY-SA 3.0",
             "The Debian Administrator's Handbook (Debian 11), Raphael Hertzog and Roland Mas."),
-    _source("Debian Reference", ["debian-reference-en"], r"\.en\.html$", "html", "GPL-2+",
+    _source("Debian Reference", "technical", ["debian-reference-en"], r"\.en\.html$", "html", "GPL-2+",
             "Debian Reference 2.100, Osamu Aoki."),
-    _source("Debian Policy", ["debian-policy"], r"\.html$", "html", "GPL-2+",
+    _source("Debian Policy", "technical", ["debian-policy"], r"\.html$", "html", "GPL-2+",
             "The Debian Policy Manual 4.6.2.0, the Debian policy editors and contributors."),
-    _source("Octave manual", ["octave-doc"], r"/octave\.html/.*\.html$", "html", "GPL-3+",
+    _source("Octave manual", "technical", ["octave-doc"], r"/octave\.html/.*\.html$", "html", "GPL-3+",
             "The GNU Octave 7.3 manual, John W. Eaton and the Octave contributors."),
-    _source("GNU coding standards", ["gnu-standards"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
+    _source("GNU coding standards", "technical", ["gnu-standards"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
             "GNU Coding Standards and Information for Maintainers of GNU Software, Free Software Foundation."),
-    _source("Bash manual", ["bash-doc"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3 (no invariant sections)",
+    _source("Bash manual", "technical", ["bash-doc"],
+            r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3 (no invariant sections)",
             "The GNU Bash Reference Manual, Chet Ramey and Brian Fox, Free Software Foundation."),
-    _source("Guile manual", ["guile-3.0-doc"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
+    _source("Guile manual", "technical", ["guile-3.0-doc"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
             "The Guile 3.0 Reference Manual, Free Software Foundation."),
-    _source("R manuals", ["r-doc-info"], r"/info/.*\.info(-\d+)?\.gz$", "info", "GPL-2 (permissive manual notice)",
+    _source("R manuals", "technical", ["r-doc-info"],
+            r"/info/.*\.info(-\d+)?\.gz$", "info", "GPL-2 (permissive manual notice)",
             "The R 4.2 manuals, the R Core Team."),
-    _source("SciPy documentation", ["python-scipy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+    _source("SciPy documentation", "technical", ["python-scipy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
             "BSD-3-Clause", "The SciPy 1.10 documentation, Copyright the SciPy Developers."),
-    _source("pandas documentation", ["python-pandas-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+    _source("pandas documentation", "technical", ["python-pandas-doc"],
+            r"/html/(?!_modules/|_static/).*\.html$", "html",
             "BSD-3-Clause", "The pandas 1.5 documentation, Copyright the pandas development team (AQR Capital "
             "Management, Lambda Foundry, PyData)."),
-    _source("SQLAlchemy documentation", ["python-sqlalchemy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+    _source("SQLAlchemy documentation", "technical", ["python-sqlalchemy-doc"],
+            r"/html/(?!_modules/|_static/).*\.html$", "html",
             "MIT", "The SQLAlchemy 1.4 documentation, Copyright Michael Bayer and the SQLAlchemy authors."),
-    _source("scikit-learn documentation", ["python-sklearn-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+    _source("scikit-learn documentation", "technical", ["python-sklearn-doc"],
+            r"/html/(?!_modules/|_static/).*\.html$", "html",
             "BSD-3-Clause", "The scikit-learn 1.2 documentation, Copyright the scikit-learn developers."),
-    _source("SymPy documentation", ["python-sympy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+    _source("SymPy documentation", "technical", ["python-sympy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
             "BSD-3-Clause", "The SymPy 1.11 documentation, Copyright the SymPy Development Team."),
-    _source("Astropy documentation", ["python-astropy-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+    _source("Astropy documentation", "technical", ["python-astropy-doc"],
+            r"/html/(?!_modules/|_static/).*\.html$", "html",
             "BSD-3-Clause", "The Astropy 5.2 documentation, Copyright the Astropy Developers."),
-    _source("statsmodels documentation", ["python-statsmodels-doc"], r"/html/(?!_modules/|_static/).*\.html$",
+    _source("statsmodels documentation", "technical", ["python-statsmodels-doc"],
+            r"/html/(?!_modules/|_static/).*\.html$",
             "html", "BSD-3-Clause", "The statsmodels 0.13 documentation, Copyright Jonathan E. Taylor, Josef "
             "Perktold, Skipper Seabold and the statsmodels developers."),
-    _source("Racket documentation", ["racket-doc"], r"/doc/racket/.*\.html$", "html",
+    _source("Racket documentation", "technical", ["racket-doc"], r"/doc/racket/.*\.html$", "html",
             "LGPL-2.1+ (as Debian records it; MIT or Apache-2.0 upstream since Racket 8)",
             "The Racket 8.7 documentation (the Guide, the Reference and the library manuals), PLT Design Inc. "
             "and the Racket contributors."),
-    _source("GnuCash documentation", ["gnucash-docs"], r"/gnucash-[a-z]+-en/.*\.html$", "html",
+    _source("GnuCash documentation", "technical", ["gnucash-docs"], r"/gnucash-[a-z]+-en/.*\.html$", "html",
             "GFDL-1.1+ (no invariant sections)", "The GnuCash 4.13 Tutorial and Concepts Guide and Help "
             "Manual, the GnuCash Documentation Team."),
-    _source("GNOME help", ["gnome-user-docs"], r"/help/C/.*\.page$", "html", "CC BY-SA 3.0",
+    _source("GNOME help", "technical", ["gnome-user-docs"], r"/help/C/.*\.page$", "html", "CC BY-SA 3.0",
             "The GNOME Help (gnome-user-docs 43), Shaun McCance and the GNOME Documentation Project."),
-    _source("KiCad documentation", ["kicad-doc-en"], r"/help/en/.*\.html$", "html", "GPL-3+",
+    _source("KiCad documentation", "technical", ["kicad-doc-en"], r"/help/en/.*\.html$", "html", "GPL-3+",
             "The KiCad 6.0 manuals, the KiCad developers."),
-    _source("Sphinx documentation", ["sphinx-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
+    _source("Sphinx documentation", "technical", ["sphinx-doc"], r"/html/(?!_modules/|_static/).*\.html$", "html",
             "BSD-2-Clause", "The Sphinx 5.3 documentation, Copyright the Sphinx team."),
-    _source("CMake documentation", ["cmake-doc"], r"\.html$", "html", "BSD-3-Clause",
+    _source("CMake documentation", "technical", ["cmake-doc"], r"\.html$", "html", "BSD-3-Clause",
             "The CMake 3.25 documentation, Copyright Kitware, Inc. and contributors."),
-    _source("Node.js documentation", ["nodejs-doc"], r"/api/.*\.html$", "html", "MIT",
+    _source("Node.js documentation", "technical", ["nodejs-doc"], r"/api/.*\.html$", "html", "MIT",
             "The Node.js 18 API documentation, Copyright Node.js contributors."),
-    _source("Rust documentation", ["rust-doc"], r"/html/(?!src/|core/|alloc/|test/|proc_macro/).*\.html$", "html", "MIT or Apache-2.0",
+    _source("Rust documentation", "technical", ["rust-doc"],
+            r"/html/(?!src/|core/|alloc/|test/|proc_macro/).*\.html$", "html", "MIT or Apache-2.0",
             "The Rust 1.63 documentation (The Rust Programming Language, the Reference, the standard library "
             "and the other books), Copyright the Rust project developers."),
-    _source("Maxima manual", ["maxima-doc"], r"\.html$", "html", "GPL-2",
+    _source("Maxima manual", "technical", ["maxima-doc"], r"\.html$", "html", "GPL-2",
             "The Maxima manual, William Schelter and the Maxima contributors."),
-    _source("Debian developer documents", ["developers-reference", "debian-faq", "maint-guide"],
+    _source("Debian developer documents", "technical", ["developers-reference", "debian-faq", "maint-guide"],
             r"(developers-reference/.*|\.en)\.html$", "html", "GPL-2 (developers-reference), GPL-2+ (debian-faq), "
             "MIT or GPL-2+ (maint-guide)",
             "Debian Developer's Reference, the Debian FAQ and the Debian New Maintainers' Guide, the Debian "
             "documentation team and contributors."),
-    _source("GNU manuals", ["coreutils", "findutils", "sed", "gzip", "diffutils", "wget"],
+    _source("GNU manuals", "technical", ["coreutils", "findutils", "sed", "gzip", "diffutils", "wget"],
             r"/info/.*\.info(-\d+)?\.gz$", "info", "GFDL-1.3+",
             "The GNU Coreutils, Findutils, sed, gzip, Diffutils and Wget manuals, Free Software Foundation."),
-    _source("Perl documentation", ["perl-doc"], r"\.pod$", "pod", "GPL-1+ or Artistic",
+    _source("Perl documentation", "technical", ["perl-doc"], r"\.pod$", "pod", "GPL-1+ or Artistic",
             "The Perl 5.36 documentation (perlfaq, perltoc and the perl*.pod manuals), Larry Wall and the Perl "
             "contributors."),
-    _source("fortunes", ["fortunes", "fortunes-min"], r"/games/fortunes/[^/.]+$", "fortune", "BSD-3-Clause",
+    _source("fortunes", "general", ["fortunes", "fortunes-min"], r"/games/fortunes/[^/.]+$", "fortune", "BSD-3-Clause",
             "The fortune-mod cookie files (BSD fortune, NetBSD and Debian contributors); the offensive "
             "section is not installed or read."),
+    _source("World English Bible", "general", ["sword-text-web"], r"/ztext/engWEB2015eb/[on]t\.bzv$", "sword-bible",
+            "public domain", "The World English Bible with the Deuterocanon (2020 stable text, eBible.org), "
+            "as the CrossWire SWORD module engWEB2015eb; translators' notes, headings and references left out. "
+            "\"World English Bible\" is a trademark of eBible.org."),
+    _source("Matthew Henry's Concise Commentary", "general", ["sword-comm-mhcc"], r"/zcom/mhcc/[on]t\.[bc]zv$",
+            "sword-commentary", "public domain",
+            "Matthew Henry, Concise Commentary on the Whole Bible (Moody Press edition; text from CCEL), as the "
+            "CrossWire SWORD module MHCC; Bible references left out."),
+    _source("Treasury of David", "general", ["sword-comm-tdavid"], r"/zcom/tdavid/[on]t\.[bc]zv$", "sword-commentary",
+            "public domain", "C. H. Spurgeon, The Treasury of David (1869-1885), as the CrossWire SWORD module "
+            "TDavid; Bible references left out."),
+    _source("Scofield Reference Notes", "general", ["sword-comm-scofield"], r"/zcom/scofield/[on]t\.[bc]zv$",
+            "sword-commentary", "public domain (1917 edition)",
+            "C. I. Scofield, Scofield Reference Notes, 1917 edition (text from Wikisource), as the CrossWire SWORD "
+            "module Scofield; Bible references left out."),
+    _source("Wesnoth campaigns", "general",
+            ["wesnoth-1.16-data"] + [f"wesnoth-1.16-{c}" for c in ("did", "dm", "dw", "ei", "httt", "l", "low", "nr",
+                                                                  "sof", "sota", "sotbe", "thot", "trow", "tsg", "ttb",
+                                                                  "utbs")],
+            r"/wesnoth/1\.16/data/(?!test/|schema/|gui/).*\.cfg$", "wml", "GPL-2+",
+            "The Battle for Wesnoth 1.16: the story, dialogue, unit descriptions and help text of the game and its "
+            "mainline campaigns, David White and the Wesnoth contributors."),
+    _source("Dungeon Crawl descriptions", "general", ["crawl-common"],
+            r"/crawl/dat/descript/(?!quotes\.txt)[a-z_]+\.txt$",
+            "crawl", "GPL-2+",
+            "Dungeon Crawl Stone Soup 0.28: the descriptions of monsters, gods, items, places and spells (not the "
+            "quotations file), Linley Henzell, the Stone Soup team and contributors."),
+    _source("Freeciv help", "general", ["freeciv-data"],
+            r"/freeciv/(helpdata\.txt|nation/[a-z_]+\.ruleset|[a-z0-9]+/[a-z_]+\.ruleset)$", "freeciv", "GPL-2+",
+            "Freeciv 3.0: the help texts, the rulesets' help for units, buildings, technologies and governments, "
+            "and the nations' legends, the Freeciv project and contributors."),
+    _source("LibreOffice help", "technical", ["libreoffice-help-en-us"], r"/help/en-US/text/.*\.html$", "html",
+            "MPL-2.0 (some files also Apache-2.0)",
+            "The LibreOffice 7.4 help (en-US), The Document Foundation and the LibreOffice contributors, partly "
+            "based on Apache OpenOffice (Apache Software Foundation)."),
 ]
 
 # the datasets folders whose sentences are removed from the corpus (evaluation_hashes)
 EVALUATION_FOLDERS = ("ud_english_ewt", "ud_english_pud", "conll2003", "wnut17", "wic", "senseval2_nltk", "lm_wikitext2")
 
 DATASET_SOURCES = {
-    # name: (dataset folder, licence, attribution); read through prepare_corpus.pretraining_sources
-    "Gutenberg": ("lm_gutenberg_nltk2008", "public domain",
+    # name: (dataset folder, kind, licence, attribution); read through prepare_corpus.pretraining_sources
+    "Gutenberg": ("lm_gutenberg_nltk2008", "general", "public domain",
                   "Project Gutenberg selections as packaged by NLTK (2008): Austen, Blake, Chesterton, Melville, "
                   "Milton, Shakespeare, Whitman."),
-    "movie reviews": ("domain_movie_reviews", "CC BY 4.0",
+    "movie reviews": ("domain_movie_reviews", "general", "CC BY 4.0",
                       "Movie Review Data, polarity dataset v2.0, (c) 2004 Bo Pang and Lillian Lee."),
-    "King James Bible": ("bible-kjv", "public domain",
+    "King James Bible": ("bible-kjv", "general", "public domain",
                          "The King James Version of the Bible (1611), verse text as printed by Debian's bible-kjv."),
-    "WikiText-2 valid": ("lm_wikitext2", "CC BY-SA 3.0",
+    "WikiText-2 valid": ("lm_wikitext2", "general", "CC BY-SA 3.0",
                          "WikiText-2 (v1) validation set, Merity et al. 2016 (Salesforce); sentences with <unk> left out."),
-    "EWT train": ("ud_english_ewt", "CC BY-SA 4.0",
+    "EWT train": ("ud_english_ewt", "general", "CC BY-SA 4.0",
                   "UD English-EWT train raw text: English Web Treebank text by Google Inc. / LDC, UD annotation by "
                   "the UD contributors."),
-    "WNUT17 train": ("wnut17", "CC BY 4.0", "WNUT17 emerging-entities training tweets, Derczynski et al. 2017."),
-    "ATIS train": ("ud_english_atis", "CC BY-SA 4.0",
+    "WNUT17 train": ("wnut17", "general", "CC BY 4.0", "WNUT17 emerging-entities training tweets, Derczynski et al. 2017."),
+    "ATIS train": ("ud_english_atis", "general", "CC BY-SA 4.0",
                    "UD English-Atis train raw text: the ATIS flight queries as a UD treebank by Aslı Kuzgun, Neslihan Cesur and Olcay Taner Yıldız."),
 }
 
@@ -398,6 +457,145 @@ def wordnet_paragraphs(line: str) -> Iterator[str]:
             part = re.sub(r"^\([^)]*\)\s*", "", part)
             if part:
                 yield part[0].upper() + part[1:] + ("" if part[-1] in ".!?" else ".")
+
+
+SWORD_DROP = re.compile(r"<(note|rdg|catchWord|reference)\b[^>]*(?<!/)>.*?</\1>", re.DOTALL)
+SWORD_HEADING = re.compile(r"<(title|speaker|table)\b[^>]*(?<!/)>.*?</\1>", re.DOTALL)
+SWORD_BREAK = re.compile(r"<(?:div|chapter|lg|lb|list|item|/item|p|/p|title|table|/table)\b[^>]*>")
+BIBLE_REFERENCE = re.compile(r"\b(?:[1-3] ?)?[A-Z][a-z]{1,12}\.? \d+:\d+(?:\s?[-–,]\s?\d+(?::\d+)?)*")
+
+
+def sword_entries(index: Path) -> Iterator[str]:
+    """The entries (verses, commentary notes) of one testament of a compressed SWORD module, in canonical order,
+    each entry once (a commentary links a range of verses to one note).
+
+    index (Path): the testament's verse index, ``ot.bzv``/``nt.bzv`` (zText, zCom: 10-byte records) or
+        ``ot.czv``/``nt.czv`` (zCom4: 12-byte records), next to its block index (``.bzs``/``.czs``) and its
+        zlib-compressed blocks (``.bzz``/``.czz``).
+    YIELDS (str): the OSIS markup of each entry.
+    """
+    record = 10 if index.suffix == ".bzv" else 12
+    verses = index.read_bytes()
+    blocks_index = index.with_suffix(index.suffix[:3] + "s").read_bytes()
+    data = index.with_suffix(index.suffix[:3] + "z").read_bytes()
+    blocks: Dict[int, bytes] = {}
+    seen: Set[tuple] = set()
+    for start in range(0, len(verses) - record + 1, record):
+        if record == 10:
+            block, offset, size = struct.unpack("<IIH", verses[start:start + 10])
+        else:
+            block, offset, size = struct.unpack("<III", verses[start:start + 12])
+        if size == 0 or (block, offset) in seen or 12 * block + 12 > len(blocks_index):
+            continue
+        seen.add((block, offset))
+        if block not in blocks:
+            where, length, _ = struct.unpack("<III", blocks_index[12 * block:12 * block + 12])
+            blocks[block] = zlib.decompress(data[where:where + length])
+        yield blocks[block][offset:offset + size].decode("utf-8", errors="replace")
+
+
+def sword_paragraphs(entries: Iterable[str], running: bool) -> Iterator[str]:
+    """The prose paragraphs of SWORD entries in OSIS markup: notes, headings, variant readings, speakers, tables and
+    cross-references dropped with their text, Bible references in the text (``1Jo 5:20``, ``Gen. 1:26``) removed
+    with the punctuation they leave behind, a commentary's leading verse labels (``Verses 3-5``, ``Ver. 52.``)
+    removed, other markup stripped.
+
+    entries (Iterable[str]): the entries (`sword_entries`).
+    running (bool): a Bible, whose verses run on into one another (paragraphs end only where the markup breaks
+        them); otherwise (a commentary) every entry also ends a paragraph.
+    YIELDS (str): paragraph texts, whitespace collapsed.
+    """
+    text = (" " if running else "\x00").join(entries)
+    text = SWORD_DROP.sub(" ", text)
+    text = SWORD_HEADING.sub("\x00", text)
+    text = SWORD_BREAK.sub("\x00", text)
+    text = html.unescape(re.sub(r"<[^<>]*>", "", text))
+    for paragraph in text.split("\x00"):
+        paragraph = BIBLE_REFERENCE.sub(" ", paragraph)
+        # a pointer whose link text went with its reference: See Scofield "<reference>...</reference>"
+        paragraph = re.sub(r'\bSee Scofield\s*"\s*"', " ", paragraph)
+        paragraph = re.sub(r"\b(cf)\.\.", r"\1.", paragraph, flags=re.IGNORECASE)
+        paragraph = re.sub(r"\(\s*(?:(?:see|cf|comp|ver|verses?)\.?)?[\s,;:.]*\)", " ", paragraph, flags=re.IGNORECASE)
+        paragraph = re.sub(r"\s+([,;:.!?])", r"\1", " ".join(paragraph.split()))
+        paragraph = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", paragraph)
+        paragraph = re.sub(r"[,;:]\s*([.!?])", r"\1", paragraph)
+        paragraph = re.sub(r"^(?:[\s.,;:]|(?:Verses?|Ver\.)\s\d+(?:\s?[-–,]\s?\d+)*\.?)+", "", paragraph)
+        paragraph = paragraph.strip(" ,;:")
+        if paragraph:
+            yield paragraph
+
+
+WML_KEYS = ("message", "female_message", "male_message", "story", "description", "text", "help_topic_text",
+            "help_text", "special_note", "note", "summary")
+WML_STRING = re.compile(r"\b(" + "|".join(WML_KEYS) + r")\s*=\s*_\s*\"((?:[^\"]|\"\")*)\""
+                        r"((?:\s*\+\s*_?\s*\"(?:[^\"]|\"\")*\")*)")
+
+
+def wml_paragraphs(text: str) -> Iterator[str]:
+    """The translatable story, dialogue, description and help strings of a Wesnoth WML file (``message= _ "..."``,
+    ``story=``, ``description=`` and others, with ``+`` continuations), comments and preprocessor lines left out,
+    Pango and help markup stripped, and paragraphs holding a ``$variable`` or a ``{MACRO}`` dropped.
+
+    text (str): the .cfg file.
+    YIELDS (str): one text per paragraph (blank-line separated) of each string, whitespace collapsed.
+    """
+    text = re.sub(r"(?m)^\s*#.*$", "", text)
+    for match in WML_STRING.finditer(text):
+        value = match.group(2) + "".join(re.findall(r"\"((?:[^\"]|\"\")*)\"", match.group(3)))
+        value = value.replace('""', '"')
+        value = re.sub(r"<(ref|format)>.*?</\1>", lambda m: re.sub(r"^.*?text='([^']*)'.*$", r"\1", m.group(0),
+                                                                  flags=re.DOTALL), value, flags=re.DOTALL)
+        value = re.sub(r"<header>.*?</header>|<img>.*?</img>|<jump>.*?</jump>", "\n", value, flags=re.DOTALL)
+        value = html.unescape(re.sub(r"<[^<>]*>", "", value))
+        for paragraph in re.split(r"\n\s*\n", value):
+            if paragraph.strip() and not re.search(r"[${}]|^\s*&", paragraph):
+                yield " ".join(paragraph.split())
+
+
+def crawl_paragraphs(text: str) -> Iterator[str]:
+    """The paragraphs of a Dungeon Crawl description database file (entries between ``%%%%`` lines, each a key line
+    and its text): comments, keys, Lua blocks (``{{ }}``), ``<key>`` inclusions, quotation attributions (``-Author``)
+    and lines with ``@placeholders@`` dropped, ``_italics_`` underscores removed.
+
+    text (str): the .txt file.
+    YIELDS (str): paragraph texts, lines joined.
+    """
+    for entry in re.split(r"(?m)^%%%%\s*$", text):
+        entry = re.sub(r"\{\{.*?\}\}", "", entry, flags=re.DOTALL)
+        rows = [row for row in entry.split("\n") if not row.startswith("#")]
+        while rows and not rows[0].strip():
+            rows = rows[1:]
+        for block in re.split(r"\n\s*\n", "\n".join(rows[1:])):
+            lines = [row for row in block.split("\n")
+                     if row.strip() and not re.match(r"\s*-\s*\S", row) and "@" not in row and "$" not in row]
+            paragraph = " ".join(re.sub(r"<[^<>]*>", " ", " ".join(lines)).split())
+            paragraph = re.sub(r"(?<!\w)_(\S(?:.*?\S)?)_(?!\w)", r"\1", paragraph)
+            if paragraph:
+                yield paragraph
+
+
+FREECIV_STRING = r'(?:_\(\s*)?"((?:[^"\\]|\\.)*)"\s*\)?'
+
+
+def freeciv_paragraphs(text: str) -> Iterator[str]:
+    """The help texts of a Freeciv data file (``text``, ``helptext`` and nations' ``legend`` values: one string or a
+    comma-separated list of them, ``_()`` marks and backslash continuations resolved), comments left out, help
+    markup (``[b]``, ``[link]``) and translator qualifiers (``?help:``) stripped, and paragraphs holding a
+    ``%`` placeholder or a generated table (``$``) dropped.
+
+    text (str): helpdata.txt or a .ruleset file.
+    YIELDS (str): one text per paragraph (string, or line of a string).
+    """
+    text = re.sub(r"(?m)^\s*;.*$", "", text)
+    values = r"^\s*(?:text|helptext|legend)\s*=\s*((?:" + FREECIV_STRING + r"\s*,?\s*)+)"
+    for match in re.finditer(values, text, flags=re.MULTILINE | re.DOTALL):
+        for value in re.findall(FREECIV_STRING, match.group(1), flags=re.DOTALL):
+            value = re.sub(r"\\\n", "", value).replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+            value = re.sub(r"^\?[\w ]+:", "", value)
+            value = re.sub(r"\[/?[a-z]+(?:\s[^\]]*)?\]", "", value)
+            for paragraph in re.split(r"\n\s*\n|\n(?=\s*[-*] )", value):
+                if paragraph.strip() and not re.search(r"%|^\s*\$", paragraph):
+                    yield " ".join(paragraph.split()).lstrip("-* ")
 
 
 def fortune_paragraphs(text: str) -> Iterator[str]:
@@ -618,6 +816,14 @@ def source_paragraphs(source: dict, files: List[Path]) -> Iterator[str]:
             yield from pod_paragraphs(read_text(path))
         elif reader == "fortune":
             yield from fortune_paragraphs(read_text(path))
+        elif reader in ("sword-bible", "sword-commentary"):
+            yield from sword_paragraphs(sword_entries(path), running=reader == "sword-bible")
+        elif reader == "wml":
+            yield from wml_paragraphs(read_text(path))
+        elif reader == "crawl":
+            yield from crawl_paragraphs(read_text(path))
+        elif reader == "freeciv":
+            yield from freeciv_paragraphs(read_text(path))
         elif reader == "wordnet":
             for line in read_text(path).splitlines():
                 yield from wordnet_paragraphs(line)
@@ -702,13 +908,13 @@ def main() -> None:
     lines: List[str] = []
     kept_by_source: Dict[str, List[str]] = {}
 
-    def add(name: str, package: str, version, licence: str, sentences: Iterable[List[str]]) -> None:
+    def add(name: str, kind: str, package: str, version, licence: str, sentences: Iterable[List[str]]) -> None:
         kept, duplicates, overlap = filter_.apply(sentences)
         text = [" ".join(s) for s in kept]
         kept_by_source[name] = text
         lines.extend(text)
-        stats[name] = {"package": package, "version": version, "licence": licence, "sentences": len(kept),
-                       "tokens": sum(map(len, kept)), "duplicates_removed": duplicates,
+        stats[name] = {"kind": kind, "package": package, "version": version, "licence": licence,
+                       "sentences": len(kept), "tokens": sum(map(len, kept)), "duplicates_removed": duplicates,
                        "evaluation_overlap_removed": dict(sorted(overlap.items()))}
         print(f"{name}: {len(kept)} sentences, {stats[name]['tokens']} tokens, {duplicates} duplicates, "
               f"overlap {dict(overlap)} ({time.time() - start:.0f} s)", flush=True)
@@ -716,14 +922,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         kjv = kjv_dump(Path(tmp))
         for name, sentences in existing_sources(nlp, args.datasets, kjv).items():
-            folder, licence, _ = DATASET_SOURCES[name]
+            folder, kind, licence, _ = DATASET_SOURCES[name]
             package = "bible-kjv" if folder == "bible-kjv" else f"datasets/{folder}"
             version = package_version("bible-kjv") if folder == "bible-kjv" else None
-            add(name, package, version, licence, sentences)
+            add(name, kind, package, version, licence, sentences)
     for source in selected:
         paragraphs = source_paragraphs(source, files[source["name"]])
         versions = ", ".join(f"{p} {package_version(p)}" for p in source["packages"])
-        add(source["name"], " + ".join(source["packages"]), versions, source["licence"], prose_sentences(nlp, paragraphs))
+        add(source["name"], source["kind"], " + ".join(source["packages"]), versions, source["licence"],
+            prose_sentences(nlp, paragraphs))
 
     rng.shuffle(lines)
     n_dev = max(1, int(len(lines) * args.dev_fraction))
@@ -746,6 +953,9 @@ def main() -> None:
     overlap_total: Counter = Counter()
     for s in stats.values():
         overlap_total.update(s["evaluation_overlap_removed"])
+    by_kind: Dict[str, int] = {}
+    for s in stats.values():
+        by_kind[s["kind"]] = by_kind.get(s["kind"], 0) + s["tokens"]
     command = "python scripts/wide_corpus.py " + " ".join(portable_args(sys.argv[1:]))
     record = {
         "command": command,
@@ -759,12 +969,14 @@ def main() -> None:
             "evaluation_set_sentences_hashed": {k: len(v) for k, v in evaluation.items()},
         },
         "new_sources_tokens": sum(s["tokens"] for n, s in stats.items() if n not in DATASET_SOURCES),
+        "tokens_by_kind": by_kind,
+        "general_share": round(by_kind.get("general", 0) / total_tokens, 4) if total_tokens else 0.0,
         "wall_time_s": round(time.time() - start, 1),
     }
     if args.vocab is not None:
         record["total"]["oov_rate"] = oov_rate((l.split() for l in lines), vocab)
         record["oov_vocab"] = {"file": args.vocab.name, "entries": len(vocab), "match": "exact, case-sensitive"}
-    folders = sorted({f for f, _, _ in DATASET_SOURCES.values() if f != "bible-kjv"} | set(EVALUATION_FOLDERS))
+    folders = sorted({f for f, _, _, _ in DATASET_SOURCES.values() if f != "bible-kjv"} | set(EVALUATION_FOLDERS))
     record["provenance"] = provenance(
         command, model=None, model_note="builds a corpus; no biLM runs",
         data=data_record([args.datasets / f for f in folders]),
@@ -772,7 +984,7 @@ def main() -> None:
     )
     record["corpus_sha256"] = data_record([args.output / "pretrain"])
     (args.output / "corpus-stats.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    attribution = {**{n: (l, a) for n, (_, l, a) in DATASET_SOURCES.items()},
+    attribution = {**{n: (l, a) for n, (_, _, l, a) in DATASET_SOURCES.items()},
                    **{s["name"]: (s["licence"], s["attribution"]) for s in DEBIAN_SOURCES}}
     entries = "\n".join(
         f"- **{name}** ({stats[name]['package']}{', ' + stats[name]['version'] if stats[name]['version'] else ''}): "
@@ -780,8 +992,8 @@ def main() -> None:
         f"{stats[name]['tokens']:,} tokens."
         for name in stats)
     (args.output / "ATTRIBUTION.md").write_text(ATTRIBUTION.format(command=command, sources=entries + "\n"), encoding="utf-8")
-    print(f"{args.output}: {len(train)} train / {n_dev} dev sentences, {total_tokens} tokens "
-          f"({time.time() - start:.0f} s)")
+    print(f"{args.output}: {len(train)} train / {n_dev} dev sentences, {total_tokens} tokens, general share "
+          f"{record['general_share']} ({time.time() - start:.0f} s)")
 
 
 def parse_args() -> argparse.Namespace:

@@ -126,3 +126,81 @@ def test_missing_package_names_the_apt_get_command():
 
 def test_oov_rate():
     assert wide_corpus.oov_rate([["a", "b"], ["c", "a"]], {"a", "b"}) == 0.25
+
+
+def test_sword_entries_read_the_compressed_module_once_per_entry(tmp_path):
+    import struct
+    import zlib
+
+    block = "<w>In</w> <w>the</w> beginning. A note.".encode("utf-8")
+    packed = zlib.compress(block)
+    (tmp_path / "ot.bzz").write_bytes(packed)
+    (tmp_path / "ot.bzs").write_bytes(struct.pack("<III", 0, len(packed), len(block)))
+    # an empty entry, two verses, and a verse linked to the first one (a commentary's range)
+    records = [(0, 0, 0), (0, 0, 31), (0, 32, 7), (0, 0, 31)]
+    (tmp_path / "ot.bzv").write_bytes(b"".join(struct.pack("<IIH", *r) for r in records))
+    assert list(wide_corpus.sword_entries(tmp_path / "ot.bzv")) == ["<w>In</w> <w>the</w> beginning.", "A note."]
+
+
+def test_sword_bible_verses_run_on_and_lose_notes_headings_and_markup():
+    verses = ['<chapter n="1" sID="Gen.1"/><title type="x-s">The creation</title><div sID="g1" type="x-p"/>'
+              '<w lemma="strong:H0430">God</w><note placement="foot"><reference type="annotateRef">1:1 </reference>'
+              'Hebrew Elohim.</note><w lemma="strong:H1254">created</w> the heavens,',
+              '<l level="1" sID="g2"/>and the earth &amp; the sea.<l eID="g2"/>',
+              '<div sID="g3" type="x-p"/><q marker="" who="Jesus">“Let there be light,”</q> he said.']
+    assert list(wide_corpus.sword_paragraphs(verses, running=True)) == [
+        "God created the heavens, and the earth & the sea.", "“Let there be light,” he said."]
+
+
+def test_sword_commentary_entries_lose_verse_labels_and_references():
+    notes = ['<hi type="bold">Verses 3-5</hi> <div sID="g1" type="x-p"/> God said, Let there be light, 1Jo 5:20. '
+             'Light is good (see Ge 1:4; Ps 36:9).',
+             'Ver. 52. Sweet water from a dark well, as in <reference osisRef="Ps.1.1">Psalm 1:1</reference>.']
+    assert list(wide_corpus.sword_paragraphs(notes, running=False)) == [
+        "God said, Let there be light. Light is good.", "Sweet water from a dark well, as in."]
+
+
+def test_sword_commentary_drops_pointers_left_empty_by_their_references():
+    note = ('The covenant is confirmed (See Scofield "<reference osisRef="Gen.9.1">Genesis 9:1</reference>") to Noah. '
+            'It speaks of atonement See Scofield "<reference osisRef="Lev.16.5">Leviticus 16:5</reference>". Cf.. the law.')
+    assert list(wide_corpus.sword_paragraphs([note], running=False)) == [
+        "The covenant is confirmed to Noah. It speaks of atonement. Cf. the law."
+    ]
+
+
+def test_wml_strings_keep_story_and_dialogue_and_drop_markup_and_variables():
+    cfg = ('#textdomain wesnoth-httt\n[message]\n    speaker=Konrad\n    message= _ "Master Delfador! '
+           'The ""orcs"" are\ncoming."\n[/message]\n# message= _ "A comment, not a line."\n'
+           '    story= _ "<i>Long ago</i>, the land was at peace." + _ " It did not last."\n'
+           '    message= _ "Well done, $unit.name|!"\n    name= _ "Konrad"\n'
+           '    description= _ "Elvish archers shoot well.\n\nThey live in forests." + {SPECIAL_NOTES}\n')
+    assert list(wide_corpus.wml_paragraphs(cfg)) == [
+        'Master Delfador! The "orcs" are coming.', "Long ago, the land was at peace. It did not last.",
+        "Elvish archers shoot well.", "They live in forests."]
+
+
+def test_crawl_entries_lose_keys_lua_inclusions_and_attributions():
+    text = ("%%%%\n# Uniques\nAgnes\n\nThis spriggan is aged and\nweathered. She is _very_ fast.\n\n<spriggan>\n"
+            "%%%%\nquote key\n\nNever again!\n    -Somebody, _A Book_. 1900.\n%%%%\nimp\n\n"
+            "{{ return 'x' }}\n@The_monster@ grins.\nA small, mischievous demon.\n%%%%\n")
+    assert list(wide_corpus.crawl_paragraphs(text)) == [
+        "This spriggan is aged and weathered. She is very fast.", "Never again!", "A small, mischievous demon."]
+
+
+def test_freeciv_help_texts_join_continuations_and_drop_markup_and_placeholders():
+    text = ('; a comment, text = _("not this")\n[help_overview]\nname = _("?help:Overview")\n'
+            'text = _("\\\n?help:Freeciv is a turn-based [b]strategy[/b] game, in which \\\n'
+            'each player leads a \\"civilization\\".\\\n"), _("\\\nYou get %d gold.\\\n"), _("\\\n'
+            'Cities grow.\\n\\nSettlers found them.\\\n")\n'
+            'legend=_("England was unified by Alfred the Great of Wessex in the late\\\n 9th century.")\n'
+            'helptext = "A [link section=\\"x\\"]link[/link] here."\n')
+    assert list(wide_corpus.freeciv_paragraphs(text)) == [
+        'Freeciv is a turn-based strategy game, in which each player leads a "civilization".', "Cities grow.",
+        "Settlers found them.", "England was unified by Alfred the Great of Wessex in the late 9th century.",
+        "A link here."]
+
+
+def test_every_source_has_a_kind():
+    kinds = [s["kind"] for s in wide_corpus.DEBIAN_SOURCES] + [v[1] for v in wide_corpus.DATASET_SOURCES.values()]
+    assert set(kinds) == {"general", "technical"}
+    assert all(v[1] == "general" for v in wide_corpus.DATASET_SOURCES.values())
