@@ -9,6 +9,9 @@
 #                                            # overrides may follow the time, e.g. --system.threads 1
 #   scripts/campaign.sh finetune 3m          # continue on UD EWT train text (longer loses general text)
 #   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
+#   scripts/campaign.sh downstream           # UPOS and NER at 1% of train, the fine-tuned biLM against the
+#                                            # shipped one ($SHIPPED), seeds $SEEDS (default 0 1 2); the plain
+#                                            # runs the gains are over are $PLAIN's (metrics folder or records file)
 #   scripts/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
 #
 # Checkpoints live in $RUN (untracked; set RUN to keep them outside the checkout). Each stretch ends on its own (--max-time) with
@@ -67,6 +70,22 @@ case "${1:-}" in
       done
     done
     ;;
+  downstream)
+    seeds=${SEEDS:-0 1 2}
+    for seed in $seeds; do
+      for model in shipped continued; do
+        elmo=$( [ "$model" = shipped ] && echo "${SHIPPED:-spacy_elmo/models/en_small}" || echo "$RUN/finetune-ewt/model-best" )
+        python scripts/run_experiment.py --corpus "${DOWNSTREAM:-corpus/downstream-full}" --elmo "$elmo" \
+          --output "$RUN/downstream/$model-s$seed" --elmo-cache-mb 2048 --tasks upos ner --fractions 1 \
+          --settings elmo --training.max_steps 2000 --training.eval_frequency 200 --system.seed "$seed"
+      done
+    done
+    folders() { for seed in $seeds; do printf '%s,' "$RUN/downstream/$1-s$seed/metrics"; done | sed 's/,$//'; }
+    python scripts/report_results.py --seeds "shipped=$(folders shipped)" "continued=$(folders continued)" \
+      --plain "${PLAIN:-results/full-0.6.0-metrics.json}" --table "$RUN/downstream-1pct.md" \
+      --plot "$RUN/downstream-1pct.png" --records "$RUN/downstream-1pct-metrics.json" \
+      --title "UPOS and NER at 1% of train, seeds $seeds"
+    ;;
   results)
     out=${2:?results DIR}
     mkdir -p "$out/pretrain" "$out/finetune-ewt"
@@ -77,7 +96,10 @@ case "${1:-}" in
       [ -f "$RUN/$stage/model-best/config.json" ] && cp "$RUN/$stage/model-best/config.json" "$out/$stage/model-best-config.json"
     done
     cp "$RUN"/eval-*.json "$out/" 2>/dev/null || true
+    for f in downstream-1pct.md downstream-1pct.png downstream-1pct-metrics.json curve.png curve.json; do
+      [ -f "$RUN/$f" ] && cp "$RUN/$f" "$out/"
+    done
     cp "$CORPUS/ATTRIBUTION.md" "$out/corpus-ATTRIBUTION.md"
     ;;
-  *) echo "usage: $0 corpus | pretrain [TIME] | continue [TIME] | finetune [TIME] | evaluate | results DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus | pretrain [TIME] | continue [TIME] | finetune [TIME] | evaluate | downstream | results DIR" >&2; exit 2 ;;
 esac

@@ -43,9 +43,13 @@ Records = Dict[Tuple[str, int, str], dict]
 
 
 def load_records(metrics_dir: Path) -> Records:
+    """The runs of a metrics folder (run_experiment.py's), or of a ``--records`` file a report wrote."""
     records = {}
-    for path in sorted(Path(metrics_dir).glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
+    if Path(metrics_dir).is_file():
+        found = json.loads(Path(metrics_dir).read_text(encoding="utf-8")).get("runs", [])
+    else:
+        found = [json.loads(path.read_text(encoding="utf-8")) for path in sorted(Path(metrics_dir).glob("*.json"))]
+    for record in found:
         records[(record["task"], record["fraction_pct"], record["setting"])] = record
     if not records:
         raise ValueError(f"no metrics (*.json) in {metrics_dir}: run scripts/run_experiment.py first")
@@ -225,7 +229,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--title", default="", help="heading of the table and the plot")
     parser.add_argument("--records", type=Path, default=None, help="also write every run's metrics here (JSON)")
     parser.add_argument("--seeds", nargs="+", metavar="NAME=FOLDER,FOLDER", help="models to compare over repeated runs")
-    parser.add_argument("--plain", type=Path, help="with --seeds: the metrics folder of the plain runs the gains are over")
+    parser.add_argument("--plain", type=Path, help="with --seeds: the plain runs the gains are over (a metrics folder, or a --records file)")
     args = parser.parse_args(argv)
     mark_start()
     if args.seeds:

@@ -158,6 +158,9 @@ def test_seeds_table_gives_each_run_the_mean_range_and_gain(tmp_path):
     assert [(r["model"], r["score"]) for r in runs] == [
         ("old", 0.52), ("old", 0.50), ("new", 0.55), ("new", 0.54), ("new", 0.56), ("plain", 0.45)
     ]
+    # the plain runs may also come from a report's --records file
+    report.main(["--seeds", seeds[0], "--plain", str(tmp_path / "r.json"), "--table", str(tmp_path / "t2.md")])
+    assert (tmp_path / "t2.md").read_text(encoding="utf-8").splitlines()[2] == "| ner | 1 | old | 2 | 52.00, 50.00 | 51.00 | 2.00 | +6.00 |"
 
 
 def test_seeds_needs_name_and_folders(tmp_path):
