@@ -115,11 +115,17 @@ def variants_table(variants: Dict[str, Records], *, title: str = "") -> str:
     return "\n".join(line for line in lines if line) + "\n"
 
 
+def _shared_cells(models: Dict[str, List[Records]]) -> set:
+    """The (task, fraction, setting) cells, plain runs aside, that every model has a run of."""
+    cells = [{k for records in runs for k in records if k[2] != "plain"} for runs in models.values()]
+    return set.intersection(*cells) if cells else set()
+
+
 def seeds_table(models: Dict[str, List[Records]], *, plain: Optional[Records] = None, title: str = "") -> str:
-    """One row per task, training fraction and model (in the order given): each run's test score (one
-    run a seed), their mean and range, and the mean minus the plain run's score where ``plain`` has it."""
-    keys = sorted({k for runs in models.values() for records in runs for k in records if k[2] != "plain"},
-                  key=lambda k: (list(TASK_TITLES).index(k[0]), k[1:]))
+    """One row per task, training fraction and model (in the order given), for the cells every model
+    has runs of: each run's test score (one run a seed; a folder holds one run of each cell it has),
+    their mean and range, and the mean minus the plain run's score where ``plain`` has it."""
+    keys = sorted(_shared_cells(models), key=lambda k: (list(TASK_TITLES).index(k[0]), k[1:]))
     header = ["task", "train %", "model", "runs", "test scores", "mean", "range"] + (["mean - plain"] if plain else [])
     lines = [f"### {title}\n" if title else "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for task, pct, setting in keys:
@@ -142,8 +148,7 @@ def plot_seeds(models: Dict[str, List[Records]], path: Path, *, title: str = "")
     plt = pyplot(str(path))
     if plt is None:
         return None
-    cells = sorted({(t, p) for runs in models.values() for records in runs for t, p, s in records if s != "plain"},
-                   key=lambda k: (list(TASK_TITLES).index(k[0]), k[1]))
+    cells = sorted({(t, p) for t, p, _ in _shared_cells(models)}, key=lambda k: (list(TASK_TITLES).index(k[0]), k[1]))
     fig, axes = plt.subplots(1, len(cells), figsize=(4 * len(cells), 4), squeeze=False)
     for ax, (task, pct) in zip(axes[0], cells):
         for i, (name, runs) in enumerate(models.items()):
@@ -241,8 +246,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         models = {name: [load_records(Path(f)) for f in folders.split(",")] for name, _, folders in pairs}
         plain = load_records(args.plain) if args.plain else None
         table = seeds_table(models, plain=plain, title=args.title)
+        shared = _shared_cells(models)
         runs = [dict(records[key], model=name, run=i) for name, runs_ in models.items() for i, records in enumerate(runs_)
-                for key in sorted(records) if key[2] != "plain"]
+                for key in sorted(records) if key in shared]
         if plain:
             runs += [dict(plain[key], model="plain") for key in sorted(plain) if key[2] == "plain"]
         if args.plot is not None:

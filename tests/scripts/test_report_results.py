@@ -139,6 +139,7 @@ def test_seeds_table_gives_each_run_the_mean_range_and_gain(tmp_path):
         folders[name] = tmp_path / name
         folders[name].mkdir()
         _write(folders[name], "ner", "elmo", 1, scores, 140)
+    _write(folders["old-s0"], "ner", "elmo", 10, 0.70, 1404)  # a cell only one model has: left out
     plain = tmp_path / "plain"
     plain.mkdir()
     _write(plain, "ner", "plain", 1, 0.45, 140)
