@@ -298,16 +298,23 @@ def portable_args(args: Sequence[str]) -> List[str]:
 
 
 def _relative(arg: str) -> str:
-    """An argument with its path (or the path after ``NAME=`` / ``--option=``) written portably."""
+    """An argument with its path (or the path after ``NAME=`` / ``--option=``, or each of a
+    comma-separated list of paths there) written portably."""
     head, sep, tail = arg.partition("=") if "=" in arg and not arg.startswith(("/", "~", "..")) else ("", "", arg)
-    if not tail.startswith(("/", "~", "../")):
+    if "," in tail:
+        return head + sep + ",".join(_relative_path(part) for part in tail.split(","))
+    return head + sep + _relative_path(tail)
+
+
+def _relative_path(arg: str) -> str:
+    if not arg.startswith(("/", "~", "../")):
         return arg
-    path = Path(os.path.expanduser(tail))
+    path = Path(os.path.expanduser(arg))
     try:
         written = path.relative_to(Path.cwd()).as_posix() if path.is_absolute() else None
     except ValueError:
         written = None
-    return head + sep + (written if written is not None else portable_path(tail))
+    return written if written is not None else portable_path(arg)
 
 
 def _checkout_state() -> tuple:

@@ -99,6 +99,14 @@ def test_a_package_main_reads_as_python_dash_m(tmp_path, monkeypatch):
     assert command_line(argv) == "python -m spacy_elmo neighbors --output out/n.json --query 'the river bank'"
 
 
+def test_each_path_of_a_comma_separated_list_is_made_portable(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["old=results/a.json,/elsewhere/runs/s1/metrics,%s/runs/s2" % tmp_path, "--title", "a, b /c"]
+    assert command_line(["scripts/r.py", *args]) == (
+        "python scripts/r.py old=results/a.json,.../runs/s1/metrics,runs/s2 --title 'a, b /c'"
+    )
+
+
 def test_a_script_path_is_made_relative(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert command_line([str(tmp_path / "scripts" / "soak.py"), "--docs", "5"]) == "python scripts/soak.py --docs 5"
