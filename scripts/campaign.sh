@@ -100,6 +100,11 @@ case "${1:-}" in
       [ -f "$RUN/$f" ] && cp "$RUN/$f" "$out/"
     done
     cp "$CORPUS/ATTRIBUTION.md" "$out/corpus-ATTRIBUTION.md"
+    [ -f "$CORPUS/mix-stats.json" ] && cp "$CORPUS/mix-stats.json" "$out/corpus-mix-stats.json"
+    for d in probe probe-wic-dev neighbors; do
+      if [ -d "$RUN/$d" ]; then mkdir -p "$out/$d"; cp "$RUN/$d"/*.json "$RUN/$d"/*.md "$RUN/$d"/*.png "$out/$d/" 2>/dev/null || true; fi
+    done
+    true
     ;;
   *) echo "usage: $0 corpus | pretrain [TIME] | continue [TIME] | finetune [TIME] | evaluate | downstream | results DIR" >&2; exit 2 ;;
 esac

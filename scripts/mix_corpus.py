@@ -12,8 +12,8 @@ evaluation text, stays out), shuffles the lot with a fixed seed and writes it in
 
 OUTPUT/pretrain/train/train-XX.txt (as many shards as CORPUS has), OUTPUT/pretrain/dev.txt (CORPUS's
 held-out text, unchanged, so dev perplexity stays comparable with a run on CORPUS alone),
-OUTPUT/mix-stats.json (sentences and tokens of each part, with provenance) and OUTPUT/READY (the
-token total, written last).
+OUTPUT/mix-stats.json (sentences and tokens of each part, with provenance), OUTPUT/ATTRIBUTION.md
+(CORPUS's, which names every source the mix holds) and OUTPUT/READY (the token total, written last).
 """
 import argparse
 import json
@@ -86,6 +86,11 @@ def main(argv=None) -> int:
         shutil.rmtree(train)
     write_shards(lines, train, len(sorted((args.corpus / "pretrain" / "train").glob("*.txt"))))
     shutil.copyfile(args.corpus / "pretrain" / "dev.txt", args.output / "pretrain" / "dev.txt")
+    attribution = args.corpus / "ATTRIBUTION.md"
+    if attribution.is_file():  # the mix holds only CORPUS's sentences: its sources and licences are CORPUS's
+        (args.output / "ATTRIBUTION.md").write_text(
+            attribution.read_text(encoding="utf8").rstrip("\n") + f"\n\nMixed by `{command}`: the sentences above, "
+            f"those also in the earlier corpus repeated {args.times} more time(s).\n", encoding="utf8")
     total = n_tokens(lines)
     stats = {
         "corpus": {"sentences": len(corpus_lines), "tokens": n_tokens(corpus_lines)},

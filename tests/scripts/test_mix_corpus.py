@@ -20,6 +20,7 @@ def _corpus(root, shards, dev="held out .\n"):
 def test_mix_adds_copies_of_shared_sentences_only(tmp_path):
     wide = _corpus(tmp_path / "wide", [["a b c .", "new text here ."], ["old one .", "more new ."]], dev="wide dev .\n")
     # "removed ." was dropped from the wide corpus (a duplicate or evaluation text): it must not come back
+    (wide / "ATTRIBUTION.md").write_text("# Sources\n\n- a source.\n", encoding="utf8")
     old = _corpus(tmp_path / "old", [["old one .", "a b c .", "removed ."]])
     out = tmp_path / "mixed"
     assert mix_corpus.main(["--corpus", str(wide), "--replay", str(old), "--times", "2", "--output", str(out)]) == 0
@@ -33,6 +34,8 @@ def test_mix_adds_copies_of_shared_sentences_only(tmp_path):
     assert stats["train"] == {"sentences": 8, "tokens": 28}
     assert stats["replay_share_of_tokens"] == pytest.approx(21 / 28, abs=1e-4)
     assert (out / "READY").read_text() == "28\n"
+    attribution = (out / "ATTRIBUTION.md").read_text(encoding="utf8")
+    assert attribution.startswith("# Sources\n\n- a source.\n") and "repeated 2 more time(s)" in attribution
     assert stats["provenance"]["data"] and stats["corpus_sha256"]
 
 
