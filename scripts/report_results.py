@@ -163,6 +163,10 @@ def plot_seeds(models: Dict[str, List[Records]], path: Path, *, title: str = "")
         low = min(100 * r[k]["score"] for runs in models.values() for r in runs for k in r if k[:2] == (task, pct))
         ax.set_ylim(bottom=max(0.0, low - 5))
         ax.grid(True, axis="y", alpha=0.3)
+    return _save(plt, fig, path, title)
+
+
+def _save(plt, fig, path: Path, title: str) -> Path:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -203,13 +207,7 @@ def plot(records: Records, path: Path, *, title: str = "") -> Optional[Path]:
         ax.set_title(TASK_TITLES[task])
         ax.grid(True, alpha=0.3)
         ax.legend()
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, title)
 
 
 def runs_union(runs: List[dict]) -> Dict[str, Any]:
