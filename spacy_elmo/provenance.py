@@ -247,8 +247,8 @@ def gathered(records: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
 def portable_path(path: PathLike) -> str:
     """A path as a record writes it: relative to the checkout inside it, ``assets/datasets/...`` in a
     datasets folder ($SPACY_ELMO_DATA, or any folder named ``datasets``, as project.yml's
-    ``vars.datasets`` and its mirrors are), else its last three parts, ``.../GRANDPARENT/PARENT/NAME``:
-    never a machine's absolute path."""
+    ``vars.datasets`` and its mirrors are), else its last three parts, ``.../GRANDPARENT/PARENT/NAME``,
+    below the machine's top-level folder: never a machine's absolute path or its top folders."""
     text = str(path)
     full = Path(os.path.abspath(os.path.expanduser(text)))
     for root in (CHECKOUT, CHECKOUT.resolve()):
@@ -263,7 +263,8 @@ def portable_path(path: PathLike) -> str:
         return "/".join([DATASETS, *below])
     if not Path(text).is_absolute() and not text.startswith(("~", "..")):
         return Path(text).as_posix()
-    return "/".join(["...", *parts[1:][-3:]])  # parts[0] is the root ("/"), never a name
+    # parts[0] is the root ("/") and parts[1] a machine's top-level folder (/work, /tmp, /home): never named
+    return "/".join(["...", *parts[2:][-3:]]) if len(parts) > 2 else "..."
 
 
 def model_files(directory: PathLike) -> Dict[str, Any]:

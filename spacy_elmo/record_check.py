@@ -86,7 +86,7 @@ def check_record(results: Any) -> List[str]:
 # a path at the start of a word (or after = : , ( [ or a quote): absolute, home, Windows, or climbing out
 # a shortened path (".../NAME") must not start at a machine's root or scratch folder either
 _MACHINE_PATH = re.compile(
-    r"(?:^|[\s=:,(\['\"])(?:/[A-Za-z0-9_.~-]|~/|[A-Za-z]:[\\/]|\.\./|\.\.\./(?:/|tmp/|root/|home/))"
+    r"(?:^|[\s=:,(\['\"])(?:/[A-Za-z0-9_.~-]|~/|[A-Za-z]:[\\/]|\.\./|\.\.\./(?:/|tmp/|root/|home/|work/|mnt/|opt/|srv/))"
 )
 
 

@@ -183,10 +183,12 @@ def test_portable_paths_hold_no_machine_directory(tmp_path, monkeypatch):
     assert portable_path(tmp_path / "runs" / "model-best") == f".../{tmp_path.name}/runs/model-best"
     monkeypatch.chdir(tmp_path)
     assert command_line(["scripts/x.py", "--elmo", "/elsewhere/runs/model-best", f"input={tmp_path}/a/metrics"]) == (
-        "python scripts/x.py --elmo .../elsewhere/runs/model-best input=a/metrics"
+        "python scripts/x.py --elmo .../runs/model-best input=a/metrics"
     )
-    # a path of fewer than three names below the root keeps them all, without the root's slash
-    assert portable_path("/runs/corpus") == ".../runs/corpus"
+    # the machine's top-level folder is never named, however short the path
+    assert portable_path("/work/run-mix/probe") == ".../run-mix/probe"
+    assert portable_path("/runs/corpus") == ".../corpus"
+    assert portable_path("/work") == "..."
 
 
 def test_gathered_lists_each_model_once_and_unites_the_data():

@@ -45,7 +45,8 @@ def test_check_record_names_what_is_missing_null_or_unexplained():
 
 
 def test_check_record_refuses_machine_paths_anywhere_in_the_file():
-    for path in ("/root/.cache/x.so", "../shared/datasets/wic/x.txt", "~/data/x", "C:\\data\\x", ".../tmp/prof/x.txt", "...///tmp/x.json"):
+    for path in ("/root/.cache/x.so", "../shared/datasets/wic/x.txt", "~/data/x", "C:\\data\\x", ".../tmp/prof/x.txt", "...///tmp/x.json",
+                 ".../work/run/x.json"):
         found = check_record({**complete_record(), "corpus": f"--corpus {path}"})
         assert found == [f"corpus: a machine path ({'--corpus ' + path!r:.120})"], path
     assert check_record({**complete_record(), "corpus": ".../runs/model-best", "rate": "tokens/s"}) == []
