@@ -1,4 +1,5 @@
 """Registered, versioned model builders. A released version is never changed in place."""
+import inspect
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -117,28 +118,10 @@ def _bilm_model(
 @registry.architectures(BILM_ARCHITECTURE)
 def bilm_v2(
     *,
-    # v1's arguments, written out again with the same defaults (SMALL's fields): spaCy fills a
-    # config from the builder's own signature (tests/test_configs.py holds the two equal)
-    char_embedding_dim: int = SMALL.char_embedding_dim,
-    filters: Sequence[Sequence[int]] = SMALL.filters,
-    n_highway: int = SMALL.n_highway,
-    activation: str = SMALL.activation,
-    n_characters: int = SMALL.n_characters,
-    max_characters_per_token: int = SMALL.max_characters_per_token,
-    dim: int = SMALL.dim,
-    projection_dim: int = SMALL.projection_dim,
-    n_layers: int = SMALL.n_layers,
-    cell_clip: Optional[float] = SMALL.cell_clip,
-    proj_clip: Optional[float] = SMALL.proj_clip,
-    use_skip_connections: bool = SMALL.use_skip_connections,
-    max_window: int = 200,
-    batch_size: int = 128,
-    max_batch_items: Optional[int] = 4096,
-    trainable: bool = False,
-    frozen_cache_mb: float = 512,
     optimize: bool = True,
     precision: str = "fp32",
     char_cache_size: int = DEFAULT_CHAR_CACHE_SIZE,
+    **v1_arguments: Any,
 ) -> Model[List[Doc], List[ElmoOutput]]:
     """``spacy-elmo.BiLM.v1`` (the same arguments and defaults) plus the settings of how predictions
     run, which belong to the model: applied to whichever weights it holds (imported, loaded,
@@ -155,15 +138,29 @@ def bilm_v2(
     char_cache_size (int): keep the char-CNN encodings of up to this many recently seen tokens
         (least recently used dropped first; 0: none). About 2.5 KB a token with the full
         published model, 1 KB with the small one. Needs ``optimize``.
+    v1_arguments: the arguments of ``spacy-elmo.BiLM.v1``, each with v1's default.
     RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
     """
-    arguments = dict(locals())  # v1's arguments and the three settings
-    settings = {key: arguments.pop(key) for key in ("optimize", "precision", "char_cache_size")}
+    arguments = inspect.signature(bilm_v1).bind(**v1_arguments)  # a name v1 lacks is a TypeError
+    arguments.apply_defaults()
     try:
-        inference = InferencePlan(**settings, from_architecture=True)
+        inference = InferencePlan(
+            optimize=optimize, precision=precision, char_cache_size=char_cache_size, from_architecture=True
+        )
     except ValueError as err:
         raise ValueError(f"[{BILM_ARCHITECTURE}] {err}") from None
-    return _bilm_model(**arguments, inference=inference)
+    return _bilm_model(**arguments.arguments, inference=inference)
+
+
+def _v1_and_settings_signature() -> inspect.Signature:
+    """v2's signature as spaCy reads it to fill and check a config: v1's arguments (written once,
+    in ``bilm_v1``) followed by v2's own three."""
+    v1 = inspect.signature(bilm_v1).parameters.values()
+    own = [p for p in inspect.signature(bilm_v2).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    return inspect.signature(bilm_v2).replace(parameters=[*v1, *own])
+
+
+bilm_v2.__signature__ = _v1_and_settings_signature()  # type: ignore[attr-defined]
 
 
 @registry.architectures("spacy-elmo.ElmoListener.v1")

@@ -17,7 +17,8 @@ from typer.testing import CliRunner  # noqa: E402
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
 from spacy_elmo.cli.dump import read_sentences  # noqa: E402
-from spacy_elmo.embed_corpus import KILL_MARKER_ENV, embed_corpus, read_shards, shard_done, whitespace_tokens  # noqa: E402
+from spacy_elmo.embed_corpus import KILL_MARKER_ENV, embed_corpus  # noqa: E402
+from spacy_elmo.embed_shards import read_shards, shard_done, whitespace_tokens  # noqa: E402
 from spacy_elmo.io import load_bilm  # noqa: E402
 
 OBJECT_STORE = 100_000_000

@@ -6,17 +6,20 @@ parity tests check. This package holds the optimisations, each tested against it
 timesteps on preallocated buffers), ``lockstep.py`` (both directions at once on paired weights),
 ``compiled.py`` + ``csrc/`` (that loop in C++), ``precision.py`` (bf16, fp16, int8),
 ``char_cache.py`` (token encodings kept across calls), ``train_step.py`` (one autograd node per
-layer for training), ``versions.py`` (have the weights changed?) and ``optimize.py``
-(``optimize_for_inference``, which applies them).
+layer for training), ``versions.py`` (have the weights changed?), ``optimize.py``
+(``optimize_for_inference``, which applies them) and ``plan.py`` (``InferencePlan``, and how a held
+biLM is laid out for each pass: the one function the thinc layer calls).
 """
 from .char_cache import DEFAULT_CHAR_CACHE_SIZE
 from .dispatch import Runner, attach, detach, op_by_op, python_step
 from .optimize import forget_derived_weights, optimize_for_inference
+from .plan import InferencePlan
 from .precision import CPU_ONLY, PRECISIONS, cpu_has_bf16
 
 __all__ = [
     "CPU_ONLY",
     "DEFAULT_CHAR_CACHE_SIZE",
+    "InferencePlan",
     "PRECISIONS",
     "Runner",
     "attach",

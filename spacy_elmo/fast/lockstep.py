@@ -104,7 +104,8 @@ def run_lockstep(
     on paired weights without autograd (``dispatch.run_stacks`` checks that they are).
 
     precision (str): "fp32" or "bf16" (``lockstep_precision``).
-    use_compiled (bool): take the compiled timestep loop for float32 where it is available.
+    use_compiled (bool): take the compiled timestep loop for float32 (``dispatch.Runner`` asks
+        ``compiled.usable`` first; the projections buffer is then float32, contiguous, on CPU).
     first_inputs (Optional[Tuple[Tensor, Tuple[Tensor, Tensor]]]): the inputs as a table of
         distinct rows (U, width) and, per direction, each position's row in it (B, T): then
         ``inputs[d][b, t]`` equals ``table[slots[d][b, t]]`` at every running position, and the
@@ -135,7 +136,7 @@ def run_lockstep(
             _bmm(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], out=projected)
             projected.add_(bias)
         pair_states = [states[0][k], states[1][k]]
-        if precision == "fp32" and use_compiled and compiled.usable(projected):  # the loop in C++
+        if precision == "fp32" and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
             out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:])
         else:
             out, finals = run_in_place(pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True)
@@ -177,6 +178,11 @@ def bf16_weights(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> 
         cached = (key, tuple(w.to(torch.bfloat16) for w in paired))  # strides kept: same layouts
         owner._bf16_paired = cached
     return cached[1]
+
+
+def forget_bf16_weights(module: nn.Module) -> None:
+    """Drop the bfloat16 copies ``bf16_weights`` keeps on ``module`` (remade at the next use)."""
+    module.__dict__.pop("_bf16_paired", None)
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -20,7 +20,7 @@ from ..bilm import BiLM
 from . import precision as precisions
 from .char_cache import CharCNNCache
 from .dispatch import attach
-from .lockstep import pair_directions, unpair_directions
+from .lockstep import forget_bf16_weights, pair_directions, unpair_directions
 from .precision import CPU_ONLY, INT8_FP32_LAYERS, PRECISIONS, ReducedPrecisionLinear, reduce_precision
 
 
@@ -126,4 +126,4 @@ def forget_derived_weights(bilm: BiLM) -> None:
     for module in bilm.modules():
         if isinstance(module, ReducedPrecisionLinear):
             module.forget()
-        module.__dict__.pop("_bf16_paired", None)  # the lockstep path's bf16 weight copies
+        forget_bf16_weights(module)

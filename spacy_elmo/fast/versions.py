@@ -13,13 +13,16 @@ from typing import Hashable, Optional, Tuple
 import torch
 from torch import nn
 
+# what weights_version returns
+WeightsVersion = Tuple[Hashable, ...]
+
 
 def tensors_version(*tensors: Optional[torch.Tensor]) -> Tuple[Hashable, ...]:
     """A key of these tensors' identity, storage, in-place version, dtype and device (None stays None)."""
     return tuple(None if t is None else (id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
 
 
-def weights_version(module: nn.Module) -> Tuple[Hashable, ...]:
+def weights_version(module: nn.Module) -> WeightsVersion:
     """A key of ``module``'s parameters and buffers (``tensors_version``) and of the kind (class,
     ``precision``) of each of its submodules."""
     layout = tuple((type(m), getattr(m, "precision", None)) for m in module.modules())

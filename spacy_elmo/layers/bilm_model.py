@@ -6,10 +6,11 @@ this layer cuts Docs into segments (``doc_segments``), batches them by length
 layers. Outputs are arrays of the model's ops (numpy, or cupy under
 ``spacy.require_gpu``); the torch module runs on the device of its parameters.
 
-Prediction runs the biLM as the layer's ``InferencePlan`` says (``optimize``, ``precision`` and
-``char_cache_size`` of the ``spacy-elmo.BiLM.v2`` architecture, or, for pipelines built with v1, of
-the elmo component), applied when the weights are set or change, not at every call; training a
-trainable biLM runs the plain layout.
+The layer keeps an ``InferencePlan`` (``optimize``, ``precision`` and ``char_cache_size`` of the
+``spacy-elmo.BiLM.v2`` architecture, or, for pipelines built with v1, of the elmo component) and
+leaves every decision about how the biLM runs to ``spacy_elmo.fast.plan``: ``adopt`` when a biLM is
+set, ``prepare_pass`` before each pass (the settings are applied when the weights are set or change,
+not at every call; training a trainable biLM runs the plain layout).
 
 Each forward pass asks once whether the weights changed (``weights_version``, a walk over every
 parameter and buffer) and hands the answer to both the plan and the frozen layer cache: one walk per
@@ -22,7 +23,7 @@ recompute the same layers every epoch and at every dev evaluation: a frozen mode
 in a bounded LRU cache (``FrozenCache``) for training and prediction alike.
 """
 import copy
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -32,74 +33,15 @@ from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, plan_batches
-from ..fast import attach, forget_derived_weights, optimize_for_inference
-from ..fast.lockstep import unpair_directions
-from ..fast.optimize import check_inference_settings
-from ..fast.versions import weights_version
 from ..data_classes import ElmoOutput
-from .frozen_cache import FrozenCache, WeightsVersion
+from ..fast import forget_derived_weights
+from ..fast.plan import InferencePlan, adopt, prepare_pass
+from .frozen_cache import FrozenCache
 from .segments import doc_segments
 
 BatchInput = Tuple[np.ndarray, np.ndarray]
 CACHE_ATTR = "frozen_cache"
 INFERENCE_ATTR = "inference"
-
-
-class InferencePlan:
-    """How the layer runs its biLM at prediction: ``optimize_for_inference`` settings, and the
-    state of the weights they were last applied to.
-
-    optimize (bool): apply ``optimize_for_inference`` (False: the plain computation, bit for bit).
-    precision (str): "fp32", "bf16", "fp16" or "int8" (needs ``optimize``).
-    char_cache_size (int): char-CNN cache entries, 0 for none (needs ``optimize``).
-    from_architecture (bool): the settings are arguments of the model's architecture
-        (``spacy-elmo.BiLM.v2``), so the elmo component's own arguments may not change them.
-
-    The settings are checked here, once (``fast.optimize.check_inference_settings``). Part of the
-    layer's config, not of its weights: serialized models keep the settings of the config they are
-    loaded with (deserializing keeps the plan in place).
-    """
-
-    def __init__(
-        self, *, optimize: bool = False, precision: str = "fp32", char_cache_size: int = 0, from_architecture: bool = False
-    ) -> None:
-        check_inference_settings(optimize=optimize, precision=precision, char_cache_size=char_cache_size)
-        self.optimize = bool(optimize)
-        self.precision = precision
-        self.char_cache_size = int(char_cache_size)
-        self.from_architecture = from_architecture
-        self._applied_to: Optional[Tuple[int, WeightsVersion]] = None
-
-    def __deepcopy__(self, memo: dict) -> "InferencePlan":
-        return InferencePlan(**self.settings(), from_architecture=self.from_architecture)
-
-    def settings(self) -> Dict[str, Any]:
-        """RETURNS (Dict[str, Any]): ``optimize``, ``precision`` and ``char_cache_size``."""
-        return {"optimize": self.optimize, "precision": self.precision, "char_cache_size": self.char_cache_size}
-
-    def apply(self, bilm: BiLM, version: Optional[WeightsVersion] = None) -> Optional[WeightsVersion]:
-        """Put the settings into effect on ``bilm`` unless they already are for its current weights.
-
-        version (Optional[WeightsVersion]): ``weights_version(bilm)`` if the caller has it (None:
-            taken here when needed).
-        RETURNS (Optional[WeightsVersion]): the weights' version after this, for other caches keyed
-            on it: ``version`` itself unless the settings were applied now.
-        """
-        if not self.optimize:
-            return version
-        if version is None:
-            version = weights_version(bilm)
-        if self._applied_to == (id(bilm), version):
-            return version
-        optimize_for_inference(bilm, precision=self.precision, char_cache_size=self.char_cache_size)
-        # pairing the directions replaces the LSTM weight tensors: key the state they are left in
-        version = weights_version(bilm)
-        self._applied_to = (id(bilm), version)
-        return version
-
-    def forget(self) -> None:
-        """Apply again at the next prediction."""
-        self._applied_to = None
 
 
 @serialize_attr.register(InferencePlan)
@@ -209,11 +151,9 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
     shim = model.layers[0].shims[0]
     device = shim.device
     bilm.reset_states()
-    if bilm.runner is None:  # the in-place loop and the training step, bitwise the reference's
-        attach(bilm)
+    adopt(bilm, model.attrs[INFERENCE_ATTR])
     shim._model = bilm.to(device)
     model.attrs[CACHE_ATTR].clear()
-    model.attrs[INFERENCE_ATTR].forget()
     model.set_dim("nO", bilm.config.output_dim, force=True)
     model.attrs["n_layers"] = bilm.config.n_output_layers
 
@@ -244,27 +184,21 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOut
 
 
 def _prepare_bilm(model: Model, bilm: BiLM, is_train: bool) -> Tuple[bool, Optional[FrozenCache]]:
-    """Lay the biLM out for this pass and check the layer cache against its weights, taking the
-    weights' version once for both.
+    """Have ``fast.plan`` lay the biLM out for this pass and check the layer cache against its
+    weights, with the weights' version taken once for both.
 
     RETURNS (Tuple[bool, Optional[FrozenCache]]): whether gradients flow into the biLM, and the
     layer cache (None when it is not used).
     """
     trainable = is_train and model.attrs["trainable"]
-    plan: InferencePlan = model.attrs[INFERENCE_ATTR]
     cache: FrozenCache = model.attrs[CACHE_ATTR]
     use_cache = cache.max_bytes > 0 and not model.attrs["trainable"]
     if not use_cache:
         # a trainable biLM's weights move: what was stored before may be stale
         cache.clear()
-    if trainable:
-        # Train on a freshly built model's layout: with the weights a prediction paired, autograd
-        # would copy every gradient into their column-major layout (and warn each step).
-        unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
-    predicting = not is_train and plan.optimize
-    version = weights_version(bilm) if use_cache or predicting else None
-    if predicting:
-        version = plan.apply(bilm, version)
+    version = prepare_pass(
+        bilm, model.attrs[INFERENCE_ATTR], is_train=is_train, trains_weights=trainable, need_version=use_cache
+    )
     if not use_cache:
         return trainable, None
     cache.check(bilm, version)

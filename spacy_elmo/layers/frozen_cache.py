@@ -7,9 +7,7 @@ from thinc.api import Model
 from thinc.model import deserialize_attr, serialize_attr
 
 from ..fast.lru import LRUCache
-
-# what fast.versions.weights_version returns
-WeightsVersion = Tuple[Hashable, ...]
+from ..fast.versions import WeightsVersion
 
 
 class FrozenCache:

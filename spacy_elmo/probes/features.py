@@ -6,7 +6,7 @@ one file per (model weights, input file) pair, named by both hashes: a later run
 model and file reads them back instead of running the biLM.
 """
 import hashlib
-import os
+import io
 import sys
 import time
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import IO, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 import numpy as np
 
+from ..atomic import write_atomic
 from ..bilm import BiLM
 from ..io.download import file_sha256
 from ..io.native import bilm_to_bytes
@@ -131,16 +132,14 @@ class VectorCache:
         keys = sorted(self._by_file[name])
         arrays = [self._memory[k] for k in keys]
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / name
-        temporary = path.with_name(f".{name}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as handle:
-            np.savez(
-                handle,
-                keys=np.array(keys),
-                lengths=np.array([a.shape[1] for a in arrays], dtype=np.int64),
-                vectors=np.concatenate(arrays, axis=1),
-            )
-        os.replace(temporary, path)
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            keys=np.array(keys),
+            lengths=np.array([a.shape[1] for a in arrays], dtype=np.int64),
+            vectors=np.concatenate(arrays, axis=1),
+        )
+        write_atomic(self.directory / name, buffer.getvalue())
 
 
 class _Progress:

@@ -8,6 +8,7 @@ import torch
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
+import spacy_elmo.fast.plan as fast_plan
 import spacy_elmo.layers.bilm_model as bilm_model
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.layers import ElmoBiLM, InferencePlan, apply_inference, get_bilm, set_bilm, set_inference, weights_updated
@@ -30,13 +31,13 @@ def _docs():
 @pytest.fixture()
 def applications(monkeypatch):
     calls = []
-    real = bilm_model.optimize_for_inference
+    real = fast_plan.optimize_for_inference
 
     def counted(bilm, **settings):
         calls.append(settings)
         return real(bilm, **settings)
 
-    monkeypatch.setattr(bilm_model, "optimize_for_inference", counted)
+    monkeypatch.setattr(fast_plan, "optimize_for_inference", counted)
     return calls
 
 
@@ -111,14 +112,14 @@ def test_a_forward_pass_takes_the_weights_version_once(monkeypatch):
     import spacy_elmo.fast.char_cache as char_cache
 
     walks = []
-    real = bilm_model.weights_version
+    real = fast_plan.weights_version
 
     def counted(module):
         if isinstance(module, BiLM):  # whole-biLM walks (the char cache walks its encoder's alone)
             walks.append(module)
         return real(module)
 
-    for module in (bilm_model, char_cache):
+    for module in (fast_plan, char_cache):
         monkeypatch.setattr(module, "weights_version", counted)
     plan = InferencePlan(optimize=True, char_cache_size=10)
     frozen = ElmoBiLM(

@@ -1,0 +1,152 @@
+"""The files of an embedded corpus: its input rows, and the Parquet shards ``embed_corpus`` writes
+and reads back (one shard's table, its name, writing it whole, verifying it on a rerun).
+
+A shard is ``shard-NNNNN.parquet`` and ``shard-NNNNN.json`` (its row and token counts, the SHA-256
+of its input rows and of the file). Each Parquet row holds ``id``, ``tokens``, ``token_start`` and
+``token_end`` (character offsets in the line), and either ``layer_0`` ... ``layer_L`` or ``mix``,
+each a list of per-token float16 or float32 vectors.
+"""
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Sequence, Tuple, Union
+
+import numpy as np
+
+from .atomic import write_atomic
+
+PathLike = Union[str, Path]
+DTYPES = {"float32": np.float32, "float16": np.float16}
+
+
+def read_corpus(path: PathLike) -> Tuple[List[Any], List[str]]:
+    """The ids and lines of a corpus.
+
+    path (PathLike): a ``.parquet`` file (column ``text``, optional ``id``) or a text file, one
+        sentence or document per line (ids: line numbers from 0, as `dump` numbers them).
+    RETURNS (Tuple[List[Any], List[str]]): ids and texts.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: input file not found")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(path).names
+        if "text" not in names:
+            raise ValueError(f"{path}: a Parquet input needs a 'text' column (it has {names})")
+        table = pq.read_table(path, columns=[c for c in ("id", "text") if c in names])
+        texts = table.column("text").to_pylist()
+        ids = table.column("id").to_pylist() if "id" in names else list(range(len(texts)))
+        return ids, texts
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return list(range(len(lines))), lines
+
+
+def whitespace_tokens(text: str) -> Tuple[List[str], List[int], List[int]]:
+    """The tokens of a line as `dump` splits it (``str.split()``), with their [start, end) offsets."""
+    tokens, starts, ends = [], [], []
+    position = 0
+    for token in text.split():
+        start = text.index(token, position)
+        position = start + len(token)
+        tokens.append(token)
+        starts.append(start)
+        ends.append(position)
+    return tokens, starts, ends
+
+
+def shard_table(
+    elmo: Any, ids: Sequence[Any], texts: Sequence[str], *, layers: str, dtype: str, batch_size: int, metadata: Dict[str, str]
+) -> Tuple[Any, int]:
+    """One shard's rows as an Arrow table: the per-batch work, the same on Ray or on Spark.
+
+    elmo (Elmo): the component (its pipeline's vocab makes the Docs).
+    RETURNS (Tuple[pyarrow.Table, int]): the table and its number of tokens.
+    """
+    import pyarrow as pa
+    from spacy.tokens import Doc
+
+    split = [whitespace_tokens(text) for text in texts]
+    docs = [Doc(elmo.vocab, words=tokens) for tokens, _, _ in split]
+    outputs = [doc._.elmo for doc in elmo.pipe(docs, batch_size=batch_size)]
+    width = outputs[0].width
+    offsets = pa.array(np.cumsum([0] + [len(tokens) for tokens, _, _ in split]), type=pa.int32())
+
+    def per_token(arrays: List[np.ndarray]) -> Any:
+        values = np.concatenate([a.reshape(-1) for a in arrays]).astype(DTYPES[dtype], copy=False)
+        return pa.ListArray.from_arrays(offsets, pa.FixedSizeListArray.from_arrays(pa.array(values), width))
+
+    columns = {
+        "id": pa.array(list(ids)),
+        "tokens": pa.array([tokens for tokens, _, _ in split], type=pa.list_(pa.string())),
+        "token_start": pa.array([starts for _, starts, _ in split], type=pa.list_(pa.int32())),
+        "token_end": pa.array([ends for _, _, ends in split], type=pa.list_(pa.int32())),
+    }
+    if layers == "mix":
+        columns["mix"] = per_token([output.mixed for output in outputs])
+    else:
+        for j in range(outputs[0].n_layers):
+            columns[f"layer_{j}"] = per_token([output.layers[j] for output in outputs])
+    table = pa.table(columns).replace_schema_metadata(metadata)
+    return table, int(offsets[-1].as_py())
+
+
+def shard_name(shard: int) -> str:
+    return f"shard-{shard:05d}"
+
+
+def input_sha256(ids: Sequence[Any], texts: Sequence[str]) -> str:
+    """SHA-256 of a shard's input rows: a rerun on a changed corpus is refused, not mixed in."""
+    return hashlib.sha256(json.dumps([list(ids), list(texts)], default=str).encode("utf-8", "replace")).hexdigest()
+
+
+def shard_done(output: Path, shard: int, expected_input: str) -> bool:
+    """Whether a shard is written and verified: its JSON is there, names this input, and the
+    Parquet file still has the SHA-256 it records."""
+    record_path = output / f"{shard_name(shard)}.json"
+    data_path = output / f"{shard_name(shard)}.parquet"
+    if not (record_path.is_file() and data_path.is_file()):
+        return False
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    if record.get("input_sha256") != expected_input:
+        raise ValueError(
+            f"{record_path}: written from other input rows than shard {shard} of this corpus; "
+            "give a new --output folder, or delete this one, to embed a changed corpus"
+        )
+    return hashlib.sha256(data_path.read_bytes()).hexdigest() == record.get("sha256")
+
+
+def write_shard(output: Path, shard: int, table: Any, *, rows: int, tokens: int, input_sha256: str) -> None:
+    """Write one shard whole: its Parquet file, then the JSON that ``shard_done`` verifies it by
+    (the input rows' SHA-256 and the file's)."""
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    data = buffer.getvalue()
+    name = shard_name(shard)
+    write_atomic(output / f"{name}.parquet", data)
+    record = {
+        "shard": shard, "rows": rows, "tokens": tokens, "input_sha256": input_sha256,
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    write_atomic(output / f"{name}.json", json.dumps(record, indent=1).encode("utf-8"))
+
+
+def read_shards(output: PathLike) -> Iterator[Tuple[Any, List[str], np.ndarray]]:
+    """Each row of a finished output folder, in input order: id, tokens and layers
+    ((L+1, n_tokens, width) with ``layers="all"``, (n_tokens, width) with "mix")."""
+    import pyarrow.parquet as pq
+
+    for path in sorted(Path(output).glob("shard-*.parquet")):
+        table = pq.read_table(path)
+        names = [name for name in table.column_names if name.startswith("layer_") or name == "mix"]
+        width = table.schema.field(names[0]).type.value_type.list_size
+        for i, (row_id, tokens) in enumerate(zip(table.column("id").to_pylist(), table.column("tokens").to_pylist())):
+            arrays = [table.column(name)[i].values.flatten().to_numpy().reshape(len(tokens), width) for name in names]
+            yield row_id, tokens, arrays[0] if names == ["mix"] else np.stack(arrays)
