@@ -1,17 +1,22 @@
-"""The word softmax shared by both directions of the biLM (training only).
+"""The word softmax shared by both directions of the biLM (training, scoring, substitutes).
 
 Two heads with the same parameters (``weight`` (V, P), ``bias`` (V,)): the full
 softmax, exact and used for every evaluation, and the sampled softmax (Jean et
 al. 2015) with TensorFlow's log-uniform candidate sampler, as the published
 models were trained: unique candidates, true-class and sampled logits corrected
-by the log of their expected counts, accidental hits removed.
+by the log of their expected counts, accidental hits removed. The full softmax of
+a large vocabulary (the published 793,471 words) is computed over chunks of rows:
+its normalizer accumulated by log-sum-exp, its best words merged chunk by chunk.
 """
 import math
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
+
+# vocabulary rows per chunk of the full softmax: 8,192 rows x 4,096 tokens of float32 logits is 128 MiB
+DEFAULT_CHUNK_SIZE = 8192
 
 
 class LogUniformSampler:
@@ -64,11 +69,16 @@ class WordSoftmax(nn.Module):
     n_classes (int): vocabulary size.
     dim (int): width of the hidden states (the biLM's projection_dim).
     n_samples (int): candidates of the sampled softmax; 0 (or >= n_classes) trains with the full softmax.
+    chunk_size (int): the most vocabulary rows whose logits exist at once in the full softmax;
+        a larger vocabulary is normalized chunk by chunk (``log_normalizer``).
     """
 
-    def __init__(self, n_classes: int, dim: int, *, n_samples: int = 0) -> None:
+    def __init__(self, n_classes: int, dim: int, *, n_samples: int = 0, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
         super().__init__()
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1, not {chunk_size}")
         self.n_classes = n_classes
+        self.chunk_size = chunk_size
         self.weight = nn.Parameter(torch.empty(n_classes, dim))
         self.bias = nn.Parameter(torch.zeros(n_classes))
         # bilm-tf's initialization of the softmax weights
@@ -76,14 +86,85 @@ class WordSoftmax(nn.Module):
         sampled = 0 < n_samples < n_classes
         self.sampler = LogUniformSampler(n_classes, n_samples) if sampled else None
 
+    @classmethod
+    def from_weights(
+        cls, weight: torch.Tensor, bias: torch.Tensor, *, n_samples: int = 0, chunk_size: int = DEFAULT_CHUNK_SIZE
+    ) -> "WordSoftmax":
+        """A head holding these tensors (not copied; no random weights are drawn first, which for
+        a published 793,471-row head would take seconds and 1.6 GB).
+
+        weight (Tensor): (V, P). bias (Tensor): (V,).
+        RETURNS (WordSoftmax): the head.
+        """
+        softmax = cls(0, weight.shape[1], chunk_size=chunk_size)
+        softmax.n_classes = weight.shape[0]
+        softmax.weight = nn.Parameter(weight)
+        softmax.bias = nn.Parameter(bias)
+        if 0 < n_samples < softmax.n_classes:
+            softmax.sampler = LogUniformSampler(softmax.n_classes, n_samples)
+        return softmax
+
     @property
     def is_sampled(self) -> bool:
         return self.sampler is not None
 
     def full_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Exact negative log-likelihood of each target. hidden (N, P), targets (N,). RETURNS (N,)."""
-        logits = hidden @ self.weight.t() + self.bias
-        return nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+        """Exact negative log-likelihood of each target. hidden (N, P), targets (N,). RETURNS (N,).
+
+        A vocabulary larger than ``chunk_size`` is normalized chunk by chunk (``log_normalizer``),
+        so no (N, V) matrix exists: the published 793,471-word softmax in bounded memory.
+        """
+        if self.n_classes <= self.chunk_size:
+            logits = hidden @ self.weight.t() + self.bias
+            return nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+        return self.log_normalizer(hidden) - self.target_logits(hidden, targets)
+
+    def target_logits(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The logit of each target alone. hidden (N, P), targets (N,). RETURNS (N,) float32."""
+        return ((hidden * self.weight[targets]).sum(-1) + self.bias[targets]).float()
+
+    def log_normalizer(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``logsumexp`` of every word's logit, accumulated over vocabulary chunks of ``chunk_size``
+        rows: memory (N, chunk_size), whatever the vocabulary. hidden (N, P). RETURNS (N,) float32."""
+        total = torch.full((hidden.shape[0],), float("-inf"), dtype=torch.float32, device=hidden.device)
+        for start in range(0, self.n_classes, self.chunk_size):
+            rows = slice(start, start + self.chunk_size)
+            logits = torch.addmm(self.bias[rows], hidden, self.weight[rows].t()).float()
+            total = torch.logaddexp(total, torch.logsumexp(logits, dim=1))
+        return total
+
+    def top_log_probs(
+        self, hidden: torch.Tensor, k: int, *, exclude: Sequence[int] = ()
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The ``k`` words of highest mean log-probability over D distributions, chunk by chunk.
+
+        hidden (Tensor): (D, N, P) states (D = 1: one direction; 2: the mean of the forward and
+            backward log-probabilities of each word, as LAMA's ELMo connector combines them).
+        k (int): how many words (at most the vocabulary size less ``exclude``).
+        exclude (Sequence[int]): ids never returned (they still count in the normalizer).
+        RETURNS (Tuple[Tensor, Tensor]): (N, k) float32 mean log-probabilities, best first, and their ids.
+        """
+        if not 0 < k <= self.n_classes - len(set(exclude)):
+            raise ValueError(f"k must be in [1, {self.n_classes - len(set(exclude))}], not {k}")
+        normalizers = torch.stack([self.log_normalizer(h) for h in hidden])  # (D, N)
+        n = hidden.shape[1]
+        best = torch.full((n, 0), float("-inf"), dtype=torch.float32, device=hidden.device)
+        best_ids = torch.zeros((n, 0), dtype=torch.long, device=hidden.device)
+        excluded = torch.tensor(sorted(set(exclude)), dtype=torch.long, device=hidden.device)
+        for start in range(0, self.n_classes, self.chunk_size):
+            rows = slice(start, start + self.chunk_size)
+            scores = torch.stack([
+                torch.addmm(self.bias[rows], h, self.weight[rows].t()).float() - z[:, None]
+                for h, z in zip(hidden, normalizers)
+            ]).mean(dim=0)
+            inside = excluded[(excluded >= start) & (excluded < start + scores.shape[1])] - start
+            scores[:, inside] = float("-inf")
+            top = scores.topk(min(k, scores.shape[1]), dim=1)
+            merged = torch.cat([best, top.values], dim=1)
+            merged_ids = torch.cat([best_ids, top.indices + start], dim=1)
+            keep = merged.topk(min(k, merged.shape[1]), dim=1)
+            best, best_ids = keep.values, merged_ids.gather(1, keep.indices)
+        return best, best_ids
 
     def sampled_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Sampled-softmax loss of each target (a biased estimate of the full NLL, cheap to train on).

@@ -15,7 +15,7 @@ source says which language its model is for, ``BiLMSource.language`` records it.
 only a registered name downloads, once, into the cache (``download``); a path that does not exist
 is an error naming it, never a download. Nothing is unpickled.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
@@ -52,6 +52,9 @@ class BiLMSource:
     archive (Optional[Path]): a zip holding a published pair.
     language (Optional[str]): the language the model is for, where its source says (a published
         name's registry entry, an archive's meta.json); None where nothing says.
+    name (Optional[str]): the published name the pair was fetched for (its softmax, where
+        published, is fetched by ``lm_head.load_head`` when asked for); not compared: the files
+        decide which biLM it is.
     """
 
     directory: Optional[Path] = None
@@ -60,6 +63,7 @@ class BiLMSource:
     efml: Optional[Path] = None
     archive: Optional[Path] = None
     language: Optional[str] = None
+    name: Optional[str] = field(default=None, compare=False)
 
     def load(self) -> BiLM:
         """RETURNS (BiLM): the model on CPU in eval mode, with the plain computation."""
@@ -215,7 +219,7 @@ def _published_source(name: str) -> BiLMSource:
     a path that does not exist, or a name nobody published, is refused naming it."""
     if name in PUBLISHED_MODELS:
         options, weights = fetch_published(name)
-        return BiLMSource(options=options, weights=weights, language="en")
+        return BiLMSource(options=options, weights=weights, language="en", name=name)
     if name in PUBLISHED_ARCHIVES:
         return BiLMSource(efml=fetch_archive(name), language=name)
     names = published_names()

@@ -36,6 +36,11 @@ class PublishedModel:
         the digest of the first download is recorded beside the file and checked from then on.
     http_only (bool): the files are served over plain http alone, so downloading them needs no
         ``allow_http`` (still with a warning). Every entry below is served over https.
+    vocab_path (Optional[str]): where the vocabulary of its published softmax is, below the base
+        URL; None where no softmax was published. The softmax itself is
+        ``SHAPE/elmo_SHAPE_softmax_weights.hdf5`` (``io/lm_head.py`` reads both).
+    softmax_sha256, vocab_sha256 (Optional[str]): their SHA-256 where the publisher states one
+        (AllenNLP states none).
     """
 
     name: str
@@ -47,6 +52,9 @@ class PublishedModel:
     options_sha256: Optional[str] = None
     weights_sha256: Optional[str] = None
     http_only: bool = False
+    vocab_path: Optional[str] = None
+    softmax_sha256: Optional[str] = None
+    vocab_sha256: Optional[str] = None
 
     def options_url(self, base_url: Optional[str] = None) -> str:
         """RETURNS (str): the options JSON's URL below ``base_url`` (default: ``models_base_url()``)."""
@@ -55,6 +63,14 @@ class PublishedModel:
     def weights_url(self, base_url: Optional[str] = None) -> str:
         """RETURNS (str): the HDF5 weights' URL below ``base_url`` (default: ``models_base_url()``)."""
         return f"{models_base_url(base_url)}{self.shape}/elmo_{self.shape}_weights.hdf5"
+
+    def softmax_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): the published softmax weights' URL (where ``vocab_path`` is set)."""
+        return f"{models_base_url(base_url)}{self.shape}/elmo_{self.shape}_softmax_weights.hdf5"
+
+    def vocab_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): the softmax vocabulary's URL (where ``vocab_path`` is set)."""
+        return f"{models_base_url(base_url)}{self.vocab_path}"
 
 
 BILLION_WORD = "1B Word Benchmark (about 800M tokens of WMT 2011 news)"
@@ -73,11 +89,15 @@ PUBLISHED_MODELS: Dict[str, PublishedModel] = {
             "original", "2x4096_512_2048cnn_2xhighway", 93.6, 374.4, BILLION_WORD,
             "SRL F1 84.63, constituency parsing F1 93.85; the paper's model (SQuAD 85.8 F1, SNLI 88.7, "
             "SRL 84.6, coreference 70.4, CoNLL-2003 NER 92.22, SST-5 54.7)",
+            # bilm-tf's README links the 793,471-word vocabulary at the top of the bucket
+            vocab_path="vocab-2016-09-10.txt",
         ),
         PublishedModel(
             "original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", 93.6, 374.4,
             "5.5B tokens: Wikipedia (1.9B) and WMT 2008-2012 news crawl (3.6B)",
             "SRL F1 84.93, constituency parsing F1 94.01; AllenNLP recommends it as the default",
+            # beside the model's TensorFlow checkpoint (LAMA's download_models.sh fetches it there)
+            vocab_path="2x4096_512_2048cnn_2xhighway_5.5B/tf_checkpoint/vocab-enwiki-news-500000.txt",
         ),
     )
 }

@@ -11,20 +11,19 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Dict, Optional, Tuple
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from ..atomic import write_atomic
 from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
-from ..io import ModelFileError, save_bilm
+from ..io import save_bilm
+from ..io.lm_head import SOFTMAX_NAME, load_head
 from ..io.loading import PathLike, locate_bilm
 from ..io.native import read_config
+from .head import head_vocab
 from .lm import LanguageModel
 from .vocab import VOCAB_NAME, Vocab
 
-SOFTMAX_NAME = "softmax.safetensors"
 # the segment length assumed for a model directory that does not record its training config
 DEFAULT_MAX_SENTENCE_TOKENS = 64
 
@@ -97,32 +96,23 @@ def load_lm_parts(
     what: str = "load_lm_parts",
 ) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]:
     """The biLM ``io.loading.locate_bilm`` finds for the arguments (our directory, a pipeline, a
-    published pair or name, or with none the shipped biLM) and, when that is one of our directories
-    that has them, its vocabulary and softmax weights (checksum verified).
+    published pair or name, or with none the shipped biLM) and its head where it has one
+    (``io.lm_head.load_head``: our directory's vocabulary and softmax, checksum verified, or a
+    published softmax and vocabulary), in training's vocabulary order (``head.head_vocab``).
 
     RETURNS (Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]): the biLM, the
         vocabulary or None, and the softmax's float32 state dict or None.
     """
     source = locate_bilm(start, options=options, weights=weights, what=what)
     bilm = source.load()
+    head = load_head(source)  # ours, or a published softmax + vocabulary beside the pair
+    if head is not None:
+        vocab, softmax = head_vocab(head.check_fits(bilm))
+        return bilm, vocab, softmax
     path = source.directory
     if path is None or not (path / VOCAB_NAME).is_file():
         return bilm, None, None
-    vocab = Vocab.from_disk(path)
-    softmax_path = path / SOFTMAX_NAME
-    if not softmax_path.is_file():
-        return bilm, vocab, None
-    data = softmax_path.read_bytes()
-    extra = read_config(path).get("extra", {})
-    if extra.get("softmax_sha256") not in (None, hashlib.sha256(data).hexdigest()):
-        raise ModelFileError(softmax_path, "checksum mismatch: the file is damaged or was replaced")
-    try:
-        softmax = load_tensors(data)
-    except (SafetensorError, ValueError, RuntimeError) as err:
-        raise ModelFileError(softmax_path, f"not a valid safetensors file ({err})") from err
-    if softmax.get("weight") is None or softmax["weight"].shape[0] != len(vocab):
-        raise ModelFileError(softmax_path, f"softmax does not match {VOCAB_NAME} ({len(vocab)} words)")
-    return bilm, vocab, {name: tensor.float() for name, tensor in softmax.items()}
+    return bilm, Vocab.from_disk(path), None
 
 
 def load_lm(path: PathLike) -> Tuple[LanguageModel, Vocab]:

@@ -1,19 +1,31 @@
 """Exact held-out perplexity of both directions, with the full softmax.
 
-Each segment is scored as its own sentence ``<S> w1 .. wn </S>`` from a zero
-state (the way the biLM is used downstream): the forward LM predicts w1 .. </S>,
-the backward LM <S> .. wn, so each direction makes n + 1 predictions. Words
-outside the softmax vocabulary are predicted as ``<UNK>`` (reported as the OOV
-rate, since perplexities over different vocabularies are not comparable).
+Each segment is scored as a sentence ``<S> w1 .. wn </S>``: the forward LM predicts w1 .. </S>
+from the states at <S> .. wn, the backward LM <S> .. wn from the states at w1 .. </S>, so each
+direction makes n + 1 predictions. Words outside the softmax vocabulary are predicted as
+``<UNK>`` (reported as the OOV rate, since perplexities over different vocabularies are not
+comparable). A vocabulary larger than the softmax's ``chunk_size`` is normalized chunk by chunk
+(``WordSoftmax.log_normalizer``), so the published 793,471-word softmax fits in memory.
+
+Two definitions of the LSTM state a sentence starts from:
+
+- fresh (the default): every sentence from a zero state, the way the biLM is used downstream;
+- carried (``carry_state``): the sentences in order form one stream, as bilm-tf's ``test`` runs
+  it (batch 1): the forward LM reads <S> w1 .. wn of each sentence in turn (its </S> is only
+  predicted, never read), each sentence starting from the state the previous one ended in; the
+  backward LM reads </S> wn .. w1 of each sentence in turn, likewise. The first sentence starts
+  from a zero state in both definitions.
 """
 import math
 from dataclasses import dataclass
 from itertools import islice
 from typing import Dict, Iterable, List, Optional, Tuple
 
+import numpy as np
 import torch
 
-from .batches import sentence_batches
+from ..bilm import BiLMState
+from .batches import NO_TARGET, LMBatch, sentence_batches
 from .corpus import Corpus, CorpusStats, split_long
 from .lm import LanguageModel
 from .vocab import Vocab
@@ -65,8 +77,13 @@ def evaluate_perplexity(
     batch_size: int = 64,
     max_batch_tokens: Optional[int] = 4096,
     buffer_size: int = 4096,
+    carry_state: bool = False,
 ) -> Perplexity:
-    """Score every segment (run in eval mode: no dropout, full softmax)."""
+    """Score every segment (run in eval mode: no dropout, full softmax).
+
+    carry_state (bool): carry the LSTM state from sentence to sentence (see the module docstring;
+        one sentence at a time) instead of a fresh zero state per sentence.
+    """
     result = Perplexity()
     was_training = lm.training
     lm.eval()
@@ -77,6 +94,8 @@ def evaluate_perplexity(
             result.n_oov += sum(1 for t in tokens if t not in vocab.index)
             yield tokens
 
+    if carry_state:
+        return _carried_perplexity(lm, counted(segments), vocab, result, was_training)
     batches = sentence_batches(
         iter(counted(segments)),
         vocab,
@@ -92,14 +111,55 @@ def evaluate_perplexity(
     try:
         with torch.no_grad():
             for batch in batches:
-                out = lm.run_batch(batch)
-                result.forward_nll += float(out["forward_nll"])
-                result.backward_nll += float(out["backward_nll"])
-                result.n_forward += out["forward_n"]
-                result.n_backward += out["backward_n"]
+                _add(result, lm.run_batch(batch))
     finally:
         lm.train(was_training)
     return result
+
+
+def _add(result: Perplexity, out: Dict[str, object]) -> None:
+    result.forward_nll += float(out["forward_nll"])
+    result.backward_nll += float(out["backward_nll"])
+    result.n_forward += out["forward_n"]
+    result.n_backward += out["backward_n"]
+
+
+def _carried_perplexity(
+    lm: LanguageModel, segments: Iterable[List[str]], vocab: Vocab, result: Perplexity, was_training: bool
+) -> Perplexity:
+    """The carried definition: each sentence as two rows, ``<S> w1 .. wn`` (read by the forward LM,
+    predicting w1 .. </S>) and ``w1 .. wn </S>`` (read backward, predicting wn .. <S>), each
+    direction starting from the state its row ended in for the previous sentence."""
+    carried: Optional[BiLMState] = None
+    try:
+        with torch.no_grad():
+            for tokens in segments:
+                ids, _ = lm.bilm.batch_ids([tokens])
+                n = len(tokens)
+                words = vocab.encode(tokens, boundaries=True)
+                forward = np.full((2, n + 1), NO_TARGET, dtype=np.int64)
+                backward = np.full((2, n + 1), NO_TARGET, dtype=np.int64)
+                forward[0], backward[1] = words[1:], words[:-1]
+                rows = np.stack([ids[0, : n + 1], ids[0, 1 : n + 2]])
+                batch = LMBatch(rows, np.full(2, n + 1, dtype=np.int64), forward, backward)
+                out = lm.run_batch(batch, _start_state(lm, carried))
+                _add(result, out)
+                (forward_state, backward_state) = out["state"]
+                carried = ([(h[:1], c[:1]) for h, c in forward_state], [(h[1:], c[1:]) for h, c in backward_state])
+    finally:
+        lm.train(was_training)
+    return result
+
+
+def _start_state(lm: LanguageModel, carried: Optional[BiLMState]) -> Optional[BiLMState]:
+    """Row 0's forward and row 1's backward state from ``carried``; zeros for the rows whose
+    direction predicts nothing."""
+    if carried is None:
+        return None
+    zero_forward, zero_backward = lm.bilm.zero_state(2)
+    forward = [(torch.cat([h, z[0][1:]]), torch.cat([c, z[1][1:]])) for (h, c), z in zip(carried[0], zero_forward)]
+    backward = [(torch.cat([z[0][:1], h]), torch.cat([z[1][:1], c])) for (h, c), z in zip(carried[1], zero_backward)]
+    return forward, backward
 
 
 def corpus_perplexity(
@@ -112,14 +172,17 @@ def corpus_perplexity(
     max_sentence_tokens: int,
     max_segments: int = 0,
     batch_size: int = 64,
+    carry_state: bool = False,
 ) -> Tuple[Perplexity, CorpusStats]:
     """Score held-out text read from files, directories or globs (comma-separated), each line a sentence.
 
     max_sentence_tokens (int): longer lines are cut into pieces of this length (use the model's own).
     max_segments (int): score only the first N segments (0: all).
+    carry_state (bool): the carried definition (module docstring) instead of a fresh state per sentence.
     RETURNS (Tuple[Perplexity, CorpusStats]): the perplexity and what was read.
     """
     corpus = Corpus(data, fmt=fmt, tokenizer=tokenizer)
     stats = CorpusStats()
     segments = split_long(corpus.segments(stats), max_sentence_tokens)
-    return evaluate_perplexity(lm, islice(segments, max_segments or None), vocab, batch_size=batch_size), stats
+    segments = islice(segments, max_segments or None)
+    return evaluate_perplexity(lm, segments, vocab, batch_size=batch_size, carry_state=carry_state), stats

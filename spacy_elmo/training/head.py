@@ -1,0 +1,57 @@
+"""A biLM's head (``io.lm_head.LMHead``: ours or a published one) as training's vocabulary and
+softmax, and the language model of any model that has a head, for scoring text.
+
+Training's ``Vocab`` keeps ``<S>``, ``</S>`` and ``<UNK>`` at ids 0, 1, 2 and the other words in
+their order; a published vocabulary may list the three elsewhere, so the softmax rows are put in
+the same order (the head's own order where it already is, with no copy).
+"""
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from ..bilm import BiLM
+from ..bilm.softmax import WordSoftmax
+from ..io.lm_head import LMHead, load_head
+from ..io.loading import PathLike, locate_bilm
+from .lm import LanguageModel
+from .vocab import Vocab
+
+
+def head_vocab(head: LMHead) -> Tuple[Vocab, Dict[str, torch.Tensor]]:
+    """The head's words as a ``Vocab`` and its rows in that vocabulary's order.
+
+    RETURNS (Tuple[Vocab, Dict[str, torch.Tensor]]): the vocabulary and the softmax's state dict.
+    """
+    vocab = Vocab(head.words)
+    weight, bias = head.softmax.weight.detach(), head.softmax.bias.detach()
+    if list(vocab.tokens) != list(head.words):
+        order = torch.tensor([head.index[word] for word in vocab.tokens], dtype=torch.long)
+        weight, bias = weight[order], bias[order]
+    return vocab, {"weight": weight, "bias": bias}
+
+
+def head_softmax(head: LMHead, *, n_samples: int = 0) -> Tuple[Vocab, WordSoftmax]:
+    """RETURNS (Tuple[Vocab, WordSoftmax]): ``head_vocab``'s vocabulary and a softmax holding its rows
+    (sampled while training when ``n_samples`` > 0 and below the vocabulary size)."""
+    vocab, state = head_vocab(head)
+    return vocab, WordSoftmax.from_weights(state["weight"], state["bias"], n_samples=n_samples)
+
+
+def load_scoring_lm(model: Optional[PathLike] = None, *, what: str = "evaluate") -> Tuple[LanguageModel, Vocab, LMHead]:
+    """The language model of ``model`` (anything ``locate_bilm`` takes: our directory, a folder or
+    zip with a published pair, softmax and vocabulary, a published name whose softmax was published;
+    none: the shipped biLM) with its own softmax, full, no dropout.
+
+    RETURNS (Tuple[LanguageModel, Vocab, LMHead]): the model, its vocabulary, and the head as read.
+    """
+    source = locate_bilm(model, what=what)
+    bilm: BiLM = source.load()
+    head = load_head(source)
+    if head is None:
+        raise ValueError(
+            f"{what}: {model or 'the shipped biLM'} has no softmax to score with (our directories hold "
+            "vocab.txt + softmax.safetensors; a published pair needs softmax.hdf5 + vocab.txt beside it): "
+            "fine-tune it first to get one"
+        )
+    vocab, softmax = head_softmax(head.check_fits(bilm))
+    return LanguageModel(bilm, softmax), vocab, head
