@@ -1,4 +1,5 @@
-"""`convert`: published options + HDF5 pair (or our directory) -> spaCy pipeline, and back with --to-allennlp."""
+"""`convert`: a biLM (a published pair, a zip, an ELMoForManyLangs model, our directory) -> spaCy pipeline,
+and back with --to-allennlp or --to-efml."""
 from pathlib import Path
 from typing import Optional
 
@@ -35,18 +36,21 @@ def build_pipeline(
 
 def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
     """The language a pipeline for this biLM gets without ``--lang``: what its source records
-    (a published name, an archive's meta.json), a pipeline directory's own language, English
-    for AllenNLP's format and our directories (the shipped model and AllenNLP's are English); an
-    ELMoForManyLangs directory records none, so it needs ``--lang``."""
+    (a published name, an archive's meta.json), a pipeline directory's own language, English for
+    AllenNLP's format given as files and our directories (the shipped model and AllenNLP's are
+    English). A zip whose meta.json records no language and an ELMoForManyLangs directory (whose
+    files record none) need ``--lang``: their model may be for any language."""
     if source.language:
         return source.language
     if model is not None and (Path(model) / "config.cfg").is_file():
         from spacy import util
 
         return util.load_config(Path(model) / "config.cfg", interpolate=False)["nlp"]["lang"]
-    if source.efml is not None:
+    unknown = source.efml or source.archive
+    if unknown is not None:
+        what = "an ELMoForManyLangs model directory" if source.efml is not None else "its meta.json"
         raise ValueError(
-            f"{source.efml}: an ELMoForManyLangs model records no language; give it with --lang "
+            f"{unknown}: the model's language is not known ({what} records none); give it with --lang "
             "(an ISO 639 code spaCy knows, e.g. de, ru, ar; or xx for spaCy's multi-language tokenizer)"
         )
     return "en"
@@ -87,7 +91,8 @@ def convert_cli(
         "directory or zip, an ELMoForManyLangs directory, or a published name (small, original, de, ru, ...)"
     ),
     lang: Optional[str] = typer.Option(
-        None, "--lang", help="language of the blank pipeline (default: the model's; English for AllenNLP's)"
+        None, "--lang", help="language of the blank pipeline (default: the model's; English for AllenNLP's "
+        "files; needed where the model records none)"
     ),
     to_allennlp: bool = typer.Option(
         False, "--to-allennlp", help="write options.json + weights.hdf5 from --model instead"

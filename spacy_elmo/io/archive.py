@@ -1,11 +1,14 @@
 """Published biLMs packed as a zip: the NLPL repository's ELMo archives, bilm-tf pairs zipped, and
-the ELMoForManyLangs zips the registry names by language (``fetch_archive``: downloaded once and
-unpacked into the cache).
+the ELMoForManyLangs zips, read from a local file or named by language in the registry
+(``fetch_archive``: downloaded once and unpacked into the cache).
 
 An NLPL ELMo entry (http://vectors.nlpl.eu/repository/) is one zip holding ``options.json``,
 ``model.hdf5`` and ``vocab.txt`` (the training vocabulary, which the biLM itself does not need),
 often with ``meta.json`` describing the corpus and its language. The weights are bilm-tf's HDF5,
-read by ``allennlp.load_allennlp``. Members may sit in a folder inside the zip.
+read by ``allennlp.load_allennlp``. An ELMoForManyLangs zip (NLPL entries 136-179) holds
+``config.json``, ``char.dic``, ``word.dic``, ``token_embedder.pkl``, ``encoder.pkl`` and
+``meta.json`` at its top, without the architecture JSON (``efml_architecture``), read by
+``efml.load_efml``. Members may sit in a folder inside the zip.
 
 Only the members named here are read, by their base names, into a private temporary folder
 that is removed afterwards: a member's path never decides where anything is written, and
@@ -17,12 +20,14 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Union
+from typing import Dict, List, Optional, Union
 
 from ..bilm import BiLM
 from .allennlp import load_allennlp
 from ..cache_dir import cache_dir
-from .download import Transfer, ensure_file, file_sha256, recorded_sha256
+from .download import Transfer, ensure_file
+from .download_record import file_sha256, recorded_sha256
+from .efml import CONFIG_NAME, ENCODER_NAME, TOKEN_EMBEDDER_NAME, load_efml
 from .errors import ModelFileError
 from .registry import published_archive
 
@@ -30,45 +35,70 @@ PathLike = Union[str, Path]
 OPTIONS = "options.json"
 WEIGHTS = ("model.hdf5", "weights.hdf5")
 META = "meta.json"
+ALLENNLP = "allennlp"
+EFML = "elmoformanylangs"
+# what an ELMoForManyLangs zip contributes: its model files, and JSON files (config.json, meta.json
+# and an architecture JSON where the zip has one); nothing else is extracted
+EFML_FILES = ("char.dic", "word.dic", TOKEN_EMBEDDER_NAME, ENCODER_NAME)
+EFML_REQUIRED = (CONFIG_NAME, TOKEN_EMBEDDER_NAME, ENCODER_NAME)
+EXTRACTED_RECORD = "extracted.json"
 # biLM weights are at most a few GB; a member claiming more is not one (or a zip bomb)
 MAX_MEMBER_BYTES = 8 * 2**30
 
 
 @dataclass(frozen=True)
 class ArchiveContents:
-    """What a published biLM zip holds: the members' names inside it and the language its
-    ``meta.json`` records (an ISO 639 code, or None)."""
+    """What a published biLM zip holds.
 
-    options: str
-    weights: str
+    family (str): "allennlp" (options.json + HDF5 weights) or "elmoformanylangs".
+    members (Dict[str, str]): the members a model is read from, by base name -> name in the zip.
+    language (Optional[str]): the language its ``meta.json`` records (an ISO 639 code), or None.
+    """
+
+    family: str
+    members: Dict[str, str]
     language: Optional[str]
 
+    @property
+    def options(self) -> Optional[str]:
+        """RETURNS (Optional[str]): the options.json member of a zipped pair."""
+        return self.members.get(OPTIONS)
 
-def is_bilm_archive(path: PathLike) -> bool:
-    """Whether ``path`` is a zip file holding an options.json and a .hdf5 weights file."""
-    path = Path(path)
-    if not path.is_file() or not zipfile.is_zipfile(path):
-        return False
-    try:
-        archive_contents(path)
-    except ModelFileError:
-        return False
-    return True
+    @property
+    def weights(self) -> Optional[str]:
+        """RETURNS (Optional[str]): the HDF5 weights member of a zipped pair."""
+        return next((self.members[name] for name in WEIGHTS if name in self.members), None)
 
 
 def archive_contents(path: PathLike) -> ArchiveContents:
-    """The members of a published biLM zip. Raises ModelFileError naming what is missing."""
+    """The members of a published biLM zip. Raises ModelFileError saying what is wrong: not a
+    readable zip, no model's files in it, or two members of one base name."""
     try:
         with zipfile.ZipFile(path) as archive:
-            members = {Path(info.filename).name: info for info in archive.infolist() if not info.is_dir()}
-            meta = _read_meta(archive, members.get(META))
+            infos = [info for info in archive.infolist() if not info.is_dir()]
+            meta_infos = [info for info in infos if Path(info.filename).name == META]
+            meta = _read_meta(archive, meta_infos[0] if len(meta_infos) == 1 else None)
     except (zipfile.BadZipFile, OSError) as error:
         raise ModelFileError(path, f"not a readable zip archive ({error})") from error
-    weights = next((members[name] for name in WEIGHTS if name in members), None)
-    if OPTIONS not in members or weights is None:
-        found = ", ".join(sorted(members)) or "nothing"
-        raise ModelFileError(path, f"a biLM archive holds {OPTIONS} and {' or '.join(WEIGHTS)}; this one holds {found}")
-    return ArchiveContents(members[OPTIONS].filename, weights.filename, _language(meta))
+    names = {Path(info.filename).name for info in infos}
+    if OPTIONS in names and any(name in names for name in WEIGHTS):
+        family, wanted = ALLENNLP, [OPTIONS, next(name for name in WEIGHTS if name in names)]
+    elif all(name in names for name in EFML_REQUIRED):
+        family, wanted = EFML, sorted(n for n in names if n in EFML_FILES or (n.endswith(".json") and n != EXTRACTED_RECORD))
+    else:
+        found = ", ".join(sorted(names)) or "nothing"
+        raise ModelFileError(
+            path, f"a biLM archive holds {OPTIONS} and {' or '.join(WEIGHTS)} (a published pair, as NLPL's ELMo "
+                  f"archives), or {', '.join(EFML_REQUIRED)} (an ELMoForManyLangs model); this one holds {found}"
+        )
+    members: Dict[str, str] = {}
+    for name in wanted:
+        found_as: List[str] = [info.filename for info in infos if Path(info.filename).name == name]
+        if len(found_as) > 1:
+            raise ModelFileError(path, f"holds {len(found_as)} members named {name} ({', '.join(found_as)}): "
+                                       "which one is the model's is not clear; unpack the one you mean")
+        members[name] = found_as[0]
+    return ArchiveContents(family, members, _language(meta))
 
 
 def load_archive(path: PathLike) -> BiLM:
@@ -77,17 +107,30 @@ def load_archive(path: PathLike) -> BiLM:
     RETURNS (BiLM): the model, on CPU in eval mode, with the plain computation.
     """
     contents = archive_contents(path)
-    with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(prefix="spacy-elmo-archive-") as work:
-        extracted: Dict[str, Path] = {}
-        for role, member in (("options", contents.options), ("weights", contents.weights)):
+    with tempfile.TemporaryDirectory(prefix="spacy-elmo-archive-") as work:
+        extract_members(path, contents, Path(work))
+        if contents.family == ALLENNLP:
+            return load_allennlp(Path(work) / OPTIONS, Path(work) / Path(contents.weights).name)
+        try:
+            return load_efml(Path(work), label=path)
+        except ModelFileError as error:  # name the zip and its member, not the private folder
+            member = Path(error.path).name if Path(error.path) != Path(work) else "the model"
+            raise ModelFileError(path, f"{member}: {error.problem}") from error
+
+
+def extract_members(path: PathLike, contents: ArchiveContents, target: Path) -> None:
+    """The members a model is read from (``contents.members``) into ``target``, by base name,
+    each written to a temporary name and renamed into place; a member's own path never decides
+    where anything goes."""
+    target.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path) as archive:
+        for base, member in contents.members.items():
             info = archive.getinfo(member)
             if info.file_size > MAX_MEMBER_BYTES:
-                raise ModelFileError(path, f"{member} claims {info.file_size} bytes, more than a biLM's weights")
-            target = Path(work) / Path(member).name  # the base name only: no path from the archive
-            copy_member(archive, info, target, path)
-            extracted[role] = target
-        bilm = load_allennlp(extracted["options"], extracted["weights"])
-    return bilm
+                raise ModelFileError(path, f"{member} claims {info.file_size} bytes, more than a model file")
+            part = target / (base + ".part")
+            copy_member(archive, info, part, path)
+            os.replace(part, target / base)
 
 
 def copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, path: PathLike) -> None:
@@ -100,11 +143,6 @@ def copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, p
     except (zipfile.BadZipFile, OSError) as error:
         target.unlink(missing_ok=True)
         raise ModelFileError(path, f"{info.filename} could not be read from the archive ({error})") from error
-
-
-def archive_language(path: PathLike) -> Optional[str]:
-    """The language the archive's meta.json records (an ISO 639 code), or None."""
-    return archive_contents(path).language
 
 
 def _read_meta(archive: zipfile.ZipFile, info: Optional[zipfile.ZipInfo]) -> Optional[dict]:
@@ -127,12 +165,6 @@ def _language(meta: Optional[dict]) -> Optional[str]:
         if isinstance(entry, dict):
             candidates.append(entry.get("language"))
     return next((c for c in candidates if isinstance(c, str) and c.strip()), None)
-
-
-# what an ELMoForManyLangs zip may contribute: its model files, and JSON files (config.json and
-# the architecture JSON that config.json's config_path names); nothing else is extracted
-ARCHIVE_FILES = ("char.dic", "word.dic", "token_embedder.pkl", "encoder.pkl")
-EXTRACTED_RECORD = "extracted.json"
 
 
 def fetch_archive(
@@ -165,7 +197,8 @@ def fetch_archive(
     record = model / EXTRACTED_RECORD
     if _recorded_zip(record) == digest:
         return model
-    _unpack(zip_path, model)
+    record.unlink(missing_ok=True)
+    extract_members(zip_path, archive_contents(zip_path), model)
     record.write_text(json.dumps({"zip_sha256": digest, "url": archive.url, "language": archive.name}) + "\n",
                       encoding="utf-8")
     return model
@@ -182,28 +215,5 @@ def _recorded_zip(record: Path) -> Optional[str]:
 
 def _check_archive(path: Path) -> None:
     """A downloaded zip is an ELMoForManyLangs model: it holds config.json and both weight files."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = {Path(info.filename).name for info in archive.infolist() if not info.is_dir()}
-    except (zipfile.BadZipFile, OSError) as error:
-        raise ModelFileError(path, f"not a readable zip archive ({error})") from error
-    missing = [n for n in ("config.json", "token_embedder.pkl", "encoder.pkl") if n not in names]
-    if missing:
-        raise ModelFileError(path, f"not an ELMoForManyLangs model: {', '.join(missing)} missing from the zip")
-
-
-def _unpack(zip_path: Path, model: Path) -> None:
-    """The model files of ``zip_path`` into ``model``, by base name, each written to a temporary
-    name and renamed into place; a member's own path never decides where anything goes."""
-    model.mkdir(parents=True, exist_ok=True)
-    (model / EXTRACTED_RECORD).unlink(missing_ok=True)
-    with zipfile.ZipFile(zip_path) as archive:
-        for info in archive.infolist():
-            base = Path(info.filename).name
-            if info.is_dir() or not (base in ARCHIVE_FILES or base.endswith(".json")) or base == EXTRACTED_RECORD:
-                continue
-            if info.file_size > MAX_MEMBER_BYTES:
-                raise ModelFileError(zip_path, f"{info.filename} claims {info.file_size} bytes, more than a model file")
-            part = model / (base + ".part")
-            copy_member(archive, info, part, zip_path)
-            os.replace(part, model / base)
+    if archive_contents(path).family != EFML:
+        raise ModelFileError(path, f"not an ELMoForManyLangs model: {', '.join(EFML_REQUIRED)} missing from the zip")

@@ -5,9 +5,10 @@ with a Range request after a dropped connection (a server that ignores Range and
 read again from the start), checked (the length the server announced; the options parse; the
 HDF5 weights load through ``load_allennlp``, with every dataset and shape the options imply; the
 SHA-256 where the registry knows it) and only then renamed into place with ``os.replace``. Its
-SHA-256 is written beside it (``NAME.sha256.json``) and compared on every later use: a download
-that was changed or damaged since is fetched again, and a file placed by hand is checked once and
-recorded. Nothing downloads unless a published model is asked for by name or URL; nothing is
+SHA-256 is written beside it (``NAME.sha256.json``, ``download_record``) and compared on every
+later use: a download that was changed or damaged since is fetched again, a file placed by hand
+(or whose record was deleted) is checked once and recorded with a line saying so, and a damaged
+record is refused. Nothing downloads unless a published model is asked for by name or URL; nothing is
 unpickled.
 
 Files come over https. Plain http, where anyone on the way can change the file, is used only
@@ -16,7 +17,6 @@ or the registry marks a model as served over http alone, and then with a warning
 https to http is refused whatever was allowed.
 """
 import hashlib
-import json
 import os
 import sys
 import time
@@ -27,25 +27,23 @@ import warnings
 from dataclasses import dataclass, field
 from http.client import HTTPException, HTTPResponse
 from pathlib import Path
-from typing import IO, Callable, Mapping, Optional, Tuple
+from typing import IO, Mapping, Optional, Tuple
 
 from ..cache_dir import cache_dir
 from .allennlp import load_allennlp, read_options
 from .errors import DownloadError, ModelFileError
+from .download_record import CHUNK_BYTES, PART_SUFFIX, Check, file_sha256, intact, note, record_path, write_record
 from .registry import PublishedModel, published_model
+
+__all__ = ["Transfer", "ensure_file", "fetch_pair", "fetch_published", "file_sha256", "record_path", "url_pair_dir"]
 
 # "1" allows plain http where no argument can be passed (``load_bilm(NAME)``, a training config)
 ALLOW_HTTP_ENV = "SPACY_ELMO_ALLOW_HTTP"
 OPTIONS_NAME = "options.json"
 WEIGHTS_NAME = "weights.hdf5"
-SIDECAR_SUFFIX = ".sha256.json"
-PART_SUFFIX = ".part"
-CHUNK_BYTES = 1 << 20
 USER_AGENT = "spacy-elmo (urllib)"
 # answers worth asking again: the server may be busy or restarting
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
-
-Check = Callable[[Path], object]
 
 
 @dataclass
@@ -166,7 +164,7 @@ def ensure_file(
     RETURNS (Path): ``target``.
     """
     target = Path(target)
-    if target.is_file() and _intact(target, url, sha256, check):
+    if target.is_file() and intact(target, url, sha256, check):
         return target
     _check_scheme(url, target, allow_http)
     return _download(url, target, sha256, check, transfer or Transfer())
@@ -202,66 +200,12 @@ def _download(url: str, target: Path, sha256: Optional[str], check: Optional[Che
         digest, problem = _verify(part, sha256, check)
         if problem is None:
             os.replace(part, target)
-            _write_record(target, url, digest)
+            write_record(target, url, digest)
             return target
         part.unlink()
         if not resumed:
             break
     raise DownloadError(url, target, problem)
-
-
-def file_sha256(path: Path) -> str:
-    """RETURNS (str): the hex SHA-256 of the file at ``path``, read in chunks."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def record_path(target: Path) -> Path:
-    """RETURNS (Path): the JSON file beside ``target`` that records its URL, size and SHA-256."""
-    return Path(target).with_name(Path(target).name + SIDECAR_SUFFIX)
-
-
-def _intact(target: Path, url: str, sha256: Optional[str], check: Optional[Check]) -> bool:
-    """Whether ``target`` is usable as it is. A file we downloaded that no longer matches its
-    record is removed (to be fetched again); a file placed by hand that fails is refused."""
-    digest = file_sha256(target)
-    recorded = recorded_sha256(target)
-    if recorded is not None:
-        if digest == recorded and sha256 in (None, digest):
-            return True
-        _note(f"{target}: changed since it was downloaded (SHA-256 {digest}, recorded {recorded}); "
-              "downloading it again")
-        target.unlink()
-        record_path(target).unlink()
-        return False
-    if sha256 is not None and digest != sha256:
-        raise ModelFileError(target, f"SHA-256 {digest} is not the published file's {sha256}; delete it "
-                                     "to download it again")
-    if check is not None:
-        check(target)
-    _write_record(target, url, digest)
-    return True
-
-
-def recorded_sha256(target: Path) -> Optional[str]:
-    """The SHA-256 recorded at download, or None where there is no (readable) record."""
-    try:
-        record = json.loads(record_path(target).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    digest = record.get("sha256") if isinstance(record, dict) else None
-    return digest if isinstance(digest, str) else None
-
-
-def _write_record(target: Path, url: str, digest: str) -> None:
-    record = {"url": url, "bytes": target.stat().st_size, "sha256": digest}
-    path = record_path(target)
-    temporary = path.with_name(path.name + PART_SUFFIX)
-    temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def _verify(part: Path, sha256: Optional[str], check: Optional[Check]) -> Tuple[str, Optional[str]]:
@@ -297,7 +241,7 @@ def _fetch(url: str, part: Path, target: Path, transfer: Transfer) -> bool:
             failures += 1
             if failures > transfer.retries:
                 raise DownloadError(url, target, f"gave up after {failures} attempts; the last: {err}") from err
-            _note(f"{url}: {err}; trying again")
+            note(f"{url}: {err}; trying again")
             resumed = True
             time.sleep(transfer.retry_wait * 2 ** (failures - 1))
 
@@ -418,7 +362,3 @@ class _Progress:
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(seconds + 0.5), 60)
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
-
-
-def _note(message: str) -> None:
-    print(message, file=sys.stderr)

@@ -1,5 +1,7 @@
 """ELMoForManyLangs (HIT-SCIR) model directories: ``config.json``, the architecture JSON it names,
-``char.dic``, ``word.dic``, ``token_embedder.pkl`` and ``encoder.pkl``.
+``char.dic``, ``word.dic``, ``token_embedder.pkl`` and ``encoder.pkl``. The published models lack
+the architecture JSON: ``efml_architecture`` then takes the published values, checked against the
+weights' shapes.
 
 What differs from the published AllenNLP pair, and how it maps onto a ``BiLM`` (docs/formats.md):
 a learned character vocabulary (``char.dic``) instead of bytes, and an optional word embedding
@@ -29,6 +31,7 @@ import torch
 
 from ..atomic import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
+from .efml_architecture import read_architecture
 from .errors import ModelFileError
 from .json_file import read_json_object
 
@@ -53,17 +56,25 @@ def is_efml_directory(path: PathLike) -> bool:
     return (path / CONFIG_NAME).is_file() and any((path / name).is_file() for name in marks)
 
 
-def load_efml(directory: PathLike) -> BiLM:
+def load_efml(directory: PathLike, *, label: Optional[PathLike] = None) -> BiLM:
     """Build a biLM from an ELMoForManyLangs model directory.
 
     directory (PathLike): the folder EFML's ``Embedder(model_dir)`` reads.
+    label (Optional[PathLike]): what the line about an architecture without its JSON names
+        (default: ``directory``; the zip, where the folder is a private copy of its members).
     RETURNS (BiLM): the model in eval mode, on CPU, with its ``char_vocab``; ``embed`` gives
         EFML's ``sents2elmo(..., output_layer=-2)`` from a fresh state.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelFileError(directory, "EFML model directory not found")
-    architecture, architecture_path = read_architecture(directory)
+    config_path = directory / CONFIG_NAME
+    named = read_config_path(config_path)
+    embedder = read_state_dict(directory / TOKEN_EMBEDDER_NAME)
+    encoder = read_state_dict(directory / ENCODER_NAME)
+    architecture, architecture_path = read_architecture(
+        directory, config_path, named, embedder=_shapes(embedder), encoder=_shapes(encoder), label=label
+    )
     if not architecture["token_embedder"].get("char_dim"):
         # before char.dic is looked for: a words-only model has none, and that is not what is wrong
         raise ModelFileError(architecture_path, "char_dim is 0: a model without a character CNN (words only) is not supported")
@@ -76,8 +87,6 @@ def load_efml(directory: PathLike) -> BiLM:
     except ValueError as err:
         raise ModelFileError(architecture_path, str(err)) from err
     bilm = BiLM(config, char_vocab=vocab)
-    embedder = read_state_dict(directory / TOKEN_EMBEDDER_NAME)
-    encoder = read_state_dict(directory / ENCODER_NAME)
     state = _token_encoder_state(embedder, config, vocab, directory / TOKEN_EMBEDDER_NAME)
     state.update(_encoder_state(encoder, config, directory / ENCODER_NAME))
     expected = bilm.state_dict()
@@ -89,33 +98,13 @@ def load_efml(directory: PathLike) -> BiLM:
     return bilm.eval()
 
 
-def read_architecture(directory: Path) -> Tuple[Dict[str, Any], Path]:
-    """The architecture JSON that config.json's ``config_path`` names, found as EFML finds it:
-    relative to the model folder, else its file name in the model folder. (EFML then tries its
-    own package's ``configs/``, which is not installed here.)
-
-    RETURNS (Tuple[dict, Path]): the architecture and the file it came from.
-    """
-    config_path = directory / CONFIG_NAME
-    config = _read_json(config_path)
-    named = config.get("config_path")
+def read_config_path(config_path: Path) -> str:
+    """config.json's ``config_path``: where the training run kept the architecture JSON (only
+    this key of config.json describes the model; the others are the trainer's options)."""
+    named = _read_json(config_path).get("config_path")
     if not isinstance(named, str) or not named:
         raise ModelFileError(config_path, "has no 'config_path' naming the architecture JSON (EFML's config.json does)")
-    candidates = [directory / named, directory / Path(named).name]
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is None:
-        tried = ", ".join(str(c) for c in dict.fromkeys(candidates))
-        raise ModelFileError(
-            config_path,
-            f"the architecture JSON it names ({named!r}) is missing: looked for {tried}. EFML also looks in "
-            f"its package's configs/ folder: copy {Path(named).name} from there (elmoformanylangs/configs/ "
-            "in EFML's repository) into the model directory",
-        )
-    architecture = _read_json(found)
-    for section in ("encoder", "token_embedder"):
-        if not isinstance(architecture.get(section), dict):
-            raise ModelFileError(found, f"has no {section!r} section; is this EFML's architecture JSON?")
-    return architecture, found
+    return named
 
 
 def efml_config(architecture: Dict[str, Any], *, n_characters: int) -> BiLMConfig:
@@ -168,6 +157,10 @@ def read_dic(path: Path) -> Dict[str, int]:
             raise ModelFileError(path, f"line {number} is not 'key<TAB>id' (EFML cannot read it either): {line!r}")
         entries[fields[0]] = value
     return entries
+
+
+def _shapes(state: Dict[str, torch.Tensor]) -> Dict[str, Tuple[int, ...]]:
+    return {name: tuple(value.shape) for name, value in state.items()}
 
 
 def _integer(text: str) -> Optional[int]:

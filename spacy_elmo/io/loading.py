@@ -8,13 +8,15 @@ directory holding one elmo component, a directory holding a published AllenNLP/b
 (options.json beside weights.hdf5, or model.hdf5 as NLPL archives name it), an ELMoForManyLangs
 model directory (config.json beside token_embedder.pkl, encoder.pkl, char.dic: ``efml``; our
 directories have a config.json too, but a model.safetensors and no .pkl), the pair given as two
-files, a zip of a published pair (NLPL's ELMo archives: ``archive``), a published model by name
+files, a zip of a published model (NLPL's ELMo archives and the ELMoForManyLangs zips, as
+published: ``archive``), a published model by name
 ("small", "original", ...; or an ELMoForManyLangs language by ISO 639 code, "de", "ru", ...: see
 ``registry``), or, where nothing is given, the English biLM shipped inside the package. Where the
 source says which language its model is for, ``BiLMSource.language`` records it. An existing path always wins over a name;
 only a registered name downloads, once, into the cache (``download``); a path that does not exist
 is an error naming it, never a download. Nothing is unpickled.
 """
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
@@ -22,7 +24,7 @@ from typing import Optional, Union
 from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
-from .archive import archive_language, fetch_archive, is_bilm_archive, load_archive
+from .archive import archive_contents, fetch_archive, load_archive
 from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .efml import is_efml_directory, load_efml
 from .errors import ModelFileError
@@ -49,7 +51,8 @@ class BiLMSource:
     options (Optional[Path]): a published options.json, where there is no directory of ours.
     weights (Optional[Path]): the HDF5 weights that go with ``options``.
     efml (Optional[Path]): an ELMoForManyLangs model directory.
-    archive (Optional[Path]): a zip holding a published pair.
+    archive (Optional[Path]): a zip of a published model (a pair, as NLPL's ELMo archives, or an
+        ELMoForManyLangs model).
     language (Optional[str]): the language the model is for, where its source says (a published
         name's registry entry, an archive's meta.json); None where nothing says.
     name (Optional[str]): the published name the pair was fetched for (its softmax, where
@@ -149,7 +152,8 @@ def load_bilm(
         a spaCy pipeline directory with one elmo component, a directory holding a published
         options.json + weights.hdf5 (or model.hdf5), an ELMoForManyLangs model directory
         (config.json, char.dic, token_embedder.pkl, ...; its .pkl files are read as tensors
-        only), or the name of a published model ("small",
+        only), a zip of a published model (NLPL's ELMo archives, ELMoForManyLangs' zips as
+        published), or the name of a published model ("small",
         "medium", "original", "original-5.5b"), downloaded on first use into the cache
         (``$SPACY_ELMO_CACHE``; docs/download.md). A path that does not exist is an error.
     options (Optional[PathLike]): a published options.json (with ``weights``).
@@ -189,12 +193,16 @@ def find_bilm_directory(path: PathLike) -> Path:
 def _local_source(path: Path) -> BiLMSource:
     """The biLM in an existing directory: an EFML one (its config.json has .pkl files or char.dic
     beside it, and no model.safetensors), ours, a pipeline's, then a published pair."""
-    if path.is_file() and is_bilm_archive(path):
-        return BiLMSource(archive=path, language=archive_language(path))
-    if not path.is_dir():
+    if path.is_file():
+        if zipfile.is_zipfile(path) or path.suffix.lower() == ".zip":
+            # a zip that is no model says what it holds (or why it is no readable zip)
+            return BiLMSource(archive=path, language=archive_contents(path).language)
         raise ModelFileError(
-            path, "a file, not a model directory or a zip of a published pair; give a published pair as options and weights"
+            path, "a file, not a model directory or a zip of a published model; give a published pair as "
+                  "options and weights"
         )
+    if not path.is_dir():
+        raise ModelFileError(path, "neither a file nor a directory")
     if is_efml_directory(path) and not (path / NATIVE_WEIGHTS_NAME).is_file():
         return BiLMSource(efml=path)
     if (path / CONFIG_NAME).is_file() or (path / PIPELINE_CONFIG_NAME).is_file():

@@ -1,4 +1,5 @@
-"""Published biLMs as zips (NLPL's ELMo archives): read exactly, by member base names only."""
+"""Published biLMs as zips (NLPL's ELMo archives, ELMoForManyLangs' zips): read exactly, by member base
+names only; a zip that is no model says what it holds."""
 import json
 import tempfile
 import zipfile
@@ -9,7 +10,7 @@ import torch
 
 from spacy_elmo.bilm import batch_char_ids
 from spacy_elmo.io import ModelFileError, load_allennlp
-from spacy_elmo.io.archive import archive_contents, archive_language, is_bilm_archive, load_archive
+from spacy_elmo.io.archive import archive_contents, load_archive
 
 from ..conftest import TINY
 
@@ -37,9 +38,9 @@ def layers(bilm):
 @pytest.mark.parametrize("folder", ["", "209/"])
 def test_an_nlpl_archive_loads_the_same_biLM_as_its_files(tmp_path, folder):
     path = nlpl_zip(tmp_path / "209.zip", folder=folder, meta={"corpus": [{"language": "nor", "tokens": 2e9}]})
-    assert is_bilm_archive(path)
-    assert archive_contents(path).weights == folder + "model.hdf5"
-    assert archive_language(path) == "nor"
+    contents = archive_contents(path)
+    assert contents.family == "allennlp" and contents.weights == folder + "model.hdf5"
+    assert contents.language == "nor"
     expected = layers(load_allennlp(TINY / "options.json", TINY / "weights.hdf5"))
     assert torch.equal(layers(load_archive(path)), expected)
 
@@ -63,9 +64,10 @@ def test_an_archive_without_weights_or_damaged_says_what_is_wrong(tmp_path):
     with zipfile.ZipFile(path, "w") as archive:
         archive.write(TINY / "options.json", "options.json")
         archive.writestr("vocab.txt", "<S>\n")
-    assert not is_bilm_archive(path)
-    with pytest.raises(ModelFileError, match=r"holds options\.json, vocab\.txt"):
-        load_archive(path)
+    for read in (archive_contents, load_archive):
+        with pytest.raises(ModelFileError, match=r"or config.json, token_embedder.pkl, encoder.pkl \(an "
+                                                 r"ELMoForManyLangs model\); this one holds options\.json, vocab\.txt"):
+            read(path)
     damaged = nlpl_zip(tmp_path / "damaged.zip")
     data = bytearray(damaged.read_bytes())
     offset = data.find(b"HDF") if data.find(b"HDF") > 0 else len(data) // 2
@@ -76,11 +78,11 @@ def test_an_archive_without_weights_or_damaged_says_what_is_wrong(tmp_path):
         load_archive(damaged)
     not_zip = tmp_path / "model.zip"
     not_zip.write_bytes(b"not a zip")
-    assert not is_bilm_archive(not_zip)
-    with pytest.raises(ModelFileError, match="not a readable zip"):
-        load_archive(not_zip)
+    for read in (archive_contents, load_archive):
+        with pytest.raises(ModelFileError, match="not a readable zip"):
+            read(not_zip)
 
 
 def test_a_damaged_meta_json_leaves_the_language_unknown_and_the_weights_readable(tmp_path):
     path = nlpl_zip(tmp_path / "m.zip", extra=[("meta.json", "{not json")])
-    assert archive_language(path) is None and load_archive(path).config.dim == 64
+    assert archive_contents(path).language is None and load_archive(path).config.dim == 64

@@ -1,6 +1,7 @@
 """The one loader: where a biLM comes from, for load_bilm, the component, convert and finetune alike."""
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -118,11 +119,24 @@ def test_a_zip_of_a_published_pair_is_located_with_its_language(no_download, tmp
         archive.writestr("meta.json", json.dumps({"corpus": [{"language": "nb"}]}))
     assert locate_bilm(path) == BiLMSource(archive=path, language="nb")
     assert _same_weights(load_bilm(path, optimize=False), load_allennlp(*tiny_paths))
+
+
+def test_a_file_that_is_no_model_says_why_with_the_archives_own_error(no_download, tmp_path):
     other = tmp_path / "notes.zip"
     with zipfile.ZipFile(other, "w") as archive:
         archive.writestr("notes.txt", "no model here")
-    with pytest.raises(ModelFileError, match="not a model directory or a zip of a published pair"):
+    with pytest.raises(ModelFileError, match="this one holds notes.txt") as error:
         locate_bilm(other)
+    assert error.value.path == str(other)
+    # a damaged zip: the zip reader's own error, not "a file"
+    damaged = tmp_path / "damaged.zip"
+    damaged.write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(ModelFileError, match="not a readable zip archive"):
+        load_bilm(damaged)
+    # a file that is no zip at all
+    (tmp_path / "weights.bin").write_bytes(b"\x00" * 16)
+    with pytest.raises(ModelFileError, match="a file, not a model directory or a zip of a published model"):
+        locate_bilm(tmp_path / "weights.bin")
 
 
 @pytest.mark.parametrize("weights_name", ["weights.hdf5", "model.hdf5"])
