@@ -1,0 +1,393 @@
+"""biLMs and their softmax from TensorFlow files, read without TensorFlow (``tf_bundle``).
+
+Layouts read, as their publishers ship them:
+
+- bilm-tf's training checkpoint folder: ``checkpoint`` (its path, often absolute on the training
+  machine, is read for its base name only), ``model.ckpt-N.index`` + ``.data-*``, ``options.json``
+  (training says ``n_characters`` 261, inference 262: either is read) and ``vocab.txt``;
+  variables ``lm/char_embed``, ``lm/CNN/W_cnn_0``, ``lm/RNN_0/rnn/multi_rnn_cell/cell_0/lstm_cell/kernel``,
+  ``lm/softmax/W``, ..., beside Adagrad slots, ``global_step`` and ``train_perplexity`` (ignored);
+- NLPL's "full" zips: the same checkpoint files beside ``model.hdf5``, ``options.json``, ``vocab.txt``;
+- TF-Hub SavedModels (google/elmo, DeepPavlov's ``elmo_*`` modules): ``variables/variables.index``
+  + shards, bilm-tf's inference-graph names (``bilm/char_embed`` with its padding row,
+  ``bilm/RNN_0/RNN/MultiRNNCell/Cell0/rnn/lstm_cell/kernel``, ...), no options file, no softmax;
+- DeepPavlov's language models (``elmo-lm-ready4fine-tuning-*.tar.gz``): ``options.json``,
+  ``vocab.txt`` and ``saves/model.*``, a bilm-tf training checkpoint; such folders and zips also
+  read packed as .tar.gz, .zip, or unpacked.
+
+Every name maps onto the HDF5 names ``allennlp`` reads (``RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0``),
+whatever prefix (``lm/``, ``bilm/``, ``module/bilm/``) the file uses, and the tensors are set
+through ``allennlp``'s own conversions: the same math as the published HDF5 files. Shapes decide
+the architecture; ``options.json`` supplies what shapes cannot show (activation, clipping, skip
+connections, characters per token), or, where there is none, bilm-tf's published values with a
+warning. An options file that disagrees with the shapes is overruled by them, with a warning.
+"""
+import json
+import os
+import re
+import tarfile
+import tempfile
+import warnings
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..bilm import BiLM, BiLMConfig
+from ..bilm.softmax import WordSoftmax
+from .allennlp import _tensors
+from .archive import MAX_MEMBER_BYTES
+from .errors import ModelFileError
+from .tf_bundle import TensorBundle
+
+PathLike = Union[str, Path]
+OPTIONS_NAME = "options.json"
+VOCAB_NAME = "vocab.txt"
+CHECKPOINT_NAME = "checkpoint"
+INDEX_SUFFIX = ".index"
+BYTE_CHARACTERS = 262  # the inference id scheme; bilm-tf's training writes 261 (no padding id)
+# bilm-tf's published values of what shapes cannot show (every published options.json has them)
+UNSEEN_DEFAULTS = {
+    "activation": "relu", "cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True,
+    "max_characters_per_token": 50,
+}
+MAX_DEPTH = 4
+ANCHOR = "CNN/W_cnn_0"
+
+
+class _Files:
+    """The regular files of a folder, a zip or a tar archive, by relative POSIX name."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._zip: Optional[zipfile.ZipFile] = None
+        self._tar: Optional[tarfile.TarFile] = None
+        self.sizes: Dict[str, int] = {}
+        self._members: Dict[str, object] = {}
+        try:
+            if path.is_dir():
+                for root, dirs, files in os.walk(path):
+                    depth = len(Path(root).relative_to(path).parts)
+                    dirs[:] = [] if depth >= MAX_DEPTH else sorted(dirs)
+                    for name in files:
+                        full = Path(root) / name
+                        if full.is_file() and not full.is_symlink():
+                            self.sizes[full.relative_to(path).as_posix()] = full.stat().st_size
+            elif zipfile.is_zipfile(path):
+                self._zip = zipfile.ZipFile(path)
+                for info in self._zip.infolist():
+                    if not info.is_dir():
+                        self._add(info.filename, info.file_size, info)
+            elif tarfile.is_tarfile(path):
+                self._tar = tarfile.open(path, "r:*")
+                for member in self._tar.getmembers():
+                    if member.isfile():  # links and devices are never followed
+                        self._add(member.name, member.size, member)
+            else:
+                raise ModelFileError(path, "neither a folder, a zip nor a tar archive")
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+            self.close()
+            raise ModelFileError(path, f"not a readable archive, perhaps truncated ({err})") from err
+
+    def _add(self, name: str, size: int, member: object) -> None:
+        name = PurePosixPath(name.lstrip("/")).as_posix()
+        if name.startswith("./"):
+            name = name[2:]
+        if size > MAX_MEMBER_BYTES:
+            raise ModelFileError(self.path, f"member {name} claims {size} bytes: not a model file")
+        self.sizes[name] = size
+        self._members[name] = member
+
+    def open(self, name: str) -> BinaryIO:
+        if name not in self.sizes:
+            raise ModelFileError(f"{self.path}/{name}", "not found; a checkpoint needs its .index and every .data-* shard")
+        if self._zip is not None:
+            return self._zip.open(self._members[name])  # type: ignore[arg-type]
+        if self._tar is not None:
+            handle = self._tar.extractfile(self._members[name])  # type: ignore[arg-type]
+            assert handle is not None  # regular files only
+            return handle
+        return open(self.path / name, "rb")
+
+    def read(self, name: str) -> bytes:
+        with self.open(name) as handle:
+            return handle.read()
+
+    def close(self) -> None:
+        for archive in (self._zip, self._tar):
+            if archive is not None:
+                archive.close()
+
+
+@dataclass
+class TFModel:
+    """A located TensorFlow biLM: its tensors, options and vocabulary.
+
+    bundle (TensorBundle): the checkpoint.
+    prefix (str): the variables' common prefix ("lm/", "bilm/", ...).
+    names (Dict[str, str]): HDF5-style name -> name in the checkpoint.
+    options (Optional[dict]): the options.json beside it, if any.
+    vocab (Optional[str]): the vocabulary file's text, if any.
+    source (str): what to name in messages.
+    """
+
+    bundle: TensorBundle
+    prefix: str
+    names: Dict[str, str]
+    options: Optional[dict]
+    vocab: Optional[str]
+    source: str
+
+
+@contextmanager
+def open_tf_model(path: PathLike) -> Iterator[TFModel]:
+    """Locate the biLM checkpoint in a folder, zip or tar archive (see the module docstring)."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelFileError(path, "not found")
+    files = _Files(path)
+    try:
+        prefix = _checkpoint_prefix(files)
+        folder = PurePosixPath(prefix).parent
+        index = files.read(prefix + INDEX_SUFFIX)
+        source = f"{path}/{prefix}" if path.is_dir() or prefix else str(path)
+
+        def open_shard(k: int) -> BinaryIO:
+            return files.open(f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}")
+
+        bundle = TensorBundle(index, open_shard, source=source)
+        options_name = _beside(files, folder, OPTIONS_NAME)
+        vocab_name = _beside(files, folder, VOCAB_NAME)
+        options = _read_options(files, options_name, path) if options_name else None
+        vocab = files.read(vocab_name).decode("utf-8", errors="strict") if vocab_name else None
+        var_prefix, names = _canonical_names(bundle, source)
+        yield TFModel(bundle, var_prefix, names, options, vocab, source)
+    except UnicodeDecodeError as err:
+        raise ModelFileError(path, f"{VOCAB_NAME} is not UTF-8 text ({err})") from err
+    finally:
+        files.close()
+
+
+def is_tf_model(path: PathLike) -> bool:
+    """Whether ``path`` (a folder, zip or tar archive) holds a TensorFlow checkpoint of a biLM."""
+    try:
+        files = _Files(Path(path))
+    except ModelFileError:
+        return False
+    try:
+        return any(name.endswith(INDEX_SUFFIX) for name in files.sizes)
+    finally:
+        files.close()
+
+
+def load_bilm_tf(path: PathLike) -> BiLM:
+    """Build a biLM from a TensorFlow checkpoint or SavedModel (see the module docstring).
+
+    path (PathLike): a folder, .zip or .tar.gz holding it.
+    RETURNS (BiLM): the model in eval mode, on CPU.
+    """
+    with open_tf_model(path) as model:
+        config = tf_config(model)
+        bilm = BiLM(config)
+        wanted = [model.names.get(t.name) for t in _tensors(bilm)]
+        missing = [t.name for t, name in zip(_tensors(bilm), wanted) if name is None]
+        if missing:
+            raise ModelFileError(model.source, f"no tensor for {missing[0]} (looked for it under {model.prefix!r})")
+        values = model.bundle.read_many(wanted)  # type: ignore[arg-type]
+        with torch.no_grad():
+            for tensor, name in zip(_tensors(bilm), wanted):
+                array = values[name]  # type: ignore[index]
+                if tensor.name == "char_embed" and array.shape[0] == config.n_characters:
+                    array = array[1:]  # the inference graph's padding row; ours is zero too
+                if tuple(array.shape) != tensor.shape:
+                    raise ModelFileError(model.source, f"tensor {name!r} has shape {array.shape}, expected {tensor.shape}")
+                _check_values(array, name, model.source)
+                tensor.read(np.ascontiguousarray(array, dtype=np.float32))
+    return bilm.eval()
+
+
+def read_tf_softmax(path: PathLike) -> Tuple[WordSoftmax, Optional[str]]:
+    """The word softmax of a bilm-tf checkpoint (``lm/softmax/W`` (V, P), ``lm/softmax/b`` (V,)),
+    and the text of the vocabulary file beside it (one word a line; None where there is none).
+
+    RETURNS (Tuple[WordSoftmax, Optional[str]]): the head, in eval mode, and its vocabulary file.
+    """
+    with open_tf_model(path) as model:
+        w_name, b_name = model.prefix + "softmax/W", model.prefix + "softmax/b"
+        if w_name not in model.bundle or b_name not in model.bundle:
+            raise ModelFileError(
+                model.source, "no softmax in this checkpoint (TF-Hub modules and HDF5 dumps leave it out; "
+                              "bilm-tf's training checkpoints have it)"
+            )
+        values = model.bundle.read_many([w_name, b_name])
+        weight, bias = values[w_name], values[b_name]
+        if weight.ndim != 2 or bias.shape != (weight.shape[0],):
+            raise ModelFileError(model.source, f"softmax W {weight.shape} and b {bias.shape} do not fit together")
+        for array, name in ((weight, w_name), (bias, b_name)):
+            _check_values(array, name, model.source)
+        softmax = WordSoftmax(weight.shape[0], weight.shape[1])
+        with torch.no_grad():
+            softmax.weight.copy_(torch.from_numpy(weight.astype(np.float32)))
+            softmax.bias.copy_(torch.from_numpy(bias.astype(np.float32)))
+        return softmax.eval(), model.vocab
+
+
+def read_tf_head(path: PathLike):
+    """The language-model head of a bilm-tf checkpoint: its softmax and the words of the
+    ``vocab.txt`` beside it, read as the published head vocabularies are (``lm_head``).
+
+    RETURNS (LMHead): the head.
+    """
+    from .lm_head import LMHead, read_head_vocabulary  # lm_head imports the loader, which imports this
+
+    softmax, vocab = read_tf_softmax(path)
+    if vocab is None:
+        raise ModelFileError(path, f"no {VOCAB_NAME} beside the checkpoint: the softmax rows cannot be named")
+    with tempfile.TemporaryDirectory(prefix="spacy-elmo-vocab-") as work:
+        copy = Path(work) / VOCAB_NAME
+        copy.write_text(vocab, encoding="utf-8")
+        try:
+            words = read_head_vocabulary(copy)
+        except ModelFileError as err:
+            raise ModelFileError(path, f"{VOCAB_NAME}: {err.problem}") from err
+    return LMHead(softmax, tuple(words), str(path), (Path(path),))
+
+
+def tf_config(model: TFModel) -> BiLMConfig:
+    """The architecture: sizes from the tensors' shapes, the rest from options.json (see the
+    module docstring). RETURNS (BiLMConfig): the config."""
+    shapes = {name: model.bundle.entries[key].shape for name, key in model.names.items()}
+    inferred = _shape_options(shapes, model.source)
+    if model.options is None:
+        warnings.warn(
+            f"{model.source}: no {OPTIONS_NAME} beside the checkpoint; sizes are read from the tensors, and "
+            f"activation, clipping, skip connections and characters per token are bilm-tf's published values "
+            f"{UNSEEN_DEFAULTS}", stacklevel=3,
+        )
+        return BiLMConfig(**inferred, **UNSEEN_DEFAULTS)  # type: ignore[arg-type]
+    try:
+        stated = BiLMConfig.from_options(model.options)
+    except ValueError as err:
+        raise ModelFileError(model.source, f"{OPTIONS_NAME}: {err}") from err
+    differ = {k: (getattr(stated, k), v) for k, v in inferred.items() if getattr(stated, k) != v and k != "n_characters"}
+    if differ:
+        said = ", ".join(f"{k} {a} (the tensors say {b})" for k, (a, b) in differ.items())
+        warnings.warn(f"{model.source}: {OPTIONS_NAME} disagrees with the checkpoint: {said}; the tensors' shapes are used", stacklevel=3)
+    # n_characters: 261 in training options, 262 for inference; the byte ids are the same
+    return stated.replace(**inferred)
+
+
+def _shape_options(shapes: Dict[str, Tuple[int, ...]], source: str) -> dict:
+    def shape(name: str, rank: int) -> Tuple[int, ...]:
+        if name not in shapes or len(shapes[name]) != rank:
+            raise ModelFileError(source, f"no {rank}-d tensor for {name}; is this an ELMo biLM checkpoint?")
+        return shapes[name]
+
+    rows, char_dim = shape("char_embed", 2)
+    if rows not in (BYTE_CHARACTERS - 1, BYTE_CHARACTERS):
+        raise ModelFileError(source, f"char_embed has {rows} rows; bilm-tf's byte ids need 261 (training) or 262")
+    filters = []
+    while f"CNN/W_cnn_{len(filters)}" in shapes:
+        _, width, _, count = shape(f"CNN/W_cnn_{len(filters)}", 4)
+        filters.append((width, count))
+    n_highway = 0
+    while f"CNN_high_{n_highway}/W_carry" in shapes:
+        n_highway += 1
+    if "CNN_proj/W_proj" not in shapes:
+        raise ModelFileError(source, "no CNN_proj/W_proj: a biLM whose filters equal its projection size is not read")
+    n_layers = 0
+    while f"RNN_0/RNN/MultiRNNCell/Cell{n_layers}/LSTMCell/W_0" in shapes:
+        n_layers += 1
+    dim, projection_dim = shape("RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0", 2)
+    return {
+        "char_embedding_dim": char_dim, "filters": tuple(filters), "n_highway": n_highway,
+        "n_characters": BYTE_CHARACTERS, "dim": dim, "projection_dim": projection_dim, "n_layers": n_layers,
+    }
+
+
+# bilm-tf's training graph, its inference graph and the HDF5 dump name the LSTM differently
+_RENAMES: List[Tuple[str, str]] = [
+    (r"^RNN_(\d+)/rnn/multi_rnn_cell/cell_(\d+)/", r"RNN_\1/RNN/MultiRNNCell/Cell\2/"),
+    (r"^RNN_(\d+)/rnn/lstm_cell/", r"RNN_\1/RNN/MultiRNNCell/Cell0/lstm_cell/"),  # one layer: no MultiRNNCell
+    (r"^(RNN_\d+/RNN/MultiRNNCell/Cell\d+)/rnn/", r"\1/"),
+    (r"/residual_wrapper/", "/"),
+    (r"/lstm_cell/projection/(kernel|weights)$", "/LSTMCell/W_P_0"),
+    (r"/lstm_cell/(kernel|weights)$", "/LSTMCell/W_0"),
+    (r"/lstm_cell/(bias|biases)$", "/LSTMCell/B"),
+]
+
+
+def hdf5_name(name: str) -> str:
+    """The name bilm-tf's ``dump_weights`` gives a variable (without its scope prefix)."""
+    for pattern, replacement in _RENAMES:
+        name = re.sub(pattern, replacement, name)
+    return name
+
+
+def _canonical_names(bundle: TensorBundle, source: str) -> Tuple[str, Dict[str, str]]:
+    anchors = [n for n in bundle.names() if n == ANCHOR or n.endswith("/" + ANCHOR)]
+    if not anchors:
+        raise ModelFileError(source, f"no {ANCHOR} variable: not a bilm-tf ELMo checkpoint")
+    if len(anchors) > 1:
+        raise ModelFileError(source, f"several biLMs in one checkpoint ({', '.join(anchors)}): which one is meant is not clear")
+    prefix = anchors[0][: -len(ANCHOR)]
+    names = {hdf5_name(n[len(prefix):]): n for n in bundle.names() if n.startswith(prefix)}
+    return prefix, names
+
+
+def _checkpoint_prefix(files: _Files) -> str:
+    indexes = sorted(n[: -len(INDEX_SUFFIX)] for n in files.sizes if n.endswith(INDEX_SUFFIX))
+    if not indexes:
+        raise ModelFileError(files.path, "no TensorFlow checkpoint (.index file) in it")
+    named = []
+    for state in sorted((n for n in files.sizes if PurePosixPath(n).name == CHECKPOINT_NAME), key=_depth):
+        folder = PurePosixPath(state).parent
+        match = re.search(r'^model_checkpoint_path:\s*"(.*)"', files.read(state).decode("utf-8", "replace"), re.M)
+        if match:
+            # the path may be absolute on the machine that trained it: its base name is the file here
+            base = re.split(r"[\\/]", match.group(1))[-1]
+            prefix = (folder / base).as_posix() if str(folder) != "." else base
+            if prefix not in indexes:
+                raise ModelFileError(files.path, f"{state} names checkpoint {base}, but no {base}{INDEX_SUFFIX} is beside it")
+            named.append(prefix)
+    if named:
+        return named[0]
+    shallowest = min(_depth(n) for n in indexes)
+    top = [n for n in indexes if _depth(n) == shallowest]
+    if len(top) > 1:
+        raise ModelFileError(files.path, f"several checkpoints ({', '.join(top)}) and no '{CHECKPOINT_NAME}' file saying which")
+    return top[0]
+
+
+def _depth(name: str) -> int:
+    return len(PurePosixPath(name).parts)
+
+
+def _beside(files: _Files, folder: PurePosixPath, name: str) -> Optional[str]:
+    """``name`` in the checkpoint's folder or the nearest folder above it."""
+    for parent in (folder, *folder.parents):
+        candidate = (parent / name).as_posix() if str(parent) != "." else name
+        if candidate in files.sizes:
+            return candidate
+    return None
+
+
+def _read_options(files: _Files, name: str, path: Path) -> dict:
+    try:
+        options = json.loads(files.read(name).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelFileError(f"{path}/{name}", f"not a valid options JSON file ({err})") from err
+    if not isinstance(options, dict):
+        raise ModelFileError(f"{path}/{name}", "options JSON must be an object with 'lstm' and 'char_cnn' sections")
+    return options
+
+
+def _check_values(array: np.ndarray, name: str, source: str) -> None:
+    if array.dtype.kind != "f":
+        raise ModelFileError(source, f"tensor {name!r} has dtype {array.dtype}, not float")
+    if not np.isfinite(array).all():
+        raise ModelFileError(source, f"tensor {name!r} holds NaN or infinite values")
