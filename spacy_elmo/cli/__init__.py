@@ -7,5 +7,6 @@ from . import probe  # noqa: F401
 from . import download  # noqa: F401  (published models by name)
 from . import kernels  # noqa: F401  (the compiled LSTM step)
 from . import embed_corpus  # noqa: F401  (a corpus on Ray actors)
+from . import substitutes  # noqa: F401  (the LM's own words at each position)
 
 __all__ = ["app"]

@@ -36,7 +36,7 @@ from .allennlp import _own_dataset
 from .archive import MAX_MEMBER_BYTES, copy_member
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
-from .loading import BiLMSource
+from .loading import BiLMSource, locate_bilm
 from .native import read_config
 from .registry import published_model
 
@@ -227,6 +227,23 @@ def load_head(source: BiLMSource, *, transfer: Optional[Transfer] = None) -> Opt
         fetch_published_head(source.name, source.weights.parent, transfer=transfer)
     files = find_head_files(source.weights.parent)
     return None if files is None else load_published_head(*files)
+
+
+def load_lm_head(model: Optional[PathLike] = None, *, what: str = "load_lm_head") -> Tuple[BiLM, LMHead]:
+    """A biLM with its head, from anything ``locate_bilm`` takes (none: the shipped biLM).
+
+    RETURNS (Tuple[BiLM, LMHead]): the biLM (plain computation, eval mode) and its head, checked to fit.
+    """
+    source = locate_bilm(model, what=what)
+    bilm = source.load()
+    head = load_head(source)
+    if head is None:
+        raise ModelFileError(
+            str(model or "the shipped biLM"), "no softmax with it: our directories hold vocab.txt + "
+            f"{SOFTMAX_NAME}; a published pair needs {HDF5_SOFTMAX_NAME} + {VOCAB_NAME} beside it (or a published "
+            "name whose softmax was published: original, original-5.5b)"
+        )
+    return bilm, head.check_fits(bilm)
 
 
 def fetch_published_head(name: str, directory: Path, *, transfer: Optional[Transfer] = None) -> None:

@@ -9,10 +9,9 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
-from ..io.lm_head import LMHead, load_head
-from ..io.loading import PathLike, locate_bilm
+from ..io.lm_head import LMHead, load_lm_head
+from ..io.loading import PathLike
 from .lm import LanguageModel
 from .vocab import Vocab
 
@@ -40,18 +39,10 @@ def head_softmax(head: LMHead, *, n_samples: int = 0) -> Tuple[Vocab, WordSoftma
 def load_scoring_lm(model: Optional[PathLike] = None, *, what: str = "evaluate") -> Tuple[LanguageModel, Vocab, LMHead]:
     """The language model of ``model`` (anything ``locate_bilm`` takes: our directory, a folder or
     zip with a published pair, softmax and vocabulary, a published name whose softmax was published;
-    none: the shipped biLM) with its own softmax, full, no dropout.
+    none: the shipped biLM) with its own softmax, full, no dropout (``io.lm_head.load_lm_head``).
 
     RETURNS (Tuple[LanguageModel, Vocab, LMHead]): the model, its vocabulary, and the head as read.
     """
-    source = locate_bilm(model, what=what)
-    bilm: BiLM = source.load()
-    head = load_head(source)
-    if head is None:
-        raise ValueError(
-            f"{what}: {model or 'the shipped biLM'} has no softmax to score with (our directories hold "
-            "vocab.txt + softmax.safetensors; a published pair needs softmax.hdf5 + vocab.txt beside it): "
-            "fine-tune it first to get one"
-        )
-    vocab, softmax = head_softmax(head.check_fits(bilm))
+    bilm, head = load_lm_head(model, what=what)
+    vocab, softmax = head_softmax(head)
     return LanguageModel(bilm, softmax), vocab, head
