@@ -41,6 +41,17 @@ class ElmoOutput:
     vector_hooks: bool = False
     _mixed: Optional[Floats2d] = field(default=None, init=False, repr=False)
 
+    def settle_on_doc(self, *, mix_weights: Tuple[float, ...], gamma: float, vector_hooks: bool) -> "ElmoOutput":
+        """Make this output, as the model returned it, what ``doc._.elmo`` holds: the layers as
+        float32 numpy on CPU (no copy when they are already), and the component's mix settings.
+
+        RETURNS (ElmoOutput): this same object (never a second construction of the Doc's data).
+        """
+        self.layers = np.ascontiguousarray(to_numpy(self.layers), dtype=np.float32)
+        self.mix_weights, self.gamma, self.vector_hooks = tuple(mix_weights), float(gamma), vector_hooks
+        self._mixed = None
+        return self
+
     @property
     def n_layers(self) -> int:
         return int(self.layers.shape[0])

@@ -2,7 +2,6 @@
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
-import numpy as np
 import spacy
 import srsly
 from spacy import util
@@ -14,7 +13,6 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer, set_dropout_rate
 from thinc.types import Floats3d
-from thinc.util import to_numpy
 
 from .bilm import BiLM, BiLMConfig
 from .bilm.char_vocab import CharVocabulary
@@ -25,24 +23,13 @@ from .data_classes import ElmoOutput
 from .extensions import install_extensions, install_vector_hooks
 from .initial_weights import initial_bilm, record_shape
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
-from .fast import DEFAULT_CHAR_CACHE_SIZE
 from .io.loading import PIPELINE_FACTORY
-from .layers import (
-    InferencePlan,
-    apply_inference,
-    get_bilm,
-    is_listener_for,
-    send_to_listeners,
-    set_bilm,
-    set_inference,
-    weights_updated,
-)
+from .layers import apply_inference, get_bilm, is_listener_for, send_to_listeners, set_bilm, weights_updated
 from .threads import one_thread_in_forked_workers
+from .v1_settings import give_inference_settings
 
 PathLike = Union[str, Path]
 FACTORY = PIPELINE_FACTORY
-# the inference settings of a component whose model leaves them to it (spacy-elmo.BiLM.v1)
-V1_INFERENCE = {"optimize": True, "precision": "fp32", "char_cache_size": DEFAULT_CHAR_CACHE_SIZE}
 
 
 @Language.factory(
@@ -99,31 +86,6 @@ def create_pipeline(bilm: BiLM, *, lang: str = "en", config: Optional[Dict[str, 
     return nlp
 
 
-def _give_inference_settings(model: Model, name: str, given: Dict[str, Any]) -> None:
-    """Apply the component's inference arguments to its model: the settings of a model that leaves
-    them to the component (spacy-elmo.BiLM.v1), null meaning the v1 defaults; with a model that
-    has its own (spacy-elmo.BiLM.v2), only null or the same values."""
-    given = {key: value for key, value in given.items() if value is not None}
-    plan: Optional[InferencePlan] = model.attrs.get("inference")
-    if plan is not None and plan.from_architecture:
-        own = plan.settings()
-        conflicts = [key for key, value in given.items() if value != own[key]]
-        if conflicts:
-            raise ValueError(
-                f"[components.{name}] "
-                + ", ".join(f"{key} = {srsly.json_dumps(given[key])}" for key in conflicts)
-                + f" disagrees with [components.{name}.model] "
-                + ", ".join(f"{key} = {srsly.json_dumps(own[key])}" for key in conflicts)
-                + f": with {ARCHITECTURE} the inference settings belong to the model; set them in "
-                f"[components.{name}.model] and leave those of [components.{name}] null"
-            )
-        return
-    try:
-        set_inference(model, InferencePlan(**{**V1_INFERENCE, **given}))
-    except ValueError as err:
-        raise ValueError(f"[components.{name}] {err}") from None
-
-
 class Elmo(TrainablePipe):
     """Run a character-level biLM over Docs and store all its layers on them.
 
@@ -145,21 +107,11 @@ class Elmo(TrainablePipe):
     ``[components.elmo.model]`` block says.
 
     Inference settings (``optimize``, ``precision``, ``char_cache_size``) belong to the model
-    (``spacy_elmo.layers.InferencePlan``): it applies them to whichever biLM it holds when the
-    weights are set or change, before a prediction (``nlp(text)``, ``nlp.pipe``, evaluation), so
-    they hold for imported, loaded and fine-tuned weights alike; they are kept in the pipeline's
-    config.cfg. The component only turns Docs into batches and sets annotations. Training
-    (``update`` of a trainable biLM) is untouched: it runs the plain float32 computation, and the
-    weights it changes are re-laid out at the next prediction. ``optimize`` changes outputs by
-    float32 rounding only (at most a few 1e-6); ``nlp.pipe`` ran 2.1x faster with the small model
-    (README "Speed").
-
-    Where the settings are written: ``spacy-elmo.BiLM.v2`` (what new pipelines use) takes them as
-    arguments, in ``[components.NAME.model]``; the component's own ``optimize``, ``precision`` and
-    ``char_cache_size`` are then null ("the model's"), and a value given there that differs from the
-    model's is an error naming both places (one that agrees is accepted). A model of
-    ``spacy-elmo.BiLM.v1`` (pipelines saved before v2) has none: the component's arguments give
-    them, null meaning the old defaults (true, "fp32", 20000).
+    (``spacy-elmo.BiLM.v2``'s arguments; ``spacy_elmo.fast.plan`` applies them to whichever biLM
+    it holds when the weights are set or change, before a prediction), and are kept in the
+    pipeline's config.cfg; training a trainable biLM runs the plain float32 computation. The
+    component's own arguments of those names are for models of ``spacy-elmo.BiLM.v1``
+    (``v1_settings.py``). The component only turns Docs into batches and sets annotations.
     """
 
     def __init__(
@@ -188,9 +140,7 @@ class Elmo(TrainablePipe):
         precision (Optional[str]): likewise; None: "fp32".
         char_cache_size (Optional[int]): likewise; None: 20000.
         """
-        _give_inference_settings(
-            model, name, {"optimize": optimize, "precision": precision, "char_cache_size": char_cache_size}
-        )
+        give_inference_settings(model, name, optimize=optimize, precision=precision, char_cache_size=char_cache_size)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -204,6 +154,7 @@ class Elmo(TrainablePipe):
 
     @property
     def optimize(self) -> bool:
+        """RETURNS (bool): the model's setting (``fast.plan.InferencePlan``); likewise the next two."""
         return self.model.attrs["inference"].optimize
 
     @property
@@ -273,12 +224,8 @@ class Elmo(TrainablePipe):
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
         """Store the outputs on the Docs (as float32 numpy on CPU) and install hooks if configured."""
         for doc, output in zip(docs, outputs):
-            doc._.elmo = ElmoOutput(
-                layers=np.ascontiguousarray(to_numpy(output.layers), dtype=np.float32),
-                segments=output.segments,
-                mix_weights=self.mix_weights,
-                gamma=self.gamma,
-                vector_hooks=self.set_vector_hooks,
+            doc._.elmo = output.settle_on_doc(
+                mix_weights=self.mix_weights, gamma=self.gamma, vector_hooks=self.set_vector_hooks
             )
             if self.set_vector_hooks:
                 install_vector_hooks(doc)
