@@ -174,14 +174,25 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
 
 def is_tf_model(path: PathLike) -> bool:
     """Whether ``path`` (a folder, zip or tar archive) holds a TensorFlow checkpoint of a biLM."""
+    return any(n.endswith(INDEX_SUFFIX) for n in _tf_files(path))
+
+
+def needs_tf_reader(path: PathLike) -> bool:
+    """Whether ``path`` holds a TensorFlow checkpoint and no HDF5 weights. Where there are both (an
+    NLPL "full" zip, a folder after ``dump_weights``), the HDF5 pair gives the biLM and the
+    checkpoint the softmax (``read_tf_head``)."""
+    names = _tf_files(path)
+    return any(n.endswith(INDEX_SUFFIX) for n in names) and not any(n.endswith(".hdf5") for n in names)
+
+
+def _tf_files(path: PathLike) -> List[str]:
+    """The files in a folder or archive (none where it is neither, or unreadable)."""
     try:
         files = _Files(Path(path))
     except ModelFileError:
-        return False
-    try:
-        return any(name.endswith(INDEX_SUFFIX) for name in files.sizes)
-    finally:
-        files.close()
+        return []
+    files.close()
+    return list(files.sizes)
 
 
 def load_bilm_tf(path: PathLike) -> BiLM:
@@ -240,10 +251,13 @@ def read_tf_head(path: PathLike):
     """The language-model head of a bilm-tf checkpoint: its softmax and the words of the
     ``vocab.txt`` beside it, read as the published head vocabularies are (``lm_head``).
 
-    RETURNS (LMHead): the head.
+    RETURNS (Optional[LMHead]): the head; None where the checkpoint holds no softmax (TF-Hub modules).
     """
     from .lm_head import LMHead, read_head_vocabulary  # lm_head imports the loader, which imports this
 
+    with open_tf_model(path) as model:
+        if model.prefix + "softmax/W" not in model.bundle:
+            return None
     softmax, vocab = read_tf_softmax(path)
     if vocab is None:
         raise ModelFileError(path, f"no {VOCAB_NAME} beside the checkpoint: the softmax rows cannot be named")

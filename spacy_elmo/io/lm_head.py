@@ -34,6 +34,7 @@ from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.softmax import WordSoftmax
 from .allennlp import _own_dataset
 from .archive import MAX_MEMBER_BYTES, copy_member
+from .bilm_tf import is_tf_model, read_tf_head
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
 from .loading import BiLMSource, locate_bilm
@@ -221,6 +222,8 @@ def load_head(source: BiLMSource, *, transfer: Optional[Transfer] = None) -> Opt
         return load_native_head(source.directory)
     if source.archive is not None:
         return _archive_head(source.archive)
+    if source.tf is not None:
+        return read_tf_head(source.tf)
     if source.options is None or source.weights is None:
         return None  # an ELMoForManyLangs model: its files hold no word softmax
     if source.name is not None:
@@ -309,8 +312,8 @@ def _archive_head(archive_path: Path) -> Optional[LMHead]:
                         raise ModelFileError(archive_path, f"{info.filename} claims {info.file_size} bytes, more than a softmax")
                     copy_member(archive, info, Path(work) / base, archive_path)
                 files = find_head_files(Path(work))
-                if files is None:
-                    return None
+                if files is None:  # an NLPL "full" zip keeps its softmax in the TF checkpoint
+                    return read_tf_head(archive_path) if is_tf_model(archive_path) else None
                 head = load_published_head(*files)
     except (zipfile.BadZipFile, OSError) as err:
         raise ModelFileError(archive_path, f"not a readable zip archive ({err})") from err

@@ -9,7 +9,8 @@ directory holding one elmo component, a directory holding a published AllenNLP/b
 model directory (config.json beside token_embedder.pkl, encoder.pkl, char.dic: ``efml``; our
 directories have a config.json too, but a model.safetensors and no .pkl), the pair given as two
 files, a zip of a published model (NLPL's ELMo archives and the ELMoForManyLangs zips, as
-published: ``archive``), a published model by name
+published: ``archive``), a TensorFlow checkpoint or SavedModel as a folder, zip or .tar.gz
+(bilm-tf's training folders, TF-Hub modules, DeepPavlov's archives: ``bilm_tf``), a published model by name
 ("small", "original", ...; or an ELMoForManyLangs language by ISO 639 code, "de", "ru", ...: see
 ``registry``), or, where nothing is given, the English biLM shipped inside the package. Where the
 source says which language its model is for, ``BiLMSource.language`` records it. An existing path always wins over a name;
@@ -25,6 +26,7 @@ from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
 from .archive import archive_contents, fetch_archive, load_archive
+from .bilm_tf import load_bilm_tf, needs_tf_reader
 from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .efml import is_efml_directory, load_efml
 from .errors import ModelFileError
@@ -58,6 +60,8 @@ class BiLMSource:
     name (Optional[str]): the published name the pair was fetched for (its softmax, where
         published, is fetched by ``lm_head.load_head`` when asked for); not compared: the files
         decide which biLM it is.
+    tf (Optional[Path]): a TensorFlow checkpoint or SavedModel without HDF5 weights beside it (a
+        folder, .zip or .tar.gz: ``bilm_tf``).
     """
 
     directory: Optional[Path] = None
@@ -67,6 +71,7 @@ class BiLMSource:
     archive: Optional[Path] = None
     language: Optional[str] = None
     name: Optional[str] = field(default=None, compare=False)
+    tf: Optional[Path] = None
 
     def load(self) -> BiLM:
         """RETURNS (BiLM): the model on CPU in eval mode, with the plain computation."""
@@ -76,6 +81,8 @@ class BiLMSource:
             return load_efml(self.efml)
         if self.archive is not None:
             return load_archive(self.archive)
+        if self.tf is not None:
+            return load_bilm_tf(self.tf)
         return load_allennlp(self.options, self.weights)
 
 
@@ -153,7 +160,8 @@ def load_bilm(
         options.json + weights.hdf5 (or model.hdf5), an ELMoForManyLangs model directory
         (config.json, char.dic, token_embedder.pkl, ...; its .pkl files are read as tensors
         only), a zip of a published model (NLPL's ELMo archives, ELMoForManyLangs' zips as
-        published), or the name of a published model ("small",
+        published), a TensorFlow checkpoint or SavedModel (bilm-tf's checkpoint folder, a TF-Hub
+        module, DeepPavlov's .tar.gz; read without TensorFlow), or the name of a published model ("small",
         "medium", "original", "original-5.5b"), downloaded on first use into the cache
         (``$SPACY_ELMO_CACHE``; docs/download.md). A path that does not exist is an error.
     options (Optional[PathLike]): a published options.json (with ``weights``).
@@ -194,6 +202,8 @@ def _local_source(path: Path) -> BiLMSource:
     """The biLM in an existing directory: an EFML one (its config.json has .pkl files or char.dic
     beside it, and no model.safetensors), ours, a pipeline's, then a published pair."""
     if path.is_file():
+        if needs_tf_reader(path):  # a .tar.gz or zip of a TensorFlow checkpoint or SavedModel
+            return BiLMSource(tf=path)
         if zipfile.is_zipfile(path) or path.suffix.lower() == ".zip":
             # a zip that is no model says what it holds (or why it is no readable zip)
             return BiLMSource(archive=path, language=archive_contents(path).language)
@@ -207,6 +217,8 @@ def _local_source(path: Path) -> BiLMSource:
         return BiLMSource(efml=path)
     if (path / CONFIG_NAME).is_file() or (path / PIPELINE_CONFIG_NAME).is_file():
         return BiLMSource(directory=find_bilm_directory(path))
+    if needs_tf_reader(path):
+        return BiLMSource(tf=path)
     if (path / OPTIONS_NAME).is_file():
         for name in PAIR_WEIGHTS_NAMES:
             if (path / name).is_file():

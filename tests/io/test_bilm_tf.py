@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from spacy_elmo.io import ModelFileError
-from spacy_elmo.io.bilm_tf import hdf5_name, is_tf_model, load_bilm_tf, read_tf_softmax
+from spacy_elmo.io.bilm_tf import hdf5_name, is_tf_model, load_bilm_tf, read_tf_head, read_tf_softmax
 
 DATA = Path(__file__).parent.parent / "data" / "bilm_tf"
 REFERENCE = json.loads((DATA / "reference.json").read_text())
@@ -52,9 +52,6 @@ def test_the_softmax_is_read_exactly_with_its_vocabulary(layout):
 
 
 def test_the_head_names_its_rows_with_the_vocabulary():
-    pytest.importorskip("spacy_elmo.io.lm_head")
-    from spacy_elmo.io.bilm_tf import read_tf_head
-
     head = read_tf_head(DATA / "deeppavlov_lm.tar.gz")
     assert head.words == tuple((DATA / "vocab.txt").read_text().split())
     assert head.check_fits(_load("checkpoint_folder")) is head
@@ -64,6 +61,7 @@ def test_the_head_names_its_rows_with_the_vocabulary():
 def test_a_tfhub_module_has_no_softmax_and_its_options_come_from_the_shapes(layout):
     with pytest.raises(ModelFileError, match="no softmax"):
         read_tf_softmax(DATA / layout)
+    assert read_tf_head(DATA / layout) is None
     with pytest.warns(UserWarning, match="no options.json.*published values"):
         bilm = load_bilm_tf(DATA / layout)
     stated = json.loads((DATA / "options.json").read_text())
