@@ -105,3 +105,42 @@ def test_convert_to_efml_writes_a_directory_that_reads_back_as_the_model(tmp_pat
     refused = CliRunner().invoke(app, ["convert", "--to-efml", "--model", str(model), "--options", "o.json",
                                        "--output", str(tmp_path / "x")])
     assert refused.exit_code != 0
+
+
+def test_convert_reads_an_elmoformanylangs_zip_as_published(tmp_path):
+    """A published EFML zip (no architecture JSON, config_path outside it): the language its
+    meta.json records; a subprocess, as a user runs it, prints the one architecture line."""
+    from pathlib import Path
+
+    published = Path(__file__).resolve().parents[1] / "data" / "elmoformanylangs" / "published"
+    data = published.parent
+    out = tmp_path / "pipeline"
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "convert", "--model", str(published / "absolute-config-path.zip"),
+         "--output", str(out)], capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "architecture:" in line]
+    assert len(lines) == 1 and "'/Users/yijialiu/" in lines[0] and "was not read" in lines[0]
+    nlp = spacy.load(out)
+    assert nlp.lang == "de"  # from the zip's meta.json
+    sentences = json.loads((data / "sentences.json").read_text(encoding="utf-8"))
+    with np.load(published / "absolute-config-path.npz") as golden:
+        for i, layers in enumerate(_layers(nlp, sentences[:4])):
+            assert layers.shape == golden[f"layers_{i}"].shape
+            assert layers.size == 0 or np.abs(layers - golden[f"layers_{i}"]).max() <= 1e-5
+
+
+def test_a_zip_whose_language_is_unknown_needs_lang(tmp_path):
+    """No meta.json: the model may be for any language, so no pipeline is written without --lang
+    (never an English one by default)."""
+    from pathlib import Path
+
+    zipped = Path(__file__).resolve().parents[1] / "data" / "elmoformanylangs" / "published" / "relative-config-path.zip"
+    args = ["convert", "--model", str(zipped), "--output", str(tmp_path / "p")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and "--lang" in result.output and "language is not known" in result.output
+    assert not (tmp_path / "p").exists()
+    result = runner.invoke(app, [*args, "--lang", "ru"])
+    assert result.exit_code == 0, result.output
+    assert spacy.load(tmp_path / "p").lang == "ru"

@@ -77,28 +77,22 @@ def test_download_over_plain_http_needs_allow_http_and_warns(server, tmp_path, m
     assert (tmp_path / "files" / "weights.hdf5").read_bytes() == WEIGHTS
 
 
+PUBLISHED_EFML = Path(__file__).resolve().parents[1] / "data" / "elmoformanylangs" / "published"
+
+
 def test_download_an_elmoformanylangs_language_as_a_pipeline(tmp_path, monkeypatch):
-    """`download de --pipeline`: the NLPL zip fetched (over http, as published, with a warning),
-    unpacked, and a German pipeline written that gives EFML's own layers."""
-    import io
-    import json
-    import zipfile
-
-    import numpy as np
-    from spacy.tokens import Doc
-
+    """`download de --pipeline`: the NLPL zip as published (no architecture JSON, config_path on
+    the authors' machine; made by EFML's own code) fetched over http with a warning, unpacked, and
+    a German pipeline written that gives EFML's own layers."""
     from spacy_elmo.io.registry import NLPL_BASE_URL_ENV
 
     from ..io.test_download import FixtureServer
 
-    data = Path(__file__).resolve().parents[1] / "data" / "elmoformanylangs"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted((data / "model").iterdir()):
-            archive.write(path, path.name)
+    data = PUBLISHED_EFML.parent
+    published = PUBLISHED_EFML / "relative-config-path.zip"  # no meta.json: the language is the registry's
     server = FixtureServer()
     try:
-        server.files["142.zip"] = buffer.getvalue()
+        server.files["142.zip"] = published.read_bytes()
         monkeypatch.setenv(NLPL_BASE_URL_ENV, server.base)
         monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
         with pytest.warns(RuntimeWarning, match="plain http"):
@@ -106,9 +100,12 @@ def test_download_an_elmoformanylangs_language_as_a_pipeline(tmp_path, monkeypat
         assert result.exit_code == 0, result.output
     finally:
         server.close()
+    assert "config_path '../configs/cnn_50_100_512_4096_sample.json' names a file outside the model" in result.output
     nlp = spacy.load(tmp_path / "de_elmo")
+    assert nlp.lang == "de"
     sentences = json.loads((data / "sentences.json").read_text(encoding="utf-8"))
-    with np.load(data / "golden.npz") as golden:
-        expected = golden["layers_0"]
-    doc = nlp(Doc(nlp.vocab, words=sentences[0]))
-    assert nlp.lang == "de" and np.abs(doc._.elmo.layers - expected).max() <= 1e-5
+    with np.load(PUBLISHED_EFML / "relative-config-path.npz") as golden:
+        for i, doc in enumerate(nlp.pipe(Doc(nlp.vocab, words=words) for words in sentences)):
+            expected = golden[f"layers_{i}"]
+            assert doc._.elmo.layers.shape == expected.shape
+            assert expected.size == 0 or np.abs(doc._.elmo.layers - expected).max() <= 1e-5, i

@@ -1,0 +1,62 @@
+"""The record beside each download (io/download_record.py): a damaged record is refused, naming it
+and what to do; a deleted one never makes a changed file trusted without a word."""
+import hashlib
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from spacy_elmo import load_bilm
+from spacy_elmo.io import ModelFileError, export_allennlp
+from spacy_elmo.io.download import Transfer, fetch_published, record_path
+
+from ..conftest import load_tiny_bilm
+from .test_download import FAST, SMALL, WEIGHTS, WEIGHTS_PATH, server  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*downloading over plain http:RuntimeWarning")
+
+
+def _same_weights(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+@pytest.mark.parametrize("damage", ["{not json", '{"url": "x"}', '["sha256"]', '{"sha256": "abc"}'])
+def test_a_damaged_record_is_refused_naming_it_and_what_to_do(server, tmp_path, capsys, damage):  # noqa: F811
+    server.publish_small()
+    _, weights = fetch_published("small", transfer=Transfer(**FAST))
+    record_path(weights).write_text(damage, encoding="utf-8")
+    with pytest.raises(ModelFileError, match="cannot be verified; delete weights.hdf5 and this record") as error:
+        fetch_published("small", transfer=Transfer(**FAST))
+    assert error.value.path == str(record_path(weights))
+    assert weights.read_bytes() == WEIGHTS and server.count(WEIGHTS_PATH) == 1  # neither removed nor fetched
+    # what the message offers: the record alone deleted, the file is checked as placed by hand
+    record_path(weights).unlink()
+    capsys.readouterr()
+    assert fetch_published("small", transfer=Transfer(**FAST))[1] == weights
+    assert "no record of its download" in capsys.readouterr().err
+    assert json.loads(record_path(weights).read_text())["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
+
+
+def test_a_deleted_record_never_trusts_a_changed_file_without_a_word(server, tmp_path, capsys):  # noqa: F811
+    server.publish_small()
+    _, weights = fetch_published("small", transfer=Transfer(**FAST))
+    other = load_tiny_bilm()
+    with torch.no_grad():
+        list(other.parameters())[-1].add_(0.5)  # an LSTM weight: exported and read back exactly
+    export_allennlp(other, tmp_path / "o.json", tmp_path / "w.hdf5")
+    weights.write_bytes((tmp_path / "w.hdf5").read_bytes())  # a valid file, but not the download
+    record_path(weights).unlink()
+    capsys.readouterr()
+    # the registry knows the published digest: the changed file is refused, not re-recorded
+    known = {"small": replace(SMALL, weights_sha256=hashlib.sha256(WEIGHTS).hexdigest())}
+    with pytest.raises(ModelFileError, match="is not the published file's"):
+        fetch_published("small", models=known, transfer=Transfer(**FAST))
+    assert not record_path(weights).exists()
+    # no digest known: checked as a file placed by hand, and the user told so and what to do
+    loaded = load_bilm("small", optimize=False)
+    err = capsys.readouterr().err
+    assert f"{weights}: no record of its download" in err and "delete it to download it again" in err
+    assert _same_weights(loaded, other) and server.count(WEIGHTS_PATH) == 1
+    # from then on it is recorded: a later change is caught as for any download
+    assert record_path(weights).is_file()
