@@ -113,7 +113,8 @@ def shapes_model(shapes: Sequence[str]) -> Dict[str, Any]:
 
 def display_path(path: Path) -> str:
     """How a report names ``path`` (no machine's directories): relative to the checkout when inside it,
-    else ``${vars.datasets}/...`` for one of the project's data files, else its name."""
+    else "the datasets folder's ud_english_ewt/..." for one of the project's data files (the folder
+    project.yml's ``vars.datasets`` names), else its name."""
     path = Path(path).resolve()
     try:
         return path.relative_to(REPO).as_posix()
@@ -121,7 +122,7 @@ def display_path(path: Path) -> str:
         pass
     tail = "/".join(path.parts[-2:])
     if any(tail == EWT_ASSET.format(split=split) for split in ("train", "dev", "test")):
-        return f"${{vars.datasets}}/{tail}"
+        return f"the datasets folder's {tail}"
     return path.name
 
 
