@@ -22,10 +22,11 @@ from torch import nn
 from ..bilm import BiLMState
 from ..probes import TrainingProbe
 from .batches import BatchIds, LMBatch, epoch_segments, sentence_batches, window_batches
+from .carried_state import carry_from_tensors, gathered_state, initial_state
 from .checkpoints import latest_checkpoint, restore_training_state, save_checkpoint
 from .config import CorpusSettings, ProbeSettings, TrainingSettings
 from .corpus import Corpus
-from .distributed import DistInfo, all_reduce_sum, barrier, gather_to_main, stop_flags
+from .distributed import DistInfo, all_reduce_sum, barrier, stop_flags
 from .lm import LanguageModel
 from .model_dir import save_lm
 from .perplexity import Perplexity, evaluate_perplexity
@@ -179,7 +180,7 @@ class _Run:
             restore_training_state(checkpoint, lm, optimizer, rank=info.rank)
             state.step, state.epoch, state.batch_index = checkpoint.step, checkpoint.position["epoch"], checkpoint.position["batch"]
             state.best = checkpoint.extra.get("best_dev")
-            state.carry = _carry_from_tensors(checkpoint.carry, info.rank, lm)
+            state.carry = carry_from_tensors(checkpoint.carry, info.rank, lm)
         elif info.enabled:
             # same initial weights everywhere (DDP checks), but each rank its own dropout masks and samples
             torch.manual_seed(self.seed * 1009 + info.rank)
@@ -233,7 +234,7 @@ class _Run:
             stop = self.stop_before(batch)
             if stop is not None:
                 return stop
-            initial = _initial_state(self.lm, batch, state.carry)
+            initial = initial_state(self.lm, batch, state.carry)
             out, loss = train_step(
                 self.lm, batch, optimizer=self.optimizer, settings=self.settings, step=state.step, initial=initial,
                 module=self.module,
@@ -336,7 +337,7 @@ class _Run:
     def write_models(self, final: bool) -> None:
         """A checkpoint (weights, optimizer, data position, every rank's carried state and RNG) and model-last."""
         state = self.state
-        carry_tensors, rng_by_rank = _gathered_state(self.info, state.carry, self.device)
+        carry_tensors, rng_by_rank = gathered_state(self.info, state.carry, self.device)
         if not self.info.is_main:
             return
         meta = {**self.extra, "step": state.step, "best_dev": state.best}
@@ -368,34 +369,3 @@ def _layer_probe(settings: Optional[ProbeSettings], seed: int) -> Optional[Train
         settings.task, train=settings.train, eval=settings.eval, train_fraction=settings.train_fraction,
         max_sentences=settings.max_sentences or None, seed=seed,
     )
-
-
-def _initial_state(lm: LanguageModel, batch: LMBatch, carry: Optional[BiLMState]) -> Optional[BiLMState]:
-    """Windows carry the forward state only: the backward LM reads each window right to left, and the
-    state at a window's left end has already seen the token the next window's first position predicts."""
-    if not batch.carry_state or carry is None:
-        return None
-    zero = lm.bilm.zero_state(len(batch.lengths))
-    return carry[0], zero[1]
-
-
-def _gathered_state(info: DistInfo, carry: Optional[BiLMState], device: torch.device):
-    """Each rank's carried forward state and torch RNG state, gathered on rank 0 for the checkpoint."""
-    local: Dict[str, torch.Tensor] = {"rng": torch.get_rng_state()}
-    if carry is not None:
-        for k, (h, c) in enumerate(carry[0]):
-            local[f"{k}.h"], local[f"{k}.c"] = h, c
-    gathered = gather_to_main(info, local, device)
-    carry_tensors = {f"r{r}.{name}": t for r, d in enumerate(gathered) for name, t in d.items() if name != "rng"}
-    rng_by_rank = [d["rng"] for d in gathered]
-    return carry_tensors, rng_by_rank
-
-
-def _carry_from_tensors(tensors: Dict[str, torch.Tensor], rank: int, lm: LanguageModel) -> Optional[BiLMState]:
-    prefix = f"r{rank}."
-    mine = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-    if not mine:
-        return None
-    device = lm.bilm.device
-    forward = [(mine[f"{k}.h"].to(device), mine[f"{k}.c"].to(device)) for k in range(lm.bilm.config.n_layers)]
-    return forward, []
