@@ -48,9 +48,10 @@ def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
         return util.load_config(Path(model) / "config.cfg", interpolate=False)["nlp"]["lang"]
     unknown = source.efml or source.archive
     if unknown is not None:
-        what = "an ELMoForManyLangs model directory" if source.efml is not None else "its meta.json"
+        what = ("an ELMoForManyLangs model directory" if source.efml is not None
+                else "the zip (no meta.json naming a language)")
         raise ValueError(
-            f"{unknown}: the model's language is not known ({what} records none); give it with --lang "
+            f"{unknown}: {what} records no language; give it with --lang "
             "(an ISO 639 code spaCy knows, e.g. de, ru, ar; or xx for spaCy's multi-language tokenizer)"
         )
     return "en"

@@ -105,7 +105,8 @@ PUBLISHED_MODELS: Dict[str, PublishedModel] = {
 
 @dataclass(frozen=True)
 class PublishedArchive:
-    """One published biLM served as a zip (an ELMoForManyLangs model directory, zipped).
+    """One published biLM served as a zip: an ELMoForManyLangs model's files at the top of the zip,
+    without the architecture JSON its config.json names (``efml_architecture`` reads it as published).
 
     name (str): the ISO 639 code ``load_bilm`` and ``download`` take; also the model's language.
     language (str): the language's English name.
