@@ -8,7 +8,8 @@ import typer
 from ..io import ModelFileError
 from ..io.archive import fetch_archive
 from ..io.download import fetch_pair, fetch_published, url_pair_dir
-from ..io.registry import PUBLISHED_ARCHIVES, PUBLISHED_MODELS, published_model, published_names
+from ..io.registry import PUBLISHED_ARCHIVES, PUBLISHED_MODELS, PUBLISHED_TF_MODELS, published_model, published_names
+from ..io.tf_layouts import fetch_tf_model
 from ._app import app
 from .convert import build_pipeline
 
@@ -43,7 +44,12 @@ def fetch_for_cli(
 
 
 def fetch_archive_for_cli(name: str, directory: Optional[Path], *, allow_http: bool = False) -> Path:
-    """The unpacked model directory of a published archive (an ELMoForManyLangs language)."""
+    """The unpacked model directory of a published archive (an ELMoForManyLangs language), or the
+    .tar.gz of a published TensorFlow biLM (read in place)."""
+    if name in PUBLISHED_TF_MODELS:
+        tf_model = PUBLISHED_TF_MODELS[name]
+        typer.echo(f"{name}: a {tf_model.layout} .tar.gz ({tf_model.url}), trained on {tf_model.trained_on}", err=True)
+        return fetch_tf_model(name, directory=directory, allow_http=allow_http)
     archive = PUBLISHED_ARCHIVES[name]
     typer.echo(f"{name}: ELMoForManyLangs {archive.language} ({archive.url}), a zip of a few hundred MB", err=True)
     return fetch_archive(name, directory=directory, allow_http=allow_http)
@@ -52,8 +58,8 @@ def fetch_archive_for_cli(name: str, directory: Optional[Path], *, allow_http: b
 @app.command("download")
 def download_cli(
     name: Optional[str] = typer.Argument(
-        None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}, or an ELMoForManyLangs language by "
-        "ISO 639 code (de, ru, ar, zh, ...)", show_default=False
+        None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}, an ELMoForManyLangs language by "
+        f"ISO 639 code (de, ru, ar, zh, ...), or a TensorFlow one: {', '.join(PUBLISHED_TF_MODELS)}", show_default=False
     ),
     options: Optional[str] = typer.Option(None, "--options", help="URL of another published options.json"),
     weights: Optional[str] = typer.Option(None, "--weights", help="URL of its HDF5 weights"),
@@ -76,10 +82,11 @@ def download_cli(
     try:
         if pipeline and output is None:
             raise typer.BadParameter("--pipeline writes a spaCy pipeline: give its directory with --output")
-        if name in PUBLISHED_ARCHIVES and options is None and weights is None:
+        if (name in PUBLISHED_ARCHIVES or name in PUBLISHED_TF_MODELS) and options is None and weights is None:
             model = fetch_archive_for_cli(name, None if pipeline else output, allow_http=allow_http)
             if pipeline:
-                build_pipeline(output, lang=lang or name, model=model)
+                language = PUBLISHED_TF_MODELS[name].language if name in PUBLISHED_TF_MODELS else name
+                build_pipeline(output, lang=lang or language, model=model)
                 typer.echo(f"Wrote a spaCy pipeline to {output}; load it with spacy.load({str(output)!r})")
             else:
                 typer.echo(f"Verified and unpacked {model}")

@@ -23,12 +23,9 @@ connections, characters per token), or, where there is none, bilm-tf's published
 warning. An options file that disagrees with the shapes is overruled by them, with a warning.
 """
 import json
-import os
 import re
-import tarfile
 import tempfile
 import warnings
-import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -40,87 +37,20 @@ import torch
 from ..bilm import BiLM, BiLMConfig
 from ..bilm.softmax import WordSoftmax
 from .allennlp import _tensors
-from .archive import MAX_MEMBER_BYTES
 from .errors import ModelFileError
 from .tf_bundle import TensorBundle
+from .tf_layouts import INDEX_SUFFIX, ModelFiles, checkpoint_prefix, find_beside
 
 PathLike = Union[str, Path]
 OPTIONS_NAME = "options.json"
 VOCAB_NAME = "vocab.txt"
-CHECKPOINT_NAME = "checkpoint"
-INDEX_SUFFIX = ".index"
 BYTE_CHARACTERS = 262  # the inference id scheme; bilm-tf's training writes 261 (no padding id)
 # bilm-tf's published values of what shapes cannot show (every published options.json has them)
 UNSEEN_DEFAULTS = {
     "activation": "relu", "cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True,
     "max_characters_per_token": 50,
 }
-MAX_DEPTH = 4
 ANCHOR = "CNN/W_cnn_0"
-
-
-class _Files:
-    """The regular files of a folder, a zip or a tar archive, by relative POSIX name."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._zip: Optional[zipfile.ZipFile] = None
-        self._tar: Optional[tarfile.TarFile] = None
-        self.sizes: Dict[str, int] = {}
-        self._members: Dict[str, object] = {}
-        try:
-            if path.is_dir():
-                for root, dirs, files in os.walk(path):
-                    depth = len(Path(root).relative_to(path).parts)
-                    dirs[:] = [] if depth >= MAX_DEPTH else sorted(dirs)
-                    for name in files:
-                        full = Path(root) / name
-                        if full.is_file() and not full.is_symlink():
-                            self.sizes[full.relative_to(path).as_posix()] = full.stat().st_size
-            elif zipfile.is_zipfile(path):
-                self._zip = zipfile.ZipFile(path)
-                for info in self._zip.infolist():
-                    if not info.is_dir():
-                        self._add(info.filename, info.file_size, info)
-            elif tarfile.is_tarfile(path):
-                self._tar = tarfile.open(path, "r:*")
-                for member in self._tar.getmembers():
-                    if member.isfile():  # links and devices are never followed
-                        self._add(member.name, member.size, member)
-            else:
-                raise ModelFileError(path, "neither a folder, a zip nor a tar archive")
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
-            self.close()
-            raise ModelFileError(path, f"not a readable archive, perhaps truncated ({err})") from err
-
-    def _add(self, name: str, size: int, member: object) -> None:
-        name = PurePosixPath(name.lstrip("/")).as_posix()
-        if name.startswith("./"):
-            name = name[2:]
-        if size > MAX_MEMBER_BYTES:
-            raise ModelFileError(self.path, f"member {name} claims {size} bytes: not a model file")
-        self.sizes[name] = size
-        self._members[name] = member
-
-    def open(self, name: str) -> BinaryIO:
-        if name not in self.sizes:
-            raise ModelFileError(f"{self.path}/{name}", "not found; a checkpoint needs its .index and every .data-* shard")
-        if self._zip is not None:
-            return self._zip.open(self._members[name])  # type: ignore[arg-type]
-        if self._tar is not None:
-            handle = self._tar.extractfile(self._members[name])  # type: ignore[arg-type]
-            assert handle is not None  # regular files only
-            return handle
-        return open(self.path / name, "rb")
-
-    def read(self, name: str) -> bytes:
-        with self.open(name) as handle:
-            return handle.read()
-
-    def close(self) -> None:
-        for archive in (self._zip, self._tar):
-            if archive is not None:
-                archive.close()
 
 
 @dataclass
@@ -149,9 +79,9 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
     path = Path(path)
     if not path.exists():
         raise ModelFileError(path, "not found")
-    files = _Files(path)
+    files = ModelFiles(path)
     try:
-        prefix = _checkpoint_prefix(files)
+        prefix = checkpoint_prefix(files)
         folder = PurePosixPath(prefix).parent
         index = files.read(prefix + INDEX_SUFFIX)
         source = f"{path}/{prefix}" if path.is_dir() or prefix else str(path)
@@ -160,8 +90,8 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
             return files.open(f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}")
 
         bundle = TensorBundle(index, open_shard, source=source)
-        options_name = _beside(files, folder, OPTIONS_NAME)
-        vocab_name = _beside(files, folder, VOCAB_NAME)
+        options_name = find_beside(files, folder, OPTIONS_NAME)
+        vocab_name = find_beside(files, folder, VOCAB_NAME)
         options = _read_options(files, options_name, path) if options_name else None
         vocab = files.read(vocab_name).decode("utf-8", errors="strict") if vocab_name else None
         var_prefix, names = _canonical_names(bundle, source)
@@ -170,29 +100,6 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
         raise ModelFileError(path, f"{VOCAB_NAME} is not UTF-8 text ({err})") from err
     finally:
         files.close()
-
-
-def is_tf_model(path: PathLike) -> bool:
-    """Whether ``path`` (a folder, zip or tar archive) holds a TensorFlow checkpoint of a biLM."""
-    return any(n.endswith(INDEX_SUFFIX) for n in _tf_files(path))
-
-
-def needs_tf_reader(path: PathLike) -> bool:
-    """Whether ``path`` holds a TensorFlow checkpoint and no HDF5 weights. Where there are both (an
-    NLPL "full" zip, a folder after ``dump_weights``), the HDF5 pair gives the biLM and the
-    checkpoint the softmax (``read_tf_head``)."""
-    names = _tf_files(path)
-    return any(n.endswith(INDEX_SUFFIX) for n in names) and not any(n.endswith(".hdf5") for n in names)
-
-
-def _tf_files(path: PathLike) -> List[str]:
-    """The files in a folder or archive (none where it is neither, or unreadable)."""
-    try:
-        files = _Files(Path(path))
-    except ModelFileError:
-        return []
-    files.close()
-    return list(files.sizes)
 
 
 def load_bilm_tf(path: PathLike) -> BiLM:
@@ -353,44 +260,7 @@ def _canonical_names(bundle: TensorBundle, source: str) -> Tuple[str, Dict[str, 
     return prefix, names
 
 
-def _checkpoint_prefix(files: _Files) -> str:
-    indexes = sorted(n[: -len(INDEX_SUFFIX)] for n in files.sizes if n.endswith(INDEX_SUFFIX))
-    if not indexes:
-        raise ModelFileError(files.path, "no TensorFlow checkpoint (.index file) in it")
-    named = []
-    for state in sorted((n for n in files.sizes if PurePosixPath(n).name == CHECKPOINT_NAME), key=_depth):
-        folder = PurePosixPath(state).parent
-        match = re.search(r'^model_checkpoint_path:\s*"(.*)"', files.read(state).decode("utf-8", "replace"), re.M)
-        if match:
-            # the path may be absolute on the machine that trained it: its base name is the file here
-            base = re.split(r"[\\/]", match.group(1))[-1]
-            prefix = (folder / base).as_posix() if str(folder) != "." else base
-            if prefix not in indexes:
-                raise ModelFileError(files.path, f"{state} names checkpoint {base}, but no {base}{INDEX_SUFFIX} is beside it")
-            named.append(prefix)
-    if named:
-        return named[0]
-    shallowest = min(_depth(n) for n in indexes)
-    top = [n for n in indexes if _depth(n) == shallowest]
-    if len(top) > 1:
-        raise ModelFileError(files.path, f"several checkpoints ({', '.join(top)}) and no '{CHECKPOINT_NAME}' file saying which")
-    return top[0]
-
-
-def _depth(name: str) -> int:
-    return len(PurePosixPath(name).parts)
-
-
-def _beside(files: _Files, folder: PurePosixPath, name: str) -> Optional[str]:
-    """``name`` in the checkpoint's folder or the nearest folder above it."""
-    for parent in (folder, *folder.parents):
-        candidate = (parent / name).as_posix() if str(parent) != "." else name
-        if candidate in files.sizes:
-            return candidate
-    return None
-
-
-def _read_options(files: _Files, name: str, path: Path) -> dict:
+def _read_options(files: ModelFiles, name: str, path: Path) -> dict:
     try:
         options = json.loads(files.read(name).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:

@@ -34,12 +34,13 @@ from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.softmax import WordSoftmax
 from .allennlp import _own_dataset
 from .archive import MAX_MEMBER_BYTES, copy_member
-from .bilm_tf import is_tf_model, read_tf_head
+from .bilm_tf import read_tf_head
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
 from .loading import BiLMSource, locate_bilm
 from .native import read_config
 from .registry import published_model
+from .tf_layouts import is_tf_model
 
 PathLike = Union[str, Path]
 UNK_TOKEN = "<UNK>"

@@ -153,6 +153,58 @@ PUBLISHED_ARCHIVES: Dict[str, PublishedArchive] = {
 }
 
 
+@dataclass(frozen=True)
+class PublishedTFModel:
+    """One published biLM in a TensorFlow layout, served as one .tar.gz (read by ``bilm_tf``).
+
+    name (str): the name ``load_bilm`` and ``download`` take.
+    language (str): the model's language (ISO 639 code).
+    url (str): the archive's address, as its publisher's code and docs give it.
+    layout (str): "tfhub" (a TF1-Hub module: the biLM, no softmax) or "checkpoint" (a training
+        checkpoint with options.json and vocab.txt: the biLM and its softmax).
+    trained_on (str): the pretraining text, as the publisher names it.
+    sha256 (Optional[str]): the archive's SHA-256 where the publisher states one (DeepPavlov
+        states none): otherwise recorded at the first download and checked from then on.
+    http_only (bool): served over plain http alone (see ``PublishedModel``).
+    """
+
+    name: str
+    language: str
+    url: str
+    layout: str
+    trained_on: str
+    sha256: Optional[str] = None
+    http_only: bool = True
+
+    def archive_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): the archive's URL, below ``base_url`` or ``$SPACY_ELMO_DEEPPAVLOV_BASE_URL`` if given."""
+        base = base_url or os.environ.get(DEEPPAVLOV_BASE_URL_ENV)
+        if not base:
+            return self.url
+        return (base if base.endswith("/") else base + "/") + self.url.rsplit("/", 1)[-1]
+
+
+# DeepPavlov's Russian ELMo (docs "Pre-trained embeddings", configs/elmo/*.json, ELMoEmbedder's
+# docstring): TF-Hub modules, and the language model its configs fine-tune (with the softmax)
+DEEPPAVLOV_BASE_URL = "http://files.deeppavlov.ai/deeppavlov_data/"
+# another server holding the same files (a mirror, or a local one in tests)
+DEEPPAVLOV_BASE_URL_ENV = "SPACY_ELMO_DEEPPAVLOV_BASE_URL"
+PUBLISHED_TF_MODELS: Dict[str, PublishedTFModel] = {
+    model.name: model
+    for model in (
+        PublishedTFModel("deeppavlov-ru-news", "ru", f"{DEEPPAVLOV_BASE_URL}elmo_ru-news_wmt11-16_1.5M_steps.tar.gz",
+                         "tfhub", "Russian WMT News 2011-2016"),
+        PublishedTFModel("deeppavlov-ru-wiki", "ru", f"{DEEPPAVLOV_BASE_URL}elmo_ru-wiki_600k_steps.tar.gz",
+                         "tfhub", "Russian Wikipedia"),
+        PublishedTFModel("deeppavlov-ru-twitter", "ru",
+                         f"{DEEPPAVLOV_BASE_URL}elmo_ru-twitter_2013-01_2018-04_600k_steps.tar.gz",
+                         "tfhub", "Russian Twitter, 2013-01 to 2018-04"),
+        PublishedTFModel("deeppavlov-ru-news-lm", "ru", f"{DEEPPAVLOV_BASE_URL}elmo-lm-ready4fine-tuning-ru-news.tar.gz",
+                         "checkpoint", "Russian WMT News 2011-2016"),
+    )
+}
+
+
 def models_base_url(base_url: Optional[str] = None) -> str:
     """The URL the published files are below: ``base_url``, else ``$SPACY_ELMO_BASE_URL``, else
     AllenNLP's bucket. RETURNS (str): ending in "/"."""
@@ -179,5 +231,8 @@ def published_archive(name: str) -> PublishedArchive:
 
 
 def published_names() -> str:
-    """Every name ``load_bilm`` downloads, for messages: AllenNLP's, then the languages."""
-    return f"{', '.join(PUBLISHED_MODELS)}; ELMoForManyLangs by language: {', '.join(PUBLISHED_ARCHIVES)}"
+    """Every name ``load_bilm`` downloads, for messages: AllenNLP's, the languages, the TensorFlow ones."""
+    return (
+        f"{', '.join(PUBLISHED_MODELS)}; ELMoForManyLangs by language: {', '.join(PUBLISHED_ARCHIVES)}; "
+        f"TensorFlow: {', '.join(PUBLISHED_TF_MODELS)}"
+    )

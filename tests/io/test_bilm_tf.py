@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from spacy_elmo.io import ModelFileError
-from spacy_elmo.io.bilm_tf import hdf5_name, is_tf_model, load_bilm_tf, read_tf_head, read_tf_softmax
+from spacy_elmo.io.bilm_tf import hdf5_name, load_bilm_tf, read_tf_head, read_tf_softmax
+from spacy_elmo.io.tf_layouts import is_tf_model
 
 DATA = Path(__file__).parent.parent / "data" / "bilm_tf"
 REFERENCE = json.loads((DATA / "reference.json").read_text())

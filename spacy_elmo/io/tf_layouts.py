@@ -1,0 +1,180 @@
+"""Where the files of each published TensorFlow biLM layout are: a folder, zip or tar archive
+(``ModelFiles``), the checkpoint in it (``checkpoint_prefix``: the one a ``checkpoint`` state file
+names, by base name, else the only, shallowest ``.index``), the options and vocabulary beside or
+above it (``find_beside``), and the published .tar.gz archives by name (``fetch_tf_model``).
+
+Archives are read in place, member by member: nothing is unpacked, a member's path never decides
+where anything is written, links and devices in a tar are never followed.
+"""
+import os
+import re
+import tarfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Dict, List, Optional, Union
+
+from ..cache_dir import cache_dir
+from .archive import MAX_MEMBER_BYTES
+from .download import Transfer, ensure_file
+from .errors import ModelFileError
+from .registry import PUBLISHED_TF_MODELS, published_names
+
+PathLike = Union[str, Path]
+CHECKPOINT_NAME = "checkpoint"
+INDEX_SUFFIX = ".index"
+MAX_DEPTH = 4
+
+
+class ModelFiles:
+    """The regular files of a folder, a zip or a tar archive, by relative POSIX name."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._zip: Optional[zipfile.ZipFile] = None
+        self._tar: Optional[tarfile.TarFile] = None
+        self.sizes: Dict[str, int] = {}
+        self._members: Dict[str, object] = {}
+        try:
+            if path.is_dir():
+                for root, dirs, files in os.walk(path):
+                    depth = len(Path(root).relative_to(path).parts)
+                    dirs[:] = [] if depth >= MAX_DEPTH else sorted(dirs)
+                    for name in files:
+                        full = Path(root) / name
+                        if full.is_file() and not full.is_symlink():
+                            self.sizes[full.relative_to(path).as_posix()] = full.stat().st_size
+            elif zipfile.is_zipfile(path):
+                self._zip = zipfile.ZipFile(path)
+                for info in self._zip.infolist():
+                    if not info.is_dir():
+                        self._add(info.filename, info.file_size, info)
+            elif tarfile.is_tarfile(path):
+                self._tar = tarfile.open(path, "r:*")
+                for member in self._tar.getmembers():
+                    if member.isfile():  # links and devices are never followed
+                        self._add(member.name, member.size, member)
+            else:
+                raise ModelFileError(path, "neither a folder, a zip nor a tar archive")
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+            self.close()
+            raise ModelFileError(path, f"not a readable archive, perhaps truncated ({err})") from err
+
+    def _add(self, name: str, size: int, member: object) -> None:
+        name = PurePosixPath(name.lstrip("/")).as_posix()
+        if name.startswith("./"):
+            name = name[2:]
+        if size > MAX_MEMBER_BYTES:
+            raise ModelFileError(self.path, f"member {name} claims {size} bytes: not a model file")
+        self.sizes[name] = size
+        self._members[name] = member
+
+    def open(self, name: str) -> BinaryIO:
+        if name not in self.sizes:
+            raise ModelFileError(f"{self.path}/{name}", "not found; a checkpoint needs its .index and every .data-* shard")
+        if self._zip is not None:
+            return self._zip.open(self._members[name])  # type: ignore[arg-type]
+        if self._tar is not None:
+            handle = self._tar.extractfile(self._members[name])  # type: ignore[arg-type]
+            assert handle is not None  # regular files only
+            return handle
+        return open(self.path / name, "rb")
+
+    def read(self, name: str) -> bytes:
+        with self.open(name) as handle:
+            return handle.read()
+
+    def close(self) -> None:
+        for archive in (self._zip, self._tar):
+            if archive is not None:
+                archive.close()
+
+
+def is_tf_model(path: PathLike) -> bool:
+    """Whether ``path`` (a folder, zip or tar archive) holds a TensorFlow checkpoint of a biLM."""
+    return any(n.endswith(INDEX_SUFFIX) for n in _tf_files(path))
+
+
+def needs_tf_reader(path: PathLike) -> bool:
+    """Whether ``path`` holds a TensorFlow checkpoint and no HDF5 weights. Where there are both (an
+    NLPL "full" zip, a folder after ``dump_weights``), the HDF5 pair gives the biLM and the
+    checkpoint the softmax (``read_tf_head``)."""
+    names = _tf_files(path)
+    return any(n.endswith(INDEX_SUFFIX) for n in names) and not any(n.endswith(".hdf5") for n in names)
+
+
+def _tf_files(path: PathLike) -> List[str]:
+    """The files in a folder or archive (none where it is neither, or unreadable)."""
+    try:
+        files = ModelFiles(Path(path))
+    except ModelFileError:
+        return []
+    files.close()
+    return list(files.sizes)
+
+
+def checkpoint_prefix(files: ModelFiles) -> str:
+    indexes = sorted(n[: -len(INDEX_SUFFIX)] for n in files.sizes if n.endswith(INDEX_SUFFIX))
+    if not indexes:
+        raise ModelFileError(files.path, "no TensorFlow checkpoint (.index file) in it")
+    named = []
+    for state in sorted((n for n in files.sizes if PurePosixPath(n).name == CHECKPOINT_NAME), key=_depth):
+        folder = PurePosixPath(state).parent
+        match = re.search(r'^model_checkpoint_path:\s*"(.*)"', files.read(state).decode("utf-8", "replace"), re.M)
+        if match:
+            # the path may be absolute on the machine that trained it: its base name is the file here
+            base = re.split(r"[\\/]", match.group(1))[-1]
+            prefix = (folder / base).as_posix() if str(folder) != "." else base
+            if prefix not in indexes:
+                raise ModelFileError(files.path, f"{state} names checkpoint {base}, but no {base}{INDEX_SUFFIX} is beside it")
+            named.append(prefix)
+    if named:
+        return named[0]
+    shallowest = min(_depth(n) for n in indexes)
+    top = [n for n in indexes if _depth(n) == shallowest]
+    if len(top) > 1:
+        raise ModelFileError(files.path, f"several checkpoints ({', '.join(top)}) and no '{CHECKPOINT_NAME}' file saying which")
+    return top[0]
+
+
+def _depth(name: str) -> int:
+    return len(PurePosixPath(name).parts)
+
+
+def find_beside(files: ModelFiles, folder: PurePosixPath, name: str) -> Optional[str]:
+    """``name`` in the checkpoint's folder or the nearest folder above it."""
+    for parent in (folder, *folder.parents):
+        candidate = (parent / name).as_posix() if str(parent) != "." else name
+        if candidate in files.sizes:
+            return candidate
+    return None
+
+
+def fetch_tf_model(
+    name: str,
+    *,
+    directory: Optional[Path] = None,
+    base_url: Optional[str] = None,
+    transfer: Optional[Transfer] = None,
+    allow_http: bool = False,
+) -> Path:
+    """The archive of the published TensorFlow biLM ``name`` (``registry.PUBLISHED_TF_MODELS``),
+    downloaded unless already there (resumed, verified, SHA-256 recorded and checked on every
+    later use), and read in place.
+
+    directory (Optional[Path]): where it goes (default: ``cache_dir() / NAME``).
+    RETURNS (Path): the .tar.gz.
+    """
+    if name not in PUBLISHED_TF_MODELS:
+        raise ModelFileError(name, f"not found: neither an existing path nor a published model name ({published_names()})")
+    model = PUBLISHED_TF_MODELS[name]
+    directory = Path(directory) if directory is not None else cache_dir() / model.name
+    directory.mkdir(parents=True, exist_ok=True)
+    return ensure_file(
+        model.archive_url(base_url), directory / model.url.rsplit("/", 1)[-1], sha256=model.sha256,
+        check=_check_tf_archive, transfer=transfer, allow_http=allow_http or model.http_only,
+    )
+
+
+def _check_tf_archive(path: Path) -> None:
+    if not is_tf_model(path):
+        raise ModelFileError(path, "not a TensorFlow biLM archive: no checkpoint (.index) in it")

@@ -1,0 +1,116 @@
+"""The TensorFlow layouts through the one loader, ``convert`` and ``download --pipeline``: each
+gives bilm-tf's layers (tests/data/bilm_tf), and its softmax where it has one."""
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc
+from typer.testing import CliRunner
+
+from spacy_elmo import load_bilm
+from spacy_elmo.cli import app
+from spacy_elmo.io import ModelFileError
+from spacy_elmo.io.lm_head import load_lm_head
+from spacy_elmo.io.loading import locate_bilm
+from spacy_elmo.io.registry import DEEPPAVLOV_BASE_URL_ENV, PUBLISHED_TF_MODELS
+
+from .test_download import FixtureServer
+
+DATA = Path(__file__).parent.parent / "data" / "bilm_tf"
+REFERENCE = json.loads((DATA / "reference.json").read_text())
+ARRAYS = np.load(DATA / "reference.npz", allow_pickle=False)
+SENTENCES = [s.split() for s in REFERENCE["sentences"]]
+runner = CliRunner()
+
+
+def _assert_reference_layers(per_sentence):
+    for i, layers in enumerate(per_sentence):
+        n = len(SENTENCES[i])
+        np.testing.assert_allclose(layers, ARRAYS["lm_embeddings"][i, :, :n], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "layout, kind",
+    [
+        ("checkpoint_folder", "tf"),
+        ("nlpl_full.zip", "archive"),  # its model.hdf5 gives the biLM, its checkpoint the softmax
+        ("nlpl_no_vocab.zip", "archive"),
+        ("tfhub_module", "tf"),
+        ("deeppavlov_lm.tar.gz", "tf"),
+        ("deeppavlov_hub.tar.gz", "tf"),
+    ],
+)
+def test_load_bilm_reads_every_layout(layout, kind):
+    assert getattr(locate_bilm(DATA / layout), kind) == DATA / layout
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TF-Hub modules say their options are bilm-tf's published ones
+        bilm = load_bilm(DATA / layout)
+    _assert_reference_layers(bilm.embed(SENTENCES))
+
+
+@pytest.mark.parametrize("layout", ["checkpoint_folder", "nlpl_full.zip", "deeppavlov_lm.tar.gz"])
+def test_load_lm_head_gives_the_checkpoints_softmax(layout):
+    bilm, head = load_lm_head(DATA / layout)
+    assert torch.equal(head.softmax.weight.detach(), torch.from_numpy(ARRAYS["softmax_W"]))
+    assert head.words[:3] == ("<S>", "</S>", "<UNK>") and len(head) == 32
+    assert bilm.config.projection_dim == head.softmax.weight.shape[1]
+
+
+def test_a_tfhub_module_has_no_head_to_load():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ModelFileError, match="no softmax"):
+            load_lm_head(DATA / "tfhub_module")
+
+
+def test_convert_writes_a_pipeline_from_a_checkpoint_folder(tmp_path):
+    out = tmp_path / "pipeline"
+    result = runner.invoke(app, ["convert", "--model", str(DATA / "checkpoint_folder"), "--lang", "en", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    nlp = spacy.load(out)
+    docs = list(nlp.pipe(Doc(nlp.vocab, words=words) for words in SENTENCES))
+    _assert_reference_layers([doc._.elmo.layers for doc in docs])
+
+
+def test_download_a_deeppavlov_language_model_as_a_pipeline(tmp_path, monkeypatch):
+    """`download deeppavlov-ru-news-lm --pipeline`: the .tar.gz as DeepPavlov ships it, from a
+    local server over http (with a warning), read in place into a Russian pipeline."""
+    name = "deeppavlov-ru-news-lm"
+    server = FixtureServer()
+    try:
+        server.files[PUBLISHED_TF_MODELS[name].url.rsplit("/", 1)[-1]] = (DATA / "deeppavlov_lm.tar.gz").read_bytes()
+        monkeypatch.setenv(DEEPPAVLOV_BASE_URL_ENV, server.base)
+        monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+        with pytest.warns(RuntimeWarning, match="plain http"):
+            result = runner.invoke(app, ["download", name, "--pipeline", "--output", str(tmp_path / "ru")])
+        assert result.exit_code == 0, result.output
+        # once in the cache, the name loads with no server (the archive's digest is checked)
+        server.files.clear()
+        assert locate_bilm(name).language == "ru"
+        _, head = load_lm_head(name)
+        assert len(head) == 32
+    finally:
+        server.close()
+    nlp = spacy.load(tmp_path / "ru")
+    assert nlp.lang == "ru"
+    docs = list(nlp.pipe(Doc(nlp.vocab, words=words) for words in SENTENCES))
+    _assert_reference_layers([doc._.elmo.layers for doc in docs])
+
+
+def test_a_download_that_is_no_tensorflow_model_is_refused(tmp_path, monkeypatch):
+    name = "deeppavlov-ru-wiki"
+    server = FixtureServer()
+    try:
+        server.files[PUBLISHED_TF_MODELS[name].url.rsplit("/", 1)[-1]] = (DATA / "model.hdf5").read_bytes()
+        monkeypatch.setenv(DEEPPAVLOV_BASE_URL_ENV, server.base)
+        monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+        with pytest.warns(RuntimeWarning, match="plain http"):
+            result = runner.invoke(app, ["download", name, "--output", str(tmp_path / "files")])
+    finally:
+        server.close()
+    assert result.exit_code == 1
+    assert "not a TensorFlow biLM archive" in result.output
