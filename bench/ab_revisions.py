@@ -21,7 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from spacy_elmo.provenance import data_record, gathered, mark_start, portable_args, provenance
+from spacy_elmo.provenance import data_record, mark_start, portable_args, provenance
+
+from lab.records.gather import gathered
 
 HERE = Path(__file__).resolve().parent.parent
 CHILD = (

@@ -3,7 +3,7 @@
     EFML_VENV/bin/python -m bench.bench_efml --threads 2 --repeats 5 --single 6 \
         --json bench/results/efml.json --markdown bench/results/efml.md
 
-Runs where both packages import: the side environment of scripts/make_efml_fixtures.py (EFML
+Runs where both packages import: the side environment of lab/fixtures/make_efml_fixtures.py (EFML
 0.0.4.post2 with overrides==3.1.0) with this checkout on the path (``python -m`` from the
 repository root puts it there; spacy-elmo's io and fast paths also need safetensors there).
 
@@ -34,8 +34,9 @@ import torch
 
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_bilm
-from spacy_elmo.machine import inference_path
 from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
+
+from lab.records.inference import inference_path
 
 from .workloads import (
     add_data_options,
@@ -53,7 +54,7 @@ PUBLISHED_CONFIG = "cnn_50_100_512_4096_sample.json"
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
     from elmoformanylangs.elmo import Embedder
-    from scripts.make_efml_fixtures import build_model, efml_versions
+    from lab.fixtures.make_efml_fixtures import build_model, efml_versions
 
     logging.getLogger("elmoformanylangs").setLevel(logging.WARNING)  # it logs the whole module tree
     torch.set_num_threads(args.threads)

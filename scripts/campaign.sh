@@ -5,7 +5,7 @@
 #   scripts/campaign.sh corpus               # build $CORPUS (needs Debian's bible-kjv for `bible`)
 #   scripts/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
 #   scripts/campaign.sh continue 100m        # or: continue the shipped biLM ($START) on $CORPUS, keeping its
-#                                            # vocabulary and softmax (a wider corpus: scripts/wide_corpus.py);
+#                                            # vocabulary and softmax (a wider corpus: lab/corpus/wide_corpus.py);
 #                                            # overrides may follow the time, e.g. --system.threads 1
 #   scripts/campaign.sh finetune 3m          # continue on UD EWT train text (longer loses general text)
 #   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
@@ -35,7 +35,7 @@ case "${1:-}" in
   corpus)
     command -v bible >/dev/null || { echo "needs Debian's bible-kjv package (apt-get install bible-kjv)" >&2; exit 2; }
     bible -l100000 Gen1:1-Rev22:21 > "$RUN/kjv.txt"
-    python scripts/prepare_corpus.py --datasets "$DATASETS" --output "$CORPUS" --wikitext --all-open --kjv "$RUN/kjv.txt"
+    python -m lab.corpus.prepare_corpus --datasets "$DATASETS" --output "$CORPUS" --wikitext --all-open --kjv "$RUN/kjv.txt"
     ;;
   pretrain)
     python -m spacy_elmo pretrain configs/bilm-small.cfg --output "$RUN/pretrain" \
@@ -75,13 +75,13 @@ case "${1:-}" in
     for seed in $seeds; do
       for model in shipped continued; do
         elmo=$( [ "$model" = shipped ] && echo "${SHIPPED:-spacy_elmo/models/en_small}" || echo "$RUN/finetune-ewt/model-best" )
-        python scripts/run_experiment.py --corpus "${DOWNSTREAM:-corpus/downstream-full}" --elmo "$elmo" \
+        python -m lab.campaign.run_experiment --corpus "${DOWNSTREAM:-corpus/downstream-full}" --elmo "$elmo" \
           --output "$RUN/downstream/$model-s$seed" --elmo-cache-mb 2048 --tasks upos ner --fractions 1 \
           --settings elmo --training.max_steps 2000 --training.eval_frequency 200 --system.seed "$seed"
       done
     done
     folders() { for seed in $seeds; do printf '%s,' "$RUN/downstream/$1-s$seed/metrics"; done | sed 's/,$//'; }
-    python scripts/report_results.py --seeds "shipped=$(folders shipped)" "continued=$(folders continued)" \
+    python -m lab.campaign.report_results --seeds "shipped=$(folders shipped)" "continued=$(folders continued)" \
       --plain "${PLAIN:-results/full-0.6.0-metrics.json}" --table "$RUN/downstream-1pct.md" \
       --plot "$RUN/downstream-1pct.png" --records "$RUN/downstream-1pct-metrics.json" \
       --title "UPOS and NER at 1% of train, seeds $seeds"

@@ -1,34 +1,7 @@
-"""The facts of this machine and process that a results record names: the CPU's model and the
-flags that decide which kernels run, and which timestep loop inference ran.
-"""
+"""The facts of this machine that a run record names (``spacy_elmo.provenance``): the CPU's model
+and the flags that decide which kernels run."""
 import platform
 from pathlib import Path
-from typing import Any, Dict
-
-def inference_path() -> Dict[str, Any]:
-    """Which timestep loop this process's default (not ``exact``) inference ran: call it after the run.
-
-    RETURNS (Dict[str, Any]): compiled_loop ("loaded": the C++ loop of ``spacy_elmo.fast.compiled``
-        ran; "built": built here but not loaded by this process, so the Python lockstep loop ran;
-        "switched off": ``SPACY_ELMO_COMPILED=0``; "refused": the file failed its check;
-        "failed": it could not be built; "not built"),
-        and compiled_library (the library's file name, which hashes its sources, torch, the
-        compiler and the CPU).
-    """
-    from .fast import compiled
-
-    state = compiled.status()
-    if not state["enabled"]:
-        loop = "switched off"
-    elif state["loaded"]:
-        loop = "loaded"
-    elif state.get("refused"):
-        loop = "refused"
-    elif state["failed"]:
-        loop = "failed"
-    else:
-        loop = "built" if state["built"] else "not built"
-    return {"compiled_loop": loop, "compiled_library": Path(str(state["library"])).name}
 
 
 def cpu_model() -> str:

@@ -1,10 +1,11 @@
 """What made a recorded number: the command, the code it started from, the model, the data, the
 machine and the date.
 
-Every results file (JSON under ``results/`` and ``bench/results/``) holds this record at its top
-level, under ``"provenance"``, so that a number in the documentation can be traced to the code, the
-weights and the files that produced it. ``tests/test_results_records.py`` holds every such file to
-``record_check.check_record``; ``results/README.md`` describes the fields for readers.
+The commands that write results (``evaluate``, ``probe``, ``neighbors``, ``finetune``, the corpus
+statistics of ``pretrain``) put this record at the top level of their JSON, under ``"provenance"``,
+so that a number can be traced to the code, the weights and the files that produced it. The
+repository's own results files (``results/``, ``bench/results/``) are held to a check beside the
+package (``lab/records/check.py``); ``results/README.md`` describes the fields for readers.
 
 The record (``provenance(...)``):
 
@@ -217,33 +218,6 @@ def data_record(paths: Union[None, PathLike, Iterable[Optional[PathLike]]]) -> D
     return dict(sorted((portable_path(p), file_sha256(p)) for p in files))
 
 
-def gathered(records: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
-    """The model and data of a file that gathers runs, from the runs' own records.
-
-    records (Sequence[Dict[str, Any]]): the runs' provenance records.
-    RETURNS (Dict[str, Any]): model (every distinct model a run used, as a list; null where none
-        did), model_note (the runs' notes, where some or all used none) and data (the union of their
-        data). A field some run did not record is left out, so that ``check_record`` names it.
-    """
-    fields: Dict[str, Any] = {}
-    if records and all("model" in r for r in records):
-        models: List[Any] = []
-        for record in records:
-            for model in record["model"] if isinstance(record["model"], list) else [record["model"]]:
-                if model is not None and model not in models:
-                    models.append(model)
-        fields["model"] = models or None
-        notes = list(dict.fromkeys(r["model_note"] for r in records if r["model"] is None and r.get("model_note")))
-        if notes:
-            fields["model_note"] = "; ".join(notes)
-    if records and all("data" in r for r in records):
-        fields["data"] = dict(sorted({k: v for r in records for k, v in r["data"].items()}.items()))
-        notes = list(dict.fromkeys(r["data_note"] for r in records if r.get("data_note")))
-        if notes and not fields["data"]:
-            fields["data_note"] = "; ".join(notes)
-    return fields
-
-
 def portable_path(path: PathLike) -> str:
     """A path as a record writes it: relative to the checkout inside it, ``assets/datasets/...`` in a
     datasets folder ($SPACY_ELMO_DATA, or any folder named ``datasets``, as project.yml's
@@ -267,25 +241,24 @@ def portable_path(path: PathLike) -> str:
     return "/".join(["...", *parts[2:][-3:]]) if len(parts) > 2 else "..."
 
 
-def model_files(directory: PathLike) -> Dict[str, Any]:
-    """Every file of a model directory with its SHA-256 (beside ``model_record``, for fixtures whose
-    every file matters).
+def command_line(argv: Optional[Sequence[str]] = None, *, module: Optional[str] = None) -> str:
+    """This process's command as a reader would type it: ``python -m MODULE`` for a module run so (a
+    package's ``__main__.py`` as ``-m PACKAGE``), paths inside the current directory made relative,
+    other paths as ``portable_path`` writes them.
 
-    directory (PathLike): the model's directory (a biLM or a pipeline).
-    RETURNS (Dict[str, Any]): path (``portable_path``) and sha256 ({file: hex digest}).
+    argv (Optional[Sequence[str]]): the program and its arguments (default: this process's).
+    module (Optional[str]): the module the program is, run with ``-m`` (default: this process's main
+        module where it was run with ``-m`` and no argv is given).
+    RETURNS (str): the command line.
     """
-    directory = Path(directory)
-    files = sorted(p for p in directory.rglob("*") if p.is_file())
-    return {"path": portable_path(directory), "sha256": {p.relative_to(directory).as_posix(): file_sha256(p) for p in files}}
-
-
-def command_line(argv: Optional[Sequence[str]] = None) -> str:
-    """This process's command as a reader would type it: ``python -m PACKAGE`` for a package's
-    ``__main__.py``, paths inside the current directory made relative, other paths as
-    ``portable_path`` writes them."""
     args = list(sys.argv if argv is None else argv)
+    if module is None and argv is None:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        module = spec.name if spec is not None else None
     program = Path(args[0]).resolve() if args else Path("python")
-    if program.name == "__main__.py":
+    if module is not None:
+        first = ["-m", module[: -len(".__main__")] if module.endswith(".__main__") else module]
+    elif program.name == "__main__.py":
         first = ["-m", program.parent.name]
     else:
         first = [_relative(str(program))]

@@ -1,23 +1,31 @@
-"""Imports go downward only (docs/ARCHITECTURE.md): the lower layers never import the upper ones."""
+"""Imports go downward only (docs/ARCHITECTURE.md): the lower layers never import the upper ones; every
+module of the package is reached from what a user calls; the lab, the benchmarks and the tests are
+imported as packages, never loaded by file path."""
 import ast
+import configparser
+import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "spacy_elmo"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "spacy_elmo"
 # top-level helper modules any layer but the plain model may use; they import no layer themselves
-HELPERS = {"atomic", "cache_dir", "machine", "provenance", "plotting", "record_check"}
+HELPERS = {"atomic", "cache_dir", "machine", "plotting"}
+# the run record a command writes: it finds the model as the loader does, so it sits above io/
+RECORD = {"provenance"}
 # layer -> the spacy_elmo modules and packages its code may import (besides its own)
 ALLOWED = {
     "bilm": set(),
     "fast": {"bilm"} | HELPERS,
     "io": {"bilm", "fast"} | HELPERS,
-    "probes": {"bilm", "fast", "io"} | HELPERS,
+    "probes": {"bilm", "fast", "io"} | HELPERS | RECORD,
     "layers": {"bilm", "fast", "data_classes"} | HELPERS,
-    "training": {"bilm", "fast", "io", "probes"} | HELPERS,
+    "training": {"bilm", "fast", "io", "probes"} | HELPERS | RECORD,
 }
 # the spaCy component's top-level modules (embed_corpus runs the component on Ray actors)
-COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "embed_corpus"}
+COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "embed_corpus", "embed_shards"}
 
 
 def _imported(path: Path, root: Path = PACKAGE):
@@ -56,9 +64,14 @@ def test_the_component_modules_import_only_the_layers_below(module):
     assert set(_imported(PACKAGE / f"{module}.py")) <= below
 
 
-@pytest.mark.parametrize("helper", ["atomic", "cache_dir"])
-def test_the_file_helpers_import_nothing_of_the_package(helper):
+@pytest.mark.parametrize("helper", sorted(HELPERS))
+def test_the_helpers_import_nothing_of_the_package(helper):
     assert not list(_imported(PACKAGE / f"{helper}.py"))
+
+
+def test_the_run_record_imports_only_the_files_layer_and_the_helpers():
+    # None: ``from . import __version__``, the package's own version
+    assert set(_imported(PACKAGE / "provenance.py")) <= {"io", None} | HELPERS
 
 
 def test_the_check_sees_an_upward_import(tmp_path):
@@ -75,3 +88,93 @@ def test_the_reference_model_imports_no_speed_code():
     for path in (PACKAGE / "bilm").rglob("*.py"):
         assert "fast" not in set(_imported(path)), path
     assert not list((PACKAGE / "bilm").glob("inference/*.py"))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _imported_modules(name: str) -> set:
+    """The spacy_elmo modules that module ``name`` imports (packages whose __init__ runs included)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]  # `from . import x`: a module
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            found |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)} & set(MODULES)
+    return found
+
+
+def _entry_points() -> set:
+    """What a user calls: the package, ``python -m spacy_elmo`` and setup.cfg's entry points."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg", encoding="utf-8")
+    roots = {"spacy_elmo", "spacy_elmo.__main__"}
+    for group in config["options.entry_points"].values():
+        roots |= {line.split("=", 1)[1].strip().split(":")[0] for line in group.strip().splitlines()}
+    return roots
+
+
+def test_every_module_of_the_package_is_reached_from_what_a_user_calls():
+    """No module of spacy_elmo/ is there only for the tests, the benchmarks or the lab."""
+    reached, todo = set(), list(_entry_points())
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += _imported_modules(name) - reached
+    assert set(MODULES) - reached == set(), "imported by nothing a user calls"
+
+
+def test_the_graph_follows_relative_lazy_and_submodule_imports():
+    # ``from .io.download import file_sha256`` at the top, ``from .io.loading import ...`` in a function
+    assert {"spacy_elmo", "spacy_elmo.io", "spacy_elmo.io.download", "spacy_elmo.io.loading", "spacy_elmo.machine"} <= (
+        _imported_modules("spacy_elmo.provenance"))
+    assert {"spacy_elmo.pipeline", "spacy_elmo.cli.main", "spacy_elmo.cli.spacy_plugin"} <= _entry_points()
+
+
+def test_the_package_imports_nothing_of_the_lab_the_benchmarks_or_the_tests():
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if (
+                isinstance(node, ast.ImportFrom) and node.level == 0) else []
+            assert not {n.split(".")[0] for n in names} & {"lab", "bench", "scripts", "tests"}, path
+
+
+def test_the_wheel_holds_the_package_and_not_the_lab():
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg", encoding="utf-8")
+    include = config["options.packages.find"]["include"].split()
+
+    def packaged(name: str) -> bool:  # setuptools' find_packages matches dotted names so
+        return any(fnmatchcase(name, pattern) for pattern in include)
+
+    assert packaged("spacy_elmo") and packaged("spacy_elmo.fast")
+    assert not [name for name in ("lab", "lab.records", "bench", "tests", "tests.lab", "scripts") if packaged(name)]
+
+
+# loading code by file path: importlib's spec from a file, runpy's path runner, the import path edited
+BY_PATH = re.compile(r"spec_from_file_location|SourceFileLoader|run_path\(|sys\.path\.(insert|append)|sys\.path\s*\+?=")
+
+
+def test_no_test_or_benchmark_loads_code_by_file_path():
+    here = Path(__file__).name
+    files = [p for folder in ("tests", "bench", "lab", "scripts") for p in (ROOT / folder).rglob("*.py") if p.name != here]
+    loading = [p.relative_to(ROOT).as_posix() for p in files if BY_PATH.search(p.read_text(encoding="utf-8"))]
+    assert loading == []

@@ -8,8 +8,9 @@ import pytest
 from spacy_elmo.plotting import PLOT_EXTRA
 from spacy_elmo.training.pretrain import pretrain
 
+from lab.campaign import report_results as report
+
 from .training.conftest import tiny_config, write_corpus
-from .training_runs import script
 
 EXTRA = f"spacy-elmo[{PLOT_EXTRA}]"
 
@@ -38,7 +39,6 @@ def test_pretraining_finishes_and_writes_its_results_without_matplotlib(no_matpl
 
 
 def test_report_writes_the_table_without_matplotlib(no_matplotlib, tmp_path, capsys):
-    report = script("report_results")
     metrics = tmp_path / "metrics"
     metrics.mkdir()
     for setting, score in (("plain", 0.9), ("elmo", 0.92)):

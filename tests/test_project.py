@@ -30,13 +30,16 @@ def test_main_starts_from_the_shipped_model(project):
     assert f"--model {project['vars']['base_model']}" in finetune["script"][0]
 
 
-def test_scripts_and_configs_the_commands_use_exist(project):
+def test_scripts_lab_modules_and_configs_the_commands_use_exist(project):
     for command in project["commands"]:
         for line in command["script"]:
-            for word in shlex.split(line):
+            words = shlex.split(line)
+            for before, word in zip(["", *words], words):
                 if word.startswith(("scripts/", "configs/")):
                     assert (ROOT / word).is_file(), f"{command['name']}: {word} is missing"
+                if before == "-m" and word.startswith("lab."):  # the lab's modules, run from the checkout
+                    assert (ROOT / f"{word.replace('.', '/')}.py").is_file(), f"{command['name']}: {word} is missing"
         for dep in command.get("deps", []):
             # deps inside the repo that no command of the project makes must be committed files
-            if dep.startswith(("configs/", "scripts/", "sample/", "corpus_sample/", "spacy_elmo/")):
+            if dep.startswith(("configs/", "scripts/", "lab/", "sample/", "corpus_sample/", "spacy_elmo/")):
                 assert (ROOT / dep).exists(), f"{command['name']}: dependency {dep} is missing"

@@ -9,22 +9,21 @@ import torch
 
 import spacy_elmo
 import spacy_elmo.provenance as module
-import spacy_elmo.record_check as record_check
 from spacy_elmo.io import save_bilm
 from spacy_elmo.io.loading import shipped_model_dir
 from spacy_elmo.machine import FLAGS_THAT_MATTER, cpu_flags, cpu_model
 from spacy_elmo.provenance import (
     command_line,
     data_record,
-    gathered,
     mark_start,
     model_record,
     portable_path,
     provenance,
 )
 
+import lab.records.check as record_check
+
 from .conftest import TINY
-from .test_record_check import complete_record
 
 
 @pytest.fixture(autouse=True)
@@ -57,9 +56,9 @@ def checkout(tmp_path, monkeypatch):
 
 def test_record_names_command_machine_and_date():
     before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    record = provenance("python scripts/parity.py --output results/parity.json")
+    record = provenance("python -m lab.reliability.parity --output results/parity.json")
     after = datetime.datetime.now(datetime.timezone.utc)
-    assert record["command"] == "python scripts/parity.py --output results/parity.json"
+    assert record["command"] == "python -m lab.reliability.parity --output results/parity.json"
     assert before <= datetime.datetime.fromisoformat(record["date"]) <= after
     assert (record["cpu_count"], record["torch_threads"]) == (os.cpu_count(), torch.get_num_threads())
     assert (record["python"], record["torch"], record["spacy_elmo"]) == (
@@ -191,10 +190,8 @@ def test_portable_paths_hold_no_machine_directory(tmp_path, monkeypatch):
     assert portable_path("/work") == "..."
 
 
-def test_gathered_lists_each_model_once_and_unites_the_data():
-    elmo = complete_record()["provenance"]
-    plain = {**elmo, "model": None, "model_note": "no biLM", "data": {"x.spacy": "d" * 64}}
-    fields = gathered([elmo, plain, elmo])
-    assert fields["model"] == [elmo["model"]] and fields["model_note"] == "no biLM"
-    assert fields["data"] == {**elmo["data"], "x.spacy": "d" * 64}
-    assert "model" not in gathered([elmo, {"command": "old"}])
+def test_a_module_run_with_dash_m_is_written_so():
+    assert command_line(["lab/corpus/mix_corpus.py", "--times", "1"], module="lab.corpus.mix_corpus") == (
+        "python -m lab.corpus.mix_corpus --times 1"
+    )
+    assert command_line(["spacy_elmo/__main__.py", "evaluate"], module="spacy_elmo.__main__") == "python -m spacy_elmo evaluate"

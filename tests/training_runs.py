@@ -1,8 +1,6 @@
 """Small real `spacy train` runs shared by the downstream and packaging tests: a few dozen
 sentences of the bundled UD EWT sample and the tiny biLM of tests/data/allennlp/tiny."""
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import spacy
 from spacy.cli.train import train as spacy_train
@@ -11,6 +9,8 @@ from spacy.language import Language
 from spacy.util import load_config
 
 from spacy_elmo.io import load_allennlp, save_bilm
+
+from lab.corpus import convert_corpus
 
 ROOT = Path(__file__).parent.parent
 CONFIGS = ROOT / "configs"
@@ -21,14 +21,6 @@ STEPS = 40
 CUES = {"pos": ("great", "wonderful", "moving", "superb"), "neg": ("awful", "dull", "boring", "terrible")}
 
 
-def script(name: str) -> ModuleType:
-    """Import scripts/NAME.py (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def tiny_bilm():
     return load_allennlp(TINY / "options.json", TINY / "weights.hdf5")
 
@@ -36,29 +28,27 @@ def tiny_bilm():
 def make_data(root: Path) -> Path:
     """root/bilm (the tiny biLM), root/train.spacy (40 sentences), root/dev.spacy (20). RETURNS root."""
     save_bilm(tiny_bilm(), root / "bilm")
-    convert = script("convert_corpus").convert
-    convert("ud", SAMPLE / "train.conllu", root / "train.spacy", fraction=0.04, n_sents=5)
-    convert("ud", SAMPLE / "dev.conllu", root / "dev.spacy", fraction=0.1, n_sents=5)
+    convert_corpus.convert("ud", SAMPLE / "train.conllu", root / "train.spacy", fraction=0.04, n_sents=5)
+    convert_corpus.convert("ud", SAMPLE / "dev.conllu", root / "dev.spacy", fraction=0.1, n_sents=5)
     return root
 
 
 def make_textcat_data(root: Path, *, n_train: int = 40, n_dev: int = 20) -> Path:
     """root/bilm (the tiny biLM), root/train.spacy and root/dev.spacy: Docs of a sentence of the
     UD EWT sample and one saying what the film was (CUES), with doc.cats {"pos": 1.0, "neg": 0.0}
-    or the reverse, as scripts/convert_corpus.py writes reviews. RETURNS root."""
+    or the reverse, as lab/corpus/convert_corpus.py writes reviews. RETURNS root."""
     save_bilm(tiny_bilm(), root / "bilm")
-    convert = script("convert_corpus")
     text = (SAMPLE / "train.conllu").read_text(encoding="utf-8")
-    sentences = [words for words, _, _ in convert.read_conllu(text)]
+    sentences = [words for words, _, _ in convert_corpus.read_conllu(text)]
     reviews = []
     for i in range(n_train + n_dev):
-        label = convert.POLARITY_LABELS[i % 2]
+        label = convert_corpus.POLARITY_LABELS[i % 2]
         review = [sentences[i]]
         review.insert(i % 2, ["The", "film", "was", CUES[label][(i // 2) % 4], "."])
         reviews.append((label, review))
     vocab = spacy.blank("en").vocab
     for name, part in (("train.spacy", reviews[:n_train]), ("dev.spacy", reviews[n_train:])):
-        DocBin(docs=convert.reviews_to_docs(vocab, part)).to_disk(root / name)
+        DocBin(docs=convert_corpus.reviews_to_docs(vocab, part)).to_disk(root / name)
     return root
 
 

@@ -6,7 +6,7 @@ finetune-report.json or pretrain-report.json with the stretch's tokens and secon
 order they ran; a stretch that continued another's model adds on to it, whatever its own step
 count says:
 
-    python scripts/campaign_curve.py RUN1/pretrain RUN2/pretrain --names wide replay \\
+    python -m lab.campaign.campaign_curve RUN1/pretrain RUN2/pretrain --names wide replay \\
         --plot results/campaign-wide-replay/curve.png --records results/campaign-wide-replay/curve.json
 
 The perplexities are comparable across stretches only where they were measured on the same dev
@@ -102,7 +102,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--records", type=Path, required=True, help="JSON to write: every point, with provenance")
     parser.add_argument("--title", default="Continued pretraining, stretch by stretch")
     args = parser.parse_args(argv)
-    command = "python scripts/campaign_curve.py " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
+    command = "python -m lab.campaign.campaign_curve " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
     mark_start(command)
     names = args.names or [folder.parent.name for folder in args.stretches]
     if len(names) != len(args.stretches):

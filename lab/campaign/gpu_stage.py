@@ -4,13 +4,13 @@ for a fixed time, then pack the result into pieces small enough to bring back.
 On the GPU machine (torch there, spaCy not needed; what to bring along: docs/pretraining.md, "On a
 GPU"):
 
-    python scripts/gpu_stage.py --model spacy_elmo/models/en_small --corpus CORPUS --output RUN \\
+    python -m lab.campaign.gpu_stage --model spacy_elmo/models/en_small --corpus CORPUS --output RUN \\
         --minutes 7 --device cuda --parts PIECES
 
 On the machine PIECES is brought back to, they become a model directory again (checked against
 their SHA-256):
 
-    python scripts/gpu_stage.py --join PIECES --output RUN/gpu-stage
+    python -m lab.campaign.gpu_stage --join PIECES --output RUN/gpu-stage
 
 The stage is ``finetune`` (``spacy_elmo.training.finetune``) of ``--model`` (a model directory
 with its vocabulary and softmax: the shipped model, or a campaign stage's model-best) on
@@ -29,7 +29,9 @@ import tarfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
+from lab import CHECKOUT
+
+ROOT = CHECKOUT
 # Continuing the campaign's pretraining: Adam at a constant rate near where the campaign's
 # inverse-sqrt decay has brought it (0.002 * sqrt(200 / 7,000) = 0.00034), its batches.
 RECIPE = {

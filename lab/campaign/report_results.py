@@ -1,6 +1,6 @@
-"""The experiment's markdown table and PNG plot from the metrics that scripts/run_experiment.py wrote.
+"""The experiment's markdown table and PNG plot from the metrics that lab/campaign/run_experiment.py wrote.
 
-    python scripts/report_results.py training/sample/metrics --table results/sample.md --plot results/sample.png \
+    python -m lab.campaign.report_results training/sample/metrics --table results/sample.md --plot results/sample.png \
         --records results/sample-metrics.json
 
 --records also writes every run's metrics (what run_experiment.py recorded for each cell of the
@@ -11,13 +11,13 @@ distinct model a run used) and of the data files they read; each run keeps its o
 Variants of the same runs (other config overrides, each run_experiment.py --output a folder of its
 own) are compared by the dev score that chose each model-best and by the test score:
 
-    python scripts/report_results.py input=runs/input/metrics both=runs/both/metrics --table T.md
+    python -m lab.campaign.report_results input=runs/input/metrics both=runs/both/metrics --table T.md
 
 Repeated runs of the same cells (run_experiment.py --system.seed N, each seed a folder of its own)
 are compared model by model with --seeds: every seed's test score, their mean and range, and the
 mean gain over the plain runs of --plain:
 
-    python scripts/report_results.py --seeds 0.6.0=s0/metrics,s1/metrics cand=c0/metrics,c1/metrics \
+    python -m lab.campaign.report_results --seeds 0.6.0=s0/metrics,s1/metrics cand=c0/metrics,c1/metrics \
         --plain runs/full/metrics --table T.md --plot T.png --records T.json
 """
 import argparse
@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy_elmo.plotting import pyplot
-from spacy_elmo.provenance import command_line, gathered, mark_start, provenance
+from spacy_elmo.provenance import command_line, mark_start, provenance
+
+from lab.records.gather import gathered
 
 TASK_TITLES = {"upos": "UPOS tagging (accuracy)", "ner": "NER (entity F1)", "textcat": "Sentiment (accuracy)"}
 SETTING_TITLES = {"plain": "without ELMo", "elmo": "with ELMo"}
@@ -52,7 +54,7 @@ def load_records(metrics_dir: Path) -> Records:
     for record in found:
         records[(record["task"], record["fraction_pct"], record["setting"])] = record
     if not records:
-        raise ValueError(f"no metrics (*.json) in {metrics_dir}: run scripts/run_experiment.py first")
+        raise ValueError(f"no metrics (*.json) in {metrics_dir}: run lab/campaign/run_experiment.py first")
     return records
 
 
@@ -271,7 +273,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text(table, encoding="utf-8")
     if args.records is not None:
-        command = None if argv is None else command_line([__file__, *argv])
+        command = None if argv is None else command_line([sys.argv[0], *argv], module=__spec__.name)
         args.records.parent.mkdir(parents=True, exist_ok=True)
         written = {"provenance": provenance(command, **runs_union(runs)), "runs": runs}
         args.records.write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")

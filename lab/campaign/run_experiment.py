@@ -7,7 +7,7 @@ Docs), and writes OUTPUT/metrics/<task>-<setting>-<pct>.json (the test score, an
 that chose model-best).
 Runs whose metrics exist are skipped, so an interrupted experiment continues where it stopped.
 
-    python scripts/run_experiment.py --corpus corpus/full --elmo training/bilm-ewt/model-best \\
+    python -m lab.campaign.run_experiment --corpus corpus/full --elmo training/bilm-ewt/model-best \\
         --output training/full --tasks upos ner textcat --fractions 1 10 100 --training.max_steps 20000
 
 Other ``--section.key value`` arguments override the configs of every run, as with ``spacy train``.
@@ -27,7 +27,9 @@ from spacy.vocab import Vocab
 
 from spacy_elmo.provenance import data_record, model_record, portable_path, provenance, start_snapshot
 
-CONFIGS = Path(__file__).parent.parent / "configs"
+from lab import CHECKOUT
+
+CONFIGS = CHECKOUT / "configs"
 
 
 class Task(NamedTuple):

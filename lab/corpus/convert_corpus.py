@@ -18,8 +18,8 @@ Sentences are grouped into Docs of ``--n-sents`` with sentence starts set. A fra
 ``round(fraction * n)`` sentences of one seeded shuffle (at least one), so the 1% set is inside the 10%
 set, which is inside 100%; kept sentences stay in corpus order.
 
-    python scripts/convert_corpus.py ud en_ewt-ud-train.conllu corpus/upos-train-{pct}.spacy --fraction 0.01 0.1 1
-    python scripts/convert_corpus.py textcat movie_reviews.zip corpus/textcat-train-{pct}.spacy --part train \\
+    python -m lab.corpus.convert_corpus ud en_ewt-ud-train.conllu corpus/upos-train-{pct}.spacy --fraction 0.01 0.1 1
+    python -m lab.corpus.convert_corpus textcat movie_reviews.zip corpus/textcat-train-{pct}.spacy --part train \\
         --fraction 0.01 0.1 1
 """
 import argparse

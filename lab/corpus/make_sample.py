@@ -4,7 +4,7 @@ Only openly licensed corpora go into the repository (never CoNLL-2003). The samp
 workflow trains and evaluates on; re-running this script with the same seed reproduces it byte for byte.
 CoNLL-U files keep ID, FORM, UPOS and MISC and blank the other columns, to keep the repository small.
 
-    python scripts/make_sample.py --datasets assets/datasets --output sample
+    python -m lab.corpus.make_sample --datasets assets/datasets --output sample
 """
 import argparse
 import random

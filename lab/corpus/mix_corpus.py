@@ -8,7 +8,7 @@ takes every training sentence of CORPUS and adds TIMES more copies of those that
 REPLAY's training text (only those: so a sentence that CORPUS removed, as a duplicate or as
 evaluation text, stays out), shuffles the lot with a fixed seed and writes it in CORPUS's layout:
 
-    python scripts/mix_corpus.py --corpus corpus/wide --replay corpus/full --times 1 --output corpus/wide-replay
+    python -m lab.corpus.mix_corpus --corpus corpus/wide --replay corpus/full --times 1 --output corpus/wide-replay
 
 OUTPUT/pretrain/train/train-XX.txt (as many shards as CORPUS has), OUTPUT/pretrain/dev.txt (CORPUS's
 held-out text, unchanged, so dev perplexity stays comparable with a run on CORPUS alone),
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
-    command = "python scripts/mix_corpus.py " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
+    command = "python -m lab.corpus.mix_corpus " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
     mark_start(command)
     started = time.monotonic()
     if args.output.resolve() in (args.corpus.resolve(), args.replay.resolve()):

@@ -5,10 +5,10 @@ domain) and Pang & Lee's movie reviews (CC BY 4.0) for pretraining; UD English
 EWT raw sentences (CC BY-SA 4.0) as the fine-tuning domain; WikiText-2 test as
 an extra held-out set (only with --wikitext, never in the bundled sample).
 
-    python scripts/prepare_corpus.py --datasets assets/datasets --output assets/corpus
-    python scripts/prepare_corpus.py --datasets assets/datasets --output corpus_sample --max-sentences 1500
+    python -m lab.corpus.prepare_corpus --datasets assets/datasets --output assets/corpus
+    python -m lab.corpus.prepare_corpus --datasets assets/datasets --output corpus_sample --max-sentences 1500
     bible -l100000 Gen1:1-Rev22:21 > kjv.txt   # Debian's bible-kjv package
-    python scripts/prepare_corpus.py --datasets assets/datasets --output assets/corpus-full --wikitext --all-open --kjv kjv.txt
+    python -m lab.corpus.prepare_corpus --datasets assets/datasets --output assets/corpus-full --wikitext --all-open --kjv kjv.txt
 
 --all-open adds every other open-licence English text to pretraining: the King James Bible (public
 domain, from --kjv), WikiText-2 validation (CC BY-SA 3.0; sentences with <unk> left out), the UD EWT
@@ -156,7 +156,7 @@ def main() -> None:
         write_lines(args.output / "eval" / "wikitext2-test.txt", [l.split() for l in lines if l.split()])
         wikitext = WIKITEXT
     sampling = f"a seeded random sample of {limit} sentences per source" if limit else "all sentences"
-    command = "python scripts/prepare_corpus.py " + " ".join(sys.argv[1:])
+    command = "python -m lab.corpus.prepare_corpus " + " ".join(sys.argv[1:])
     text = ATTRIBUTION.format(wikitext=wikitext, all_open=ALL_OPEN if args.all_open else "", sampling=sampling, command=command)
     (args.output / "ATTRIBUTION.md").write_text(text, encoding="utf-8")
     print(

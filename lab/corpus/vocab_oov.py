@@ -5,7 +5,7 @@ The softmax vocabulary only decides which words the language model is trained to
 shipped model's softmax is trained for its own. A rebuilt vocabulary needs a new softmax, warmed up
 from scratch, so it pays only if it covers the text the model is judged on clearly better.
 
-    python scripts/vocab_oov.py --corpus CORPUS --held-out EWT_TEST WIKITEXT2_TEST ... \\
+    python -m lab.corpus.vocab_oov --corpus CORPUS --held-out EWT_TEST WIKITEXT2_TEST ... \\
         --output results/campaign-wide/vocab-oov.json
 """
 import argparse
@@ -16,7 +16,9 @@ from typing import Counter, Iterable, List, Set
 
 from spacy_elmo.provenance import data_record, mark_start, model_record, portable_path, provenance
 
-SHIPPED = Path(__file__).resolve().parent.parent / "spacy_elmo" / "models" / "en_small"
+from lab import CHECKOUT
+
+SHIPPED = CHECKOUT / "spacy_elmo" / "models" / "en_small"
 
 
 def count_tokens(files: Iterable[Path]) -> Counter:
@@ -49,7 +51,7 @@ def rebuilt(counts: Counter, size: int, min_count: int) -> Set[str]:
 
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, required=True, help="a corpus folder with pretrain/train/ (scripts/wide_corpus.py)")
+    parser.add_argument("--corpus", type=Path, required=True, help="a corpus folder with pretrain/train/ (lab/corpus/wide_corpus.py)")
     parser.add_argument("--held-out", type=Path, nargs="+", required=True, help="texts the model is judged on")
     parser.add_argument("--sizes", type=int, nargs="+", default=[39951, 50000], help="rebuilt vocabulary sizes")
     parser.add_argument("--min-count", type=int, default=3)

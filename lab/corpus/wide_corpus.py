@@ -1,6 +1,6 @@
 """Build a wider open-licence English pretraining corpus: one tokenized sentence per line.
 
-A superset of `scripts/prepare_corpus.py --wikitext --all-open --kjv` (Gutenberg, movie reviews, the
+A superset of `lab/corpus/prepare_corpus.py --wikitext --all-open --kjv` (Gutenberg, movie reviews, the
 King James Bible, WikiText-2 validation, EWT train, WNUT17 train; read with that script's functions),
 plus the UD English ATIS train text (CC BY-SA 4.0) and the English prose of open-licence Debian
 packages: dictionaries (GCIDE, WordNet glosses, FOLDOC, the Jargon File, The Devil's Dictionary),
@@ -42,7 +42,7 @@ prepare_corpus.py, then
         wesnoth-1.16-ei wesnoth-1.16-httt wesnoth-1.16-l wesnoth-1.16-low wesnoth-1.16-nr wesnoth-1.16-sof \\
         wesnoth-1.16-sota wesnoth-1.16-sotbe wesnoth-1.16-thot wesnoth-1.16-trow wesnoth-1.16-tsg \\
         wesnoth-1.16-ttb wesnoth-1.16-utbs
-    python scripts/wide_corpus.py --datasets assets/datasets --output corpus/wide
+    python -m lab.corpus.wide_corpus --datasets assets/datasets --output corpus/wide
 
 Writes OUTPUT/pretrain/train/train-XX.txt and the held-out OUTPUT/pretrain/dev.txt (the layout of
 prepare_corpus.py, read by `pretrain`/`finetune --paths.train OUTPUT/pretrain/train --paths.dev
@@ -72,8 +72,9 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set
 import spacy
 from spacy.lang.en.stop_words import STOP_WORDS
 
-import prepare_corpus  # scripts/prepare_corpus.py, next to this file
 from spacy_elmo.provenance import data_record, mark_start, portable_args, provenance
+
+from lab.corpus import prepare_corpus
 
 # ----------------------------------------------------------------------------------------------
 # The Debian sources: kind (general English or technical text), package, files (a pattern on `dpkg -L`), reader,
@@ -892,7 +893,7 @@ is shared under those terms.
 
 def main() -> None:
     args = parse_args()
-    mark_start("python scripts/wide_corpus.py " + " ".join(portable_args(sys.argv[1:])))
+    mark_start("python -m lab.corpus.wide_corpus " + " ".join(portable_args(sys.argv[1:])))
     start = time.time()
     rng = random.Random(args.seed)
     (args.output / "READY").unlink(missing_ok=True)
@@ -956,7 +957,7 @@ def main() -> None:
     by_kind: Dict[str, int] = {}
     for s in stats.values():
         by_kind[s["kind"]] = by_kind.get(s["kind"], 0) + s["tokens"]
-    command = "python scripts/wide_corpus.py " + " ".join(portable_args(sys.argv[1:]))
+    command = "python -m lab.corpus.wide_corpus " + " ".join(portable_args(sys.argv[1:]))
     record = {
         "command": command,
         "tokenizer": f"spacy {spacy.__version__} blank('en') + sentencizer",

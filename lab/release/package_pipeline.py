@@ -8,7 +8,7 @@ interpreter's packages, not the checkout. Nothing is downloaded. The check fails
 pipeline or spacy_elmo is imported from anywhere but the fresh venv, or if a requirement of
 either wheel is not met there.
 
-    python scripts/package_pipeline.py training/ewt-elmo/model-best packages --name ewt_elmo_tagger \\
+    python -m lab.release.package_pipeline training/ewt-elmo/model-best packages --name ewt_elmo_tagger \\
         --check "The bank by the river was closed ."
 """
 import argparse
@@ -21,7 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-REPO = Path(__file__).resolve().parent.parent
+from lab import CHECKOUT
+
+REPO = CHECKOUT
 # what building spacy-elmo's wheel reads from the checkout (setup.cfg: version, package data, README)
 SOURCE_FILES = ["setup.cfg", "setup.py", "pyproject.toml", "README.md"]
 PTH_NAME = "parent-environment.pth"

@@ -1,6 +1,6 @@
 """Copy a trained model directory into the package as the shipped biLM.
 
-    python scripts/ship_model.py --model RUN/finetune-ewt/model-best --output spacy_elmo/models/en_small
+    python -m lab.release.ship_model --model RUN/finetune-ewt/model-best --output spacy_elmo/models/en_small
 
 The biLM (config.json + model.safetensors) is copied as it is; the vocabulary and the softmax
 come along so that fine-tuning continues from the shipped model without warming up a new

@@ -1,7 +1,7 @@
 """Generated Docs of messy Unicode and the checks every `elmo` output must pass.
 
 Shared by the CI-sized property tests (tests/reliability/test_component_fuzz.py) and the long run
-(``scripts/fuzz_long.py``, >= 10,000 Docs). A Doc is described by a spec (``("words", words,
+(``lab/reliability/fuzz_long.py``, >= 10,000 Docs). A Doc is described by a spec (``("words", words,
 spaces, sent_starts)`` or ``("text", text)``) so that the same Doc can be rebuilt to run alone
 and be compared with its batched run. Needs hypothesis (the ``test`` extra).
 """

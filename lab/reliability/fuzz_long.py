@@ -1,7 +1,7 @@
 """Long fuzz run of the `elmo` component: the checks of tests/reliability/test_component_fuzz.py
 over many more generated Docs than CI affords.
 
-    python scripts/fuzz_long.py --docs 10000 --output results/reliability/fuzz.json
+    python -m lab.reliability.fuzz_long --docs 10000 --output results/reliability/fuzz.json
 
 Generates batches of messy Docs with hypothesis (any non-surrogate code point, control
 characters, combining marks, emoji ZWJ sequences, whitespace tokens, raw text through the
@@ -28,12 +28,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spacy_elmo.machine import inference_path
-from spacy_elmo.provenance import mark_start, model_files, model_record, portable_path, provenance
-from reliability_fuzz import ATOL, PIPELINE_SETTINGS, batches, check_batch, fuzz_pipelines, load_or_exit
+from spacy_elmo.provenance import mark_start, model_record, portable_path, provenance
+
+from lab import CHECKOUT
+from lab.records.gather import model_files
+from lab.records.inference import inference_path
+from lab.reliability.fuzz import ATOL, PIPELINE_SETTINGS, batches, check_batch, fuzz_pipelines, load_or_exit
 
 # the tiny random-weight model of the published format that the tests use, in the checkout
-TINY_FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp" / "tiny"
+TINY_FIXTURE = CHECKOUT / "tests" / "data" / "allennlp" / "tiny"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

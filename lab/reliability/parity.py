@@ -1,6 +1,6 @@
 """Numerical parity with the reference implementations, measured and written to a results file.
 
-    python scripts/parity.py --output results/parity.json
+    python -m lab.reliability.parity --output results/parity.json
 
 Runs the reference fixtures in tests/data/allennlp (see its README): the 18 sentences of
 AllenNLP's ELMo with random weights (tiny/), each alone, with and without <S>/</S>, all in one
@@ -24,10 +24,13 @@ import torch
 from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_allennlp
-from spacy_elmo.machine import inference_path
-from spacy_elmo.provenance import data_record, mark_start, model_files, model_record, provenance
+from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
 
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp"
+from lab import CHECKOUT
+from lab.records.gather import model_files
+from lab.records.inference import inference_path
+
+FIXTURES = CHECKOUT / "tests" / "data" / "allennlp"
 
 
 def max_diff(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> float:

@@ -8,7 +8,7 @@ uses: rounding differences shrink over time) and "chaotic" (recurrent weights la
 that they grow: there no float32 computation, the reference's included, stays within 1e-5 of
 the exact math on every model, so the 1e-5 contract cannot be promised for such weights).
 
-    python scripts/parity_deep.py --output results/parity-deep.json [--models 10]
+    python -m lab.reliability.parity_deep --output results/parity-deep.json [--models 10]
 """
 import argparse
 import copy
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=Path("results/parity-deep.json"))
     parser.add_argument("--models", type=int, default=10, help="random models per regime and depth")
     args = parser.parse_args()
-    mark_start(f"python scripts/parity_deep.py --output {portable_path(args.output)} --models {args.models}")
+    mark_start(f"python -m lab.reliability.parity_deep --output {portable_path(args.output)} --models {args.models}")
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     table = {}

@@ -1,7 +1,7 @@
 """Soak: stream many short Docs through ``nlp.pipe`` and watch the process's memory.
 
 Shared by the CI-sized soak test (tests/reliability/test_soak.py, 3,000 Docs) and
-``scripts/soak.py``. RSS is sampled with psutil (the ``test`` extra) every ``sample_every`` Docs
+``lab/reliability/soak_long.py``. RSS is sampled with psutil (the ``test`` extra) every ``sample_every`` Docs
 and once more at the end, after a garbage collection; that final reading is the last sample and
 counts like every other. Growth is measured from the end of the warm-up (allocator pools, spaCy's
 StringStore filling with the corpus's words, torch's first-call set-up): to the last sample

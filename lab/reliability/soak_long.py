@@ -1,6 +1,6 @@
 """Soak test of the `elmo` component: RSS while ``nlp.pipe`` streams many short Docs.
 
-    python scripts/soak.py --docs 100000 --output results/reliability/soak.json
+    python -m lab.reliability.soak_long --docs 100000 --output results/reliability/soak.json
 
 Builds a pipeline around the biLM in --bilm DIR (default: the tiny random-weight fixture model
 in the checkout's tests/data/allennlp/tiny), or loads --model DIR, streams --docs generated short texts
@@ -25,14 +25,17 @@ from typing import Optional, Sequence
 import spacy
 import torch
 
-from spacy_elmo.machine import inference_path
-from spacy_elmo.provenance import mark_start, model_files, model_record, portable_path, provenance
+from spacy_elmo.provenance import mark_start, model_record, portable_path, provenance
 from spacy_elmo.pipeline import create_pipeline
-from reliability_fuzz import load_or_exit
-from reliability_soak import short_texts, soak
+
+from lab import CHECKOUT
+from lab.records.gather import model_files
+from lab.records.inference import inference_path
+from lab.reliability.fuzz import load_or_exit
+from lab.reliability.soak import short_texts, soak
 
 # the tiny random-weight model of the published format that the tests use, in the checkout
-TINY_FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "allennlp" / "tiny"
+TINY_FIXTURE = CHECKOUT / "tests" / "data" / "allennlp" / "tiny"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

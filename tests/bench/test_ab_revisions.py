@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bench import ab_revisions
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -5,7 +5,7 @@ import pytest
 
 from bench import bandwidth
 from bench.hardware import weights_regime
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 
 ELEMENTS = 5000  # not a multiple of the numpy triad's block, so the last block is a short one
 

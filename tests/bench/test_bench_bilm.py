@@ -6,7 +6,7 @@ import pytest
 from bench import bench_bilm
 from bench.report import targets
 from spacy_elmo.fast import compiled
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 
 
 @pytest.fixture(scope="module")

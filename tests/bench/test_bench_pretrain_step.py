@@ -4,7 +4,7 @@ from collections import Counter
 
 from bench import bench_pretrain_step
 from bench.workloads import first_batch
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 from spacy_elmo.training.vocab import Vocab
 
 

@@ -2,7 +2,7 @@
 import json
 
 from bench import bench_pipeline, bench_train
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 
 
 def test_train_step_benchmark_compares_gradients(tmp_path):

@@ -3,7 +3,7 @@ order, both precisions see the same batches, and the record passes the results c
 import json
 
 from bench import precision_windows
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 from spacy_elmo.training.pretrain import pretrain
 
 from ..training.conftest import TINY_CFG, tiny_config, write_corpus

@@ -2,7 +2,7 @@
 import json
 
 from bench import profile_step
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 
 
 def test_shares_cover_the_profiled_time_and_are_written(tmp_path):

@@ -10,7 +10,7 @@ from spacy_elmo import load_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.io import load_allennlp
 from spacy_elmo.cli._training_options import parse_duration
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 
 from ..training.conftest import PYTHON, ROOT, TINY_CFG, cli_env, write_corpus
 

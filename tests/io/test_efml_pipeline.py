@@ -13,7 +13,7 @@ from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_efml
 from spacy_elmo.layers import get_bilm
 
-DATA = Path(__file__).resolve().parent / "data" / "elmoformanylangs"
+DATA = Path(__file__).resolve().parent.parent / "data" / "elmoformanylangs"
 SENTENCES = json.loads((DATA / "sentences.json").read_text(encoding="utf-8"))
 
 

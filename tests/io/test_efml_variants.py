@@ -1,6 +1,6 @@
 """ELMoForManyLangs models of other architectures than the main fixture's (no word embedding, tanh,
 one or no highway, other widths, three layers, no clipping), each built and run by EFML 0.0.4.post2
-itself (scripts/make_efml_fixtures.py; tests/data/elmoformanylangs/README.md): ids equal to EFML's
+itself (lab/fixtures/make_efml_fixtures.py; tests/data/elmoformanylangs/README.md): ids equal to EFML's
 and layers within 1e-5, on the plain path and with optimize_for_inference."""
 import json
 import shutil

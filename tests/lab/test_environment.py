@@ -1,6 +1,5 @@
-"""scripts/run.py: the environment is set up in the right order once, and reused while nothing changed; `main`
+"""scripts/run.py (lab/environment.py): the environment is set up in the right order once, and reused while nothing changed; `main`
 records its own timing in results/main-run.json, `tests` does not."""
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -10,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from lab import environment
+
 from ..training_runs import ROOT
 
 
-def load_run(root):
-    spec = importlib.util.spec_from_file_location("run_script", ROOT / "scripts" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.ROOT, module.ENV = root, root / ".venv"
-    module.STAMP = module.ENV / "spacy-elmo-env.json"
-    return module
+def load_run(root, monkeypatch):
+    """lab.environment working on the checkout ``root`` (its folders patched for this test only)."""
+    monkeypatch.setattr(environment, "ROOT", root)
+    monkeypatch.setattr(environment, "ENV", root / ".venv")
+    monkeypatch.setattr(environment, "STAMP", root / ".venv" / "spacy-elmo-env.json")
+    return environment
 
 
 @pytest.fixture()
@@ -52,7 +52,7 @@ def fake_env(module, monkeypatch, local_torch=True):
 
 @pytest.mark.parametrize("local_torch", [True, False])
 def test_torch_cpu_build_first_then_requirements_then_the_package(checkout, monkeypatch, local_torch):
-    module = load_run(checkout)
+    module = load_run(checkout, monkeypatch)
     calls = fake_env(module, monkeypatch, local_torch)
     pin = module.torch_pin()
     assert pin == "torch==2.13.0"
@@ -66,7 +66,7 @@ def test_torch_cpu_build_first_then_requirements_then_the_package(checkout, monk
 
 
 def test_the_environment_is_reused_until_a_setup_file_changes(checkout, monkeypatch):
-    module = load_run(checkout)
+    module = load_run(checkout, monkeypatch)
     calls = fake_env(module, monkeypatch)
     assert not module.up_to_date()
     module.set_up()
@@ -92,7 +92,7 @@ def fake_jobs(module, monkeypatch, main=("-c", "import time; time.sleep(0.2)")):
 
 
 def test_main_records_its_timing_the_machine_and_the_date(checkout, monkeypatch):
-    module = load_run(checkout)
+    module = load_run(checkout, monkeypatch)
     fake_jobs(module, monkeypatch)
     assert module.main(["main"]) == 0
     record = json.loads((checkout / "results" / "main-run.json").read_text(encoding="utf-8"))
@@ -108,7 +108,7 @@ def test_main_records_its_timing_the_machine_and_the_date(checkout, monkeypatch)
 
 
 def test_a_set_up_is_timed_and_named_and_a_failed_or_test_run_records_nothing(checkout, monkeypatch):
-    module = load_run(checkout)
+    module = load_run(checkout, monkeypatch)
     fake_jobs(module, monkeypatch)
     monkeypatch.setattr(module, "up_to_date", lambda: False)
     monkeypatch.setattr(module, "set_up", lambda: time.sleep(0.1))

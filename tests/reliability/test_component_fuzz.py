@@ -1,6 +1,6 @@
 """Property-based tests of the `elmo` component on messy Docs.
 
-The long run of the same checks: ``python scripts/fuzz_long.py --docs 10000 --output FILE``.
+The long run of the same checks: ``python -m lab.reliability.fuzz_long --docs 10000 --output FILE``.
 """
 import json
 from pathlib import Path
@@ -12,16 +12,13 @@ from hypothesis import strategies as st
 from spacy.tokens import Doc
 
 from spacy_elmo.io import load_allennlp
-from ..training_runs import script
 
-_fuzz = script("reliability_fuzz")
-PIPELINE_SETTINGS, batches, build_doc = _fuzz.PIPELINE_SETTINGS, _fuzz.batches, _fuzz.build_doc
-check_batch, fuzz_pipelines = _fuzz.check_batch, _fuzz.fuzz_pipelines
+from lab.reliability.fuzz import PIPELINE_SETTINGS, batches, build_doc, check_batch, fuzz_pipelines
 
 from ..conftest import load_tiny_bilm
 
 PIPELINES = fuzz_pipelines(load_tiny_bilm)
-# a 200-token window that scripts/fuzz_long.py found to depend on its batch mates by > 1e-5
+# a 200-token window that lab/reliability/fuzz_long.py found to depend on its batch mates by > 1e-5
 WINDOW = json.loads((Path(__file__).parent / "data" / "batch_mates_window.json").read_text("utf-8"))["tokens"]
 FUZZ = settings(max_examples=25, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
 

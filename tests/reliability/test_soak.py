@@ -1,6 +1,6 @@
 """Soak, CI-sized: 3,000 short Docs through nlp.pipe with RSS sampled.
 
-The long run: ``python scripts/soak.py --docs 100000 --output FILE``.
+The long run: ``python -m lab.reliability.soak_long --docs 100000 --output FILE``.
 """
 import numpy as np
 import pytest
@@ -8,12 +8,9 @@ import torch
 
 from spacy_elmo.data_classes import ElmoOutput
 
-from ..training_runs import script
-
-module = script("reliability_soak")
-fuzz_pipelines = script("reliability_fuzz").fuzz_pipelines
-SoakResult, describe_growth, holds_only_numpy = module.SoakResult, module.describe_growth, module.holds_only_numpy
-short_texts, soak = module.short_texts, module.soak
+from lab.reliability import soak as soak_module
+from lab.reliability.fuzz import fuzz_pipelines
+from lab.reliability.soak import SoakResult, describe_growth, holds_only_numpy, short_texts, soak
 
 from ..conftest import load_tiny_bilm
 
@@ -49,7 +46,7 @@ class RisingRSS:
 
 def test_the_final_reading_is_the_last_sample_and_counts_in_the_growth(nlp, monkeypatch):
     process = RisingRSS()
-    monkeypatch.setattr(module.psutil, "Process", lambda: process)
+    monkeypatch.setattr(soak_module.psutil, "Process", lambda: process)
     result = soak(nlp, short_texts(40, vocab_size=50), n_docs=40, warmup=10, sample_every=10)
     # readings: the warm-up's (100 MB), at 10, 20 and 30 Docs, then the final one after the run
     assert process.readings == 5

@@ -1,4 +1,4 @@
-"""Run by test_distributed.py under torchrun: tiny pretraining, then every rank saves its own weights
+"""Run by test_distributed.py under torchrun (``-m tests.training.ddp_worker`` from the checkout): tiny pretraining, then every rank saves its own weights
 and reports the process group's threads still running after ``shutdown``."""
 import os
 import sys
@@ -8,13 +8,12 @@ from typing import List
 
 from safetensors.torch import save_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import tiny_config  # noqa: E402
+from spacy_elmo.training.distributed import barrier, shutdown
+from spacy_elmo.training.loop import train_lm
+from spacy_elmo.training.pretrain import build_pretraining
+from spacy_elmo.training.setup import dev_reader, setup_process
 
-from spacy_elmo.training.distributed import barrier, shutdown  # noqa: E402
-from spacy_elmo.training.loop import train_lm  # noqa: E402
-from spacy_elmo.training.pretrain import build_pretraining  # noqa: E402
-from spacy_elmo.training.setup import dev_reader, setup_process  # noqa: E402
+from tests.training.conftest import tiny_config
 
 
 def main(train: str, dev: str, output: str) -> None:

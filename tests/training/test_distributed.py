@@ -9,14 +9,14 @@ from spacy_elmo.training.checkpoints import list_checkpoints
 
 from .conftest import PYTHON, ROOT, cli_env
 
-WORKER = ROOT / "tests" / "training" / "ddp_worker.py"
+WORKER = "tests.training.ddp_worker"
 
 
 @pytest.mark.slow
 def test_two_process_torchrun_ends_with_identical_weights(lm_corpus, tmp_path):
     train, dev = lm_corpus
     out = tmp_path / "out"
-    command = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(WORKER), str(train), str(dev), str(out)]
+    command = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", WORKER, str(train), str(dev), str(out)]
     result = subprocess.run(command, env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "rank 0: 12 steps" in result.stdout and "rank 1: 12 steps" in result.stdout

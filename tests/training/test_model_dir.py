@@ -11,7 +11,7 @@ from .conftest import ROOT, tiny_config
 
 
 def test_a_float16_softmax_reads_back_as_float32_and_finetuning_needs_no_warm_up(lm_corpus, tmp_path):
-    """scripts/ship_model.py stores the softmax in float16 (the shipped model's training-only part)."""
+    """lab/release/ship_model.py stores the softmax in float16 (the shipped model's training-only part)."""
     train, dev = lm_corpus
     pretrain(tiny_config(train, dev, training__max_epochs=1), tmp_path / "pre")
     source = tmp_path / "pre" / "model-best"

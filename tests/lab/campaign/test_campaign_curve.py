@@ -2,9 +2,8 @@ import json
 
 import pytest
 
-from ..training_runs import script
+from lab.campaign import campaign_curve
 
-campaign_curve = script("campaign_curve")
 
 
 def _stretch(folder, evals, *, steps, tokens, seconds, before=None):

@@ -1,4 +1,4 @@
-"""scripts/gpu_stage.py: a training stage that needs neither spaCy nor thinc, packed into pieces
+"""lab/campaign/gpu_stage.py: a training stage that needs neither spaCy nor thinc, packed into pieces
 and unpacked again (run here on the CPU, with the tiny config)."""
 import json
 import subprocess
@@ -9,10 +9,9 @@ import pytest
 from spacy_elmo.io import load_native
 from spacy_elmo.training.pretrain import pretrain
 
-from ..training.conftest import TINY_CFG, cli_env, tiny_config, write_corpus
-from ..training_runs import script
+from ...training.conftest import TINY_CFG, cli_env, tiny_config, write_corpus
+from lab.campaign import gpu_stage as stage
 
-stage = script("gpu_stage")
 
 
 def test_training_imports_neither_spacy_nor_thinc():

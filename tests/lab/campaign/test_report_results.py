@@ -2,9 +2,8 @@ import json
 
 import pytest
 
-from ..training_runs import script
+from lab.campaign import report_results as report
 
-report = script("report_results")
 
 
 def _write(folder, task, setting, pct, score, sentences):
@@ -78,7 +77,7 @@ def test_records_holds_every_run_behind_the_table_with_provenance(tmp_path):
     assert sorted((r["setting"], r["score"]) for r in written["runs"]) == [("elmo", 0.91), ("plain", 0.9)]
     command = written["provenance"]["command"]
     # no machine's directories: a path outside the checkout keeps its last three parts
-    assert command.startswith("python scripts/report_results.py ") and command.endswith(f"--records .../{tmp_path.name}/results/runs.json")
+    assert command.startswith("python -m lab.campaign.report_results ") and command.endswith(f"--records .../{tmp_path.name}/results/runs.json")
     assert written["provenance"]["date"] and written["provenance"]["started"]
     # runs recorded without their model and data: the report cannot name them, and says so
     assert "model" not in written["provenance"] and "data" not in written["provenance"]

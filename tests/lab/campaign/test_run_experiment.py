@@ -4,11 +4,12 @@ import shutil
 import srsly
 
 from spacy_elmo.io.download import file_sha256
-from spacy_elmo.record_check import check_record
+from lab.records.check import check_record
 
-from ..training_runs import STEPS, make_data, make_textcat_data, script
+from lab.campaign import run_experiment as experiment
 
-experiment = script("run_experiment")
+from ...training_runs import STEPS, make_data, make_textcat_data
+
 
 
 def test_plain_and_elmo_cells_record_test_and_dev_scores_and_are_not_rerun(tmp_path, capsys):

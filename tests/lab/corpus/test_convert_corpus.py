@@ -4,9 +4,8 @@ import pytest
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from ..training_runs import script
+from lab.corpus import convert_corpus
 
-convert_corpus = script("convert_corpus")
 
 CONLLU = """# sent_id = 1
 # text = I can't go.

@@ -3,9 +3,8 @@ from collections import Counter
 
 import pytest
 
-from ..training_runs import script
+from lab.corpus import mix_corpus
 
-mix_corpus = script("mix_corpus")
 
 
 def _corpus(root, shards, dev="held out .\n"):

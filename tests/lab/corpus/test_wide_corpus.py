@@ -1,15 +1,11 @@
 import gzip
-import sys
 import zipfile
 
 import pytest
 import spacy
 
-from ..training_runs import script
+from lab.corpus import wide_corpus
 
-# wide_corpus imports prepare_corpus from its own folder, as it does when run as a script
-sys.modules.setdefault("prepare_corpus", script("prepare_corpus"))
-wide_corpus = script("wide_corpus")
 
 
 @pytest.fixture(scope="module")

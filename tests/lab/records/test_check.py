@@ -1,4 +1,4 @@
-from spacy_elmo.record_check import SCHEMA_DATE, check_record
+from lab.records.check import SCHEMA_DATE, check_record
 
 
 def complete_record(**changes):

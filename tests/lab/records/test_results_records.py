@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.record_check import check_record, machine_paths
+from lab.records.check import check_record, machine_paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FILES = sorted(p for folder in ("results", "bench/results") for p in (ROOT / folder).rglob("*.json"))
 
 

@@ -7,7 +7,9 @@ import pytest
 
 import spacy_elmo
 
-from .training_runs import CONFIGS, ROOT, make_data, make_textcat_data, script, train
+from lab.release import package_pipeline as package
+
+from ...training_runs import CONFIGS, ROOT, make_data, make_textcat_data, train
 
 
 @pytest.mark.slow
@@ -15,7 +17,6 @@ def test_wheel_installs_into_a_fresh_venv_and_tags_text(tmp_path):
     data = make_data(tmp_path / "data")
     nlp = train(CONFIGS / "tagger-elmo.cfg", data, tmp_path / "training")
     expected = [t.tag_ for t in nlp("The bank by the river was closed .")]
-    package = script("package_pipeline")
     pipeline = tmp_path / "training" / "model-last"
     wheel = package.build_wheel(pipeline, tmp_path / "packages", name="test_elmo_tagger", version="0.0.1")
     assert wheel.name.startswith("en_test_elmo_tagger-0.0.1-")
@@ -38,7 +39,6 @@ def test_wheel_installs_into_a_fresh_venv_and_tags_text(tmp_path):
 def test_fresh_venv_sees_the_running_environment_not_the_base_interpreter():
     # a venv made with --system-site-packages from a venv's python sees the base interpreter's
     # packages; the check hands the fresh venv this environment's site-packages instead
-    package = script("package_pipeline")
     paths = package.environment_paths()
     import spacy
 
@@ -50,7 +50,6 @@ def test_fresh_venv_sees_the_running_environment_not_the_base_interpreter():
 def test_spacy_elmo_wheel_builds_from_a_copy_and_holds_the_shipped_model(tmp_path):
     import zipfile
 
-    package = script("package_pipeline")
     had_build = (ROOT / "build").exists()
     wheel = package.build_spacy_elmo_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
@@ -65,7 +64,6 @@ def test_textcat_wheel_classifies_text_as_the_trained_pipeline_does(tmp_path):
     data = make_textcat_data(tmp_path / "data")
     nlp = train(CONFIGS / "textcat-elmo.cfg", data, tmp_path / "training")
     text = "We saw it on Sunday. The film was wonderful."
-    package = script("package_pipeline")
     pipeline = tmp_path / "training" / "model-last"
     wheel = package.build_wheel(pipeline, tmp_path / "packages", name="test_textcat", version="0.0.1")
     result = package.check_in_fresh_venv(wheel, text, workdir=tmp_path)

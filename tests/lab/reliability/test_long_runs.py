@@ -1,5 +1,5 @@
-"""The long reliability runs (scripts/soak.py, scripts/fuzz_long.py) use scripts/reliability_fuzz.py and reliability_soak.py,
-as the tests do, and run without the test tree on the path."""
+"""The long reliability runs (lab/reliability/soak_long.py, lab/reliability/fuzz_long.py) use lab/reliability/fuzz.py and
+lab/reliability/soak.py, as the tests do, and import nothing from the tests."""
 import hashlib
 import json
 import os
@@ -11,24 +11,23 @@ import pytest
 
 from spacy_elmo.fast import compiled
 
-from ..conftest import TINY
-from ..training_runs import ROOT
+from ...conftest import TINY
+from ...training_runs import ROOT
 
 
-def test_scripts_and_benchmarks_import_nothing_from_the_tests():
-    for path in sorted([*(ROOT / "scripts").glob("*.py"), *(ROOT / "bench").glob("*.py")]):
+def test_the_lab_and_benchmarks_import_nothing_from_the_tests():
+    for path in sorted([*(ROOT / "scripts").glob("*.py"), *(ROOT / "lab").rglob("*.py"), *(ROOT / "bench").glob("*.py")]):
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"^\s*(from|import)\s+tests\b", text, re.MULTILINE), path.name
-        assert "sys.path.insert" not in text, path.name
 
 
-def _run(script, *args, cwd, env=None):
-    # -E -s: no PYTHONPATH, no user site; from an empty folder, so only the installed package and the
-    # scripts' own folder (their drivers, reliability_fuzz.py and reliability_soak.py) are importable
-    command = [sys.executable, "-E", "-s", str(ROOT / "scripts" / script), *map(str, args)]
+def _run(module, *args, env=None):
+    # -E -s: no PYTHONPATH, no user site; -m from the checkout puts it first on the path (the lab is not
+    # installed), so the installed package and the checkout's folders are all a run can import
+    command = [sys.executable, "-E", "-s", "-m", module, *map(str, args)]
     # PATH and HOME: the compiled loop is built (compiler and linker) and kept where it would be
     kept = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
-    return subprocess.run(command, capture_output=True, text=True, cwd=cwd,
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
                           env={**kept, "OMP_NUM_THREADS": "1", **(env or {})})
 
 
@@ -44,8 +43,8 @@ def _assert_names_the_model_and_the_loop(record, loop):
 
 
 @pytest.mark.slow
-def test_soak_and_fuzz_scripts_run_outside_the_checkout(tmp_path):
-    soak = _run("soak.py", "--docs", 60, "--sample-every", 20, "--max-growth", 1000, "--bilm", TINY, cwd=tmp_path)
+def test_the_long_soak_and_fuzz_runs_name_the_model_and_the_loop():
+    soak = _run("lab.reliability.soak_long", "--docs", 60, "--sample-every", 20, "--max-growth", 1000, "--bilm", TINY)
     assert soak.returncode == 0, soak.stderr
     summary = json.loads(soak.stdout.strip().splitlines()[-1])
     assert summary["docs"] == 60 and summary["samples"][-1] == [60, summary["rss_mb_final"]]
@@ -54,7 +53,7 @@ def test_soak_and_fuzz_scripts_run_outside_the_checkout(tmp_path):
     state = compiled.status()
     default_loop = "refused" if state.get("refused") else "failed" if state["failed"] else "loaded"
     _assert_names_the_model_and_the_loop(summary["provenance"], default_loop)
-    fuzz = _run("fuzz_long.py", "--docs", 5, "--examples-per-round", 3, "--bilm", TINY, cwd=tmp_path,
+    fuzz = _run("lab.reliability.fuzz_long", "--docs", 5, "--examples-per-round", 3, "--bilm", TINY,
                 env={compiled.ENV: "0"})
     assert fuzz.returncode == 0, fuzz.stderr
     summary = json.loads(fuzz.stdout.strip().splitlines()[-1])
@@ -64,18 +63,19 @@ def test_soak_and_fuzz_scripts_run_outside_the_checkout(tmp_path):
 
 def test_a_missing_bilm_is_an_error_naming_it(tmp_path):
     missing = tmp_path / "absent"
-    done = _run("soak.py", "--docs", 1, "--bilm", missing, cwd=tmp_path)
+    done = _run("lab.reliability.soak_long", "--docs", 1, "--bilm", missing)
     assert done.returncode == 1 and f"error: {missing}: not found" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_scripts_read_nothing_beside_the_checkout():
+def test_the_lab_reads_nothing_beside_the_checkout():
     """Defaults live in the checkout (the tiny model is the tests' own fixture) or come from options;
-    no script reaches for a folder next to the checkout or names a machine's directories."""
-    for path in sorted([*(ROOT / "scripts").glob("*.py"), *(ROOT / "scripts").glob("*.sh")]):
+    no lab module or script reaches for a folder next to the checkout or names a machine's directories."""
+    lab = [*(ROOT / "lab").rglob("*.py"), *(ROOT / "scripts").glob("*.py"), *(ROOT / "scripts").glob("*.sh")]
+    for path in sorted(lab):
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"""\.\./shared|["']shared["']\s*/|parent\.parent\.parent""", text), path.name
         assert not re.search(r"""["'](/work|/home|/root)/""", text), path.name
-    for script in ("soak.py", "fuzz_long.py"):
-        text = (ROOT / "scripts" / script).read_text(encoding="utf-8")
-        assert '/ "tests" / "data" / "allennlp" / "tiny"' in text, script
+    for name in ("soak_long.py", "fuzz_long.py"):
+        text = (ROOT / "lab" / "reliability" / name).read_text(encoding="utf-8")
+        assert 'CHECKOUT / "tests" / "data" / "allennlp" / "tiny"' in text, name
     assert (ROOT / "tests" / "data" / "allennlp" / "tiny" / "weights.hdf5").is_file()

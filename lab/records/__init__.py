@@ -1,0 +1,1 @@
+"""The check every results record is held to, and the record parts only the lab writes."""

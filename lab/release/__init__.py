@@ -1,0 +1,1 @@
+"""Shipping: the packaged biLM and the check of a packaged pipeline."""

@@ -1,0 +1,1 @@
+"""Parity with the reference outputs, and the fuzz and soak drivers of the component."""
