@@ -1,8 +1,8 @@
 """One answer to "have the weights changed?" for every cache derived from them.
 
 The char-CNN cache (``char_cache``), the reduced-precision weight copies (``precision``'s layers,
-``lockstep``'s bfloat16 pairs), the frozen component's layer cache and the component's inference layout all keep something computed
-from weights, valid only while those weights stay as they were. A version key changes when a
+``lockstep``'s bfloat16 pairs), the frozen component's layer cache and the component's inference
+layout all keep something computed from weights, valid only while those weights stay as they were. A version key changes when a
 tensor is replaced, moved, re-typed or written in place through torch (its version counter), and,
 for a module, when a submodule is swapped (for example for a reduced-precision one). Writes that
 torch does not count (through ``.data`` or numpy views, as thinc's optimizers make) need the
