@@ -15,8 +15,8 @@ def finetune_cli(
     output: Path = OUTPUT,
     model: Optional[str] = typer.Option(
         None, "--model", help="our model directory (pretrain output's model-best/ or model-last/), a spaCy "
-        "pipeline with an elmo component, a directory with a published pair, or a published model name "
-        "(default: the shipped biLM)"
+        "pipeline with an elmo component, a directory or zip with a published pair (and its softmax.hdf5 + "
+        "vocab.txt), or a published model name (default: the shipped biLM)"
     ),
     options: Optional[Path] = typer.Option(None, "--options", help="published options.json (with --weights)"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights (with --options)"),
@@ -25,9 +25,11 @@ def finetune_cli(
     device: str = DEVICE,
 ) -> None:
     """Fine-tune a biLM on new unlabeled text and report held-out perplexity before and after.
-    A start without a softmax (a published pair, a pipeline) gets one built for the domain
-    vocabulary and warmed up with the biLM frozen for `[finetune] warmup_steps` steps. Overrides as
-    in `pretrain`."""
+    A start with its softmax (our directory, a published pair with softmax.hdf5 + vocab.txt beside
+    it, original, original-5.5b) continues with it, its whole vocabulary kept (sampled softmax above
+    8,192 words). A start without one (a published pair alone, a pipeline) gets one built for the
+    domain vocabulary and warmed up with the biLM frozen for `[finetune] warmup_steps` steps.
+    Overrides as in `pretrain`."""
     from ..training.finetune import finetune
 
     config = load_config(ctx, config_path)

@@ -2,13 +2,23 @@
 
 The start is any biLM ``io.loading.locate_bilm`` accepts (see ``load_lm_parts``):
 our model directory, a spaCy pipeline, a published pair or name, or the shipped
-English biLM. From one of our directories with a vocabulary and softmax (the
-shipped model has both), training continues with them (as bilm-tf's
-restart-from-checkpoint did). Any other start has no softmax, so a vocabulary
-is counted from the domain text and a new softmax built for it; with
-``[finetune] warmup_steps`` > 0 that softmax first trains alone with the biLM
-frozen (else the random head's gradients would wreck the pretrained LSTMs in
-the first steps). Held-out perplexity on ``[paths] dev`` is reported before and after.
+English biLM. A start with a head (``io.lm_head``: our directory's vocabulary and
+softmax, the shipped model's included, or a published softmax + vocabulary: a
+folder or zip holding them beside the pair, or ``original`` / ``original-5.5b``)
+continues with it, its whole vocabulary kept (as bilm-tf's restart-from-checkpoint
+did): the perplexity before is then the head's own, the one ``evaluate`` gives,
+and after training it is measured on the same vocabulary, so the two compare. A
+head larger than ``SAMPLED_ABOVE`` words trains with the sampled softmax (as the
+published models were trained; ``[softmax] n_samples`` candidates, or bilm-tf's
+8,192 where that is 0): the full softmax's gradient would need (tokens x words)
+floats. Restricting the head to the domain's words would be cheaper, but its
+perplexity would be over another vocabulary and compare with nothing.
+
+Any other start has no softmax, so a vocabulary is counted from the domain text
+and a new softmax built for it; with ``[finetune] warmup_steps`` > 0 that softmax
+first trains alone with the biLM frozen (else the random head's gradients would
+wreck the pretrained LSTMs in the first steps). Held-out perplexity on
+``[paths] dev`` is reported before and after.
 """
 import json
 import time
@@ -17,7 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..atomic import write_atomic
-from ..bilm.softmax import WordSoftmax
+from ..bilm.softmax import DEFAULT_CHUNK_SIZE, WordSoftmax
 from ..io.loading import PathLike
 from ..provenance import data_record, model_record, provenance
 from .config import LMConfig
@@ -31,6 +41,11 @@ from .counting import prepare_vocab
 from .setup import check_output, dev_reader, has_checkpoints, logger, make_output, setup_process, train_corpus
 from .vocab import Vocab
 
+# a given head of more words than this trains with the sampled softmax: its full softmax's
+# gradient would hold (tokens x words) floats
+SAMPLED_ABOVE = DEFAULT_CHUNK_SIZE
+# bilm-tf's n_negative_samples_batch, as the published models were trained
+PUBLISHED_SAMPLES = 8192
 REPORT_NAME = "finetune-report.json"
 BEFORE_NAME = "before.json"
 WARMUP_DIR = "warmup"
@@ -78,9 +93,11 @@ def finetune(
         else:
             if info.is_main:
                 vocab.to_disk(output)
-        softmax = WordSoftmax(len(vocab), bilm.config.projection_dim, n_samples=config.softmax.n_samples)
-        if softmax_weights is not None:
-            softmax.load_state_dict(softmax_weights)
+        if softmax_weights is None:
+            softmax = WordSoftmax(len(vocab), bilm.config.projection_dim, n_samples=config.softmax.n_samples)
+        else:
+            n_samples = config.softmax.n_samples or (PUBLISHED_SAMPLES if len(vocab) > SAMPLED_ABOVE else 0)
+            softmax = WordSoftmax.from_weights(softmax_weights["weight"], softmax_weights["bias"], n_samples=n_samples)
         lm = LanguageModel(bilm, softmax, dropout=config.training.dropout).to(torch_device)
         dev = dev_reader(config)
         resuming = resume and has_checkpoints(output)

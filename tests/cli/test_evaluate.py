@@ -1,0 +1,61 @@
+"""`evaluate` on a published model with its own softmax: fresh and carried state, the record it writes."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.training.head import load_scoring_lm
+from spacy_elmo.training.perplexity import evaluate_perplexity
+
+from ..published_head import write_published_head
+
+LINES = ["the cat sees a bird .", "a big dog likes fish", "red zebra"]
+
+
+def _evaluate(*args):
+    return CliRunner().invoke(app, ["evaluate", *args])
+
+
+def _said(result) -> str:
+    """The output with the error box's frame and line breaks taken out."""
+    return " ".join(result.output.replace("│", " ").split())
+
+
+def test_evaluate_scores_a_published_model_with_its_softmax_fresh_and_carried(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    data = tmp_path / "dev.txt"
+    data.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    records = {}
+    for state, extra in (("fresh", []), ("carried", ["--carry-state", "--chunk-size", "4"])):
+        out = tmp_path / f"{state}.json"
+        result = _evaluate("--model", str(model), "--data", str(data), "--output", str(out), *extra)
+        assert result.exit_code == 0, result.output
+        records[state] = json.loads(out.read_text())
+        assert f"{state} state" in result.output
+    lm, vocab, _ = load_scoring_lm(model)
+    sentences = [line.split() for line in LINES]
+    for state, record in records.items():
+        expected = evaluate_perplexity(lm, sentences, vocab, carry_state=state == "carried")
+        assert record["state"] == state and record["vocab_size"] == 15 and record["tokens"] == 16
+        assert record["forward_ppl"] == pytest.approx(expected.forward, rel=1e-5)
+        assert record["backward_ppl"] == pytest.approx(expected.backward, rel=1e-5)
+        assert record["ppl"] == pytest.approx(expected.mean, rel=1e-5)
+        assert record["peak_rss_mb"] > 0 and record["max_sentence_tokens"] is None
+        assert len(record["head"]) == 2 and all(len(digest) == 64 for digest in record["head"].values())
+        assert record["provenance"]["model"]["weights_sha256"]
+    assert records["fresh"]["ppl"] != pytest.approx(records["carried"]["ppl"], rel=1e-3)
+
+
+def test_evaluate_refuses_a_model_without_a_softmax_and_a_head_of_another_model(tmp_path, tiny_paths):
+    data = tmp_path / "dev.txt"
+    data.write_text("the cat\n", encoding="utf-8")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for path in tiny_paths:
+        (bare / path.name).write_bytes(path.read_bytes())
+    result = _evaluate("--model", str(bare), "--data", str(data))
+    assert result.exit_code == 2 and "no softmax with it" in _said(result)
+    wide = write_published_head(tmp_path / "wide", width=32)
+    result = _evaluate("--model", str(wide), "--data", str(data))
+    assert result.exit_code == 2 and "projection_dim is 16" in _said(result)

@@ -1,0 +1,59 @@
+"""Substitutes: the model's own softmax at each token, against a brute-force argmax over the vocabulary."""
+import spacy
+import torch
+
+from spacy_elmo.io.lm_head import load_lm_head
+from spacy_elmo.probes.substitutes import doc_substitutes, sentence_substitutes
+
+from ..published_head import write_published_head
+
+SENTENCES = [["the", "cat", "sees", "a", "bird", "."], ["a", "zebra"], ["fish"]]
+
+
+def _brute_force(bilm, head, tokens, exclude):
+    """Every word's log-probability at every position, the whole matrix at once."""
+    width = bilm.config.projection_dim
+    ids, lengths = bilm.batch_ids([tokens])
+    with torch.no_grad():
+        top = bilm(torch.from_numpy(ids), torch.from_numpy(lengths)).layers[-1][0]
+        logits = lambda h: torch.log_softmax(h @ head.softmax.weight.t() + head.softmax.bias, dim=-1)
+        forward = logits(top[: len(tokens), :width])  # before each word
+        backward = logits(top[2:, width:])  # after each word
+    combined = (forward + backward) / 2
+    for matrix in (forward, backward, combined):
+        matrix[:, [head.index[w] for w in exclude]] = float("-inf")
+    return forward, backward, combined
+
+
+def test_substitutes_are_the_brute_force_best_words_of_each_direction_and_their_mean(tmp_path):
+    bilm, head = load_lm_head(write_published_head(tmp_path / "pub"))
+    head.softmax.chunk_size = 4  # several chunks over the 15 words
+    found = sentence_substitutes(bilm, head, SENTENCES, top=4, exclude=["<UNK>"], batch_size=2)
+    assert [[t.token for t in s] for s in found] == SENTENCES
+    for tokens, subs in zip(SENTENCES, found):
+        expected = _brute_force(bilm, head, tokens, ["<S>", "</S>", "<UNK>"])
+        for i, token in enumerate(subs):
+            assert token.position == i
+            for name, matrix in zip(("forward", "backward", "combined"), expected):
+                best = matrix[i].topk(4)
+                got = getattr(token, name)
+                assert [s.word for s in got] == [head.words[j] for j in best.indices], (name, i)
+                torch.testing.assert_close(torch.tensor([s.log_prob for s in got]), best.values, rtol=1e-5, atol=1e-6)
+    # <UNK> is offered unless excluded; <S> and </S> never are
+    offered = {s.word for sent in sentence_substitutes(bilm, head, SENTENCES, top=13) for t in sent for s in t.forward}
+    assert "<UNK>" in offered and not offered & {"<S>", "</S>"}
+
+
+def test_the_doc_view_reads_each_sentence_alone_and_skips_whitespace(tmp_path):
+    bilm, head = load_lm_head(write_published_head(tmp_path / "pub"))
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    doc = nlp("the cat sees a bird .  a zebra")
+    found = doc_substitutes(doc, bilm, head, top=3)
+    assert len(found) == len(doc) and found[6] is None  # the double space's token
+    sentences = sentence_substitutes(bilm, head, [["the", "cat", "sees", "a", "bird", "."], ["a", "zebra"]], top=3)
+    expected = [*sentences[0], *sentences[1]]
+    kept = [(i, sub) for i, sub in enumerate(found) if sub is not None]
+    assert [i for i, _ in kept] == [0, 1, 2, 3, 4, 5, 7, 8]
+    for (i, sub), alone in zip(kept, expected):
+        assert sub.position == i and sub.token == doc[i].text and sub.combined == alone.combined
