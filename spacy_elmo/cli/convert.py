@@ -49,7 +49,7 @@ def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
     unknown = source.efml or source.archive
     if unknown is not None:
         what = ("an ELMoForManyLangs model directory" if source.efml is not None
-                else "the zip (no meta.json naming a language)")
+                else "the zip (no readable meta.json naming a language)")
         raise ValueError(
             f"{unknown}: {what} records no language; give it with --lang "
             "(an ISO 639 code spaCy knows, e.g. de, ru, ar; or xx for spaCy's multi-language tokenizer)"

@@ -115,7 +115,7 @@ def load_archive(path: PathLike) -> BiLM:
             return load_efml(Path(work), label=path)
         except ModelFileError as error:  # name the zip and its member, not the private folder
             member = Path(error.path).name if Path(error.path) != Path(work) else "the model"
-            raise ModelFileError(path, f"{member}: {error.problem}") from error
+            raise ModelFileError(path, f"{member}: {error.problem.replace(work, str(path))}") from error
 
 
 def extract_members(path: PathLike, contents: ArchiveContents, target: Path) -> None:

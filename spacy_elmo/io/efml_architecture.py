@@ -25,7 +25,7 @@ line printed says so.
 """
 import sys
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import ModelFileError
 from .json_file import read_json_object
@@ -57,7 +57,7 @@ Shapes = Mapping[str, Sequence[int]]
 
 
 def read_architecture(
-    directory: Path, config_path: Path, named: str, *, embedder: Shapes, encoder: Shapes, label: Optional[Any] = None
+    directory: Path, config_path: Path, named: str, *, embedder: Shapes, encoder: Shapes, label: Optional[Union[str, Path]] = None
 ) -> Tuple[Dict[str, Any], Path]:
     """The architecture of the model in ``directory``.
 
@@ -65,7 +65,7 @@ def read_architecture(
     named (str): config.json's ``config_path``.
     embedder, encoder (Mapping[str, Sequence[int]]): the shapes of the tensors in
         token_embedder.pkl and encoder.pkl, by name.
-    label (Optional[PathLike]): what the line names (default: ``directory``).
+    label (Optional[Union[str, Path]]): what the line names (default: ``directory``).
     RETURNS (Tuple[dict, Path]): the architecture, and the file it came from (config.json where
         no architecture JSON was read; a line on stderr then says what came from where).
     """

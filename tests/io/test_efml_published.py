@@ -223,3 +223,17 @@ def test_errors_inside_a_zip_name_the_zip_and_the_member(tmp_path):
         out.writestr("other/encoder.pkl", b"another")
     with pytest.raises(ModelFileError, match="2 members named encoder.pkl"):
         load_bilm(twice)
+
+
+def test_an_error_about_a_zip_never_names_the_private_folder_it_was_read_into(tmp_path):
+    source = PUBLISHED / f"{ZIPS[0]}.zip"
+    own_json = tmp_path / "own-json.zip"
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(own_json, "w") as out:
+        for name in original.namelist():
+            data = original.read(name)
+            if name == "config.json":
+                data = json.dumps({**json.loads(data), "config_path": "my_architecture.json"}).encode()
+            out.writestr(name, data)
+    with pytest.raises(ModelFileError, match="config.json: the architecture JSON it names") as error:
+        load_bilm(own_json)
+    assert error.value.path == str(own_json) and "spacy-elmo-archive" not in str(error.value)
