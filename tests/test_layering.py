@@ -178,3 +178,20 @@ def test_no_test_or_benchmark_loads_code_by_file_path():
     files = [p for folder in ("tests", "bench", "lab", "scripts") for p in (ROOT / folder).rglob("*.py") if p.name != here]
     loading = [p.relative_to(ROOT).as_posix() for p in files if BY_PATH.search(p.read_text(encoding="utf-8"))]
     assert loading == []
+
+
+def test_the_map_names_every_module_of_the_package_and_the_lab():
+    """docs/ARCHITECTURE.md leads to every module in one hop: its path below the package (``io/native.py``)
+    or, inside a package's own section, its file name."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    unnamed = []
+    for top in ("spacy_elmo", "lab"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            below = path.relative_to(ROOT / top)
+            if path.name == "__init__.py" or path.name == "__main__.py":
+                continue
+            named = re.search(rf"[`/ (]{re.escape(below.as_posix())}\b", text) or (
+                len(below.parts) > 1 and f"`{path.name}`" in text)
+            if not named:
+                unnamed.append(f"{top}/{below.as_posix()}")
+    assert unnamed == []
