@@ -9,7 +9,7 @@ finds ``spacy_elmo*`` only); run from the checkout, as ``python -m lab.PACKAGE.M
   accelerator stages;
 - ``reliability/``: parity with the reference outputs, fuzz and soak drivers;
 - ``release/``: the shipped model and the packaged pipeline check;
-- ``fixtures/``: fixtures made with ELMoForManyLangs' own code, in a side environment;
+- ``fixtures/``: fixtures made with ELMoForManyLangs' and bilm-tf's own code, in side environments;
 - ``environment.py``: the project's environment and its two jobs (``scripts/run.py``).
 
 Nothing here is imported by ``spacy_elmo``; ``tests/test_layering.py`` checks it.
