@@ -1,5 +1,6 @@
-"""The check every results file is held to (``tests/test_results_records.py``): the provenance
-record that ``spacy_elmo.provenance`` writes is complete, and no string in the file holds a machine path.
+"""The check every results file of this repository is held to (``tests/lab/records/test_results_records.py``):
+the run record that ``spacy_elmo.provenance`` writes is complete, and no string in the file holds a
+machine path.
 """
 import datetime
 import re
@@ -16,7 +17,7 @@ MODEL_FIELDS = ("name", "version", "weights", "weights_sha256")
 
 
 def check_record(results: Any) -> List[str]:
-    """What a results file lacks: ``tests/test_results_records.py`` holds every results JSON to it.
+    """What a results file lacks: ``tests/lab/records/test_results_records.py`` holds every results JSON to it.
 
     results (Any): the file's JSON. Its top-level ``provenance`` needs every ``REQUIRED_FIELDS``
         entry; ``model`` a ``model_record`` (or a list of them) with every ``MODEL_FIELDS`` entry, or

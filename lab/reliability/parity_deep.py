@@ -3,7 +3,7 @@
 Random published-format models (48 cells, projection 12, filters [[1,4],[2,6],[4,10]], clips 1.0
 / 0.5) of 3 and 4 LSTM layers, each on one sentence of 200 tokens (the component's window),
 are run by every inference path in float32 and compared with the reference loop in float64.
-Two weight regimes: "stable" (small recurrent weights, as tests/test_default_path_parity.py
+Two weight regimes: "stable" (small recurrent weights, as tests/fast/test_default_path_parity.py
 uses: rounding differences shrink over time) and "chaotic" (recurrent weights large enough
 that they grow: there no float32 computation, the reference's included, stays within 1e-5 of
 the exact math on every model, so the 1e-5 contract cannot be promised for such weights).

@@ -173,7 +173,7 @@ class WordSoftmax(nn.Module):
         class among the candidates, computed without materializing that row: the sampled logits
         (N, S) come out of one product with their bias and correction, accidental hits are set
         to -inf in place (their gradient is then zero, as masking would make it), and the loss
-        reads them once more (``RowLogSumExp``). ``tests/training/test_softmax.py`` checks losses and
+        reads them once more (``RowLogSumExp``). ``tests/bilm/test_softmax.py`` checks losses and
         gradients against masking, concatenating and a cross-entropy.
         """
         if self.sampler is None:

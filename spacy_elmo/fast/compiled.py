@@ -7,7 +7,7 @@ float32 paired weights in one call: per timestep the recurrent product (``baddbm
 vectorized loop for the gates, cell and hidden state (``csrc/cell_math.cpp``: exp and tanh
 written out within about 1 ulp, so that the compiler vectorizes them) and the projection
 (``bmm``). Its outputs are within 1e-5 of the float64 reference on full windows of deep stacks
-(tests/test_default_path_parity.py), as the reference loop's are.
+(tests/fast/test_default_path_parity.py), as the reference loop's are.
 
 The library is built with the system's C++ compiler (``$CXX``, else ``c++``/``g++``) against
 the installed torch, with ``-march=native``, into ``$SPACY_ELMO_CACHE/kernels`` (default
