@@ -76,41 +76,42 @@ def test_convert_writes_a_pipeline_from_a_checkpoint_folder(tmp_path):
     _assert_reference_layers([doc._.elmo.layers for doc in docs])
 
 
-def test_download_a_deeppavlov_language_model_as_a_pipeline(tmp_path, monkeypatch):
+@pytest.fixture
+def deeppavlov_server(tmp_path, monkeypatch):
+    """A local http server standing in for DeepPavlov's, and a cache in the test's folder."""
+    server = FixtureServer()
+    monkeypatch.setenv(DEEPPAVLOV_BASE_URL_ENV, server.base)
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    yield server
+    server.close()
+
+
+def _publish(server, name, path):
+    server.files[PUBLISHED_TF_MODELS[name].url.rsplit("/", 1)[-1]] = path.read_bytes()
+
+
+def test_download_a_deeppavlov_language_model_as_a_pipeline(tmp_path, deeppavlov_server):
     """`download deeppavlov-ru-news-lm --pipeline`: the .tar.gz as DeepPavlov ships it, from a
     local server over http (with a warning), read in place into a Russian pipeline."""
     name = "deeppavlov-ru-news-lm"
-    server = FixtureServer()
-    try:
-        server.files[PUBLISHED_TF_MODELS[name].url.rsplit("/", 1)[-1]] = (DATA / "deeppavlov_lm.tar.gz").read_bytes()
-        monkeypatch.setenv(DEEPPAVLOV_BASE_URL_ENV, server.base)
-        monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
-        with pytest.warns(RuntimeWarning, match="plain http"):
-            result = runner.invoke(app, ["download", name, "--pipeline", "--output", str(tmp_path / "ru")])
-        assert result.exit_code == 0, result.output
-        # once in the cache, the name loads with no server (the archive's digest is checked)
-        server.files.clear()
-        assert locate_bilm(name).language == "ru"
-        _, head = load_lm_head(name)
-        assert len(head) == 32
-    finally:
-        server.close()
+    _publish(deeppavlov_server, name, DATA / "deeppavlov_lm.tar.gz")
+    with pytest.warns(RuntimeWarning, match="plain http"):
+        result = runner.invoke(app, ["download", name, "--pipeline", "--output", str(tmp_path / "ru")])
+    assert result.exit_code == 0, result.output
+    # once in the cache, the name loads with no server (the archive's digest is checked)
+    deeppavlov_server.files.clear()
+    assert locate_bilm(name).language == "ru"
+    _, head = load_lm_head(name)
+    assert len(head) == 32
     nlp = spacy.load(tmp_path / "ru")
     assert nlp.lang == "ru"
     docs = list(nlp.pipe(Doc(nlp.vocab, words=words) for words in SENTENCES))
     _assert_reference_layers([doc._.elmo.layers for doc in docs])
 
 
-def test_a_download_that_is_no_tensorflow_model_is_refused(tmp_path, monkeypatch):
-    name = "deeppavlov-ru-wiki"
-    server = FixtureServer()
-    try:
-        server.files[PUBLISHED_TF_MODELS[name].url.rsplit("/", 1)[-1]] = (DATA / "model.hdf5").read_bytes()
-        monkeypatch.setenv(DEEPPAVLOV_BASE_URL_ENV, server.base)
-        monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
-        with pytest.warns(RuntimeWarning, match="plain http"):
-            result = runner.invoke(app, ["download", name, "--output", str(tmp_path / "files")])
-    finally:
-        server.close()
+def test_a_download_that_is_no_tensorflow_model_is_refused(tmp_path, deeppavlov_server):
+    _publish(deeppavlov_server, "deeppavlov-ru-wiki", DATA / "model.hdf5")
+    with pytest.warns(RuntimeWarning, match="plain http"):
+        result = runner.invoke(app, ["download", "deeppavlov-ru-wiki", "--output", str(tmp_path / "files")])
     assert result.exit_code == 1
     assert "not a TensorFlow biLM archive" in result.output
