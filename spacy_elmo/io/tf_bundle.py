@@ -141,6 +141,9 @@ class TensorBundle:
                 continue
             name = key.decode("utf-8", errors="replace")
             self.entries[name] = _parse_entry(name, value, self.source)
+        for entry in self.entries.values():
+            if not 0 <= entry.shard < self.num_shards:
+                raise ModelFileError(self.source, f"tensor {entry.name!r} is in shard {entry.shard} of {self.num_shards}: the index is damaged")
 
     @classmethod
     def open(cls, prefix: PathLike) -> "TensorBundle":
@@ -149,16 +152,14 @@ class TensorBundle:
         index = Path(f"{prefix}.index")
         if not index.is_file():
             raise ModelFileError(index, "checkpoint index not found")
-        bundle_holder: List[TensorBundle] = []
 
         def open_shard(k: int) -> BinaryIO:
-            path = Path(f"{prefix}.data-{k:05d}-of-{bundle_holder[0].num_shards:05d}")
+            path = Path(f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}")
             if not path.is_file():
                 raise ModelFileError(path, "checkpoint data shard not found; copy every .data-* file beside the .index")
             return open(path, "rb")
 
         bundle = cls(index.read_bytes(), open_shard, source=prefix)
-        bundle_holder.append(bundle)
         return bundle
 
     def __contains__(self, name: str) -> bool:
@@ -204,8 +205,8 @@ class TensorBundle:
                 self.source, f"tensor {entry.name!r}: {entry.size} bytes stored for shape {entry.shape}; the index is damaged"
             )
         handle.seek(entry.offset)
-        data = handle.read(entry.size)
-        if len(data) != entry.size:
+        data = bytearray(entry.size)  # filled in place: the array below is a view of it, not a copy
+        if handle.readinto(data) != entry.size:
             raise ModelFileError(
                 self.source, f"tensor {entry.name!r} runs past the end of data shard {entry.shard}: the file is truncated"
             )
@@ -216,7 +217,7 @@ class TensorBundle:
         array = np.frombuffer(data, dtype=dtype).reshape(entry.shape)
         if entry.dtype == DT_BFLOAT16:
             return (array.astype(np.uint32) << 16).view(np.float32)
-        return array.astype(dtype.newbyteorder("="), copy=True)
+        return array.astype(dtype.newbyteorder("="), copy=False)
 
 
 # --- the SSTable ---------------------------------------------------------------------------
