@@ -23,7 +23,7 @@ def substitutes_cli(
     import spacy
 
     from ..io.lm_head import UNK_TOKEN, load_lm_head
-    from ..probes.substitutes import sentence_substitutes
+    from ..probes.substitutes import BOUNDARIES, sentence_substitutes
 
     tokens = [t.text for t in spacy.blank(lang).tokenizer(text) if not t.is_space]
     if not tokens:
@@ -32,7 +32,7 @@ def substitutes_cli(
         bilm, head = load_lm_head(model, what="substitutes")
     except ValueError as err:  # a damaged file (ModelFileError) or no softmax
         raise typer.BadParameter(str(err)) from err
-    exclude = (UNK_TOKEN,) if exclude_unk else ()
+    exclude = (*BOUNDARIES, UNK_TOKEN) if exclude_unk else BOUNDARIES
     [found] = sentence_substitutes(bilm, head, [tokens], top=top, exclude=exclude)
     for token in found:
         typer.echo(json.dumps(token.to_dict(), ensure_ascii=False))

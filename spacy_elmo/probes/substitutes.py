@@ -10,9 +10,10 @@ lists of the ``top`` most probable words of the head's vocabulary:
   the geometric mean of the two probabilities, not renormalized over the vocabulary.
 
 Each word's probability is the full softmax over the whole vocabulary (normalized chunk by chunk:
-``WordSoftmax.top_log_probs``). ``<S>`` and ``</S>`` are never offered as substitutes (simple_elmo's
-``get_elmo_substitutes`` drops them too) but stay in the normalizer. simple_elmo reports forward and
-backward lists only, with raw logits; here both carry log-probabilities.
+``WordSoftmax.top_log_probs``). By default ``<S>`` and ``</S>`` are not offered as substitutes
+(simple_elmo's ``get_elmo_substitutes`` drops them too) but stay in the normalizer; ``exclude=()``
+offers every word, as bilm-tf's graph ranks them. simple_elmo reports forward and backward lists
+only, with raw logits; here both carry log-probabilities.
 """
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -24,7 +25,7 @@ from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..io.lm_head import LMHead
 
 DIRECTIONS = ("forward", "backward", "combined")
-NEVER_OFFERED = (BOS_TOKEN, EOS_TOKEN)
+BOUNDARIES = (BOS_TOKEN, EOS_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def sentence_substitutes(
     sentences: Sequence[Sequence[str]],
     *,
     top: int = 5,
-    exclude: Sequence[str] = (),
+    exclude: Sequence[str] = BOUNDARIES,
     batch_size: int = 32,
 ) -> List[List[TokenSubstitutes]]:
     """The substitutes of every token of every sentence (see the module docstring).
@@ -74,12 +75,13 @@ def sentence_substitutes(
     head (LMHead): its softmax and vocabulary (``io.lm_head.load_head``).
     sentences (Sequence[Sequence[str]]): tokenized sentences.
     top (int): words per list.
-    exclude (Sequence[str]): words never offered besides <S> and </S> (e.g. "<UNK>").
+    exclude (Sequence[str]): words never offered (they still count in the normalizer); default
+        <S> and </S>; add "<UNK>" to leave rare words out, or give () to offer every word.
     batch_size (int): sentences per biLM pass.
     RETURNS (List[List[TokenSubstitutes]]): per sentence, per token.
     """
     head.check_fits(bilm)
-    excluded = sorted({head.index[w] for w in (*NEVER_OFFERED, *exclude) if w in head.index})
+    excluded = sorted({head.index[w] for w in exclude if w in head.index})
     if top < 1:
         raise ValueError(f"top must be at least 1, not {top}")
     top = min(top, len(head) - len(excluded))
@@ -116,7 +118,7 @@ def _substitutes(head: LMHead, values: torch.Tensor, ids: torch.Tensor) -> Tuple
 
 
 def doc_substitutes(
-    doc: Any, bilm: BiLM, head: LMHead, *, top: int = 5, exclude: Sequence[str] = ()
+    doc: Any, bilm: BiLM, head: LMHead, *, top: int = 5, exclude: Sequence[str] = BOUNDARIES
 ) -> List[Optional[TokenSubstitutes]]:
     """The substitutes of a spaCy Doc's tokens, sentence by sentence where the Doc has sentence
     boundaries (else the whole Doc as one sentence); whitespace tokens are not read.

@@ -16,7 +16,7 @@ from spacy_elmo.io.registry import PUBLISHED_MODELS
 from spacy_elmo.training.head import head_vocab
 from spacy_elmo.training.model_dir import load_lm_parts
 
-from ..published_head import SPECIALS, WORDS, write_published_head
+from ..published_head import SPECIALS, WORDS, bilm_tf_reference, write_published_head
 
 
 def _file_rows(folder: Path, name: str = "tiny_softmax_weights.hdf5"):
@@ -143,3 +143,12 @@ def test_a_published_name_fetches_its_softmax_and_vocabulary_beside_its_pair(tmp
     asked.clear()
     assert load_head(BiLMSource(options=cache / "options.json", weights=tmp_path / "x" / "weights.hdf5", name="small")) is None
     assert asked == []
+
+
+def test_the_head_beside_a_bilm_tf_pair_is_its_checkpoints_softmax_exactly():
+    folder, _, arrays = bilm_tf_reference()
+    bilm, head = load_lm_head(folder)
+    assert torch.equal(head.softmax.weight, torch.from_numpy(arrays["softmax_W"]))
+    assert torch.equal(head.softmax.bias, torch.from_numpy(arrays["softmax_b"]))
+    assert head.words == tuple(read_head_vocabulary(folder / "vocab.txt")) and len(head) == 32
+    assert head.softmax.weight.shape[1] == bilm.config.projection_dim == 6

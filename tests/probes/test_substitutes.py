@@ -1,13 +1,20 @@
-"""Substitutes: the model's own softmax at each token, against a brute-force argmax over the vocabulary."""
+"""Substitutes: the model's own softmax at each token, against a brute-force argmax over the
+vocabulary and against bilm-tf's graph."""
+import pytest
 import spacy
 import torch
 
 from spacy_elmo.io.lm_head import load_lm_head
 from spacy_elmo.probes.substitutes import doc_substitutes, sentence_substitutes
 
-from ..published_head import write_published_head
+from ..published_head import bilm_tf_reference, write_published_head
 
 SENTENCES = [["the", "cat", "sees", "a", "bird", "."], ["a", "zebra"], ["fish"]]
+
+
+@pytest.fixture(scope="module")
+def bilm_tf():
+    return bilm_tf_reference()
 
 
 def _brute_force(bilm, head, tokens, exclude):
@@ -28,7 +35,7 @@ def _brute_force(bilm, head, tokens, exclude):
 def test_substitutes_are_the_brute_force_best_words_of_each_direction_and_their_mean(tmp_path):
     bilm, head = load_lm_head(write_published_head(tmp_path / "pub"))
     head.softmax.chunk_size = 4  # several chunks over the 15 words
-    found = sentence_substitutes(bilm, head, SENTENCES, top=4, exclude=["<UNK>"], batch_size=2)
+    found = sentence_substitutes(bilm, head, SENTENCES, top=4, exclude=["<S>", "</S>", "<UNK>"], batch_size=2)
     assert [[t.token for t in s] for s in found] == SENTENCES
     for tokens, subs in zip(SENTENCES, found):
         expected = _brute_force(bilm, head, tokens, ["<S>", "</S>", "<UNK>"])
@@ -57,3 +64,19 @@ def test_the_doc_view_reads_each_sentence_alone_and_skips_whitespace(tmp_path):
     assert [i for i, _ in kept] == [0, 1, 2, 3, 4, 5, 7, 8]
     for (i, sub), alone in zip(kept, expected):
         assert sub.position == i and sub.token == doc[i].text and sub.combined == alone.combined
+
+
+def test_substitutes_are_bilm_tfs_log_probabilities_and_top_k(bilm_tf):
+    """bilm-tf's own graph (tests/data/bilm_tf): every word offered, as its top_k ranks them."""
+    folder, reference, arrays = bilm_tf
+    bilm, head = load_lm_head(folder)
+    sentences = [s.split() for s in reference["sentences"]]
+    k = reference["top_k"]
+    found = sentence_substitutes(bilm, head, sentences, top=k, exclude=())
+    for index, (tokens, subs) in enumerate(zip(sentences, found)):
+        for name in ("forward", "backward", "combined"):
+            top_ids = [[head.index[s.word] for s in getattr(token, name)] for token in subs]
+            assert top_ids == arrays[f"top_{name}_{index}"].tolist(), (index, name)
+            values = torch.tensor([[s.log_prob for s in getattr(token, name)] for token in subs])
+            expected = torch.from_numpy(arrays[f"{name}_{index}"]).gather(1, torch.tensor(top_ids))
+            torch.testing.assert_close(values, expected, rtol=0, atol=1e-5)

@@ -1,5 +1,5 @@
-"""Perplexity of a model with its own (published) head: chunked like the whole softmax, and the
-carried-state definition against a computation written out by hand."""
+"""Perplexity of a model with its own (published) head: chunked like the whole softmax, the
+carried-state definition against a computation written out by hand, both against bilm-tf's graph."""
 import math
 
 import numpy as np
@@ -9,7 +9,7 @@ import torch
 from spacy_elmo.training.head import load_scoring_lm
 from spacy_elmo.training.perplexity import evaluate_perplexity
 
-from ..published_head import write_published_head
+from ..published_head import bilm_tf_reference, write_published_head
 
 SENTENCES = [
     ["the", "cat", "sees", "a", "bird", "."],
@@ -75,3 +75,19 @@ def test_carried_state_differs_from_fresh_and_matches_one_stream_run_by_hand(sco
             expected += _nll(lm, top[:-1], vocab.encode(tokens)[1:])
     assert expected == pytest.approx(fresh.forward_nll, rel=1e-5)
     assert math.isfinite(carried.mean) and np.isfinite(fresh.mean)
+
+
+@pytest.mark.parametrize("state", ["fresh", "carried"])
+def test_fresh_and_carried_perplexity_are_bilm_tfs(state):
+    """bilm-tf's test-time graph, one token a step (tests/data/bilm_tf): the summed NLL of each
+    direction, and for the carried state the perplexity bilm-tf's own ``test`` returned."""
+    folder, reference, _ = bilm_tf_reference()
+    lm, vocab, _ = load_scoring_lm(folder)
+    sentences = [s.split() for s in reference["sentences"]]
+    result = evaluate_perplexity(lm, sentences, vocab, carry_state=state == "carried")
+    expected = reference["token_nll"][state]
+    assert result.n_forward == len(expected["forward"]) and result.n_backward == len(expected["backward"])
+    assert result.forward_nll == pytest.approx(sum(expected["forward"]), rel=1e-5)
+    assert result.backward_nll == pytest.approx(sum(expected["backward"]), rel=1e-5)
+    if state == "carried":
+        assert result.mean == pytest.approx(reference["test_perplexity_carried"], rel=1e-4)
