@@ -2,6 +2,7 @@
 and what to do; a deleted one never makes a changed file trusted without a word."""
 import hashlib
 import json
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -10,15 +11,12 @@ import torch
 from spacy_elmo import load_bilm
 from spacy_elmo.io import ModelFileError, export_allennlp
 from spacy_elmo.io.download import Transfer, fetch_published, record_path
+from spacy_elmo.io.registry import BASE_URL_ENV
 
 from ..conftest import load_tiny_bilm
-from .test_download import FAST, SMALL, WEIGHTS, WEIGHTS_PATH, server  # noqa: F401 (fixture)
+from .test_download import FAST, SMALL, WEIGHTS, WEIGHTS_PATH, _closed_port_url, _same_weights, server  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*downloading over plain http:RuntimeWarning")
-
-
-def _same_weights(a, b) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
 @pytest.mark.parametrize("damage", ["{not json", '{"url": "x"}', '["sha256"]', '{"sha256": "abc"}'])
@@ -60,3 +58,28 @@ def test_a_deleted_record_never_trusts_a_changed_file_without_a_word(server, tmp
     assert _same_weights(loaded, other) and server.count(WEIGHTS_PATH) == 1
     # from then on it is recorded: a later change is caught as for any download
     assert record_path(weights).is_file()
+
+
+def test_cached_file_changed_since_download_is_fetched_again(server, tmp_path, capsys):
+    server.publish_small()
+    _, weights = fetch_published("small", transfer=Transfer(**FAST))
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert _same_weights(load_bilm("small", optimize=False), load_tiny_bilm())
+    assert server.count(WEIGHTS_PATH) == 2 and "changed since it was downloaded" in capsys.readouterr().err
+
+
+def test_files_placed_by_hand_are_checked_once_and_recorded(monkeypatch, tmp_path, tiny_paths):
+    monkeypatch.setenv(BASE_URL_ENV, _closed_port_url())
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "medium"
+    folder.mkdir(parents=True)
+    shutil.copy(tiny_paths[0], folder / "options.json")
+    (folder / "weights.hdf5").write_bytes(WEIGHTS[: len(WEIGHTS) // 2])
+    with pytest.raises(ModelFileError, match=r"medium/weights.hdf5: not a readable HDF5"):
+        load_bilm("medium")
+    assert (folder / "weights.hdf5").exists()  # a file placed by hand is refused, not removed
+    shutil.copy(tiny_paths[1], folder / "weights.hdf5")
+    assert _same_weights(load_bilm("medium", optimize=False), load_tiny_bilm())
+    assert json.loads(record_path(folder / "weights.hdf5").read_text())["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
