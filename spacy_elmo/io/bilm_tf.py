@@ -84,7 +84,7 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
         prefix = checkpoint_prefix(files)
         folder = PurePosixPath(prefix).parent
         index = files.read(prefix + INDEX_SUFFIX)
-        source = f"{path}/{prefix}" if path.is_dir() or prefix else str(path)
+        source = f"{path}/{prefix}"
 
         def open_shard(k: int) -> BinaryIO:
             return files.open(f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}")
@@ -93,11 +93,9 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
         options_name = find_beside(files, folder, OPTIONS_NAME)
         vocab_name = find_beside(files, folder, VOCAB_NAME)
         options = _read_options(files, options_name, path) if options_name else None
-        vocab = files.read(vocab_name).decode("utf-8", errors="strict") if vocab_name else None
+        vocab = _read_text(files, vocab_name, path) if vocab_name else None
         var_prefix, names = _canonical_names(bundle, source)
         yield TFModel(bundle, var_prefix, names, options, vocab, source)
-    except UnicodeDecodeError as err:
-        raise ModelFileError(path, f"{VOCAB_NAME} is not UTF-8 text ({err})") from err
     finally:
         files.close()
 
@@ -111,14 +109,15 @@ def load_bilm_tf(path: PathLike) -> BiLM:
     with open_tf_model(path) as model:
         config = tf_config(model)
         bilm = BiLM(config)
-        wanted = [model.names.get(t.name) for t in _tensors(bilm)]
-        missing = [t.name for t, name in zip(_tensors(bilm), wanted) if name is None]
+        tensors = list(_tensors(bilm))
+        missing = [t.name for t in tensors if t.name not in model.names]
         if missing:
             raise ModelFileError(model.source, f"no tensor for {missing[0]} (looked for it under {model.prefix!r})")
-        values = model.bundle.read_many(wanted)  # type: ignore[arg-type]
+        values = model.bundle.read_many([model.names[t.name] for t in tensors])
         with torch.no_grad():
-            for tensor, name in zip(_tensors(bilm), wanted):
-                array = values[name]  # type: ignore[index]
+            for tensor in tensors:
+                name = model.names[tensor.name]
+                array = values[name]
                 if tensor.name == "char_embed" and array.shape[0] == config.n_characters:
                     array = array[1:]  # the inference graph's padding row; ours is zero too
                 if tuple(array.shape) != tensor.shape:
@@ -268,6 +267,13 @@ def _read_options(files: ModelFiles, name: str, path: Path) -> dict:
     if not isinstance(options, dict):
         raise ModelFileError(f"{path}/{name}", "options JSON must be an object with 'lstm' and 'char_cnn' sections")
     return options
+
+
+def _read_text(files: ModelFiles, name: str, path: Path) -> str:
+    try:
+        return files.read(name).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ModelFileError(f"{path}/{name}", f"not UTF-8 text ({err})") from err
 
 
 def _check_values(array: np.ndarray, name: str, source: str) -> None:

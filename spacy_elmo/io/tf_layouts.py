@@ -23,6 +23,9 @@ PathLike = Union[str, Path]
 CHECKPOINT_NAME = "checkpoint"
 INDEX_SUFFIX = ".index"
 MAX_DEPTH = 4
+# a published pair, which ``allennlp`` / ``archive`` read where it is present
+PAIR_OPTIONS = "options.json"
+PAIR_WEIGHTS = ("model.hdf5", "weights.hdf5")
 
 
 class ModelFiles:
@@ -95,11 +98,21 @@ def is_tf_model(path: PathLike) -> bool:
 
 
 def needs_tf_reader(path: PathLike) -> bool:
-    """Whether ``path`` holds a TensorFlow checkpoint and no HDF5 weights. Where there are both (an
-    NLPL "full" zip, a folder after ``dump_weights``), the HDF5 pair gives the biLM and the
-    checkpoint the softmax (``read_tf_head``)."""
+    """Whether ``path`` holds a TensorFlow checkpoint and no published pair that the HDF5 readers
+    take: ``options.json`` + ``model.hdf5`` (or ``weights.hdf5``) at a folder's top, or anywhere in a
+    zip (as ``archive`` finds them). Where there are both (an NLPL "full" zip, a folder after
+    ``dump_weights``), the pair gives the biLM and the checkpoint the softmax (``read_tf_head``); a
+    .tar.gz is always read here."""
     names = _tf_files(path)
-    return any(n.endswith(INDEX_SUFFIX) for n in names) and not any(n.endswith(".hdf5") for n in names)
+    if not any(n.endswith(INDEX_SUFFIX) for n in names):
+        return False
+    if Path(path).is_dir():
+        pair_names = {n for n in names if "/" not in n}
+    elif zipfile.is_zipfile(path):
+        pair_names = {PurePosixPath(n).name for n in names}
+    else:
+        return True
+    return not (PAIR_OPTIONS in pair_names and any(w in pair_names for w in PAIR_WEIGHTS))
 
 
 def _tf_files(path: PathLike) -> List[str]:

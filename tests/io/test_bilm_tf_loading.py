@@ -1,6 +1,8 @@
 """The TensorFlow layouts through the one loader, ``convert`` and ``download --pipeline``: each
 gives bilm-tf's layers (tests/data/bilm_tf), and its softmax where it has one."""
 import json
+import shutil
+import tarfile
 import warnings
 from pathlib import Path
 
@@ -115,3 +117,24 @@ def test_a_download_that_is_no_tensorflow_model_is_refused(tmp_path, deeppavlov_
         result = runner.invoke(app, ["download", "deeppavlov-ru-wiki", "--output", str(tmp_path / "files")])
     assert result.exit_code == 1
     assert "not a TensorFlow biLM archive" in result.output
+
+
+def test_hdf5_dumps_beside_a_checkpoint_do_not_hide_it(tmp_path):
+    """DeepPavlov's training writes ``saves/dumps/weights.hdf5`` beside ``saves/model.*``: no pair
+    at the top, so the checkpoint is read; a pair at the top of a folder is read as the pair."""
+    folder = tmp_path / "lm"
+    with tarfile.open(DATA / "deeppavlov_lm.tar.gz") as tar:
+        for member in tar.getmembers():
+            target = folder / Path(member.name).relative_to("elmo-lm-ready4fine-tuning-tiny")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tar.extractfile(member).read())
+    (folder / "saves" / "dumps").mkdir()
+    shutil.copy(DATA / "model.hdf5", folder / "saves" / "dumps" / "weights.hdf5")
+    packed = tmp_path / "lm.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(folder, "lm")
+    for path in (folder, packed):
+        assert locate_bilm(path).tf == path
+        _assert_reference_layers(load_bilm(path).embed(SENTENCES))
+    shutil.copy(DATA / "model.hdf5", folder / "model.hdf5")
+    assert locate_bilm(folder).weights == folder / "model.hdf5"
