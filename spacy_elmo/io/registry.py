@@ -163,9 +163,12 @@ class PublishedTFModel:
     layout (str): "tfhub" (a TF1-Hub module: the biLM, no softmax) or "checkpoint" (a training
         checkpoint with options.json and vocab.txt: the biLM and its softmax).
     trained_on (str): the pretraining text, as the publisher names it.
-    sha256 (Optional[str]): the archive's SHA-256 where the publisher states one (DeepPavlov
-        states none): otherwise recorded at the first download and checked from then on.
+    sha256 (Optional[str]): the archive's SHA-256 where the publisher states one (neither
+        DeepPavlov nor TF-Hub states one): otherwise recorded at the first download and checked
+        from then on.
     http_only (bool): served over plain http alone (see ``PublishedModel``).
+    filename (Optional[str]): the name the archive is kept under, where the URL's last part is
+        not a file name (TF-Hub's ``?tf-hub-format=compressed``).
     """
 
     name: str
@@ -175,20 +178,27 @@ class PublishedTFModel:
     trained_on: str
     sha256: Optional[str] = None
     http_only: bool = True
+    filename: Optional[str] = None
+
+    @property
+    def file_name(self) -> str:
+        """RETURNS (str): the archive's file name (in the cache, and below a mirror's base URL)."""
+        return self.filename or self.url.rsplit("/", 1)[-1]
 
     def archive_url(self, base_url: Optional[str] = None) -> str:
-        """RETURNS (str): the archive's URL, below ``base_url`` or ``$SPACY_ELMO_DEEPPAVLOV_BASE_URL`` if given."""
-        base = base_url or os.environ.get(DEEPPAVLOV_BASE_URL_ENV)
+        """RETURNS (str): the archive's URL, below ``base_url`` or ``$SPACY_ELMO_TF_BASE_URL`` if given."""
+        base = base_url or os.environ.get(TF_BASE_URL_ENV)
         if not base:
             return self.url
-        return (base if base.endswith("/") else base + "/") + self.url.rsplit("/", 1)[-1]
+        return (base if base.endswith("/") else base + "/") + self.file_name
 
 
 # DeepPavlov's Russian ELMo (docs "Pre-trained embeddings", configs/elmo/*.json, ELMoEmbedder's
-# docstring): TF-Hub modules, and the language model its configs fine-tune (with the softmax)
+# docstring): TF-Hub modules, and the language model its configs fine-tune (with the softmax);
+# TF-Hub's own English module
 DEEPPAVLOV_BASE_URL = "http://files.deeppavlov.ai/deeppavlov_data/"
 # another server holding the same files (a mirror, or a local one in tests)
-DEEPPAVLOV_BASE_URL_ENV = "SPACY_ELMO_DEEPPAVLOV_BASE_URL"
+TF_BASE_URL_ENV = "SPACY_ELMO_TF_BASE_URL"
 PUBLISHED_TF_MODELS: Dict[str, PublishedTFModel] = {
     model.name: model
     for model in (
@@ -201,6 +211,9 @@ PUBLISHED_TF_MODELS: Dict[str, PublishedTFModel] = {
                          "tfhub", "Russian Twitter, 2013-01 to 2018-04"),
         PublishedTFModel("deeppavlov-ru-news-lm", "ru", f"{DEEPPAVLOV_BASE_URL}elmo-lm-ready4fine-tuning-ru-news.tar.gz",
                          "checkpoint", "Russian WMT News 2011-2016"),
+        # TF-Hub's google/elmo (version 3): AllenNLP's "original" biLM as a TF1-Hub module
+        PublishedTFModel("tfhub-elmo-3", "en", "https://tfhub.dev/google/elmo/3?tf-hub-format=compressed",
+                         "tfhub", "1B Word Benchmark", http_only=False, filename="google-elmo-3.tar.gz"),
     )
 }
 

@@ -183,7 +183,7 @@ def fetch_tf_model(
     directory = Path(directory) if directory is not None else cache_dir() / model.name
     directory.mkdir(parents=True, exist_ok=True)
     return ensure_file(
-        model.archive_url(base_url), directory / model.url.rsplit("/", 1)[-1], sha256=model.sha256,
+        model.archive_url(base_url), directory / model.file_name, sha256=model.sha256,
         check=_check_tf_archive, transfer=transfer, allow_http=allow_http or model.http_only,
     )
 

@@ -18,7 +18,7 @@ from spacy_elmo.cli import app
 from spacy_elmo.io import ModelFileError
 from spacy_elmo.io.lm_head import load_lm_head
 from spacy_elmo.io.loading import locate_bilm
-from spacy_elmo.io.registry import DEEPPAVLOV_BASE_URL_ENV, PUBLISHED_TF_MODELS
+from spacy_elmo.io.registry import TF_BASE_URL_ENV, PUBLISHED_TF_MODELS
 
 from .test_download import FixtureServer
 
@@ -79,29 +79,29 @@ def test_convert_writes_a_pipeline_from_a_checkpoint_folder(tmp_path):
 
 
 @pytest.fixture
-def deeppavlov_server(tmp_path, monkeypatch):
-    """A local http server standing in for DeepPavlov's, and a cache in the test's folder."""
+def tf_server(tmp_path, monkeypatch):
+    """A local http server standing in for DeepPavlov's and TF-Hub's, and a cache in the test's folder."""
     server = FixtureServer()
-    monkeypatch.setenv(DEEPPAVLOV_BASE_URL_ENV, server.base)
+    monkeypatch.setenv(TF_BASE_URL_ENV, server.base)
     monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
     yield server
     server.close()
 
 
 def _publish(server, name, path):
-    server.files[PUBLISHED_TF_MODELS[name].url.rsplit("/", 1)[-1]] = path.read_bytes()
+    server.files[PUBLISHED_TF_MODELS[name].file_name] = path.read_bytes()
 
 
-def test_download_a_deeppavlov_language_model_as_a_pipeline(tmp_path, deeppavlov_server):
+def test_download_a_deeppavlov_language_model_as_a_pipeline(tmp_path, tf_server):
     """`download deeppavlov-ru-news-lm --pipeline`: the .tar.gz as DeepPavlov ships it, from a
     local server over http (with a warning), read in place into a Russian pipeline."""
     name = "deeppavlov-ru-news-lm"
-    _publish(deeppavlov_server, name, DATA / "deeppavlov_lm.tar.gz")
+    _publish(tf_server, name, DATA / "deeppavlov_lm.tar.gz")
     with pytest.warns(RuntimeWarning, match="plain http"):
         result = runner.invoke(app, ["download", name, "--pipeline", "--output", str(tmp_path / "ru")])
     assert result.exit_code == 0, result.output
     # once in the cache, the name loads with no server (the archive's digest is checked)
-    deeppavlov_server.files.clear()
+    tf_server.files.clear()
     assert locate_bilm(name).language == "ru"
     _, head = load_lm_head(name)
     assert len(head) == 32
@@ -111,8 +111,8 @@ def test_download_a_deeppavlov_language_model_as_a_pipeline(tmp_path, deeppavlov
     _assert_reference_layers([doc._.elmo.layers for doc in docs])
 
 
-def test_a_download_that_is_no_tensorflow_model_is_refused(tmp_path, deeppavlov_server):
-    _publish(deeppavlov_server, "deeppavlov-ru-wiki", DATA / "model.hdf5")
+def test_a_download_that_is_no_tensorflow_model_is_refused(tmp_path, tf_server):
+    _publish(tf_server, "deeppavlov-ru-wiki", DATA / "model.hdf5")
     with pytest.warns(RuntimeWarning, match="plain http"):
         result = runner.invoke(app, ["download", "deeppavlov-ru-wiki", "--output", str(tmp_path / "files")])
     assert result.exit_code == 1
@@ -138,3 +138,18 @@ def test_hdf5_dumps_beside_a_checkpoint_do_not_hide_it(tmp_path):
         _assert_reference_layers(load_bilm(path).embed(SENTENCES))
     shutil.copy(DATA / "model.hdf5", folder / "model.hdf5")
     assert locate_bilm(folder).weights == folder / "model.hdf5"
+
+
+def test_the_tfhub_module_downloads_under_a_file_name_of_its_own(tmp_path, tf_server):
+    """TF-Hub serves google/elmo at ``.../3?tf-hub-format=compressed``: kept as a .tar.gz (here
+    from a mirror below the same base URL, over https-less http allowed for the test)."""
+    name = "tfhub-elmo-3"
+    assert PUBLISHED_TF_MODELS[name].url.startswith("https://")
+    _publish(tf_server, name, DATA / "deeppavlov_hub.tar.gz")
+    with pytest.warns(RuntimeWarning, match="plain http"):
+        result = runner.invoke(app, ["download", name, "--allow-http", "--output", str(tmp_path / "files")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "files" / "google-elmo-3.tar.gz").is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _assert_reference_layers(load_bilm(tmp_path / "files" / "google-elmo-3.tar.gz").embed(SENTENCES))
