@@ -38,18 +38,20 @@ def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
     """The language a pipeline for this biLM gets without ``--lang``: what its source records
     (a published name, an archive's meta.json), a pipeline directory's own language, English for
     AllenNLP's format given as files and our directories (the shipped model and AllenNLP's are
-    English). A zip whose meta.json records no language and an ELMoForManyLangs directory (whose
-    files record none) need ``--lang``: their model may be for any language."""
+    English). A zip whose meta.json records no language, an ELMoForManyLangs directory and a
+    TensorFlow checkpoint or SavedModel (whose files record none) need ``--lang``: their model may
+    be for any language."""
     if source.language:
         return source.language
     if model is not None and (Path(model) / "config.cfg").is_file():
         from spacy import util
 
         return util.load_config(Path(model) / "config.cfg", interpolate=False)["nlp"]["lang"]
-    unknown = source.efml or source.archive
+    unknown = source.efml or source.archive or source.tf
     if unknown is not None:
         what = ("an ELMoForManyLangs model directory" if source.efml is not None
-                else "the zip (no readable meta.json naming a language)")
+                else "the zip (no readable meta.json naming a language)" if source.archive is not None
+                else "a TensorFlow checkpoint or SavedModel")
         raise ValueError(
             f"{unknown}: {what} records no language; give it with --lang "
             "(an ISO 639 code spaCy knows, e.g. de, ru, ar; or xx for spaCy's multi-language tokenizer)"

@@ -144,3 +144,8 @@ def test_a_zip_whose_language_is_unknown_needs_lang(tmp_path):
     result = runner.invoke(app, [*args, "--lang", "ru"])
     assert result.exit_code == 0, result.output
     assert spacy.load(tmp_path / "p").lang == "ru"
+    # a TensorFlow checkpoint folder records no language either
+    checkpoint = zipped.parents[2] / "bilm_tf" / "checkpoint_folder"
+    result = runner.invoke(app, ["convert", "--model", str(checkpoint), "--output", str(tmp_path / "tf")])
+    assert result.exit_code == 1 and "a TensorFlow checkpoint or SavedModel records no language" in result.output
+    assert not (tmp_path / "tf").exists()
