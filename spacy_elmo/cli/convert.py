@@ -49,8 +49,9 @@ def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
         return util.load_config(Path(model) / "config.cfg", interpolate=False)["nlp"]["lang"]
     unknown = source.efml or source.archive or source.tf
     if unknown is not None:
-        what = ("an ELMoForManyLangs model directory" if source.efml is not None
-                else "the zip (no readable meta.json naming a language)" if source.archive is not None
+        no_meta = "(no readable meta.json naming a language)"
+        what = (f"an ELMoForManyLangs model directory {no_meta}" if source.efml is not None
+                else f"the zip {no_meta}" if source.archive is not None
                 else "a TensorFlow checkpoint or SavedModel")
         raise ValueError(
             f"{unknown}: {what} records no language; give it with --lang "

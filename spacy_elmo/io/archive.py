@@ -44,6 +44,7 @@ EFML_REQUIRED = (CONFIG_NAME, TOKEN_EMBEDDER_NAME, ENCODER_NAME)
 EXTRACTED_RECORD = "extracted.json"
 # biLM weights are at most a few GB; a member claiming more is not one (or a zip bomb)
 MAX_MEMBER_BYTES = 8 * 2**30
+MAX_META_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -145,11 +146,24 @@ def copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, p
         raise ModelFileError(path, f"{info.filename} could not be read from the archive ({error})") from error
 
 
-def _read_meta(archive: zipfile.ZipFile, info: Optional[zipfile.ZipInfo]) -> Optional[dict]:
-    if info is None or info.file_size > 1 << 20:
+def folder_language(directory: PathLike) -> Optional[str]:
+    """The language the ``meta.json`` of an unpacked archive's folder records, or None (no
+    meta.json, or one that names none or cannot be read)."""
+    path = Path(directory) / META
+    if not path.is_file() or path.stat().st_size > MAX_META_BYTES:
         return None
+    return _language(_parse_meta(path.read_bytes()))
+
+
+def _read_meta(archive: zipfile.ZipFile, info: Optional[zipfile.ZipInfo]) -> Optional[dict]:
+    if info is None or info.file_size > MAX_META_BYTES:
+        return None
+    return _parse_meta(archive.read(info))
+
+
+def _parse_meta(data: bytes) -> Optional[dict]:
     try:
-        meta = json.loads(archive.read(info).decode("utf-8"))
+        meta = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return None  # a damaged meta.json does not keep the weights from loading
     return meta if isinstance(meta, dict) else None

@@ -25,7 +25,7 @@ from typing import Optional, Union
 from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
-from .archive import archive_contents, fetch_archive, load_archive
+from .archive import archive_contents, fetch_archive, folder_language, load_archive
 from .bilm_tf import load_bilm_tf
 from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .efml import is_efml_directory, load_efml
@@ -215,7 +215,8 @@ def _local_source(path: Path) -> BiLMSource:
     if not path.is_dir():
         raise ModelFileError(path, "neither a file nor a directory")
     if is_efml_directory(path) and not (path / NATIVE_WEIGHTS_NAME).is_file():
-        return BiLMSource(efml=path)
+        # a published zip unpacked by hand keeps NLPL's meta.json, which may name the language
+        return BiLMSource(efml=path, language=folder_language(path))
     if (path / CONFIG_NAME).is_file() or (path / PIPELINE_CONFIG_NAME).is_file():
         return BiLMSource(directory=find_bilm_directory(path))
     if needs_tf_reader(path):

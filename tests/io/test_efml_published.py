@@ -117,6 +117,16 @@ def test_the_zip_is_located_with_the_language_its_meta_json_records():
     assert archive_contents(PUBLISHED / f"{without}.zip").family == "elmoformanylangs"
 
 
+def test_a_zip_unpacked_by_hand_keeps_the_language_of_its_meta_json(tmp_path):
+    with_meta = [n for n in ZIPS if "meta.json" in INDEX["zips"][n]["members"]][0]
+    folder = _unpack(with_meta, tmp_path / "de.model")
+    assert locate_bilm(folder) == BiLMSource(efml=folder, language="de")
+    (folder / "meta.json").write_text("{damaged", encoding="utf-8")
+    assert locate_bilm(folder).language is None
+    (folder / "meta.json").unlink()
+    assert locate_bilm(folder).language is None
+
+
 @pytest.mark.parametrize("name", ZIPS)
 def test_a_config_path_outside_the_model_is_never_read(name, tmp_path, capfd):
     """Files where config_path points (outside the folder, or linked from inside it) hold
