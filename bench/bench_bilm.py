@@ -194,7 +194,7 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
         if name == "single":
             add_triad_floor(entry, config, args.memory, args.threads)
         result[name] = entry
-    result["char_cache"] = optimized.token_encoder.cache.stats() if optimized.token_encoder.cache else None
+    result["char_cache"] = optimized.runner.char_cache.stats() if optimized.runner.char_cache else None
     return result
 
 

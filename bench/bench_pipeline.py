@@ -97,7 +97,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             name: {"seconds": t, "tokens_per_s": tokens / t, "vs_raw_forward": results["raw forward, one batch"] / t}
             for name, t in results.items()
         }
-        cache = elmo.bilm.token_encoder.cache
+        cache = elmo.bilm.runner.char_cache
         report["settings"][variant]["char_cache"] = cache.stats() if cache is not None else None
     print(markdown(report))
     if args.json:

@@ -165,7 +165,7 @@ def test_bilm_v2_with_optimize_false_runs_the_exact_path(tiny_paths, tiny_senten
     elmo = nlp.get_pipe("elmo")
     doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
     assert (elmo.optimize, elmo.char_cache_size) == (False, 0)
-    assert elmo.bilm.runner.exact and elmo.bilm.token_encoder.cache is None
+    assert elmo.bilm.runner.exact and elmo.bilm.runner.char_cache is None
     windows = [tiny_sentences[0][start:end] for start, end in doc._.elmo.segments]
     expected = np.concatenate(load_allennlp(*tiny_paths).embed(windows), axis=1)
     np.testing.assert_allclose(doc._.elmo.layers, expected, atol=1e-5)

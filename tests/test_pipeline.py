@@ -284,8 +284,8 @@ def test_inference_settings_are_applied_and_keep_outputs(tiny_paths, tiny_senten
             np.testing.assert_allclose(a, b, atol=1e-5)
     bilm = fast.get_pipe("elmo").bilm
     assert all(_paired(bilm)) and not bilm.runner.exact
-    assert bilm.token_encoder.cache.max_size == 50 and len(bilm.token_encoder.cache) > 0
-    assert not any(_paired(plain.get_pipe("elmo").bilm)) and plain.get_pipe("elmo").bilm.token_encoder.cache is None
+    assert bilm.runner.char_cache.max_size == 50 and len(bilm.runner.char_cache) > 0
+    assert not any(_paired(plain.get_pipe("elmo").bilm)) and plain.get_pipe("elmo").bilm.runner.char_cache is None
     int8 = create_pipeline(load_allennlp(*tiny_paths), config={"model": {"precision": "int8"}})
     for a, b in zip(_elmo_layers(int8, tiny_sentences), expected):
         cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
@@ -305,7 +305,7 @@ def test_inference_settings_survive_serialization(tiny_paths, tiny_sentences, tm
         assert (elmo.optimize, elmo.precision, elmo.char_cache_size) == (True, "fp16", 77)
         for a, b in zip(_elmo_layers(loaded, tiny_sentences), expected):
             np.testing.assert_allclose(a, b, atol=1e-5)
-        assert all(_paired(elmo.bilm)) and elmo.bilm.token_encoder.cache.max_size == 77
+        assert all(_paired(elmo.bilm)) and elmo.bilm.runner.char_cache.max_size == 77
         assert elmo.bilm.forward_lstm.layers[1].projection.precision == "fp16"
 
 

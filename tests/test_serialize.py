@@ -107,7 +107,7 @@ def test_a_pipeline_saved_with_bilm_v1_loads_and_predicts_as_before(tiny_paths, 
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
     assert elmo.bilm.forward_lstm.layers[1].projection.precision == "fp16"
-    assert elmo.bilm.token_encoder.cache.max_size == 77
+    assert elmo.bilm.runner.char_cache.max_size == 77
 
 
 def test_initialize_from_a_saved_pipeline_or_model_directory(tiny_paths, tmp_path):

@@ -9,15 +9,17 @@ each step (the batch is sorted by length). The timesteps then run one after the 
 in ``LSTMPLayer.steps``, with the elementwise math of ``cell_step``: this is the computation the
 published weights were trained with and the one every faster path is tested against. How the
 timesteps run faster (in place, both directions in lockstep, compiled, one autograd node for
-training) is ``spacy_elmo.fast``'s business: it attaches a ``runner`` to the model, and the layer
-then hands its timesteps to it.
+training) is ``spacy_elmo.fast``'s business: the runner attached to the model (``BiLM.runner``)
+runs the stacks, and hands a layer's timesteps to its own loop through ``run_steps``.
 """
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 State = Tuple[torch.Tensor, torch.Tensor]  # (h: (B, proj), c: (B, dim))
+# run_steps(layer, projected, batch_sizes, state): what ``LSTMPLayer.steps`` computes, another way
+StepsRunner = Callable[["LSTMPLayer", torch.Tensor, Sequence[int], State], Tuple[torch.Tensor, State]]
 
 
 class LSTMPLayer(nn.Module):
@@ -41,24 +43,27 @@ class LSTMPLayer(nn.Module):
         self.input_linearity = nn.Linear(input_dim, 4 * dim, bias=True)
         self.state_linearity = nn.Linear(projection_dim, 4 * dim, bias=False)
         self.projection = nn.Linear(dim, projection_dim, bias=False)
-        # How the timesteps run when not as written in ``steps`` (set by spacy_elmo.fast); not saved.
-        self.runner: Optional[Any] = None
 
-    def forward(self, inputs: torch.Tensor, batch_sizes: Sequence[int], state: State) -> Tuple[torch.Tensor, State]:
+    def forward(
+        self, inputs: torch.Tensor, batch_sizes: Sequence[int], state: State, run_steps: Optional[StepsRunner] = None
+    ) -> Tuple[torch.Tensor, State]:
         """Run over a batch sorted by decreasing length.
 
         inputs (Tensor): (B, T, input_dim), rows sorted by decreasing length.
         batch_sizes (Sequence[int]): number of rows still running at each timestep.
         state (State): initial (h, c) for all B rows.
+        run_steps (Optional[StepsRunner]): runs the timesteps instead of ``steps`` (a runner of
+            ``spacy_elmo.fast`` passes its own; an argument, not a setting of the layer, so that
+            module hooks such as training's dropout still see every call).
         RETURNS (Tuple[Tensor, State]): outputs (B, T, projection_dim), zero past each row's end,
             and the final state of every row (taken at its own last timestep).
         """
         # Time-major: each step reads one contiguous block of input projections.
         projected = self.input_linearity(inputs.transpose(0, 1))
-        if self.runner is None:
+        if run_steps is None:
             out, final = self.steps(projected, batch_sizes, state)
         else:
-            out, final = self.runner.run_layer(self, projected, batch_sizes, state)
+            out, final = run_steps(self, projected, batch_sizes, state)
         return out.transpose(0, 1), final
 
     def steps(self, projected: torch.Tensor, batch_sizes: Sequence[int], state: State) -> Tuple[torch.Tensor, State]:
@@ -149,13 +154,15 @@ class LSTMPStack(nn.Module):
         return layer_output
 
     def forward(
-        self, inputs: torch.Tensor, batch_sizes: Sequence[int], states: List[State]
+        self, inputs: torch.Tensor, batch_sizes: Sequence[int], states: List[State], run_steps: Optional[StepsRunner] = None
     ) -> Tuple[List[torch.Tensor], List[State]]:
+        """Each layer in turn (``run_steps``: see ``LSTMPLayer.forward``). RETURNS every layer's
+        output and final state."""
         outputs: List[torch.Tensor] = []
         final: List[State] = []
         x = inputs
         for k, layer in enumerate(self.layers):
-            y, state = layer(x, batch_sizes, states[k])
+            y, state = layer(x, batch_sizes, states[k], run_steps)
             y = self.skip(k, x, y)
             outputs.append(y)
             final.append(state)

@@ -18,6 +18,25 @@ BiLMState = Tuple[List[State], List[State]]
 
 
 @dataclass
+class TokenLayout:
+    """Where a forward pass put its tokens, for a runner that computes less than the reference:
+    the distinct tokens' encodings and, per position, which one sits there.
+
+    distinct (Tensor): (U, projection_dim) encodings of the batch's distinct tokens.
+    inverse (LongTensor): (N,) the distinct row of each valid position, in ``mask`` order.
+    mask (BoolTensor): (B, T) the valid positions, rows in input order.
+    order (LongTensor): (B,) the rows sorted by decreasing length, as the stacks see them.
+    reverse (LongTensor): (B, T) the index that reverses each sorted row for the backward stack.
+    """
+
+    distinct: torch.Tensor
+    inverse: torch.Tensor
+    mask: torch.Tensor
+    order: torch.Tensor
+    reverse: torch.Tensor
+
+
+@dataclass
 class BiLMOutput:
     """layers (Tensor): (L+1, B, T, 2 * projection_dim), zero at padding positions.
     lengths (Tensor): (B,) number of positions of each row (boundaries included if the ids had them).
@@ -56,7 +75,10 @@ class BiLM(nn.Module):
         self.backward_lstm = LSTMPStack(*stack_args)
         self.stateful = False
         self._carried: Optional[BiLMState] = None
-        # How the LSTMs run when not as written in bilm/lstm.py (spacy_elmo.fast.attach); not saved.
+        # The one runner slot: None runs the model as written here. ``spacy_elmo.fast.attach`` sets
+        # a runner, which encodes the tokens (``encode_tokens(encoder, char_ids)``) and runs both
+        # stacks (``run_stacks(forward, backward, inputs, batch_sizes, states, layout)``) with the
+        # same results, faster; how is fast/'s business. Not saved with the weights.
         self.runner: Optional[Any] = None
 
     @property
@@ -133,7 +155,10 @@ class BiLM(nn.Module):
 
         mask = torch.arange(steps)[None, :] < lengths[:, None]
         mask_dev = mask.to(char_ids.device)
-        distinct, inverse = self.token_encoder.encode_distinct(char_ids[mask_dev])
+        if self.runner is None:
+            distinct, inverse = self.token_encoder.encode_distinct(char_ids[mask_dev])
+        else:
+            distinct, inverse = self.runner.encode_tokens(self.token_encoder, char_ids[mask_dev])
         encoded_valid = distinct[inverse]
         tokens = encoded_valid.new_zeros(batch, steps, self.config.projection_dim)
         tokens = tokens.masked_scatter(mask_dev[..., None], encoded_valid)
@@ -152,15 +177,8 @@ class BiLM(nn.Module):
             fwd = self.forward_lstm(inputs[0], batch_sizes, fwd_state)
             bwd = self.backward_lstm(inputs[1], batch_sizes, bwd_state)
         else:
-            # which distinct token sits at each position (padding: 0, never read), so that a
-            # runner can compute the first layer's input projections once per distinct token
-            slots = torch.zeros(batch, steps, dtype=torch.long, device=char_ids.device)
-            slots[mask_dev] = inverse
-            sorted_slots = slots.index_select(0, order_dev)
-            first_inputs = (distinct, (sorted_slots, sorted_slots.gather(1, reverse)))
-            fwd, bwd = self.runner.run_stacks(
-                self.forward_lstm, self.backward_lstm, inputs, batch_sizes, states, first_inputs=first_inputs
-            )
+            layout = TokenLayout(distinct, inverse, mask_dev, order_dev, reverse)
+            fwd, bwd = self.runner.run_stacks(self.forward_lstm, self.backward_lstm, inputs, batch_sizes, states, layout)
         (fwd_out, fwd_final), (bwd_out, bwd_final) = fwd, bwd
         bwd_out = [_gather_time(y, reverse) for y in bwd_out]
 

@@ -5,14 +5,16 @@ Two savings that leave the results unchanged: a batch's distinct tokens are enco
 of a token that holds characters. A token's ids end in a run of one filler id (PAD, or 0 in
 an all-padding row); every convolution window that lies inside that run sees the same input
 and gives the same value, so one such window stands for all of them in the max-pool. Most
-tokens need 8-16 of the 50 positions. An optional cache (``spacy_elmo.fast.char_cache``) keeps
-encodings of frequent tokens across calls at inference time.
+tokens need 8-16 of the 50 positions. (These savings are part of the reference: they decide its
+float32 rounding, which every other path is compared with bit for bit.) How the distinct rows are
+encoded can be handed in (``encode_distinct``'s ``encode_rows``): the runner of ``spacy_elmo.fast``
+passes its char-CNN cache, which keeps encodings of frequent tokens across calls at inference.
 
 With a learned character vocabulary (``char_vocab.py``, ELMoForManyLangs' models) a token's row
 starts with its word id; with a word embedding, the projection reads ``[word embedding ; highway
 output]``, in that order, as those models were trained.
 """
-from typing import Any, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -60,19 +62,20 @@ class CharCNNEncoder(nn.Module):
         # a learned vocabulary's rows start with the word id (char_vocab.py)
         self.first_char = 0 if char_vocab is None else 1
         self._activation = torch.relu if config.activation == "relu" else torch.tanh
-        # Encodings kept across calls at inference (spacy_elmo.fast.char_cache: anything with
-        # ``encode(encoder, rows)``); not a submodule: holds no parameters and is never saved.
-        self.cache: Optional[Any] = None
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (LongTensor): (..., max_chars). RETURNS (Tensor): (..., projection_dim)."""
         encoded, inverse = self.encode_distinct(char_ids)
         return encoded[inverse]
 
-    def encode_distinct(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def encode_distinct(
+        self, char_ids: torch.Tensor, encode_rows: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Each distinct token once: what ``forward`` returns is ``encoded[inverse]``.
 
         char_ids (LongTensor): (..., max_chars).
+        encode_rows (Optional[Callable]): encodes the distinct rows as ``self.encode_rows`` does (the
+            default), for example through a cache.
         RETURNS (Tuple[Tensor, LongTensor]): encodings (U, projection_dim) of the U distinct rows
             of char ids, and for each token (shape ``...``) the index of its row.
         """
@@ -82,10 +85,7 @@ class CharCNNEncoder(nn.Module):
             empty = self.projection.weight.new_zeros(0, self.config.projection_dim)
             return empty, torch.zeros(lead, dtype=torch.long, device=char_ids.device)
         distinct, inverse = unique_rows(flat)
-        if self.cache is not None and not self.training and not torch.is_grad_enabled():
-            encoded = self.cache.encode(self, distinct)
-        else:
-            encoded = self.encode_rows(distinct)
+        encoded = (self.encode_rows if encode_rows is None else encode_rows)(distinct)
         return encoded, inverse.reshape(lead)
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:

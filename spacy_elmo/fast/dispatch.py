@@ -1,7 +1,9 @@
 """The one place a run path of the LSTMs is chosen.
 
-A biLM from ``spacy_elmo.bilm`` runs its reference loop (``LSTMPLayer.steps``). ``attach`` gives
-it a ``Runner``, which the model and its layers then ask to run their timesteps; the runner picks
+A biLM from ``spacy_elmo.bilm`` runs its reference loop (``LSTMPLayer.steps``). ``attach`` puts a
+``Runner`` in its one runner slot (``BiLM.runner``): the model then asks it to encode the tokens
+(through its char-CNN cache, if it has one) and to run both stacks, and the runner hands each
+layer its own timestep loop (``run_steps``) where the directions run one after the other. It picks
 a path for every call, from what the call needs (autograd, autocast), how the weights are laid
 out (paired or not, which precision) and its one setting, ``exact``:
 
@@ -23,6 +25,8 @@ import torch
 
 from ..bilm import BiLM
 from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
+from ..bilm.model import TokenLayout
+from ..bilm.token_encoder import CharCNNEncoder
 from . import compiled, train_step
 from .in_place import run_in_place
 from .lockstep import lockstep_precision, paired_weights, run_lockstep
@@ -51,13 +55,24 @@ class Runner:
 
     exact (bool): take only paths bitwise equal to the reference in float32 (no lockstep pair, no
         tanh through sigmoid, no compiled loop).
+    char_cache (Optional[CharCNNCache]): token encodings kept across calls at inference
+        (``char_cache.py``; ``optimize_for_inference`` sets it), or None.
     """
 
     def __init__(self, *, exact: bool) -> None:
         self.exact = exact
+        self.char_cache = None
 
     def __repr__(self) -> str:
         return f"Runner(exact={self.exact})"
+
+    def encode_tokens(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``encoder.encode_distinct(char_ids)``, through the char cache at inference (eval mode, no
+        autograd): a cached token's encoding is the one computed when it was first seen."""
+        if self.char_cache is not None and not encoder.training and not torch.is_grad_enabled():
+            cache = self.char_cache
+            return encoder.encode_distinct(char_ids, lambda rows: cache.encode(encoder, rows))
+        return encoder.encode_distinct(char_ids)
 
     def layer_path(self, layer: LSTMPLayer, projected: torch.Tensor, state: State) -> str:
         """The path of one layer's timesteps (the directions one after the other)."""
@@ -106,31 +121,42 @@ class Runner:
         inputs: Tuple[torch.Tensor, torch.Tensor],
         batch_sizes: Sequence[int],
         states: Tuple[List[State], List[State]],
-        first_inputs: Optional[Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+        layout: Optional[TokenLayout] = None,
     ) -> Tuple[StackResult, StackResult]:
-        """Both stacks, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` computes them."""
+        """Both stacks, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` computes them.
+
+        layout (Optional[TokenLayout]): where the inputs' rows come from; in lockstep the first
+            layer's input projections are then computed once per distinct token.
+        """
         path = self.stack_path(forward, backward, inputs)
         if path is None:
-            return forward(inputs[0], batch_sizes, states[0]), backward(inputs[1], batch_sizes, states[1])
+            return (
+                forward(inputs[0], batch_sizes, states[0], self.run_layer),
+                backward(inputs[1], batch_sizes, states[1], self.run_layer),
+            )
         precision = "bf16" if path == "lockstep_bf16" else "fp32"
+        first_inputs = None if layout is None else distinct_inputs(layout)
         return run_lockstep(
             forward, backward, inputs, batch_sizes, states, precision, path == "compiled", first_inputs=first_inputs
         )
 
 
+def distinct_inputs(layout: TokenLayout) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """The stacks' inputs as ``run_lockstep``'s ``first_inputs`` takes them: the table of distinct
+    encodings and, per direction, each sorted position's row in it (padding: 0, never read)."""
+    slots = torch.zeros(layout.mask.shape, dtype=torch.long, device=layout.mask.device)
+    slots[layout.mask] = layout.inverse
+    sorted_slots = slots.index_select(0, layout.order)
+    return layout.distinct, (sorted_slots, sorted_slots.gather(1, layout.reverse))
+
+
 def attach(bilm: BiLM, *, exact: bool = True) -> Runner:
-    """Give ``bilm`` (and each of its LSTM layers) a runner; RETURNS (Runner) it."""
+    """Give ``bilm`` a runner; RETURNS (Runner) it."""
     runner = Runner(exact=exact)
     bilm.runner = runner
-    for stack in (bilm.forward_lstm, bilm.backward_lstm):
-        for layer in stack.layers:
-            layer.runner = runner
     return runner
 
 
 def detach(bilm: BiLM) -> None:
     """Let ``bilm`` run its reference loop again."""
     bilm.runner = None
-    for stack in (bilm.forward_lstm, bilm.backward_lstm):
-        for layer in stack.layers:
-            layer.runner = None

@@ -97,19 +97,21 @@ def optimize_for_inference(
     bilm.eval()
     reduce_precision(bilm, precision, keep=INT8_FP32_LAYERS if precision == "int8" else ())
     encoder = bilm.token_encoder
-    attach(bilm, exact=exact)
+    current = None if bilm.runner is None else bilm.runner.char_cache
+    runner = attach(bilm, exact=exact)
     if exact:
         unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
     else:
         pair_directions(bilm.forward_lstm, bilm.backward_lstm)
-    current = encoder.cache
     if not char_cache_size:
-        encoder.cache = None
+        runner.char_cache = None
     elif vocab is not None:
-        encoder.cache = CharCNNCache(char_cache_size, admit_new=False)
-        encoder.cache.fill(encoder, vocab, token_ids=None if bilm.char_vocab is None else bilm.char_vocab.token_ids)
+        runner.char_cache = CharCNNCache(char_cache_size, admit_new=False)
+        runner.char_cache.fill(encoder, vocab, token_ids=None if bilm.char_vocab is None else bilm.char_vocab.token_ids)
     elif current is None or current.max_size != char_cache_size or not current.admit_new:
-        encoder.cache = CharCNNCache(char_cache_size)
+        runner.char_cache = CharCNNCache(char_cache_size)
+    else:
+        runner.char_cache = current
     return bilm
 
 
@@ -121,8 +123,8 @@ def forget_derived_weights(bilm: BiLM) -> None:
     writes that torch does not count: through ``param.data`` or numpy views of the parameters,
     as thinc's optimizers write (the elmo component calls it after each update).
     """
-    if bilm.token_encoder.cache is not None:
-        bilm.token_encoder.cache.clear()
+    if bilm.runner is not None and bilm.runner.char_cache is not None:
+        bilm.runner.char_cache.clear()
     for module in bilm.modules():
         if isinstance(module, ReducedPrecisionLinear):
             module.forget()

@@ -15,7 +15,7 @@ def test_char_cache_hits_and_results_match():
     expected = layers(bilm).layers
     optimize_for_inference(bilm, char_cache_size=1000, exact=True)
     first = layers(bilm).layers
-    cache = bilm.token_encoder.cache
+    cache = bilm.runner.char_cache
     assert cache.hits == 0 and cache.misses > 0
     second = layers(bilm).layers
     assert cache.hits == cache.misses  # every distinct token of the second call was cached
@@ -37,7 +37,7 @@ def test_char_cache_forgets_when_weights_change():
 def test_char_cache_unused_when_training_or_with_grad():
     bilm = optimize_for_inference(random_bilm(seed=7), char_cache_size=1000)
     layers(bilm)
-    cache = bilm.token_encoder.cache
+    cache = bilm.runner.char_cache
     assert len(cache) > 0
     ids, lengths = batch_char_ids(SENTENCES[:2])
     out = bilm(torch.from_numpy(ids), torch.from_numpy(lengths))  # eval mode, autograd on
@@ -59,18 +59,18 @@ def test_char_cache_unused_when_training_or_with_grad():
 def test_char_cache_is_bounded_and_vocab_fill_stays():
     bilm = optimize_for_inference(random_bilm(seed=8), char_cache_size=4)
     layers(bilm)
-    assert len(bilm.token_encoder.cache) == 4
+    assert len(bilm.runner.char_cache) == 4
     optimize_for_inference(bilm, char_cache_size=5, vocab=["the", "the", "<S>", "bank", ".", "rates", "river"])
-    cache = bilm.token_encoder.cache
+    cache = bilm.runner.char_cache
     assert len(cache) == 5
     layers(bilm)
     # <S> and </S> come first (every sentence has them), then "the", "bank", "." (repeats take no
     # slot); nothing else admitted
     assert len(cache) == 5 and cache.hits == 5
     optimize_for_inference(bilm, char_cache_size=1, vocab=["the"])
-    assert len(bilm.token_encoder.cache) == 1
+    assert len(bilm.runner.char_cache) == 1
     layers(bilm)
-    assert bilm.token_encoder.cache.hits == 1  # <S>
+    assert bilm.runner.char_cache.hits == 1  # <S>
 
 
 def test_char_cache_copies_and_threads():
@@ -99,7 +99,7 @@ def test_char_cache_copies_and_threads():
     assert gaps[~torch.eye(len(rows), dtype=torch.bool)].min() > 1000 * tolerance["atol"]
     twin = copy.deepcopy(bilm)  # parameters are copied one by one: the directions run unpaired
     torch.testing.assert_close(layers(twin).layers, expected, atol=1e-6, rtol=0)
-    assert len(twin.token_encoder.cache) == 3
+    assert len(twin.runner.char_cache) == 3
     errors = []
 
     def work():
@@ -114,4 +114,4 @@ def test_char_cache_copies_and_threads():
         thread.start()
     for thread in threads:
         thread.join()
-    assert errors == [] and len(bilm.token_encoder.cache) == 3
+    assert errors == [] and len(bilm.runner.char_cache) == 3

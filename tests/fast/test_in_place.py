@@ -6,22 +6,20 @@ from spacy_elmo.fast.dispatch import Runner
 from spacy_elmo.fast.in_place import InPlaceStep, cell_step_in_place
 
 
-def attach_layer(layer):
-    layer.runner = Runner(exact=True)
+# what an attached runner hands each layer (the directions one after the other)
+RUN = Runner(exact=True).run_layer
 
 
 def test_in_place_loop_is_bitwise_the_reference_loop():
     torch.manual_seed(0)
     layer = LSTMPLayer(6, 12, 5, cell_clip=0.5, proj_clip=0.4)
-    attach_layer(layer)
     inputs = torch.randn(4, 7, 6) * 3
     batch_sizes = [4, 4, 3, 3, 2, 1, 0]
     state = (torch.randn(4, 5), torch.randn(4, 12))
     with torch.no_grad():
-        fast_out, (fast_h, fast_c) = layer(inputs, batch_sizes, state)
-    slow_out, (slow_h, slow_c) = layer(inputs.requires_grad_(), batch_sizes, state)
+        fast_out, (fast_h, fast_c) = layer(inputs, batch_sizes, state, RUN)
+    slow_out, (slow_h, slow_c) = layer(inputs.requires_grad_(), batch_sizes, state, RUN)
     with torch.no_grad():
-        layer.runner = None
         ref_out, (ref_h, ref_c) = layer(inputs, batch_sizes, state)
     assert torch.equal(fast_out, ref_out) and torch.equal(fast_h, ref_h) and torch.equal(fast_c, ref_c)
     torch.testing.assert_close(fast_out, slow_out.detach(), atol=1e-6, rtol=0)

@@ -7,10 +7,13 @@ from spacy_elmo.fast import train_step as lstm_grad
 from spacy_elmo.bilm.lstm import LSTMPLayer
 
 
+# what an attached runner hands each layer (the directions one after the other)
+RUN = dispatch.Runner(exact=True).run_layer
+
+
 def _layer(dtype, cell_clip=3.0, proj_clip=3.0, scale=1.0):
     torch.manual_seed(0)
     layer = LSTMPLayer(6, 8, 5, cell_clip, proj_clip).to(dtype)
-    layer.runner = dispatch.Runner(exact=True)
     with torch.no_grad():
         for p in layer.parameters():
             p.mul_(scale)
@@ -24,9 +27,9 @@ def _run(layer, inputs, sizes, state, reference):
     layer.zero_grad()
     if reference:
         with dispatch.op_by_op():
-            out, (h, c) = layer(inputs, sizes, (h0, c0))
+            out, (h, c) = layer(inputs, sizes, (h0, c0), RUN)
     else:
-        out, (h, c) = layer(inputs, sizes, (h0, c0))
+        out, (h, c) = layer(inputs, sizes, (h0, c0), RUN)
     gen = torch.Generator().manual_seed(1)
     weights = [torch.randn(x.shape, generator=gen, dtype=x.dtype) for x in (out, h, c)]
     (sum((w * x).sum() for w, x in zip(weights, (out, h, c)))).backward()
@@ -91,16 +94,15 @@ def test_the_training_path_uses_it_and_autocast_does_not(monkeypatch):
     layer = _layer(torch.float32)
     inputs = torch.randn(2, 3, 6, requires_grad=True)
     state = (torch.zeros(2, 5), torch.zeros(2, 8))
-    layer(inputs, [2, 2, 1], state)[0].sum().backward()
+    layer(inputs, [2, 2, 1], state, RUN)[0].sum().backward()
     assert calls == [1]
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out, _ = layer(inputs, [2, 2, 1], state)
+        out, _ = layer(inputs, [2, 2, 1], state, RUN)
     assert calls == [1] and out.dtype == torch.bfloat16
     with torch.no_grad():  # inference keeps its own in-place loop
-        layer(inputs, [2, 2, 1], state)
+        layer(inputs, [2, 2, 1], state, RUN)
     assert calls == [1]
-    layer.runner = None  # a model without a runner trains on the reference loop
-    layer(inputs, [2, 2, 1], state)[0].sum().backward()
+    layer(inputs, [2, 2, 1], state)[0].sum().backward()  # no runner: the reference loop
     assert calls == [1]
 
 
@@ -108,12 +110,12 @@ def test_second_derivatives_raise_unless_op_by_op():
     layer = _layer(torch.float64)
     inputs = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
     state = (torch.zeros(2, 5, dtype=torch.float64), torch.zeros(2, 8, dtype=torch.float64))
-    out, _ = layer(inputs, [2, 2, 1], state)
+    out, _ = layer(inputs, [2, 2, 1], state, RUN)
     (grad,) = torch.autograd.grad(out.pow(2).sum(), inputs, create_graph=True)
     with pytest.raises(RuntimeError):
         grad.sum().backward()
     with dispatch.op_by_op():
-        out, _ = layer(inputs, [2, 2, 1], state)
+        out, _ = layer(inputs, [2, 2, 1], state, RUN)
         (grad,) = torch.autograd.grad(out.pow(2).sum(), inputs, create_graph=True)
         grad.sum().backward()
     assert inputs.grad is not None and torch.isfinite(inputs.grad).all()

@@ -52,11 +52,11 @@ def test_an_efml_pipeline_keeps_its_vocabulary_through_bytes(pipeline_dir, golde
 
 def test_the_char_cache_filled_from_a_word_list_serves_efml_ids(golden):
     bilm = optimize_for_inference(load_efml(DATA / "model"), char_cache_size=50, vocab=["the", "cat", "Москва", "."])
-    assert len(bilm.token_encoder.cache) == 4  # filled with the model's own ids, not byte ids
+    assert len(bilm.runner.char_cache) == 4  # filled with the model's own ids, not byte ids
     layers = bilm.embed([SENTENCES[0], SENTENCES[12]])
     assert np.abs(layers[0] - golden["layers_0"]).max() <= 1e-5
     assert np.abs(layers[1] - golden["layers_12"]).max() <= 1e-5
-    assert bilm.token_encoder.cache.hits > 0
+    assert bilm.runner.char_cache.hits > 0
 
 
 def test_an_efml_directory_needs_a_language_and_spacy_must_know_it(tmp_path):
