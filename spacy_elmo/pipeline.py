@@ -134,11 +134,8 @@ class Elmo(TrainablePipe):
             ``token._.elmo``; None means equal weights.
         gamma (float): scale of the mix.
         set_vector_hooks (bool): make ``.vector`` and ``.similarity`` use ELMo.
-        optimize (Optional[bool]): for a model of "spacy-elmo.BiLM.v1": the setting of that name
-            of "spacy-elmo.BiLM.v2" (see its docstring); None: true. With a v2 model: None, or
-            the model's own value.
-        precision (Optional[str]): likewise; None: "fp32".
-        char_cache_size (Optional[int]): likewise; None: 20000.
+        optimize, precision, char_cache_size: the inference settings of a model of
+            "spacy-elmo.BiLM.v1" (``v1_settings.give_inference_settings``); None with v2.
         """
         give_inference_settings(model, name, optimize=optimize, precision=precision, char_cache_size=char_cache_size)
         self.vocab = vocab
