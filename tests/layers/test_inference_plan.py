@@ -135,3 +135,13 @@ def test_a_forward_pass_takes_the_weights_version_once(monkeypatch):
     walks.clear()
     trainable.begin_update(_docs())
     assert walks == []  # a training step of a trainable biLM keys nothing on its weights
+
+
+def test_the_thinc_layer_leaves_every_speed_decision_to_fast_plan():
+    """bilm_model.py calls fast.plan (adopt, prepare_pass) and the package's public names; it reaches
+    into no other fast/ module (pairing, dispatch, optimize, versions)."""
+    tree = ast.parse((PACKAGE / "layers" / "bilm_model.py").read_text(encoding="utf-8"))
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert {m for m in modules if m.startswith("fast")} == {"fast", "fast.plan"}, modules
+    names = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "fast.plan" for a in node.names}
+    assert names == {"InferencePlan", "adopt", "prepare_pass"}
