@@ -1,8 +1,9 @@
 """Model files: the published AllenNLP/bilm-tf pair, our safetensors directory, ELMoForManyLangs
-model directories (``efml``), and the one
+model directories (``efml``), TensorFlow checkpoints and SavedModels (``bilm_tf``), and the one
 loader that decides where a biLM comes from (``loading``: ``load_bilm``, and ``locate_bilm`` for
 the package's own entry points)."""
 from .allennlp import export_allennlp, load_allennlp, read_options
+from .bilm_tf import load_bilm_tf
 from .efml import load_efml
 from .errors import ModelFileError
 from .native import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
@@ -15,6 +16,7 @@ __all__ = [
     "export_allennlp",
     "load_allennlp",
     "load_bilm",
+    "load_bilm_tf",
     "load_efml",
     "load_native",
     "read_options",
