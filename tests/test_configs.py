@@ -135,6 +135,16 @@ def test_bilm_v2_takes_the_arguments_and_defaults_of_v1():
     assert set(v2) - set(v1) == {"optimize", "precision", "char_cache_size"}
 
 
+def test_bilm_v2_called_from_python_fills_v1s_defaults_and_refuses_other_names():
+    v2 = registry.architectures.get("spacy-elmo.BiLM.v2")
+    model = v2(dim=64, projection_dim=16, precision="int8")
+    bilm = get_bilm(model)
+    assert (bilm.config.dim, bilm.config.projection_dim, bilm.config.n_layers) == (64, 16, SMALL.n_layers)
+    assert model.attrs["max_window"] == 200 and model.attrs["inference"].precision == "int8"
+    with pytest.raises(TypeError, match="dimension"):
+        v2(dimension=64)
+
+
 def test_bilm_v1_keeps_its_released_defaults_the_published_small_shape():
     v1 = inspect.signature(registry.architectures.get("spacy-elmo.BiLM.v1")).parameters
     shape = {name: v1[name].default for name in asdict(SMALL)}
