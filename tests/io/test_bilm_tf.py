@@ -220,3 +220,13 @@ def _load_quietly(path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return load_bilm_tf(path)
+
+
+def test_the_allennlp_style_softmax_file_reads_as_the_checkpoints_head():
+    from spacy_elmo.io.lm_head import load_published_head
+
+    published = load_published_head(DATA / "tiny_softmax_weights.hdf5", DATA / "vocab.txt")
+    from_checkpoint = read_tf_head(DATA / "checkpoint_folder")
+    assert published.words == from_checkpoint.words
+    assert torch.equal(published.softmax.weight, from_checkpoint.softmax.weight)
+    assert torch.equal(published.softmax.bias, from_checkpoint.softmax.bias)
