@@ -8,5 +8,6 @@ from . import download  # noqa: F401  (published models by name)
 from . import kernels  # noqa: F401  (the compiled LSTM step)
 from . import embed_corpus  # noqa: F401  (a corpus on Ray actors)
 from . import substitutes  # noqa: F401  (the LM's own words at each position)
+from . import change, senses, usages  # noqa: F401  (word usages, semantic change, induced senses)
 
 __all__ = ["app"]

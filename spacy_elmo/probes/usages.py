@@ -1,0 +1,344 @@
+"""Word usages: every use of target words in a corpus, as a per-target matrix of ELMo vectors.
+
+This is the input of lexical semantic change detection (``change.py``) as Kutuzov & Giulianelli
+build it (github.com/akutuzov/semeval2020, ``code/elmo/extract_elmo.py``: every occurrence of a
+target in a line, the line as its context, one vector per occurrence). A corpus is a text file,
+one document (a sentence or a paragraph) a line, or a folder of such files (read in sorted
+order). Each line is tokenized by a spaCy pipeline; a target matches a token's lemma where the
+pipeline has a lemmatizer, else its word form, both lower-cased (``UsageSet.match`` says which).
+At most ``max_uses`` uses per target are kept, a seeded random sample (seeded per target, so a
+target's sample does not depend on the other targets); lines are cut to ``max_tokens`` tokens
+(the reference reads 400). The biLM runs once per distinct line that holds a kept use.
+
+A use's vector is one layer of the biLM (an index, "top" for the last) or "mean", the average of
+all layers (an ELMo mix with equal weights, simple_elmo's ``layers="average"``). A component's
+learned mix is task-specific: a pipeline trained downstream has one per listener, the biLM none.
+
+A ``UsageSet`` is written to Parquet (``write_usages``): one row per use with ``target``,
+``doc_id`` (``FILE:LINE``, lines counted from 1), ``start_char`` and ``end_char`` (the token's
+offsets in its line), ``token_index``, ``context`` (the line's tokens joined by spaces) and
+``vector``; the file's metadata holds the settings. ``python -m spacy_elmo usages`` writes one.
+"""
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .neighbors import Layer, _select
+
+PathLike = Union[str, Path]
+MAX_TOKENS = 400
+FORMAT = "spacy-elmo.usages"
+LEMMATIZER_FACTORIES = ("lemmatizer", "trainable_lemmatizer")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One use of a target.
+
+    target (str): the target it matched. doc_id (str): ``FILE:LINE``.
+    start_char, end_char (int): the token's offsets in its line. token_index (int): its index in
+    ``tokens``. tokens (Tuple[str, ...]): the line's tokens (its first ``max_tokens``).
+    """
+
+    target: str
+    doc_id: str
+    start_char: int
+    end_char: int
+    token_index: int
+    tokens: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class UsageSettings:
+    """What a usage set depends on (written into its Parquet file).
+
+    layer (Union[int, str]): the biLM layer, "top" or "mean". match (str): "lemma" or "form".
+    max_uses (int): cap per target. seed (int): the sampling seed. max_tokens (int): tokens read
+    per line. model (str): the biLM's name.
+    """
+
+    layer: Union[int, str]
+    match: str
+    max_uses: int
+    seed: int
+    max_tokens: int = MAX_TOKENS
+    model: str = ""
+
+
+@dataclass
+class UsageSet:
+    """The usages of a corpus: per target, the uses and their vectors.
+
+    settings (UsageSettings): how they were collected.
+    usages (Dict[str, List[Usage]]): per target (every target asked for, possibly empty).
+    vectors (Dict[str, np.ndarray]): per target, (n_uses, width) float32, row i for ``usages[t][i]``.
+    found (Dict[str, int]): uses in the corpus before the cap.
+    """
+
+    settings: UsageSettings
+    usages: Dict[str, List[Usage]]
+    vectors: Dict[str, np.ndarray]
+    found: Dict[str, int] = field(default_factory=dict)
+
+    def matrix(self, target: str) -> np.ndarray:
+        if target not in self.vectors:
+            raise KeyError(f"{target!r} was not a target of this usage set ({len(self.vectors)} targets)")
+        return self.vectors[target]
+
+
+def parse_layer(text: Union[int, str]) -> Layer:
+    """ "top" -> -1, "mean" -> "mean", "2" -> 2; anything else raises ValueError."""
+    if isinstance(text, int) or text == "mean":
+        return text
+    if text == "top":
+        return -1
+    if str(text).lstrip("-").isdigit():
+        return int(text)
+    raise ValueError(f"layer must be 'top', 'mean' or a layer index, not {text!r}")
+
+
+def corpus_lines(corpus: PathLike) -> Iterator[Tuple[str, str]]:
+    """(doc_id, line) for every non-empty line of a file, or of every file under a folder (sorted,
+    hidden files skipped); doc_id is ``NAME:LINE`` (NAME relative to the folder)."""
+    corpus = Path(corpus)
+    if corpus.is_file():
+        files, base = [corpus], corpus.parent
+    elif corpus.is_dir():
+        files = sorted(p for p in corpus.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(corpus).parts))
+        base = corpus
+        if not files:
+            raise ValueError(f"{corpus}: the corpus folder holds no files")
+    else:
+        raise FileNotFoundError(f"{corpus}: corpus not found (a text file, one document a line, or a folder of them)")
+    for path in files:
+        name = path.relative_to(base).as_posix()
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield f"{name}:{number}", line.rstrip("\n")
+
+
+def read_targets(path: PathLike) -> List[str]:
+    """Target words from a file, one a line (SemEval-2020 Task 1's ``targets.txt``; a line's first
+    tab-separated field, so a gold file serves too). RETURNS (List[str]): in file order, unique."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: targets file not found (one target word a line)")
+    targets = [line.split("\t")[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    targets = list(dict.fromkeys(t for t in targets if t))
+    if not targets:
+        raise ValueError(f"{path}: no targets in the file")
+    return targets
+
+
+def load_tokenizer(pipeline: Optional[str] = None, *, lang: str = "en") -> Any:
+    """The spaCy pipeline that finds the uses: ``pipeline`` (a package name or a directory, loaded
+    with only the components lemmas need) or, without one, ``spacy.blank(lang)`` (word forms)."""
+    import spacy
+
+    if pipeline is None:
+        return spacy.blank(lang)
+    nlp = spacy.load(pipeline, exclude=["ner", "parser", "textcat", "textcat_multilabel", "elmo"])
+    return nlp
+
+
+def match_mode(nlp: Any) -> str:
+    """"lemma" when the pipeline has a lemmatizer, else "form"."""
+    factories = {nlp.get_pipe_meta(name).factory for name in nlp.pipe_names}
+    return "lemma" if factories & set(LEMMATIZER_FACTORIES) else "form"
+
+
+def find_usages(
+    nlp: Any, lines: Iterable[Tuple[str, str]], targets: Sequence[str], *, max_tokens: int = MAX_TOKENS, batch_size: int = 256
+) -> Tuple[Dict[str, List[Usage]], str]:
+    """Every use of the targets in the lines (no biLM yet).
+
+    nlp (Language): tokenizes (and lemmatizes, where it can) each line.
+    lines (Iterable[Tuple[str, str]]): (doc_id, text), as ``corpus_lines`` gives them.
+    targets (Sequence[str]): lemmas or word forms; matched lower-cased.
+    RETURNS (Tuple[Dict[str, List[Usage]], str]): per target (as given) its uses in corpus order,
+        and the match mode ("lemma" or "form").
+    """
+    mode = match_mode(nlp)
+    wanted: Dict[str, str] = {t.lower(): t for t in targets}
+    found: Dict[str, List[Usage]] = {t: [] for t in targets}
+    pairs = ((text, doc_id) for doc_id, text in lines)
+    for doc, doc_id in nlp.pipe(pairs, as_tuples=True, batch_size=batch_size):
+        words = [t for t in doc if not t.is_space][:max_tokens]
+        tokens = tuple(t.text for t in words)
+        for i, token in enumerate(words):
+            key = (token.lemma_ if mode == "lemma" else token.text).lower()
+            if key in wanted:
+                found[wanted[key]].append(Usage(wanted[key], doc_id, token.idx, token.idx + len(token.text), i, tokens))
+    return found, mode
+
+
+def sample_usages(found: Dict[str, List[Usage]], *, max_uses: int, seed: int) -> Dict[str, List[Usage]]:
+    """At most ``max_uses`` uses per target: a seeded sample (per target), kept in corpus order."""
+    if max_uses < 1:
+        raise ValueError(f"max_uses must be at least 1, not {max_uses}")
+    kept = {}
+    for target, uses in found.items():
+        if len(uses) <= max_uses:
+            kept[target] = list(uses)
+        else:
+            chosen = random.Random(f"{seed}:{target}").sample(range(len(uses)), max_uses)
+            kept[target] = [uses[i] for i in sorted(chosen)]
+    return kept
+
+
+def usage_vectors(
+    bilm: Any, contexts: Sequence[Tuple[Sequence[str], int]], *, layer: Layer = -1, batch_size: int = 32
+) -> np.ndarray:
+    """The vectors of tokens in context: each distinct context runs through the biLM once.
+
+    bilm (BiLM): the model (anything with ``embed``).
+    contexts (Sequence[Tuple[Sequence[str], int]]): (tokens, index of the use).
+    layer (Layer): a layer index or "mean".
+    RETURNS (np.ndarray): (len(contexts), width) float32.
+    """
+    distinct: Dict[Tuple[str, ...], int] = {}
+    for tokens, _ in contexts:
+        distinct.setdefault(tuple(tokens), len(distinct))
+    sentences = list(distinct)
+    if not sentences:
+        return np.zeros((0, 2 * bilm.config.projection_dim), dtype=np.float32)
+    layers = bilm.embed([list(s) for s in sentences], batch_size=batch_size)
+    selected = [_select(arrays, layer) for arrays in layers]
+    rows = []
+    for tokens, position in contexts:
+        vectors = selected[distinct[tuple(tokens)]]
+        if not 0 <= position < len(vectors):
+            raise ValueError(f"position {position} is outside a context of {len(vectors)} tokens")
+        rows.append(vectors[position])
+    return np.stack(rows).astype(np.float32, copy=False)
+
+
+def collect_usages(
+    bilm: Any,
+    corpus: PathLike,
+    targets: Sequence[str],
+    *,
+    nlp: Any = None,
+    lang: str = "en",
+    layer: Union[int, str] = "top",
+    max_uses: int = 1000,
+    seed: int = 0,
+    max_tokens: int = MAX_TOKENS,
+    batch_size: int = 32,
+    model: str = "",
+) -> UsageSet:
+    """The usage matrices of ``targets`` in ``corpus`` (see the module docstring).
+
+    bilm (BiLM): the model.
+    corpus (PathLike): a text file, one document a line, or a folder of them.
+    targets (Sequence[str]): target lemmas or word forms.
+    nlp (Optional[Language]): the spaCy pipeline that tokenizes (default ``spacy.blank(lang)``,
+        which has no lemmatizer: word forms are matched).
+    layer (Union[int, str]): a layer index, "top" or "mean".
+    max_uses (int): cap per target (seeded sample). seed (int): its seed.
+    model (str): the biLM's name, for the settings.
+    RETURNS (UsageSet): the uses, their vectors, and how many were found before the cap.
+    """
+    if not targets:
+        raise ValueError("no targets given")
+    chosen = parse_layer(layer)
+    if nlp is None:
+        import spacy
+
+        nlp = spacy.blank(lang)
+    found, mode = find_usages(nlp, corpus_lines(corpus), targets, max_tokens=max_tokens)
+    kept = sample_usages(found, max_uses=max_uses, seed=seed)
+    every = [u for t in targets for u in kept[t]]
+    matrix = usage_vectors(bilm, [(u.tokens, u.token_index) for u in every], layer=chosen, batch_size=batch_size)
+    vectors, offset = {}, 0
+    for t in targets:
+        vectors[t] = matrix[offset : offset + len(kept[t])]
+        offset += len(kept[t])
+    settings = UsageSettings(layer=layer, match=mode, max_uses=max_uses, seed=seed, max_tokens=max_tokens, model=model)
+    return UsageSet(settings, kept, vectors, {t: len(found[t]) for t in targets})
+
+
+def write_usages(usage_set: UsageSet, path: PathLike) -> Path:
+    """Write a usage set to one Parquet file (columns in the module docstring).
+
+    RETURNS (Path): the file.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..atomic import write_atomic
+
+    rows = [(t, u, v) for t, uses in usage_set.usages.items() for u, v in zip(uses, usage_set.vectors[t])]
+    widths = {v.shape[1] for v in usage_set.vectors.values() if v.size}
+    width = widths.pop() if widths else 0
+    values = np.concatenate([v.reshape(-1) for v in usage_set.vectors.values()] or [np.zeros(0)]).astype(np.float32)
+    table = pa.table({
+        "target": pa.array([t for t, _, _ in rows], type=pa.string()),
+        "doc_id": pa.array([u.doc_id for _, u, _ in rows], type=pa.string()),
+        "start_char": pa.array([u.start_char for _, u, _ in rows], type=pa.int32()),
+        "end_char": pa.array([u.end_char for _, u, _ in rows], type=pa.int32()),
+        "token_index": pa.array([u.token_index for _, u, _ in rows], type=pa.int32()),
+        "context": pa.array([" ".join(u.tokens) for _, u, _ in rows], type=pa.string()),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(values), max(width, 1)) if width else
+        pa.array([[]] * 0, type=pa.list_(pa.float32(), 1)),
+    })
+    metadata = {"format": FORMAT, "settings": asdict(usage_set.settings), "found": usage_set.found,
+                "targets": list(usage_set.usages), "width": width}
+    table = table.replace_schema_metadata({"spacy_elmo.usages": json.dumps(metadata)})
+    import io
+
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, buffer.getvalue())
+    return path
+
+
+def read_usages(path: PathLike) -> UsageSet:
+    """A usage set written by ``write_usages``.
+
+    RETURNS (UsageSet): every target it was collected for, with its uses and vectors.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: usages file not found")
+    table = pq.read_table(path)
+    raw = (table.schema.metadata or {}).get(b"spacy_elmo.usages")
+    if raw is None:
+        raise ValueError(f"{path}: not a usages file written by `usages` (no spacy_elmo.usages metadata)")
+    metadata = json.loads(raw)
+    settings = UsageSettings(**metadata["settings"])
+    width = int(metadata["width"])
+    columns = {name: table.column(name).to_pylist() for name in ("target", "doc_id", "start_char", "end_char", "token_index", "context")}
+    flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False) if len(table) else np.zeros(0)
+    matrix = np.asarray(flat, dtype=np.float32).reshape(len(table), width) if width else np.zeros((0, 0), np.float32)
+    usages: Dict[str, List[Usage]] = {t: [] for t in metadata["targets"]}
+    rows: Dict[str, List[int]] = {t: [] for t in metadata["targets"]}
+    for i, target in enumerate(columns["target"]):
+        usages[target].append(Usage(target, columns["doc_id"][i], columns["start_char"][i], columns["end_char"][i],
+                                    columns["token_index"][i], tuple(columns["context"][i].split(" "))))
+        rows[target].append(i)
+    vectors = {t: matrix[rows[t]] if rows[t] else np.zeros((0, width), np.float32) for t in usages}
+    return UsageSet(settings, usages, vectors, {t: int(n) for t, n in metadata["found"].items()})
+
+
+def load_usages_or_collect(
+    source: PathLike, bilm_loader: Any, targets: Sequence[str], **options: Any
+) -> UsageSet:
+    """A usages Parquet file as written, or a corpus collected now (``bilm_loader()`` gives the model
+    only when one is needed)."""
+    if Path(source).is_file() and Path(source).suffix == ".parquet":
+        found = read_usages(source)
+        missing = [t for t in targets if t not in found.usages]
+        if missing:
+            raise ValueError(f"{source}: collected without the targets {missing[:5]}; collect them again with `usages`")
+        return found
+    return collect_usages(bilm_loader(), source, targets, **options)
