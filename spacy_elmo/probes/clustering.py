@@ -61,8 +61,8 @@ def affinity_propagation(points: np.ndarray, settings: APSettings = APSettings()
 
     points (np.ndarray): (n, d), already standardized if that is wanted.
     settings (APSettings): damping, iterations, preference, seed.
-    RETURNS (np.ndarray): (n,) int labels; -1 for every point where the run found no exemplar
-        (scikit-learn's result when it does not converge).
+    RETURNS (np.ndarray): (n,) int labels; -1 for every point where the run found no exemplar or
+        did not converge within ``max_iter`` (scikit-learn's result then).
     """
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
@@ -84,6 +84,7 @@ def affinity_propagation(points: np.ndarray, settings: APSettings = APSettings()
     rows = np.arange(n)
     damping = settings.damping
     exemplars = np.zeros(n, dtype=bool)
+    converged = False
     for it in range(settings.max_iter):
         total = A + S  # responsibilities: r(i,k) = s(i,k) - max_{k' != k} (a(i,k') + s(i,k'))
         best = np.argmax(total, axis=1)
@@ -104,11 +105,11 @@ def affinity_propagation(points: np.ndarray, settings: APSettings = APSettings()
         history[:, it % settings.convergence_iter] = exemplars
         if it >= settings.convergence_iter:
             stable = history.sum(axis=1)
-            converged = np.all((stable == settings.convergence_iter) | (stable == 0))
-            if converged and exemplars.sum() > 0:
+            if np.all((stable == settings.convergence_iter) | (stable == 0)) and exemplars.sum() > 0:
+                converged = True
                 break
     found = np.flatnonzero(exemplars)
-    if found.size == 0:
+    if found.size == 0 or not converged:
         return np.full(n, -1, dtype=np.int64)
     assigned = np.argmax(S[:, found], axis=1)
     assigned[found] = np.arange(found.size)
