@@ -109,7 +109,9 @@ def table(record: Dict) -> str:
              f"{record['tokens']} tokens a run (fresh state, batches of at most {record['batch_tokens']} positions), "
              f"{record['threads']} torch thread(s), {record['repeats']} interleaved rounds; load average "
              f"{record['loadavg_before'][0]:.1f} before, {record['loadavg_after'][0]:.1f} after "
-             f"({prov['cpu_count']} CPUs).", "",
+             f"({prov['cpu_count']} CPUs)" + (
+                 ": a shared machine, busier than its CPUs, so the speeds are indicative and their ranges wide."
+                 if max(record["loadavg_before"][0], record["loadavg_after"][0]) > prov["cpu_count"] else "."), "",
              "| setting | tokens/s (median) | range | x whole matrix | peak RSS (MB) | grown while scoring (MB) |",
              "|---|---:|---|---:|---:|---:|"]
     lines += [
