@@ -2,8 +2,8 @@
 softmax, and the language model of any model that has a head, for scoring text.
 
 Training's ``Vocab`` keeps ``<S>``, ``</S>`` and ``<UNK>`` at ids 0, 1, 2 and the other words in
-their order; a published vocabulary may list the three elsewhere, so the softmax rows are put in
-the same order (the head's own order where it already is, with no copy).
+their order; a published vocabulary may list the three elsewhere, so the head's rows are put in
+the same order (in place: a published softmax is not copied).
 """
 from typing import Dict, Optional, Tuple
 
@@ -17,16 +17,24 @@ from .vocab import Vocab
 
 
 def head_vocab(head: LMHead) -> Tuple[Vocab, Dict[str, torch.Tensor]]:
-    """The head's words as a ``Vocab`` and its rows in that vocabulary's order.
+    """Put the head in training's vocabulary order, in place, and give that vocabulary.
 
-    RETURNS (Tuple[Vocab, Dict[str, torch.Tensor]]): the vocabulary and the softmax's state dict.
+    Only the rows up to the last one that moves are copied (for a vocabulary that starts
+    ``</S>``, ``<S>``, ``<UNK>``, two rows), not the whole 1.6 GB of a published softmax; the head's
+    ``words`` follow its rows.
+    RETURNS (Tuple[Vocab, Dict[str, torch.Tensor]]): the vocabulary and the softmax's state dict (the
+        head's own tensors).
     """
     vocab = Vocab(head.words)
-    weight, bias = head.softmax.weight.detach(), head.softmax.bias.detach()
     if list(vocab.tokens) != list(head.words):
         order = torch.tensor([head.index[word] for word in vocab.tokens], dtype=torch.long)
-        weight, bias = weight[order], bias[order]
-    return vocab, {"weight": weight, "bias": bias}
+        moved = int((order != torch.arange(len(order))).nonzero().max()) + 1
+        with torch.no_grad():
+            for tensor in (head.softmax.weight, head.softmax.bias):
+                tensor[:moved] = tensor[order[:moved]]  # indexing copies the rows first
+        head.words = tuple(vocab.tokens)
+        head.index = dict(vocab.index)
+    return vocab, {"weight": head.softmax.weight.detach(), "bias": head.softmax.bias.detach()}
 
 
 def head_softmax(head: LMHead, *, n_samples: int = 0) -> Tuple[Vocab, WordSoftmax]:

@@ -31,9 +31,10 @@ def test_a_published_head_keeps_the_files_row_order_and_training_reorders_rows_w
     assert head.words == (*SPECIALS, *WORDS) and head.index["</S>"] == 0 and head.index["<S>"] == 1
     assert torch.equal(head.softmax.weight, torch.from_numpy(weight)) and torch.equal(head.softmax.bias, torch.from_numpy(bias))
     assert head.files == (folder / "tiny_softmax_weights.hdf5", folder / "vocab.txt")
-    # training's vocabulary puts <S> first: each word keeps its own row
+    # training's vocabulary puts <S> first: each word keeps its own row, the head follows
     vocab, state = head_vocab(head)
-    assert vocab.tokens[:3] == ["<S>", "</S>", "<UNK>"]
+    assert vocab.tokens[:3] == ["<S>", "</S>", "<UNK>"] and list(head.words) == vocab.tokens
+    assert state["weight"].data_ptr() == head.softmax.weight.data_ptr()  # reordered in place
     for word in vocab.tokens:
         row = (*SPECIALS, *WORDS).index(word)
         assert torch.equal(state["weight"][vocab.index[word]], torch.from_numpy(weight[row])), word
@@ -152,3 +153,15 @@ def test_the_head_beside_a_bilm_tf_pair_is_its_checkpoints_softmax_exactly():
     assert torch.equal(head.softmax.bias, torch.from_numpy(arrays["softmax_b"]))
     assert head.words == tuple(read_head_vocabulary(folder / "vocab.txt")) and len(head) == 32
     assert head.softmax.weight.shape[1] == bilm.config.projection_dim == 6
+
+
+def test_specials_anywhere_in_the_vocabulary_keep_every_row_with_its_word(tmp_path):
+    folder = write_published_head(tmp_path / "pub")
+    listed = ["cat", "dog", "<UNK>", "the", "</S>", *[w for w in WORDS if w not in ("cat", "dog", "the")], "<S>"]
+    (folder / "vocab.txt").write_text("\n".join(listed) + "\n", encoding="utf-8")
+    _, head = load_lm_head(folder)
+    weight, _ = _file_rows(folder)
+    vocab, state = head_vocab(head)
+    assert vocab.tokens == ["<S>", "</S>", "<UNK>", "cat", "dog", "the", *listed[5:-1]]
+    for word in vocab.tokens:
+        assert torch.equal(state["weight"][vocab.index[word]], torch.from_numpy(weight[listed.index(word)])), word
