@@ -16,7 +16,7 @@ def test_a_float16_softmax_reads_back_as_float32_and_finetuning_needs_no_warm_up
     pretrain(tiny_config(train, dev, training__max_epochs=1), tmp_path / "pre")
     source = tmp_path / "pre" / "model-best"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "ship_model.py"), "--model", str(source), "--output", str(tmp_path / "shipped")],
+        [sys.executable, "-m", "lab.release.ship_model", "--model", str(source), "--output", str(tmp_path / "shipped")],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
