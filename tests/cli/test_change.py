@@ -1,0 +1,107 @@
+"""`change`: the TSV of scores with each period's uses, Spearman and binary accuracy against gold
+files, the record, and usages files as input."""
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.io import load_bilm
+from spacy_elmo.probes.change import ChangeSettings, change_scores
+from spacy_elmo.probes.usages import collect_usages
+
+from ..published_head import write_published_head
+
+PERIOD_A = ["the cat sees a bird", "a big cat likes fish", "the cat likes a red fish", "the dog sees a bird"] * 3
+PERIOD_B = ["the cat sees a bird", "a small cat sees the dog", "the red cat likes a dog", "the dog likes a fish"] * 3
+
+
+@pytest.fixture()
+def files(tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("\n".join(PERIOD_A) + "\n", encoding="utf-8")
+    b.write_text("\n".join(PERIOD_B) + "\n", encoding="utf-8")
+    (tmp_path / "targets.txt").write_text("cat\ndog\nfish\nbird\nzebra\n", encoding="utf-8")
+    (tmp_path / "graded.txt").write_text("cat\t0.9\ndog\t0.5\nfish\t0.2\nbird\t0.1\nzebra\t0.3\n", encoding="utf-8")
+    (tmp_path / "binary.txt").write_text("cat\t1\ndog\t1\nfish\t0\nbird\t0\nzebra\t0\n", encoding="utf-8")
+    return tmp_path, write_published_head(tmp_path / "model")
+
+
+def _table(text):
+    rows = [line.split("\t") for line in text.strip().splitlines()]
+    assert rows[0] == ["target", "score", "uses_a", "uses_b"]
+    return {r[0]: (float(r[1]), int(r[2]), int(r[3])) for r in rows[1:]}
+
+
+@pytest.mark.parametrize("metric", ["prt", "apd", "jsd"])
+def test_change_prints_each_targets_score_and_uses_as_the_library_computes_them(files, metric):
+    folder, model = files
+    result = CliRunner().invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--metric", metric, "--model", str(model)])
+    assert result.exit_code == 0, result.output
+    table = _table(result.stdout)
+    bilm = load_bilm(model)
+    targets = ["cat", "dog", "fish", "bird", "zebra"]
+    a, b = (collect_usages(bilm, folder / name, targets) for name in ("a.txt", "b.txt"))
+    expected = change_scores(a.vectors, b.vectors, targets, ChangeSettings(metric))
+    for score in expected:
+        got, uses_a, uses_b = table[score.target]
+        assert (uses_a, uses_b) == (score.uses_a, score.uses_b)
+        assert math.isnan(got) if math.isnan(score.score) else got == pytest.approx(score.score, abs=1e-6)
+    assert table["cat"][1:] == (9, 9) and math.isnan(table["zebra"][0])
+
+
+def test_gold_files_add_spearman_and_binary_accuracy_to_the_record(files):
+    folder, model = files
+    record = folder / "out" / "record.json"
+    result = CliRunner().invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--metric", "apd", "--model", str(model),
+                                      "--gold", str(folder / "graded.txt"), "--binary", str(folder / "binary.txt"),
+                                      "--output", str(folder / "out" / "scores.tsv"), "--record", str(record)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(record.read_text(encoding="utf-8"))
+    scores = {row["target"]: row["score"] for row in written["scores"]}
+    assert scores["zebra"] is None and set(scores) == {"cat", "dog", "fish", "bird", "zebra"}
+    from spacy_elmo.probes.ranking import accuracy, binary_labels, spearman
+
+    scored = [t for t in ("cat", "dog", "fish", "bird")]
+    expected = spearman([scores[t] for t in scored], [0.9, 0.5, 0.2, 0.1])
+    assert written["evaluation"]["spearman"]["rho"] == pytest.approx(expected.rho)
+    assert written["evaluation"]["spearman"]["targets"] == 4 and written["evaluation"]["spearman"]["without_score"] == 1
+    assert not math.isnan(expected.rho)
+    labels = binary_labels({**{t: scores[t] for t in scored}, "zebra": float("nan")})
+    assert written["evaluation"]["binary"]["accuracy"] == accuracy(labels, {"cat": 1, "dog": 1, "fish": 0, "bird": 0, "zebra": 0})
+    assert written["change"]["metric"] == "apd" and written["usages"]["layer"] == "top"
+    assert written["provenance"]["model"]["weights_sha256"]
+    assert _table((folder / "out" / "scores.tsv").read_text(encoding="utf-8"))["cat"][1:] == (9, 9)
+
+
+def test_usages_files_give_the_same_scores_as_the_corpora(files):
+    folder, model = files
+    runner = CliRunner()
+    for name in ("a", "b"):
+        made = runner.invoke(app, ["usages", str(folder / f"{name}.txt"), "--targets", str(folder / "targets.txt"),
+                                   "--output", str(folder / f"{name}.parquet"), "--model", str(model)])
+        assert made.exit_code == 0, made.output
+    from_files = runner.invoke(app, ["change", str(folder / "a.parquet"), str(folder / "b.parquet"), "--targets",
+                                     str(folder / "targets.txt"), "--metric", "prt"])
+    from_corpora = runner.invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+                                       str(folder / "targets.txt"), "--metric", "prt", "--model", str(model)])
+    assert from_files.exit_code == 0, from_files.output
+    files_table, corpora_table = _table(from_files.stdout), _table(from_corpora.stdout)
+    assert files_table.keys() == corpora_table.keys()
+    for target, (score, uses_a, uses_b) in corpora_table.items():
+        assert files_table[target][1:] == (uses_a, uses_b)
+        assert math.isnan(files_table[target][0]) if math.isnan(score) else files_table[target][0] == pytest.approx(score, abs=1e-5)
+
+
+def test_bad_inputs_are_refused_with_a_message(files):
+    folder, model = files
+    runner = CliRunner()
+    unknown = runner.invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+                                  str(folder / "targets.txt"), "--metric", "cosine", "--model", str(model)])
+    assert unknown.exit_code == 2 and "metric must be one of" in " ".join(unknown.output.replace("│", " ").split())
+    missing = runner.invoke(app, ["change", str(folder / "a.txt"), str(folder / "nope.txt"), "--targets",
+                                  str(folder / "targets.txt"), "--model", str(model)])
+    assert missing.exit_code == 2 and "corpus not found" in " ".join(missing.output.replace("│", " ").split())

@@ -1,0 +1,38 @@
+"""`senses`: a word's uses clustered by substitutes, printed and written as JSON."""
+import json
+
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.io.lm_head import load_lm_head
+from spacy_elmo.probes.senses import SenseSettings, induce_senses
+
+from ..published_head import write_published_head
+
+LINES = ["the cat sees a bird", "a big cat likes fish", "the dog sees a cat", "a red fish", "the cat sees a bird"]
+
+
+def test_senses_prints_and_writes_the_libraries_senses(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    model = write_published_head(tmp_path / "model")
+    out = tmp_path / "senses.json"
+    result = CliRunner().invoke(app, ["senses", str(corpus), "--word", "cat", "--model", str(model), "--senses", "2",
+                                      "--top", "3", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("4 of 4 uses of 'cat' (word forms matched), 2 senses")
+    written = json.loads(out.read_text(encoding="utf-8"))
+    bilm, head = load_lm_head(model)
+    contexts = [(line.split(), line.split().index("cat")) for line in LINES if "cat" in line.split()]
+    expected = induce_senses(bilm, head, contexts, SenseSettings(n_clusters=2, top=3))
+    assert [u["sense"] for u in written["uses"]] == expected.labels.tolist()
+    assert [s["members"] for s in written["senses"]] == [list(s.members) for s in expected.senses]
+    assert [u["doc_id"] for u in written["uses"]] == ["corpus.txt:1", "corpus.txt:2", "corpus.txt:3", "corpus.txt:5"]
+    assert "[cat]" in result.stdout
+
+
+def test_senses_of_a_word_the_corpus_lacks_is_refused(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a dog\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["senses", str(corpus), "--word", "cat", "--model", str(write_published_head(tmp_path / "m"))])
+    assert result.exit_code == 2 and "no use of 'cat'" in " ".join(result.output.replace("│", " ").split())

@@ -1,0 +1,35 @@
+"""`usages`: the Parquet file of every use of the targets, and what it says it matched."""
+import numpy as np
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.io import load_bilm
+from spacy_elmo.probes.usages import read_usages
+
+from ..published_head import write_published_head
+
+
+def test_usages_writes_each_use_with_its_vector_and_reports_counts(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sees a cat\n\na dog\nthe cat\n", encoding="utf-8")
+    (tmp_path / "targets.txt").write_text("cat\ndog\n", encoding="utf-8")
+    model = write_published_head(tmp_path / "model")
+    result = CliRunner().invoke(app, ["usages", str(corpus), "--targets", str(tmp_path / "targets.txt"), "--output",
+                                      str(tmp_path / "u.parquet"), "--model", str(model), "--max-uses", "2", "--layer", "mean"])
+    assert result.exit_code == 0, result.output
+    assert "matched on word forms" in result.stdout and "cat\t2 of 3 uses" in result.stdout
+    found = read_usages(tmp_path / "u.parquet")
+    assert found.settings.layer == "mean" and found.settings.max_uses == 2 and found.found == {"cat": 3, "dog": 1}
+    bilm = load_bilm(model)
+    for use, vector in zip(found.usages["cat"], found.matrix("cat")):
+        [arrays] = bilm.embed([list(use.tokens)])
+        np.testing.assert_allclose(vector, arrays.mean(0)[use.token_index], atol=1e-6)
+    assert [u.doc_id for u in found.usages["dog"]] == ["corpus.txt:3"]
+
+
+def test_usages_without_a_targets_file_is_refused(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a cat\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["usages", str(corpus), "--targets", str(tmp_path / "none.txt"), "--output",
+                                      str(tmp_path / "u.parquet")])
+    assert result.exit_code == 2 and "targets file not found" in " ".join(result.output.replace("│", " ").split())

@@ -1,0 +1,111 @@
+"""Word usages: every use of the targets in a corpus, its offsets and context, a seeded cap, the
+biLM's vectors, and the Parquet file."""
+import numpy as np
+import pytest
+import spacy
+from spacy.lookups import Lookups
+
+from spacy_elmo.probes.usages import (
+    collect_usages, corpus_lines, find_usages, parse_layer, read_targets, read_usages, sample_usages, write_usages,
+)
+
+LINES = ["The bank of the river .", "", "Two banks and a bank lend money .", "No target here ."]
+
+
+def _corpus(tmp_path, lines=LINES, name="a.txt"):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_word_forms_are_matched_with_their_offsets_line_ids_and_contexts(tmp_path):
+    corpus = _corpus(tmp_path)
+    found, mode = find_usages(spacy.blank("en"), corpus_lines(corpus), ["bank", "river", "absent"])
+    assert mode == "form"
+    assert [(u.doc_id, u.token_index) for u in found["bank"]] == [("a.txt:1", 1), ("a.txt:3", 4)]
+    for use in found["bank"] + found["river"]:
+        line = LINES[int(use.doc_id.split(":")[1]) - 1]
+        assert line[use.start_char : use.end_char].lower() == use.target
+        assert use.tokens[use.token_index].lower() == use.target
+    assert found["absent"] == []
+
+
+def test_lemmas_are_matched_where_the_pipeline_has_a_lemmatizer(tmp_path):
+    nlp = spacy.blank("en")
+    lemmatizer = nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
+    lookups = Lookups()
+    lookups.add_table("lemma_lookup", {"banks": "bank"})
+    lemmatizer.initialize(lookups=lookups)
+    found, mode = find_usages(nlp, corpus_lines(_corpus(tmp_path)), ["bank"])
+    assert mode == "lemma"
+    assert [u.tokens[u.token_index] for u in found["bank"]] == ["bank", "banks", "bank"]
+
+
+def test_a_folder_is_read_file_by_file_in_sorted_order(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    _corpus(folder, ["a bank"], "b.txt")
+    (folder / "sub").mkdir()
+    _corpus(folder / "sub", ["another bank"], "a.txt")
+    _corpus(folder, ["hidden bank"], ".hidden")
+    assert [doc_id for doc_id, _ in corpus_lines(folder)] == ["b.txt:1", "sub/a.txt:1"]
+    with pytest.raises(FileNotFoundError, match="corpus not found"):
+        list(corpus_lines(tmp_path / "missing"))
+
+
+def test_the_cap_is_a_seeded_sample_per_target_in_corpus_order(tmp_path):
+    corpus = _corpus(tmp_path, [f"bank number {i} and a river" for i in range(20)])
+    found, _ = find_usages(spacy.blank("en"), corpus_lines(corpus), ["bank", "river"])
+    one = sample_usages(found, max_uses=5, seed=1)
+    assert len(one["bank"]) == 5 and one == sample_usages(found, max_uses=5, seed=1)
+    assert [u.doc_id for u in one["bank"]] == sorted((u.doc_id for u in one["bank"]), key=lambda d: int(d.split(":")[1]))
+    assert one["bank"] != sample_usages(found, max_uses=5, seed=2)["bank"]
+    # a target's sample does not depend on the other targets
+    alone = sample_usages({"bank": found["bank"]}, max_uses=5, seed=1)
+    assert alone["bank"] == one["bank"]
+    with pytest.raises(ValueError):
+        sample_usages(found, max_uses=0, seed=1)
+
+
+def test_vectors_are_the_chosen_layer_at_each_use(tmp_path, tiny_bilm):
+    corpus = _corpus(tmp_path)
+    for layer, pick in (("top", lambda a: a[-1]), ("mean", lambda a: a.mean(0)), ("0", lambda a: a[0])):
+        found = collect_usages(tiny_bilm, corpus, ["bank"], layer=layer)
+        assert found.settings.layer == layer and found.settings.match == "form"
+        for use, vector in zip(found.usages["bank"], found.matrix("bank")):
+            [arrays] = tiny_bilm.embed([list(use.tokens)])
+            np.testing.assert_allclose(vector, pick(arrays)[use.token_index], atol=1e-6)
+    assert found.found == {"bank": 2}
+    with pytest.raises(ValueError, match="layer"):
+        parse_layer("second")
+
+
+def test_usages_survive_the_parquet_file(tmp_path, tiny_bilm):
+    found = collect_usages(tiny_bilm, _corpus(tmp_path), ["bank", "river", "absent"], max_uses=1, seed=3, model="tiny")
+    path = write_usages(found, tmp_path / "out" / "usages.parquet")
+    back = read_usages(path)
+    assert back.settings == found.settings and back.found == found.found
+    assert back.usages == found.usages
+    for target in ("bank", "river", "absent"):
+        np.testing.assert_array_equal(back.matrix(target), found.matrix(target))
+    assert back.matrix("absent").shape == (0, found.matrix("bank").shape[1])
+    with pytest.raises(KeyError):
+        back.matrix("other")
+
+
+def test_a_parquet_file_without_usages_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["a"]}), tmp_path / "other.parquet")
+    with pytest.raises(ValueError, match="not a usages file"):
+        read_usages(tmp_path / "other.parquet")
+
+
+def test_targets_file_takes_the_first_field_of_each_line(tmp_path):
+    path = tmp_path / "targets.txt"
+    path.write_text("bank\t0.3\n\nriver\nbank\n", encoding="utf-8")
+    assert read_targets(path) == ["bank", "river"]
+    path.write_text("\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no targets"):
+        read_targets(path)
