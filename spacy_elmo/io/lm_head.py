@@ -245,7 +245,8 @@ def load_lm_head(model: Optional[PathLike] = None, *, what: str = "load_lm_head"
         raise ModelFileError(
             str(model or "the shipped biLM"), "no softmax with it: our directories hold vocab.txt + "
             f"{SOFTMAX_NAME}; a published pair needs {HDF5_SOFTMAX_NAME} + {VOCAB_NAME} beside it (or a published "
-            "name whose softmax was published: original, original-5.5b)"
+            "name whose softmax was published: original, original-5.5b); or fine-tune it first, which trains "
+            "a new softmax on your text"
         )
     return bilm, head.check_fits(bilm)
 
