@@ -19,6 +19,7 @@ A ``UsageSet`` is written to Parquet (``write_usages``): one row per use with ``
 offsets in its line), ``token_index``, ``context`` (the line's tokens joined by spaces) and
 ``vector``; the file's metadata holds the settings. ``python -m spacy_elmo usages`` writes one.
 """
+import io
 import json
 import random
 from dataclasses import asdict, dataclass, field
@@ -274,9 +275,11 @@ def write_usages(usage_set: UsageSet, path: PathLike) -> Path:
     from ..atomic import write_atomic
 
     rows = [(t, u, v) for t, uses in usage_set.usages.items() for u, v in zip(uses, usage_set.vectors[t])]
-    widths = {v.shape[1] for v in usage_set.vectors.values() if v.size}
-    width = widths.pop() if widths else 0
-    values = np.concatenate([v.reshape(-1) for v in usage_set.vectors.values()] or [np.zeros(0)]).astype(np.float32)
+    widths = {v.shape[1] for v in usage_set.vectors.values()}
+    if len(widths) != 1:
+        raise ValueError(f"a usage set's vectors have one width, not {sorted(widths)}")
+    width = widths.pop()
+    values = np.concatenate([v.reshape(-1) for v in usage_set.vectors.values()]).astype(np.float32)
     table = pa.table({
         "target": pa.array([t for t, _, _ in rows], type=pa.string()),
         "doc_id": pa.array([u.doc_id for _, u, _ in rows], type=pa.string()),
@@ -284,14 +287,11 @@ def write_usages(usage_set: UsageSet, path: PathLike) -> Path:
         "end_char": pa.array([u.end_char for _, u, _ in rows], type=pa.int32()),
         "token_index": pa.array([u.token_index for _, u, _ in rows], type=pa.int32()),
         "context": pa.array([" ".join(u.tokens) for _, u, _ in rows], type=pa.string()),
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(values), max(width, 1)) if width else
-        pa.array([[]] * 0, type=pa.list_(pa.float32(), 1)),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(values, type=pa.float32()), width),
     })
     metadata = {"format": FORMAT, "settings": asdict(usage_set.settings), "found": usage_set.found,
                 "targets": list(usage_set.usages), "width": width}
     table = table.replace_schema_metadata({"spacy_elmo.usages": json.dumps(metadata)})
-    import io
-
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
     path = Path(path)
@@ -318,8 +318,8 @@ def read_usages(path: PathLike) -> UsageSet:
     settings = UsageSettings(**metadata["settings"])
     width = int(metadata["width"])
     columns = {name: table.column(name).to_pylist() for name in ("target", "doc_id", "start_char", "end_char", "token_index", "context")}
-    flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False) if len(table) else np.zeros(0)
-    matrix = np.asarray(flat, dtype=np.float32).reshape(len(table), width) if width else np.zeros((0, 0), np.float32)
+    flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    matrix = np.asarray(flat, dtype=np.float32).reshape(len(table), width)
     usages: Dict[str, List[Usage]] = {t: [] for t in metadata["targets"]}
     rows: Dict[str, List[int]] = {t: [] for t in metadata["targets"]}
     for i, target in enumerate(columns["target"]):

@@ -91,6 +91,8 @@ def test_usages_survive_the_parquet_file(tmp_path, tiny_bilm):
     assert back.matrix("absent").shape == (0, found.matrix("bank").shape[1])
     with pytest.raises(KeyError):
         back.matrix("other")
+    none = read_usages(write_usages(collect_usages(tiny_bilm, _corpus(tmp_path), ["absent"]), tmp_path / "none.parquet"))
+    assert none.usages == {"absent": []} and none.matrix("absent").shape == (0, found.matrix("bank").shape[1])
 
 
 def test_a_parquet_file_without_usages_is_refused(tmp_path):
