@@ -152,9 +152,19 @@ def score_senses(bilm, head, senses, vectors, seed: int) -> Dict[str, Dict[str, 
     return found
 
 
-def summarize(values: List[float]) -> Dict[str, float]:
+def summarize(values: List[float]) -> Dict[str, Any]:
+    """Mean and sd over the seeds with a value; Spearman is undefined (NaN) where a score is constant
+    over the targets (layer 0 of one word: every use has the same token), and then left out."""
     values = [v for v in values if v == v]
+    if not values:
+        return {"mean": None, "sd": None, "n": 0}
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
+
+
+def _cell(entry: Dict[str, Any], seeds: int) -> str:
+    if entry["mean"] is None:
+        return "undefined (constant score)"
+    return f"{entry['mean']:.3f} ± {entry['sd']:.3f}" + ("" if entry["n"] == seeds else f" (n={entry['n']})")
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -229,13 +239,13 @@ def markdown(result: Dict[str, Any]) -> str:
              "| model | score@layer | " + " | ".join(GROUPS) + " |", "|---|---|" + "---|" * len(GROUPS)]
     for name, keys in result["spearman"].items():
         for key, groups in keys.items():
-            lines.append(f"| {name} | {key} | " + " | ".join(f"{groups[g]['mean']:.3f} ± {groups[g]['sd']:.3f}" for g in GROUPS) + " |")
+            lines.append(f"| {name} | {key} | " + " | ".join(_cell(groups[g], len(seeds)) for g in GROUPS) + " |")
     lines += ["", "Sense induction, adjusted Rand index against the Senseval senses, mean ± sd over seeds:", "",
               "| model | method | " + " | ".join(sorted(next(iter(result["ari"].values()))["substitutes"])) + " |",
               "|---|---|" + "---|" * len(next(iter(result["ari"].values()))["substitutes"])]
     for name, methods in result["ari"].items():
         for method, per in methods.items():
-            lines.append(f"| {name} | {method} | " + " | ".join(f"{per[w]['mean']:.3f} ± {per[w]['sd']:.3f}" for w in sorted(per)) + " |")
+            lines.append(f"| {name} | {method} | " + " | ".join(_cell(per[w], len(seeds)) for w in sorted(per)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -247,8 +257,8 @@ def plot(result: Dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
     for ax, group in zip(axes, ("sense shift", "pseudo-word")):
         for offset, name in enumerate(result["spearman"]):
-            means = [result["spearman"][name][k][group]["mean"] for k in keys]
-            sds = [result["spearman"][name][k][group]["sd"] for k in keys]
+            means = [result["spearman"][name][k][group]["mean"] or 0.0 for k in keys]
+            sds = [result["spearman"][name][k][group]["sd"] or 0.0 for k in keys]
             ax.bar(np.arange(len(keys)) + 0.4 * offset - 0.2, means, 0.4, yerr=sds, label=name)
         ax.set_xticks(np.arange(len(keys)))
         ax.set_xticklabels(keys, rotation=60, fontsize=7)

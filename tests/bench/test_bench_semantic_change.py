@@ -40,3 +40,16 @@ def test_scores_rank_the_targets_when_the_vectors_separate_the_senses():
     found = score_change(vectors, targets, [1])
     assert found["prt@1"]["sense shift"] > 0.9 and found["jsd@1"]["sense shift"] > 0.8
     assert math.isnan(found["prt@1"]["pseudo-word"])  # no pseudo-words drawn
+
+
+def test_an_undefined_spearman_is_summarized_and_reported_as_such():
+    from bench.bench_semantic_change import markdown, summarize
+
+    assert summarize([float("nan")] * 3) == {"mean": None, "sd": None, "n": 0}
+    assert summarize([0.5, float("nan"), 0.7])["n"] == 2
+    entry = {g: summarize([float("nan")]) for g in ("sense shift", "pseudo-word", "all")}
+    result = {"provenance": {"command": "c", "cpu": "x", "torch_threads": 1, "commit": "0", "date": "d"},
+              "design": {"seeds": [0]}, "spearman": {"random": {"prt@0": entry}},
+              "ari": {"random": {"substitutes": {"w": summarize([0.25])}}}}
+    text = markdown(result)
+    assert "undefined (constant score)" in text and "0.250 ± 0.000" in text
