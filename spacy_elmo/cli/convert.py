@@ -6,6 +6,7 @@ from typing import Optional
 import typer
 
 from ..io import ModelFileError
+from ..io.contributed import pipeline_refusal
 from ..io.loading import BiLMSource, locate_bilm
 from ._app import app
 
@@ -27,6 +28,9 @@ def build_pipeline(
     """
     from ..pipeline import create_pipeline
 
+    refusal = pipeline_refusal(str(model)) if model is not None else None
+    if refusal is not None:  # protein residues, not words: before a published model is downloaded
+        raise ValueError(refusal)
     source = locate_bilm(model, options=options, weights=weights, what="convert")
     lang = lang or pipeline_language(source, model)
     check_language(lang)

@@ -7,8 +7,11 @@ import typer
 
 from ..io import ModelFileError
 from ..io.archive import fetch_archive
+from ..io.contributed import fetch_contributed, pipeline_refusal
 from ..io.download import fetch_pair, fetch_published, url_pair_dir
-from ..io.registry import PUBLISHED_ARCHIVES, PUBLISHED_MODELS, PUBLISHED_TF_MODELS, published_model, published_names
+from ..io.registry import (
+    PUBLISHED_ARCHIVES, PUBLISHED_CONTRIBUTED, PUBLISHED_MODELS, PUBLISHED_TF_MODELS, published_model, published_names,
+)
 from ..io.tf_layouts import fetch_tf_model
 from ._app import app
 from .convert import build_pipeline
@@ -31,6 +34,11 @@ def fetch_for_cli(
     if name is not None:
         if options is not None or weights is not None:
             raise typer.BadParameter("give a model NAME or --options and --weights URLs, not both")
+        if name in PUBLISHED_CONTRIBUTED:
+            contributed = PUBLISHED_CONTRIBUTED[name]
+            where = contributed.archive or contributed.options_url()
+            typer.echo(f"{name}: AllenNLP's format ({where}), trained on {contributed.trained_on}", err=True)
+            return fetch_contributed(name, directory=directory, allow_http=allow_http)
         model = published_model(name)
         typer.echo(
             f"{model.name}: {model.shape}, {model.parameters}M parameters, about {model.size_mb:,.0f} MB "
@@ -59,7 +67,8 @@ def fetch_archive_for_cli(name: str, directory: Optional[Path], *, allow_http: b
 def download_cli(
     name: Optional[str] = typer.Argument(
         None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}, an ELMoForManyLangs language by "
-        f"ISO 639 code (de, ru, ar, zh, ...), or a TensorFlow one: {', '.join(PUBLISHED_TF_MODELS)}", show_default=False
+        f"ISO 639 code (de, ru, ar, zh, ...), a TensorFlow one: {', '.join(PUBLISHED_TF_MODELS)}, or a contributed "
+        f"one: {', '.join(PUBLISHED_CONTRIBUTED)}", show_default=False
     ),
     options: Optional[str] = typer.Option(None, "--options", help="URL of another published options.json"),
     weights: Optional[str] = typer.Option(None, "--weights", help="URL of its HDF5 weights"),
@@ -91,9 +100,13 @@ def download_cli(
             else:
                 typer.echo(f"Verified and unpacked {model}")
             return
+        refusal = pipeline_refusal(name) if pipeline else None
+        if refusal is not None:  # before hundreds of MB are downloaded for nothing
+            raise ValueError(refusal)
         files = fetch_for_cli(name, options, weights, None if pipeline else output, allow_http=allow_http)
         if pipeline:
-            build_pipeline(output, lang=lang or "en", options=files[0], weights=files[1])
+            language = PUBLISHED_CONTRIBUTED[name].language if name in PUBLISHED_CONTRIBUTED else "en"
+            build_pipeline(output, lang=lang or language, options=files[0], weights=files[1])
             typer.echo(f"Wrote a spaCy pipeline to {output}; load it with spacy.load({str(output)!r})")
         else:
             typer.echo(f"Verified {files[0]} and {files[1]}")

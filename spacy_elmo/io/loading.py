@@ -27,13 +27,14 @@ from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import load_allennlp
 from .archive import archive_contents, fetch_archive, folder_language, load_archive
 from .bilm_tf import load_bilm_tf
+from .contributed import fetch_contributed
 from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
 from .efml import is_efml_directory, load_efml
 from .errors import ModelFileError
 from .native import CONFIG_NAME
 from .native import WEIGHTS_NAME as NATIVE_WEIGHTS_NAME
 from .native import load_native
-from .registry import PUBLISHED_ARCHIVES, PUBLISHED_MODELS, PUBLISHED_TF_MODELS, published_names
+from .registry import PUBLISHED_ARCHIVES, PUBLISHED_CONTRIBUTED, PUBLISHED_MODELS, PUBLISHED_TF_MODELS, published_names
 from .tf_layouts import fetch_tf_model, needs_tf_reader
 
 PathLike = Union[str, Path]
@@ -246,6 +247,9 @@ def _published_source(name: str) -> BiLMSource:
         return BiLMSource(efml=fetch_archive(name), language=name)
     if name in PUBLISHED_TF_MODELS:
         return BiLMSource(tf=fetch_tf_model(name), language=PUBLISHED_TF_MODELS[name].language)
+    if name in PUBLISHED_CONTRIBUTED:
+        options, weights = fetch_contributed(name)
+        return BiLMSource(options=options, weights=weights, language=PUBLISHED_CONTRIBUTED[name].language, name=name)
     names = published_names()
     if _looks_like_path(name):
         raise ModelFileError(

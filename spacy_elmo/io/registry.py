@@ -2,7 +2,9 @@
 
 AllenNLP's English models (``PUBLISHED_MODELS``: an options + HDF5 pair each) and the
 ELMoForManyLangs models of 44 languages (``PUBLISHED_ARCHIVES``, by ISO 639 code: one zip each,
-served by the NLPL repository over plain http, as ELMoForManyLangs' README links them).
+served by the NLPL repository over plain http, as ELMoForManyLangs' README links them), the
+TensorFlow ones (``PUBLISHED_TF_MODELS``) and pairs in AllenNLP's format contributed by others
+(``PUBLISHED_CONTRIBUTED``: AllenNLP's contributed models, SeqVec, clinical and Slovenian ELMo).
 
 The URLs are those of AllenNLP's code (``allennlp/commands/elmo.py`` and the ``ElmoTokenEmbedder``
 defaults name ``https://allennlp.s3.amazonaws.com/models/elmo/...``); AllenNLP's ELMo page lists the
@@ -187,10 +189,7 @@ class PublishedTFModel:
 
     def archive_url(self, base_url: Optional[str] = None) -> str:
         """RETURNS (str): the archive's URL, below ``base_url`` or ``$SPACY_ELMO_TF_BASE_URL`` if given."""
-        base = base_url or os.environ.get(TF_BASE_URL_ENV)
-        if not base:
-            return self.url
-        return (base if base.endswith("/") else base + "/") + self.file_name
+        return mirrored(self.url, self.file_name, base_url or os.environ.get(TF_BASE_URL_ENV))
 
 
 # DeepPavlov's Russian ELMo (docs "Pre-trained embeddings", configs/elmo/*.json, ELMoEmbedder's
@@ -216,6 +215,13 @@ PUBLISHED_TF_MODELS: Dict[str, PublishedTFModel] = {
                          "tfhub", "1B Word Benchmark", http_only=False, filename="google-elmo-3.tar.gz"),
     )
 }
+
+
+def mirrored(url: str, file_name: str, base: Optional[str]) -> str:
+    """RETURNS (str): ``url``, or ``file_name`` below ``base`` where a mirror is given."""
+    if not base:
+        return url
+    return (base if base.endswith("/") else base + "/") + file_name
 
 
 def models_base_url(base_url: Optional[str] = None) -> str:
@@ -244,8 +250,118 @@ def published_archive(name: str) -> PublishedArchive:
 
 
 def published_names() -> str:
-    """Every name ``load_bilm`` downloads, for messages: AllenNLP's, the languages, the TensorFlow ones."""
+    """Every name ``load_bilm`` downloads, for messages: AllenNLP's, the languages, the TensorFlow ones,
+    the contributed ones."""
     return (
         f"{', '.join(PUBLISHED_MODELS)}; ELMoForManyLangs by language: {', '.join(PUBLISHED_ARCHIVES)}; "
-        f"TensorFlow: {', '.join(PUBLISHED_TF_MODELS)}"
+        f"TensorFlow: {', '.join(PUBLISHED_TF_MODELS)}; contributed: {', '.join(PUBLISHED_CONTRIBUTED)}"
     )
+
+
+@dataclass(frozen=True)
+class ContributedModel:
+    """One biLM in AllenNLP's format (options.json + HDF5 weights) published by others than
+    AllenNLP: at two URLs, or packed in one archive (.zip or .tar.gz) with the pair in a folder.
+
+    name (str): the name ``load_bilm`` and ``download`` take.
+    language (Optional[str]): the ISO 639 code of its text; None where its tokens are no natural
+        language's words (see ``tokens``).
+    tokens (str): what one token is: "words" (a language's words, as spaCy tokenizes them) or
+        "residues" (one amino-acid letter of a protein sequence: SeqVec); a blank spaCy pipeline
+        is made only for "words".
+    trained_on (str): the pretraining text, as its publisher names it.
+    source (str): the page or code that publishes the URLs.
+    options_path, weights_path (Optional[str]): a pair's two files, below AllenNLP's bucket
+        (``models_base_url``: AllenNLP's contributed models) where ``archive`` is None.
+    archive (Optional[str]): the archive's URL, where the pair is packed.
+    options_member, weights_member (Optional[str]): the pair's paths inside the archive, as
+        published; the members are found by these base names (exactly one of each).
+    sha256 (Optional[str]): the archive's SHA-256 where the publisher states one (none does).
+    options_sha256, weights_sha256 (Optional[str]): a pair's SHA-256 where the publisher states
+        one (none does): otherwise recorded at the first download and checked from then on.
+    http_only (bool): served over plain http alone (see ``PublishedModel``); none of these is.
+    """
+
+    name: str
+    language: Optional[str]
+    trained_on: str
+    source: str
+    tokens: str = "words"
+    options_path: Optional[str] = None
+    weights_path: Optional[str] = None
+    archive: Optional[str] = None
+    options_member: Optional[str] = None
+    weights_member: Optional[str] = None
+    sha256: Optional[str] = None
+    options_sha256: Optional[str] = None
+    weights_sha256: Optional[str] = None
+    http_only: bool = False
+
+    @property
+    def archive_name(self) -> str:
+        """RETURNS (str): the archive's file name (in the cache, and below a mirror's base URL)."""
+        return (self.archive or "").rsplit("/", 1)[-1]
+
+    def options_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): a pair's options URL below ``base_url`` (default: ``models_base_url()``)."""
+        return f"{models_base_url(base_url)}{self.options_path}"
+
+    def weights_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): a pair's weights URL below ``base_url`` (default: ``models_base_url()``)."""
+        return f"{models_base_url(base_url)}{self.weights_path}"
+
+    def archive_url(self, base_url: Optional[str] = None) -> str:
+        """RETURNS (str): the archive's URL, below ``base_url`` or ``$SPACY_ELMO_CONTRIBUTED_BASE_URL``
+        if given (a mirror holding the archives by file name)."""
+        return mirrored(self.archive or "", self.archive_name, base_url or os.environ.get(CONTRIBUTED_BASE_URL_ENV))
+
+
+# another server holding the contributed archives by file name (a mirror, or a local one in tests);
+# the pairs in AllenNLP's bucket follow $SPACY_ELMO_BASE_URL like AllenNLP's own models
+CONTRIBUTED_BASE_URL_ENV = "SPACY_ELMO_CONTRIBUTED_BASE_URL"
+# AllenNLP's ELMo page (allennlp-website, elmo.html), "Contributed ELMo Models": the bucket's
+# path-style links (s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/...)
+_ALLENNLP_PAGE = "https://allennlp.org/elmo (Contributed ELMo Models)"
+PUBLISHED_CONTRIBUTED: Dict[str, ContributedModel] = {
+    model.name: model
+    for model in (
+        ContributedModel(
+            "pubmed", "en", "PubMed", _ALLENNLP_PAGE,
+            options_path="contributed/pubmed/elmo_2x4096_512_2048cnn_2xhighway_options.json",
+            weights_path="contributed/pubmed/elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5",
+        ),
+        ContributedModel(
+            "pt-wikipedia", "pt", "Portuguese Wikipedia", _ALLENNLP_PAGE,
+            options_path="contributed/pt/wikipedia/options.json",
+            weights_path="contributed/pt/wikipedia/elmo_pt_weights.hdf5",
+        ),
+        ContributedModel(
+            "pt-brwac", "pt", "brWaC (Brazilian Portuguese web corpus)", _ALLENNLP_PAGE,
+            options_path="contributed/pt/brwac/options.json",
+            weights_path="contributed/pt/brwac/elmo_pt_weights_dgx1.hdf5",
+        ),
+        # SeqVec (Heinzinger et al. 2019): its README links the zip; DeepCoil's code unpacks
+        # uniref50_v2/options.json and uniref50_v2/weights.hdf5 from it
+        ContributedModel(
+            "seqvec", None, "UniRef50 protein sequences", "https://github.com/Rostlab/SeqVec (README)",
+            tokens="residues", archive="https://rostlab.org/~deepppi/seqvec.zip",
+            options_member="uniref50_v2/options.json", weights_member="uniref50_v2/weights.hdf5",
+        ),
+        # clinical concept extraction (Zhu, Paschalidis and Tahmasebi 2018): the README links the release asset and
+        # lists what it unpacks to, elmo/options.json beside elmo/mimic_wiki.hdf5 (and vocab.txt)
+        ContributedModel(
+            "clinical-mimic", "en", "MIMIC-III clinical notes (the weights file is named mimic_wiki.hdf5)",
+            "https://github.com/noc-lab/clinical_concept_extraction (README)",
+            archive="https://github.com/noc-lab/clinical_concept_extraction/releases/download/latest/elmo.tar.gz",
+            options_member="elmo/options.json", weights_member="elmo/mimic_wiki.hdf5",
+        ),
+        # EMBEDDIA's Slovenian ELMo (Ulčar and Robnik-Šikonja 2020), CLARIN.SI handle 11356/1277:
+        # slovenian-elmo.tar.gz unpacks to slovenian/options.json and slovenian/slovenian-elmo-weights.hdf5
+        ContributedModel(
+            "embeddia-sl", "sl", "Slovenian corpora (EMBEDDIA project)",
+            "http://hdl.handle.net/11356/1277",
+            archive="https://www.clarin.si/repository/xmlui/bitstream/handle/11356/1277/slovenian-elmo.tar.gz",
+            options_member="slovenian/options.json", weights_member="slovenian/slovenian-elmo-weights.hdf5",
+        ),
+    )
+}
