@@ -181,3 +181,26 @@ def test_residues_are_letters_and_seqvec_gets_no_blank_pipeline(tmp_path):
     cached.mkdir()
     (cached / "extracted.json").write_text(json.dumps({"name": "seqvec"}))
     assert pipeline_refusal(str(cached)) is not None and pipeline_refusal(str(SEQVEC)) is None
+
+
+def test_the_docs_table_says_what_the_registry_says_and_that_nothing_is_pinned():
+    from spacy_elmo.io.registry import PUBLISHED_ARCHIVES, PUBLISHED_TF_MODELS
+
+    text = (ROOT / "docs" / "download.md").read_text(encoding="utf-8")
+    section = text.split("## Contributed models in AllenNLP's format", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(" `"): [cell.strip() for cell in line.split("|")[2:-1]]
+            for line in section.splitlines() if line.startswith("| `")}
+    assert sorted(rows) == sorted(PUBLISHED_CONTRIBUTED)
+    for name, (language, layout, urls, pinned) in rows.items():
+        model = PUBLISHED_CONTRIBUTED[name]
+        assert pinned == ("yes" if model.sha256 or model.weights_sha256 else "no")
+        assert language == (model.language or "none: protein residues")
+        if model.archive:
+            assert f"`{model.archive}`" in urls and model.weights_member in layout
+        else:
+            folder, weights = model.weights_path.rsplit("/", 1)
+            assert f"/models/elmo/{folder}/options.json" in urls or f"/models/elmo/{model.options_path}" in urls
+            assert f"`{weights}` beside it" in urls
+    pinned = [m for table in (PUBLISHED_MODELS, PUBLISHED_ARCHIVES, PUBLISHED_TF_MODELS)
+              for m in table.values() if getattr(m, "sha256", None) or getattr(m, "weights_sha256", None)]
+    assert pinned == [] and "**Pinned: none.**" in section
