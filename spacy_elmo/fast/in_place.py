@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..bilm.lstm import LSTMPLayer, State, clip
+from . import bf16_rows
 
 
 def run_in_place(
@@ -23,6 +24,7 @@ def run_in_place(
     packed: bool = False,
     *,
     fused: bool = False,
+    row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple[torch.Tensor, List[State]]:
     """The timesteps of D layers of one shape (directions) over the same batch sizes, without autograd.
 
@@ -38,6 +40,9 @@ def run_in_place(
     packed (bool): ``projected`` holds the running rows only.
     fused (bool): tanh through sigmoid, with the step's ops fused where the values allow (see
         ``cell_step_in_place``); on CPU only.
+    row_weights (Optional[Tuple[Tensor, Tensor]]): with bfloat16 ``paired`` weights, the same
+        weights packed for ``bf16_rows``: timesteps of up to ``bf16_rows.ROWS`` rows take its
+        products (the same bf16 contract, read at the memory's rate for one sentence).
     """
     layer = layers[0]
     n_dir, steps, batch = projected.shape[0], len(batch_sizes), states[0][0].shape[0]
@@ -47,7 +52,7 @@ def run_in_place(
     out = projected.new_zeros(steps, n_dir, batch, layer.projection_dim)
     gates_buffer = projected.new_empty(n_dir * batch * 4 * dim)
     hidden_buffer = projected.new_empty(n_dir * batch * dim)
-    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim)
+    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights)
     h = h0
     views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     fused = fused and projected.device.type == "cpu"
@@ -83,6 +88,7 @@ def _step_products(
     paired: Optional[Tuple[torch.Tensor, torch.Tensor]],
     projected: torch.Tensor,
     gates_numel: int,
+    row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple[StepProduct, StepProduct]:
     """The two products of an in-place timestep for these weights: ``recurrent(p, h, gates)``
     writes ``p + h @ W_state`` into ``gates``; ``project(hidden, dest)`` writes ``hidden @ W_proj``
@@ -96,11 +102,19 @@ def _step_products(
         state_weights, projection_weights = paired
         low = projected.new_empty(gates_numel, dtype=state_weights.dtype)
 
+        few = bf16_rows.ROWS if row_weights is not None else 0
+
         def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
+            if gates.shape[1] <= few:
+                bf16_rows.product(h, row_weights[0], gates, add=p)
+                return
             product = torch.bmm(h.to(state_weights.dtype), state_weights, out=low[: gates.numel()].view(gates.shape))
             gates.copy_(product).add_(p)  # a quarter faster than one add of mixed types
 
         def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
+            if hidden.shape[1] <= few:
+                bf16_rows.product(hidden, row_weights[1], dest)
+                return
             dest.copy_(torch.bmm(hidden.to(projection_weights.dtype), projection_weights))
 
     elif paired is not None:

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
-from . import compiled
+from . import bf16_rows, compiled
 from .in_place import run_in_place
 from .precision import ReducedPrecisionLinear
 from .versions import tensors_version
@@ -139,7 +139,10 @@ def run_lockstep(
         if precision == "fp32" and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
             out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:])
         else:
-            out, finals = run_in_place(pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True)
+            packed_rows = bf16_row_weights(pair, paired_weights(*pair)) if precision == "bf16" else None
+            out, finals = run_in_place(
+                pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True, row_weights=packed_rows
+            )
         for d, stack in enumerate((forward, backward)):
             y = stack.skip(k, xs[d], out[:, d].transpose(0, 1))
             results[d][0].append(y)
@@ -171,13 +174,26 @@ def lockstep_precision(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]]) -> Option
 def bf16_weights(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> PairedWeights:
     """bfloat16 copies of a layer pair's paired weights in the same layouts, made once per weights
     version and kept on the pair's first layer."""
+    return _bf16_copies(pair, paired)[1]
+
+
+def bf16_row_weights(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """The recurrent and projection weights of a layer pair packed for ``bf16_rows`` (the products
+    of a few rows), made with ``bf16_weights``' copies; None where the compiled library is not
+    available."""
+    return _bf16_copies(pair, paired)[2]
+
+
+def _bf16_copies(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> Tuple:
     owner = pair[0]
     key = tensors_version(*(getattr(layer, name).weight for layer in pair for name in LINEARS))
     cached = getattr(owner, "_bf16_paired", None)
     if cached is None or cached[0] != key:
-        cached = (key, tuple(w.to(torch.bfloat16) for w in paired))  # strides kept: same layouts
+        copies = tuple(w.to(torch.bfloat16) for w in paired)  # strides kept: same layouts
+        rows = (bf16_rows.pack(copies[1]), bf16_rows.pack(copies[2])) if bf16_rows.rows_op() is not None else None
+        cached = (key, copies, rows)
         owner._bf16_paired = cached
-    return cached[1]
+    return cached
 
 
 def forget_bf16_weights(module: nn.Module) -> None:

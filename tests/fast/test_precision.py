@@ -73,8 +73,9 @@ def test_bf16_runs_both_directions_in_lockstep_on_bf16_weight_copies(bf16_cpu):
     cos = nn.functional.cosine_similarity(got[valid], reference[valid], dim=-1)
     assert cos.min() > 0.999
     first = fast.forward_lstm.layers[0]
-    key, copies = first._bf16_paired
+    key, copies, packed = first._bf16_paired
     assert all(w.dtype == torch.bfloat16 for w in copies)
+    assert packed is None or all(w.dtype == torch.bfloat16 for w in packed)  # for bf16_rows: a few rows
     layers(fast)
     assert first._bf16_paired[1] is copies  # made once per weights version
     with torch.no_grad():

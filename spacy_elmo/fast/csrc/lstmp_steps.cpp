@@ -9,11 +9,18 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 
 extern "C" void spacy_elmo_cell_rows(
     const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
 extern "C" void spacy_elmo_clip_rows(float* x, int64_t rows, int64_t width, int64_t row_stride, float limit);
+extern "C" int spacy_elmo_bf16_native();
+extern "C" void spacy_elmo_bf16_pairs(const float* x, int64_t width, uint32_t* pairs);
+extern "C" void spacy_elmo_bf16_rows(const uint16_t* packed, const uint32_t* pairs, int64_t rows, int64_t n_pairs,
+                                     int64_t out_features, int64_t first, int64_t last, float* y, int64_t y_stride,
+                                     const float* add, int64_t add_stride);
 
 namespace {
 
@@ -86,6 +93,51 @@ void lstmp_steps(
   }
 }
 
+// out[d] = bf16(bf16(x[d]) @ W[d]) (+ add[d]) for D weight matrices packed by
+// spacy_elmo/fast/bf16_rows.py::pack as (D, blocks, pairs of inputs, 128) bfloat16 (csrc/bf16_rows.cpp).
+// x: (D, n, in), out and add: (D, n, out), float32 CPU tensors whose rows are contiguous.
+void bf16_rows(const at::Tensor& x, const at::Tensor& packed, const std::optional<at::Tensor>& add,
+               const at::Tensor& out) {
+  TORCH_CHECK(packed.device().is_cpu() && packed.scalar_type() == at::kBFloat16 && packed.is_contiguous() &&
+                  packed.dim() == 4 && packed.size(3) == 128,
+              "bf16_rows: packed (D, blocks, pairs, 128) bfloat16 weights");
+  const int64_t n_dir = packed.size(0), blocks = packed.size(1), n_pairs = packed.size(2);
+  const at::Tensor* operands[] = {&x, &out, add ? &*add : nullptr};
+  for (const at::Tensor* t : operands) {
+    if (t == nullptr) continue;
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->dim() == 3 && t->size(0) == n_dir &&
+                    t->size(1) == x.size(1) && t->stride(2) == 1,
+                "bf16_rows: (D, n, width) float32 CPU operands with contiguous rows");
+  }
+  const int64_t rows = x.size(1), out_features = out.size(2);
+  TORCH_CHECK((x.size(2) + 1) / 2 == n_pairs && (out_features + 63) / 64 == blocks && (!add || add->size(2) == out_features),
+              "bf16_rows: widths do not match the packed weights");
+  if (rows == 0) return;
+  at::Tensor pairs = at::empty({n_dir, rows, n_pairs}, x.options().dtype(at::kInt));
+  auto* p = reinterpret_cast<uint32_t*>(pairs.data_ptr<int32_t>());
+  for (int64_t d = 0; d < n_dir; ++d) {
+    for (int64_t r = 0; r < rows; ++r) {
+      spacy_elmo_bf16_pairs(x.data_ptr<float>() + d * x.stride(0) + r * x.stride(1), x.size(2),
+                            p + (d * rows + r) * n_pairs);
+    }
+  }
+  const auto* w = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
+  float* y = out.data_ptr<float>();
+  const float* plus = add ? add->data_ptr<float>() : nullptr;
+  // the blocks of all directions split between threads (two cores: one direction each)
+  at::parallel_for(0, n_dir * blocks, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end;) {
+      const int64_t d = i / blocks, first = i % blocks, last = std::min(blocks, first + (end - i));
+      spacy_elmo_bf16_rows(w + d * blocks * n_pairs * 128, p + d * rows * n_pairs, rows, n_pairs, out_features, first,
+                           last, y + d * out.stride(0), out.stride(1), plus ? plus + d * add->stride(0) : nullptr,
+                           plus ? add->stride(1) : 0);
+      i += last - first;
+    }
+  });
+}
+
+bool bf16_native() { return spacy_elmo_bf16_native() != 0; }
+
 }  // namespace
 
 TORCH_LIBRARY(spacy_elmo, m) {
@@ -93,4 +145,7 @@ TORCH_LIBRARY(spacy_elmo, m) {
       "lstmp_steps(Tensor projected, Tensor h0, Tensor(a!) cell, int[] batch_sizes, Tensor w_state, Tensor w_proj, "
       "float? cell_clip, float? proj_clip, Tensor(b!) out) -> ()");
   m.impl("lstmp_steps", c10::DispatchKey::CPU, TORCH_FN(lstmp_steps));
+  m.def("bf16_rows(Tensor x, Tensor packed, Tensor? add, Tensor(a!) out) -> ()");
+  m.impl("bf16_rows", c10::DispatchKey::CPU, TORCH_FN(bf16_rows));
+  m.def("bf16_native() -> bool", TORCH_FN(bf16_native));
 }

@@ -1,0 +1,238 @@
+"""One sentence at a time, per precision: tokens/s against fp32, and against the memory's limit.
+
+    python -m bench.bench_one_sentence --shape full --sentences 24 --rounds 3 --threads 2 \
+        --test-data sample/ewt/test.conllu --json bench/results/one-sentence-epyc-avx512.json \
+        --markdown bench/results/one-sentence-epyc-avx512.md
+    python -m bench.bench_one_sentence --quick    # tiny model, seconds
+
+As a service embedding one sentence per request runs it: the biLM steps one timestep at a time
+for one row. The model has a published shape with random weights (normal, std 0.035, torch seed 0;
+not written to and read from the published format: the products are what is measured). Every
+precision runs ``optimize_for_inference`` on its own copy; "bf16, torch products" is bf16 with
+``bf16_rows.ROWS = 0`` (the one-row products on torch's bf16 kernels, as before the packed kernel).
+In every round each mode runs all sentences in turn, the order rotated between rounds (interleaved),
+and the one-row products of a timestep are timed alone (``step_products``: where a step's time goes).
+Recorded with them: the memory bandwidth (torch triad, before and after), the load average, the
+rate torch's float32 one-row products reach on the model's own weights, bytes of recurrent weights
+read per timestep in each precision, and each mode's tokens/s as a fraction of the limit those
+bytes and the bandwidth set (a floor on a timestep's time where the weights do not fit in cache).
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.fast import bf16_rows, optimize_for_inference
+from spacy_elmo.fast.lockstep import bf16_row_weights, bf16_weights, paired_weights
+from spacy_elmo.provenance import data_record, mark_start, provenance
+
+from .bandwidth import cpu_record
+from .bench_bilm import machine_info
+from .hardware import MatvecRate, memory_record, weights_regime
+from .workloads import SHAPES, bench_command, benchmark_sentences, char_batch, cosines, data_file, recurrent_bytes_per_step
+
+MODES = {"fp32": "fp32", "bf16": "bf16", "bf16, torch products": "bf16", "int8": "int8"}
+BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
+
+
+def main(argv: Optional[List[str]] = None) -> Dict:
+    args = parse_args(argv)
+    report: Dict = {"command": bench_command("bench.bench_one_sentence", argv)}
+    mark_start(report["command"])
+    torch.set_num_threads(args.threads)
+    started = time.time()
+    report["machine"] = {**machine_info(args.threads), "cpu": cpu_record(), "bf16_rows_avx512bf16": bf16_rows.native()}
+    report["note"] = ("a shared machine, loaded by other jobs while this ran (load averages below): "
+                      "compare the modes within this run, not with other runs")
+    report["memory"] = {"before": memory_record([args.threads], repeats=3 if args.quick else 10)}
+    shape = "tiny" if args.quick else args.shape
+    config = SHAPES[shape]
+    sentences, source = benchmark_sentences(args.sentences, args.test_data, min_len=5 if args.quick else 20)
+    report["sentences"] = {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences))}
+    torch.manual_seed(0)
+    plain = BiLM(config).eval()
+    with torch.no_grad():
+        for parameter in plain.parameters():
+            parameter.normal_(0.0, 0.035)
+    models = {name: optimize_for_inference(copy.deepcopy(plain), precision=p) for name, p in MODES.items()}
+    del plain
+    runs = [char_batch([s], config.max_characters_per_token) for s in sentences]
+    result = run_rounds(models, runs, args.rounds)
+    steps = sum(int(lengths.sum()) for _, lengths in runs)  # timesteps: each sentence's tokens + <S>, </S>
+    fp32_pairs = [paired_weights(*pair) for pair in zip(models["fp32"].forward_lstm.layers, models["fp32"].backward_lstm.layers)]
+    matvec = MatvecRate([[w for paired in fp32_pairs for w in paired[1:]]], steps)
+    matvec_s = min(matvec() for _ in range(3 if args.quick else 5))
+    report["step_products"] = step_products(models, 5 if args.quick else args.product_repeats)
+    report["memory"]["after"] = memory_record([args.threads], repeats=3 if args.quick else 10)
+    bandwidth = max(report["memory"][k]["triad_gb_per_s"][str(args.threads)]["median"] for k in ("before", "after"))
+    caches = report["memory"]["before"]["caches"]
+    fp32_bytes = recurrent_bytes_per_step(config, 4)
+    report["limits"] = {
+        "timesteps": steps,
+        "triad_gb_per_s_median": bandwidth,
+        "torch_fp32_matvec_gb_per_s": fp32_bytes * steps / matvec_s / 1e9,
+        "torch_fp32_matvec_tokens_per_s": result["tokens"] / matvec_s,
+    }
+    for name, stats in result["modes"].items():
+        per_weight = BYTES[MODES[name]]
+        step_bytes = recurrent_bytes_per_step(config, per_weight)
+        floor_s = step_bytes * steps / (bandwidth * 1e9)
+        stats.update({
+            "weight_bytes_per_step": step_bytes,
+            "weights_regime": weights_regime(step_bytes, caches, args.threads),
+            "memory_limit_tokens_per_s": result["tokens"] / floor_s,
+            "fraction_of_memory_limit": floor_s / stats["seconds"],
+            "weights_gb_per_s": step_bytes * steps / stats["seconds"] / 1e9,
+        })
+    report.update(shape=shape, config=config.to_options(), **result)
+    report["provenance"] = provenance(model=None, model_note=f"random weights (std 0.035, torch seed 0) of the {shape} shape",
+                                      data=data_record([data_file(args.test_data, "test")]))
+    report["load_average"] = {k: report["memory"][k]["load_average"] for k in ("before", "after")}
+    report["seconds"] = time.time() - started
+    text = markdown(report)
+    print(text)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(text, encoding="utf-8")
+    return report
+
+
+def run_rounds(models: Dict[str, BiLM], runs, rounds: int) -> Dict:
+    """Every mode over all sentences one at a time, per round, in an order rotated between rounds."""
+    names = list(models)
+    times: Dict[str, List[float]] = {name: [] for name in names}
+    outputs = {}
+    loads = []
+    with torch.no_grad():
+        for name in names:  # warm-up (packing, compiling), and the outputs to compare
+            outputs[name] = [run(models[name], ids, lengths) for ids, lengths in runs]
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                start = time.perf_counter()
+                for ids, lengths in runs:
+                    run(models[name], ids, lengths)
+                times[name].append(time.perf_counter() - start)
+                log(f"round {r}: {name} {times[name][-1]:.2f} s")
+            loads.append(list(os.getloadavg()))
+    tokens = sum(int(lengths.sum()) - 2 for _, lengths in runs)
+    modes = {}
+    for name in names:
+        cos = np.concatenate([cosines(a[:, 0].float().numpy(), b[:, 0].float().numpy()).ravel()
+                              for a, b in zip(outputs["fp32"], outputs[name])])
+        paired = [f / t for f, t in zip(times["fp32"], times[name])]  # the same round's fp32 time over this one's
+        modes[name] = {
+            "seconds": min(times[name]), "median_seconds": float(np.median(times[name])), "round_seconds": times[name],
+            "tokens_per_s": tokens / min(times[name]),
+            "x_fp32_best": min(times["fp32"]) / min(times[name]),
+            "x_fp32_per_round": paired, "x_fp32_median": float(np.median(paired)),
+            "cosine_to_fp32_mean": float(cos.mean()), "cosine_to_fp32_min": float(cos.min()),
+        }
+    return {"tokens": tokens, "rounds": rounds, "load_average_per_round": loads, "modes": modes}
+
+
+def run(model: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    return model(ids, lengths).layers
+
+
+def step_products(models: Dict[str, BiLM], repeats: int) -> Dict[str, Dict[str, float]]:
+    """The one-row products of one timestep (both layers, both directions), and the per-step
+    conversions of the bf16 path on torch's products, each timed alone, interleaved: microseconds."""
+    fp32 = [(pair, paired_weights(*pair)) for pair in zip(models["fp32"].forward_lstm.layers, models["fp32"].backward_lstm.layers)]
+    bf16 = [(pair, paired_weights(*pair)) for pair in zip(models["bf16"].forward_lstm.layers, models["bf16"].backward_lstm.layers)]
+    low = [bf16_weights(pair, paired) for pair, paired in bf16]
+    rows = [bf16_row_weights(pair, paired) for pair, paired in bf16]
+    int8 = list(zip(models["int8"].forward_lstm.layers, models["int8"].backward_lstm.layers))
+    proj, dim = fp32[0][1][1].shape[1], fp32[0][1][1].shape[2] // 4
+    h, hidden, p = torch.randn(2, 1, proj), torch.randn(2, 1, dim), torch.randn(2, 1, 4 * dim)
+    gates, out = torch.empty(2, 1, 4 * dim), torch.empty(2, 1, proj)
+    low_gates = torch.empty(2, 1, 4 * dim, dtype=torch.bfloat16)
+
+    def ops() -> Dict[str, Callable[[], object]]:
+        found = {
+            "fp32 products (baddbmm, bmm)": lambda: [(torch.baddbmm(p, h, w[1], out=gates), torch.bmm(hidden, w[2], out=out)) for _, w in fp32],
+            "bf16 products, torch (bmm, bmm)": lambda: [(torch.bmm(h.bfloat16(), w[1], out=low_gates), torch.bmm(hidden.bfloat16(), w[2])) for w in low],
+            "bf16 per-step conversions (2 casts in, 2 copies out, add)": lambda: [(h.bfloat16(), hidden.bfloat16(), gates.copy_(low_gates).add_(p), out.copy_(gates[..., :proj])) for _ in low],
+            "int8 products (linear_dynamic, per direction)": lambda: [(layer.state_linearity(h[0]), layer.projection(hidden[0])) for pair in int8 for layer in pair],
+        }
+        if rows[0] is not None:
+            found["bf16 products, packed kernel"] = lambda: [(bf16_rows.product(h, r[0], gates, add=p), bf16_rows.product(hidden, r[1], out)) for r in rows]
+        return found
+
+    times: Dict[str, List[float]] = {name: [] for name in ops()}
+    with torch.no_grad():
+        for _ in range(repeats):
+            for name, fn in ops().items():
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    return {name: {"best_us": min(t) * 1e6, "median_us": float(np.median(t)) * 1e6, "max_us": max(t) * 1e6} for name, t in times.items()}
+
+
+def markdown(report: Dict) -> str:
+    limits = report["limits"]
+    lines = [
+        f"# One sentence at a time, {report['shape']} shape ({report['sentences']['count']} sentences, {report['tokens']} tokens)",
+        "",
+        f"{report['note']}. Load average before {fmt(report['load_average']['before'])}, after "
+        f"{fmt(report['load_average']['after'])}, per round {', '.join(fmt(l[:1]) for l in report['load_average_per_round'])}. "
+        f"CPU: {report['machine']['cpu']['model']}; torch {report['machine']['torch']}, "
+        f"{report['machine']['threads']} threads; packed bf16 kernel with AVX512-BF16: {report['machine']['bf16_rows_avx512bf16']}.",
+        "",
+        f"Memory bandwidth (torch triad, median): {limits['triad_gb_per_s_median']:.1f} GB/s; torch's float32 one-row "
+        f"products on the model's recurrent weights: {limits['torch_fp32_matvec_gb_per_s']:.1f} GB/s "
+        f"({limits['torch_fp32_matvec_tokens_per_s']:.1f} tokens/s if a timestep were those products alone).",
+        "",
+        "| mode | tokens/s (best of rounds) | x fp32 (best) | x fp32 per round (median, range) | weights read per step | regime | % of memory limit | cosine to fp32 (mean, min) |",
+        "|---|---:|---:|---|---:|---|---:|---|",
+    ]
+    for name, s in report["modes"].items():
+        per_round = s["x_fp32_per_round"]
+        lines.append(
+            f"| {name} | {s['tokens_per_s']:.1f} | {s['x_fp32_best']:.2f} | {s['x_fp32_median']:.2f} ({min(per_round):.2f}-{max(per_round):.2f}) "
+            f"| {s['weight_bytes_per_step'] / 1e6:.1f} MB | {s['weights_regime']} | {100 * s['fraction_of_memory_limit']:.0f}% "
+            f"| {s['cosine_to_fp32_mean']:.6f}, {s['cosine_to_fp32_min']:.6f} |"
+        )
+    lines += ["", "One timestep's one-row products, each timed alone, interleaved (microseconds):", "",
+              "| operation | best | median | max |", "|---|---:|---:|---:|"]
+    for name, t in report["step_products"].items():
+        lines.append(f"| {name} | {t['best_us']:.0f} | {t['median_us']:.0f} | {t['max_us']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def fmt(values) -> str:
+    return "/".join(f"{v:.1f}" for v in values)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shape", default="full", choices=sorted(SHAPES))
+    parser.add_argument("--sentences", type=int, default=24)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--product-repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--test-data", type=Path, default=None, help="a CoNLL-U file (default: EWT's test set)")
+    parser.add_argument("--quick", action="store_true", help="a tiny model and a few sentences: a smoke run")
+    parser.add_argument("--json")
+    parser.add_argument("--markdown")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sentences, args.rounds = min(args.sentences, 4), min(args.rounds, 2)
+    return args
+
+
+if __name__ == "__main__":
+    main()
