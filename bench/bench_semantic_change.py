@@ -153,8 +153,9 @@ def score_senses(bilm, head, senses, vectors, seed: int) -> Dict[str, Dict[str, 
 
 
 def summarize(values: List[float]) -> Dict[str, Any]:
-    """Mean and sd over the seeds with a value; Spearman is undefined (NaN) where a score is constant
-    over the targets (layer 0 of one word: every use has the same token), and then left out."""
+    """Mean and sd over the seeds with a value. Spearman is undefined (NaN) where fewer than 3 targets
+    have a score or the score is constant: layer 0 gives every use of one token the same vector, and
+    affinity propagation on such repeated points does not converge (JSD NaN) or splits them at random."""
     values = [v for v in values if v == v]
     if not values:
         return {"mean": None, "sd": None, "n": 0}
@@ -163,7 +164,7 @@ def summarize(values: List[float]) -> Dict[str, Any]:
 
 def _cell(entry: Dict[str, Any], seeds: int) -> str:
     if entry["mean"] is None:
-        return "undefined (constant score)"
+        return "undefined (no seed had 3 scored targets and a varying score)"
     return f"{entry['mean']:.3f} ± {entry['sd']:.3f}" + ("" if entry["n"] == seeds else f" (n={entry['n']})")
 
 

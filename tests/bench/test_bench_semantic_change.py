@@ -52,4 +52,4 @@ def test_an_undefined_spearman_is_summarized_and_reported_as_such():
               "design": {"seeds": [0]}, "spearman": {"random": {"prt@0": entry}},
               "ari": {"random": {"substitutes": {"w": summarize([0.25])}}}}
     text = markdown(result)
-    assert "undefined (constant score)" in text and "0.250 ± 0.000" in text
+    assert "undefined (no seed had 3 scored targets and a varying score)" in text and "0.250 ± 0.000" in text
