@@ -105,3 +105,16 @@ def test_bad_inputs_are_refused_with_a_message(files):
     missing = runner.invoke(app, ["change", str(folder / "a.txt"), str(folder / "nope.txt"), "--targets",
                                   str(folder / "targets.txt"), "--model", str(model)])
     assert missing.exit_code == 2 and "corpus not found" in " ".join(missing.output.replace("│", " ").split())
+
+
+def test_a_usages_file_without_a_target_is_refused(files):
+    folder, model = files
+    (folder / "few.txt").write_text("cat\n", encoding="utf-8")
+    runner = CliRunner()
+    made = runner.invoke(app, ["usages", str(folder / "a.txt"), "--targets", str(folder / "few.txt"),
+                               "--output", str(folder / "a.parquet"), "--model", str(model)])
+    assert made.exit_code == 0, made.output
+    result = runner.invoke(app, ["change", str(folder / "a.parquet"), str(folder / "b.txt"), "--targets",
+                                 str(folder / "targets.txt"), "--model", str(model)])
+    said = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "collected without the targets" in said
