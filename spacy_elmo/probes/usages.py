@@ -269,9 +269,7 @@ def write_usages(usage_set: UsageSet, path: PathLike) -> Path:
 
     RETURNS (Path): the file.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    pa, pq = _pyarrow()
     from ..atomic import write_atomic
 
     rows = [(t, u, v) for t, uses in usage_set.usages.items() for u, v in zip(uses, usage_set.vectors[t])]
@@ -305,8 +303,7 @@ def read_usages(path: PathLike) -> UsageSet:
 
     RETURNS (UsageSet): every target it was collected for, with its uses and vectors.
     """
-    import pyarrow.parquet as pq
-
+    _, pq = _pyarrow()
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: usages file not found")
@@ -328,6 +325,16 @@ def read_usages(path: PathLike) -> UsageSet:
         rows[target].append(i)
     vectors = {t: matrix[rows[t]] if rows[t] else np.zeros((0, width), np.float32) for t in usages}
     return UsageSet(settings, usages, vectors, {t: int(n) for t, n in metadata["found"].items()})
+
+
+def _pyarrow() -> Tuple[Any, Any]:
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError as err:
+        raise ImportError(f"usages files are Parquet, which needs pyarrow ({err}): pip install pyarrow "
+                          "(or spacy-elmo[ray], which brings it)") from None
+    return pyarrow, pyarrow.parquet
 
 
 def load_usages_or_collect(

@@ -111,3 +111,12 @@ def test_targets_file_takes_the_first_field_of_each_line(tmp_path):
     path.write_text("\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no targets"):
         read_targets(path)
+
+
+def test_without_pyarrow_the_error_says_how_to_get_it(tmp_path, tiny_bilm, monkeypatch):
+    import sys
+
+    found = collect_usages(tiny_bilm, _corpus(tmp_path), ["bank"])
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match="pip install pyarrow"):
+        write_usages(found, tmp_path / "u.parquet")
