@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -30,8 +31,8 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM
-from spacy_elmo.fast import bf16_rows, optimize_for_inference
-from spacy_elmo.fast.lockstep import bf16_row_weights, bf16_weights, paired_weights
+from spacy_elmo.fast import bf16_rows, optimize_for_inference, payoff
+from spacy_elmo.fast.lockstep import paired_weights
 from spacy_elmo.provenance import data_record, mark_start, provenance
 
 from .bandwidth import cpu_record
@@ -67,7 +68,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     runs = [char_batch([s], config.max_characters_per_token) for s in sentences]
     result = run_rounds(models, runs, args.rounds)
     steps = sum(int(lengths.sum()) for _, lengths in runs)  # timesteps: each sentence's tokens + <S>, </S>
-    fp32_pairs = [paired_weights(*pair) for pair in zip(models["fp32"].forward_lstm.layers, models["fp32"].backward_lstm.layers)]
+    fp32_pairs = [paired_weights(*pair) for pair in pairs_of(models["fp32"])]
     matvec = MatvecRate([[w for paired in fp32_pairs for w in paired[1:]]], steps)
     matvec_s = min(matvec() for _ in range(3 if args.quick else 5))
     report["step_products"] = step_products(models, 5 if args.quick else args.product_repeats)
@@ -113,8 +114,9 @@ def run_rounds(models: Dict[str, BiLM], runs, rounds: int) -> Dict:
     times: Dict[str, List[float]] = {name: [] for name in names}
     outputs = {}
     loads = []
-    with torch.no_grad():
-        for name in names:  # warm-up (packing, compiling), and the outputs to compare
+    with torch.no_grad(), warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        for name in names:  # warm-up (packing, compiling, the payoff check), and the outputs to compare
             outputs[name] = [run(models[name], ids, lengths) for ids, lengths in runs]
         for r in range(rounds):
             for name in names[r % len(names):] + names[: r % len(names)]:
@@ -137,7 +139,9 @@ def run_rounds(models: Dict[str, BiLM], runs, rounds: int) -> Dict:
             "x_fp32_per_round": paired, "x_fp32_median": float(np.median(paired)),
             "cosine_to_fp32_mean": float(cos.mean()), "cosine_to_fp32_min": float(cos.min()),
         }
-    return {"tokens": tokens, "rounds": rounds, "load_average_per_round": loads, "modes": modes}
+    # what the first pass in each precision said (spacy_elmo/fast/payoff.py: a measurement at that pass)
+    warned = [str(w.message) for w in said if "slower than fp32" in str(w.message)]
+    return {"tokens": tokens, "rounds": rounds, "load_average_per_round": loads, "modes": modes, "payoff_warnings": warned}
 
 
 def run(model: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -145,37 +149,43 @@ def run(model: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 
 def step_products(models: Dict[str, BiLM], repeats: int) -> Dict[str, Dict[str, float]]:
-    """The one-row products of one timestep (both layers, both directions), and the per-step
-    conversions of the bf16 path on torch's products, each timed alone, interleaved: microseconds."""
-    fp32 = [(pair, paired_weights(*pair)) for pair in zip(models["fp32"].forward_lstm.layers, models["fp32"].backward_lstm.layers)]
-    bf16 = [(pair, paired_weights(*pair)) for pair in zip(models["bf16"].forward_lstm.layers, models["bf16"].backward_lstm.layers)]
-    low = [bf16_weights(pair, paired) for pair, paired in bf16]
-    rows = [bf16_row_weights(pair, paired) for pair, paired in bf16]
-    int8 = list(zip(models["int8"].forward_lstm.layers, models["int8"].backward_lstm.layers))
-    proj, dim = fp32[0][1][1].shape[1], fp32[0][1][1].shape[2] // 4
+    """One timestep's one-row products (both layers, both directions; ``payoff.step_products``), and
+    the per-step conversions of bf16 on torch's products, each timed alone, interleaved: microseconds."""
+    ops: Dict[str, Callable[[], object]] = {}
+    for name in ("bf16", "int8"):
+        pairs = list(zip(models[name].forward_lstm.layers, models[name].backward_lstm.layers))
+        products = payoff.step_products(pairs, name, 1)
+        ops.setdefault("fp32 products (baddbmm, bmm)", products["fp32"])
+        label = {"bf16": "bf16 products, packed kernel" if bf16_rows.native() else "bf16 products, portable kernel",
+                 "int8": "int8 products (linear_dynamic, one direction at a time)"}[name]
+        ops[label] = products[name]
+    bf16_rows.ROWS, rows = 0, bf16_rows.ROWS  # torch's bf16 products, as before the kernel
+    try:
+        ops["bf16 products, torch (bmm, with the conversions)"] = payoff.step_products(pairs_of(models["bf16"]), "bf16", 1)["bf16"]
+    finally:
+        bf16_rows.ROWS = rows
+    proj, dim = models["fp32"].config.projection_dim, models["fp32"].config.dim
     h, hidden, p = torch.randn(2, 1, proj), torch.randn(2, 1, dim), torch.randn(2, 1, 4 * dim)
-    gates, out = torch.empty(2, 1, 4 * dim), torch.empty(2, 1, proj)
-    low_gates = torch.empty(2, 1, 4 * dim, dtype=torch.bfloat16)
-
-    def ops() -> Dict[str, Callable[[], object]]:
-        found = {
-            "fp32 products (baddbmm, bmm)": lambda: [(torch.baddbmm(p, h, w[1], out=gates), torch.bmm(hidden, w[2], out=out)) for _, w in fp32],
-            "bf16 products, torch (bmm, bmm)": lambda: [(torch.bmm(h.bfloat16(), w[1], out=low_gates), torch.bmm(hidden.bfloat16(), w[2])) for w in low],
-            "bf16 per-step conversions (2 casts in, 2 copies out, add)": lambda: [(h.bfloat16(), hidden.bfloat16(), gates.copy_(low_gates).add_(p), out.copy_(gates[..., :proj])) for _ in low],
-            "int8 products (linear_dynamic, per direction)": lambda: [(layer.state_linearity(h[0]), layer.projection(hidden[0])) for pair in int8 for layer in pair],
-        }
-        if rows[0] is not None:
-            found["bf16 products, packed kernel"] = lambda: [(bf16_rows.product(h, r[0], gates, add=p), bf16_rows.product(hidden, r[1], out)) for r in rows]
-        return found
-
-    times: Dict[str, List[float]] = {name: [] for name in ops()}
+    gates, low = torch.empty(2, 1, 4 * dim), torch.empty(2, 1, 4 * dim, dtype=torch.bfloat16)
+    n_layers = models["fp32"].config.n_layers
+    ops["bf16 conversions alone (casts in, copies and add out)"] = lambda: [
+        (h.bfloat16(), hidden.bfloat16(), gates.copy_(low).add_(p), gates[..., :proj].copy_(low[..., :proj]))
+        for _ in range(n_layers)
+    ]
+    times: Dict[str, List[float]] = {name: [] for name in ops}
     with torch.no_grad():
+        for fn in ops.values():
+            fn()
         for _ in range(repeats):
-            for name, fn in ops().items():
+            for name, fn in ops.items():
                 start = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - start)
     return {name: {"best_us": min(t) * 1e6, "median_us": float(np.median(t)) * 1e6, "max_us": max(t) * 1e6} for name, t in times.items()}
+
+
+def pairs_of(model: BiLM):
+    return list(zip(model.forward_lstm.layers, model.backward_lstm.layers))
 
 
 def markdown(report: Dict) -> str:
@@ -206,6 +216,8 @@ def markdown(report: Dict) -> str:
               "| operation | best | median | max |", "|---|---:|---:|---:|"]
     for name, t in report["step_products"].items():
         lines.append(f"| {name} | {t['best_us']:.0f} | {t['median_us']:.0f} | {t['max_us']:.0f} |")
+    lines += ["", "What the first one-sentence pass in each precision said (`spacy_elmo/fast/payoff.py`):", ""]
+    lines += [f"- {text}" for text in report["payoff_warnings"]] or ["- nothing: no precision measured slower than fp32"]
     return "\n".join(lines) + "\n"
 
 

@@ -27,7 +27,7 @@ from ..bilm import BiLM
 from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
 from ..bilm.model import TokenLayout
 from ..bilm.token_encoder import CharCNNEncoder
-from . import compiled, train_step
+from . import compiled, payoff, train_step
 from .in_place import run_in_place
 from .lockstep import lockstep_precision, paired_weights, run_lockstep
 from .switches import ThreadSwitch
@@ -128,6 +128,8 @@ class Runner:
         layout (Optional[TokenLayout]): where the inputs' rows come from; in lockstep the first
             layer's input projections are then computed once per distinct token.
         """
+        if not self.exact and not torch.is_grad_enabled() and len(batch_sizes):
+            payoff.check_pass(forward, backward, int(batch_sizes[0]))  # a reduced precision slower than fp32: say so once
         path = self.stack_path(forward, backward, inputs)
         if path is None:
             return (

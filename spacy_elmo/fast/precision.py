@@ -177,7 +177,15 @@ def _probe_full_range(engine: str) -> bool:
             if not torch.allclose(y, torch.full_like(y, 64.0), atol=0.5, rtol=0):
                 return False
         return True
-    except RuntimeError:  # an engine that cannot run these products: keep to 7 bits
+    except RuntimeError as error:  # an engine that cannot run these products: keep to 7 bits, and say so
+        warnings.warn(
+            f'precision "int8": the quantized engine {engine!r} failed the check of whether its products take '
+            f"8-bit inputs ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no message'}); "
+            "inputs are quantized to 7 bits (half the resolution). torch.backends.quantized.supported_engines "
+            f"lists the others ({', '.join(torch.backends.quantized.supported_engines)})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return False
     finally:
         if torch.backends.quantized.engine != current:

@@ -1,5 +1,6 @@
 """Reduced-precision linear layers: close to fp32, reversible, and following weight updates."""
 import os
+import warnings
 
 import pytest
 import torch
@@ -187,3 +188,18 @@ def test_int8_full_range_is_decided_by_the_probe(monkeypatch):
     monkeypatch.setattr(quantize, "_probe_full_range", lambda engine: calls.append(engine) or engine == "onednn")
     assert quantize.int8_full_range("onednn") and not quantize.int8_full_range("x86")
     assert quantize.int8_full_range("onednn") and calls == ["onednn", "x86"]  # once per engine
+
+
+def test_an_engine_failing_the_saturation_probe_says_so_once_and_keeps_7_bits(monkeypatch):
+    monkeypatch.setattr(quantize, "_FULL_RANGE", {})
+
+    def fails(weight, bias):
+        raise RuntimeError("no kernel for this engine")
+
+    monkeypatch.setattr(quantize, "_pack_int8", fails)
+    engine = torch.backends.quantized.engine
+    with pytest.warns(RuntimeWarning, match=f"engine '{engine}' failed the check.*no kernel for this engine.*7 bits"):
+        assert quantize.int8_full_range() is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert quantize.int8_full_range() is False  # decided once per engine: said once

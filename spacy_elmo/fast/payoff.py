@@ -1,0 +1,142 @@
+"""Whether a reduced precision pays against fp32 here: measured once, said once.
+
+bf16, fp16 and int8 read fewer bytes of weight per product, but whether they run faster than
+fp32 depends on the CPU's kernels, and on the regime: on an AMD EPYC with AVX512-BF16 but no AMX,
+bf16 was slower than fp32 one sentence at a time on torch's products, and on batches too
+(docs/speed.md). So the first pass of a model in a reduced precision in each regime ("one
+sentence": one row; "batch": more) times that pass's timestep products (the recurrent products and
+projections of every layer, both directions, at the pass's first timestep's rows), in the precision
+and in fp32 on the same weights, interleaved, best of ``ROUNDS``; where the precision is slower by
+more than ``MARGIN``, one RuntimeWarning says so with the numbers. Nothing changes: the precision
+asked for is the one that runs (never switched by batch size). Once per process for each precision,
+regime and layer shape; ``SPACY_ELMO_PRECISION_CHECK=0`` skips the measurement.
+
+What it costs: the products of two timesteps per round, each read from memory (the full published
+model: 168 MB of fp32 weights a timestep, about 0.1-0.3 s in all on two cores). What it does not
+see: the input projections, one product per sentence, a larger share of a batch's time than of
+one sentence's; and the machine's load at that moment (a busy machine can tip a close call either
+way, so the warning gives the numbers and says how they were measured).
+"""
+import os
+import time
+import warnings
+from typing import Callable, Dict, List, Sequence, Set, Tuple
+
+import torch
+
+from ..bilm.lstm import LSTMPLayer, LSTMPStack
+from . import bf16_rows
+from .lockstep import bf16_row_weights, bf16_weights, paired_weights
+from .precision import ReducedPrecisionLinear
+
+ENV = "SPACY_ELMO_PRECISION_CHECK"  # "0": never measure, never warn
+ROUNDS = 3
+MARGIN = 1.1  # slower than fp32 by more than this factor: warn
+_SAID: Set[Tuple] = set()
+
+
+def stack_precision(forward: LSTMPStack) -> str:
+    """The precision of a stack's recurrent products: "fp32", or a ``ReducedPrecisionLinear``'s."""
+    linear = forward.layers[0].state_linearity
+    return linear.precision if isinstance(linear, ReducedPrecisionLinear) else "fp32"
+
+
+def check_pass(forward: LSTMPStack, backward: LSTMPStack, rows: int) -> None:
+    """Before a pass whose first timestep has ``rows`` rows: measure (once per precision, regime and
+    shape) and warn where the stacks' precision is slower than fp32 (see the module docstring)."""
+    precision = stack_precision(forward)
+    if precision == "fp32" or os.environ.get(ENV, "1") == "0":
+        return
+    layer = forward.layers[0]
+    regime = "one sentence" if rows == 1 else "batch"
+    key = (precision, regime, layer.dim, layer.projection_dim, len(forward.layers))
+    if key in _SAID:
+        return
+    _SAID.add(key)
+    pairs = list(zip(forward.layers, backward.layers))
+    if any(paired_weights(*pair) is None for pair in pairs):
+        return  # the directions run one after the other: not the layout measured here
+    fp32_us, precision_us = time_products(pairs, precision, rows)
+    warn_if_slower(precision, regime, rows=rows, fp32_us=fp32_us, precision_us=precision_us)
+
+
+def warn_if_slower(precision: str, regime: str, *, rows: int, fp32_us: float, precision_us: float) -> bool:
+    """Warn where ``precision_us`` exceeds ``fp32_us`` by more than ``MARGIN``.
+
+    RETURNS (bool): whether it warned.
+    """
+    if precision_us <= MARGIN * fp32_us:
+        return False
+    warnings.warn(
+        f'precision "{precision}" is slower than fp32 here, {regime} at a time: a timestep\'s products '
+        f"({rows} row{'s' if rows > 1 else ''}, every layer, both directions) took {precision_us:.0f} us "
+        f"against {fp32_us:.0f} us in fp32 ({fp32_us / precision_us:.2f}x fp32; best of {ROUNDS}, "
+        f'measured on this model\'s weights at its first such pass). precision "fp32" is likely faster on this '
+        f"CPU; docs/speed.md has the measurements ({ENV}=0 skips this check)",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    return True
+
+
+def time_products(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: str, rows: int) -> Tuple[float, float]:
+    """One timestep's products for ``rows`` rows in fp32 and in ``precision``, interleaved.
+
+    RETURNS (Tuple[float, float]): the best microseconds of each, fp32 first.
+    """
+    products = step_products(pairs, precision, rows)
+    times: Dict[str, List[float]] = {name: [] for name in ("fp32", precision)}
+    with torch.no_grad():
+        for name in times:
+            products[name]()  # warm-up: reduced-precision copies are made on first use
+        for _ in range(ROUNDS):
+            for name in times:
+                start = time.perf_counter()
+                products[name]()
+                times[name].append(time.perf_counter() - start)
+    return min(times["fp32"]) * 1e6, min(times[precision]) * 1e6
+
+
+def step_products(
+    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: str, rows: int
+) -> Dict[str, Callable[[], None]]:
+    """One timestep's recurrent products and projections on paired layer pairs, for ``rows`` rows of
+    random inputs: "fp32" (the paired float32 weights) and ``precision``, as the runner computes them
+    ("bf16": the packed kernel up to ``bf16_rows.ROWS`` rows where it is built, else torch's bf16
+    products; "fp16", "int8": the layers' reduced-precision stand-ins, one direction at a time).
+    RETURNS (Dict[str, Callable[[], None]]): each runs the products once."""
+    paired = [paired_weights(*pair) for pair in pairs]
+    proj, gates = paired[0][1].shape[1], paired[0][1].shape[2]
+    h, hidden = torch.randn(2, rows, proj), torch.randn(2, rows, gates // 4)
+    p, out_gates, out = torch.randn(2, rows, gates), torch.empty(2, rows, gates), torch.empty(2, rows, proj)
+
+    def fp32() -> None:
+        for weights in paired:
+            torch.baddbmm(p, h, weights[1], out=out_gates)
+            torch.bmm(hidden, weights[2], out=out)
+
+    products: Dict[str, Callable[[], None]] = {"fp32": fp32}
+    if precision == "bf16":
+        packed = [bf16_row_weights(pair, weights) for pair, weights in zip(pairs, paired)]
+        low = [bf16_weights(pair, weights) for pair, weights in zip(pairs, paired)]
+        if packed[0] is not None and rows <= bf16_rows.ROWS:
+            products["bf16"] = lambda: [
+                (bf16_rows.product(h, w[0], out_gates, add=p), bf16_rows.product(hidden, w[1], out)) for w in packed
+            ]
+        else:
+            products["bf16"] = lambda: [
+                (out_gates.copy_(torch.bmm(h.bfloat16(), w[1])).add_(p), out.copy_(torch.bmm(hidden.bfloat16(), w[2])))
+                for w in low
+            ]
+    else:
+        products[precision] = lambda: [
+            (torch.add(layer.state_linearity(h[d]), p[d], out=out_gates[d]), out[d].copy_(layer.projection(hidden[d])))
+            for pair in pairs
+            for d, layer in enumerate(pair)
+        ]
+    return products
+
+
+def forget_said() -> None:
+    """Measure and warn again (the next pass in each precision and regime)."""
+    _SAID.clear()
