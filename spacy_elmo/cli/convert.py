@@ -7,7 +7,7 @@ import typer
 
 from ..io import ModelFileError
 from ..io.contributed import pipeline_refusal
-from ..io.loading import BiLMSource, locate_bilm
+from ..io.loading import BiLMSource, locate_bilm, shipped_model_dir
 from ._app import app
 
 
@@ -32,36 +32,39 @@ def build_pipeline(
     if refusal is not None:  # protein residues, not words: before a published model is downloaded
         raise ValueError(refusal)
     source = locate_bilm(model, options=options, weights=weights, what="convert")
+    bilm = source.load()  # a missing or damaged file is the first thing to say, before the language
     lang = lang or pipeline_language(source, model)
     check_language(lang)
-    create_pipeline(source.load(), lang=lang).to_disk(output)
+    create_pipeline(bilm, lang=lang).to_disk(output)
     return output
 
 
 def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
     """The language a pipeline for this biLM gets without ``--lang``: what its source records
     (a published name, an archive's meta.json), a pipeline directory's own language, English for
-    AllenNLP's format given as files and our directories (the shipped model and AllenNLP's are
-    English). A zip whose meta.json records no language, an ELMoForManyLangs directory and a
-    TensorFlow checkpoint or SavedModel (whose files record none) need ``--lang``: their model may
-    be for any language."""
+    the shipped biLM. Everything else needs ``--lang``: a published pair given as files, a model
+    directory of ours (pretrained on any text), a zip whose meta.json records no language, an
+    ELMoForManyLangs directory and a TensorFlow checkpoint or SavedModel record none, and their
+    model may be for any language."""
     if source.language:
         return source.language
     if model is not None and (Path(model) / "config.cfg").is_file():
         from spacy import util
 
         return util.load_config(Path(model) / "config.cfg", interpolate=False)["nlp"]["lang"]
-    unknown = source.efml or source.archive or source.tf
-    if unknown is not None:
-        no_meta = "(no readable meta.json naming a language)"
-        what = (f"an ELMoForManyLangs model directory {no_meta}" if source.efml is not None
-                else f"the zip {no_meta}" if source.archive is not None
-                else "a TensorFlow checkpoint or SavedModel")
-        raise ValueError(
-            f"{unknown}: {what} records no language; give it with --lang "
-            "(an ISO 639 code spaCy knows, e.g. de, ru, ar; or xx for spaCy's multi-language tokenizer)"
-        )
-    return "en"
+    if source.directory is not None and source.directory.resolve() == shipped_model_dir().resolve():
+        return "en"
+    unknown = source.efml or source.archive or source.tf or source.directory or source.options
+    no_meta = "(no readable meta.json naming a language)"
+    what = (f"an ELMoForManyLangs model directory {no_meta}" if source.efml is not None
+            else f"the zip {no_meta}" if source.archive is not None
+            else "a TensorFlow checkpoint or SavedModel" if source.tf is not None
+            else "a model directory" if source.directory is not None
+            else "a published options.json + weights pair")
+    raise ValueError(
+        f"{unknown}: {what} records no language; give it with --lang "
+        "(an ISO 639 code spaCy knows, e.g. en, de, ru, ar; or xx for spaCy's multi-language tokenizer)"
+    )
 
 
 def check_language(lang: str) -> None:
@@ -99,8 +102,8 @@ def convert_cli(
         "directory or zip, an ELMoForManyLangs directory, or a published name (small, original, de, ru, ...)"
     ),
     lang: Optional[str] = typer.Option(
-        None, "--lang", help="language of the blank pipeline (default: the model's; English for AllenNLP's "
-        "files; needed where the model records none)"
+        None, "--lang", help="language of the blank pipeline (default: the model's where it records one, a published "
+        "name's, English for the shipped biLM; needed where the model records none)"
     ),
     to_allennlp: bool = typer.Option(
         False, "--to-allennlp", help="write options.json + weights.hdf5 from --model instead"

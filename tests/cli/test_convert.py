@@ -24,7 +24,7 @@ def test_convert_end_to_end_without_the_original_files(tiny_paths, tiny_sentence
     options = shutil.copy(tiny_paths[0], tmp_path / "options.json")
     weights = shutil.copy(tiny_paths[1], tmp_path / "weights.hdf5")
     out = tmp_path / "pipeline"
-    args = ["convert", "--options", str(options), "--weights", str(weights), "--output", str(out)]
+    args = ["convert", "--options", str(options), "--weights", str(weights), "--output", str(out), "--lang", "en"]
     result = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", *args],
         capture_output=True,
@@ -57,7 +57,7 @@ def test_convert_from_our_directory_with_another_language(tiny_paths, tmp_path):
 
 def test_to_allennlp_round_trip_from_pipeline_and_model_dir(tiny_paths, tiny_sentences, tmp_path):
     options, weights = tiny_paths
-    args = ["convert", "--options", str(options), "--weights", str(weights), "--output", str(tmp_path / "p")]
+    args = ["convert", "--options", str(options), "--weights", str(weights), "--output", str(tmp_path / "p"), "--lang", "en"]
     assert runner.invoke(app, args).exit_code == 0
     original = load_allennlp(*tiny_paths).embed(tiny_sentences)
     for source in (tmp_path / "p", tmp_path / "p" / "elmo" / "model"):
@@ -149,3 +149,21 @@ def test_a_zip_whose_language_is_unknown_needs_lang(tmp_path):
     result = runner.invoke(app, ["convert", "--model", str(checkpoint), "--output", str(tmp_path / "tf")])
     assert result.exit_code == 1 and "a TensorFlow checkpoint or SavedModel records no language" in result.output
     assert not (tmp_path / "tf").exists()
+
+
+def test_a_pair_or_a_model_directory_without_lang_is_refused_not_taken_for_english(tiny_paths, tmp_path):
+    options, weights = tiny_paths
+    save_bilm(load_allennlp(*tiny_paths), tmp_path / "model")
+    for args in (["--options", str(options), "--weights", str(weights)], ["--model", str(tmp_path / "model")]):
+        result = runner.invoke(app, ["convert", *args, "--output", str(tmp_path / "p")], terminal_width=400)
+        message = " ".join(result.output.replace("\u2502", " ").split())
+        assert result.exit_code != 0 and "records no language; give it with --lang" in message
+        assert not (tmp_path / "p").exists()
+
+
+def test_the_shipped_biLM_converts_to_an_english_pipeline_without_lang(tmp_path):
+    from spacy_elmo.io.loading import shipped_model_dir
+
+    result = runner.invoke(app, ["convert", "--model", str(shipped_model_dir()), "--output", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    assert spacy.load(tmp_path / "p").lang == "en"
