@@ -1,22 +1,17 @@
 """Embed a corpus with the `elmo` pipeline on a Ray cluster, into resumable Parquet shards.
 
-The input (text, one whitespace-tokenized sentence or document per line, as `dump` reads it; or
-Parquet with a ``text`` column and an optional ``id`` column) is cut into shards of
-``shard_rows`` rows. Ray Data hands each shard still to do to a pool of actors (``map_batches``
-with a callable class); each actor loads the pipeline once, in its own process, because spaCy
-objects do not survive Ray's object store, and writes its shards itself:
-``shard-NNNNN.parquet`` under a temporary name and renamed, then ``shard-NNNNN.json`` with the
-file's SHA-256. A shard whose JSON is there and whose file still has that SHA-256 is done; a rerun
-after a crash or a killed worker runs only the others. The output folder must therefore be one
-path every node sees (a shared filesystem).
+The input stays where it lies (``embed_inputs``: a file, a directory, a glob or a URI pyarrow's
+filesystems read; text one record a line, ``.gz`` too, or Parquet with a ``text`` column). The
+driver only lists the files. Ray Data's read tasks (``CorpusDatasource``, a file-based datasource)
+stream each file on the workers and cut it into shards of ``shard_rows`` rows: shard
+``shard-FFFFF-BBBBB`` is block B of file F. A read task that finds a shard written and verified
+passes on only its name; the others go to a pool of actors (``map_batches`` with a callable class),
+each of which loads the pipeline once, in its own process, because spaCy objects do not survive
+Ray's object store, and writes its shards itself (``embed_shards.write_shard``). A rerun after a
+crash or a killed worker therefore embeds only what is missing. The output folder must be one path
+every node sees (a shared filesystem).
 
-Each Parquet row holds ``id``, ``tokens``, ``token_start`` and ``token_end`` (character offsets in
-the line), and either ``layer_0`` ... ``layer_L`` (every biLM layer) or ``mix`` (the component's
-own mix), each a list of per-token float16 or float32 vectors. The file's metadata names the model
-and the SHA-256 of its weights as safetensors (``model.safetensors`` of a pipeline's elmo
-component). Ray is imported only here, at run time: ``pip install spacy-elmo[ray]``. The shard
-files themselves (input rows, one shard's table, writing and verifying it, reading the folder back)
-are ``embed_shards.py``.
+Ray is imported only here, at run time: ``pip install spacy-elmo[ray]``.
 """
 import hashlib
 import json
@@ -26,17 +21,20 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple, Union
-
-import numpy as np
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .atomic import write_atomic
-from .embed_shards import DTYPES, input_sha256, read_corpus, shard_done, shard_table, write_shard
+from .embed_inputs import CorpusFiles, file_blocks, resolve_inputs
+from .embed_shards import DTYPES, input_sha256, shard_done, shard_table, write_shard
 
 PathLike = Union[str, Path]
 LAYER_CHOICES = ("all", "mix")
 SETTINGS_NAME = "embed-corpus.json"
 FORMAT = "spacy-elmo.embed-corpus"
+DEFAULT_MODEL = "en_small"
+# sentences per forward pass: per CPU an actor has on a CPU cluster, and per actor on a GPU
+BATCH_PER_CPU = 32
+BATCH_PER_GPU = 256
 # fault injection for the tests: a file holding N; an actor process that has written N shards while
 # the file exists deletes it and kills itself (SIGKILL, as an out-of-memory kill would)
 KILL_MARKER_ENV = "SPACY_ELMO_EMBED_KILL_MARKER"
@@ -51,7 +49,7 @@ class EmbedSettings:
     layers (str): "all" or "mix".
     dtype (str): "float32" or "float16".
     shard_rows (int): input rows per shard.
-    rows (int): input rows in all.
+    files (int): input files. files_sha256 (str): SHA-256 of their names and sizes.
     """
 
     model: str
@@ -59,7 +57,8 @@ class EmbedSettings:
     layers: str
     dtype: str
     shard_rows: int
-    rows: int
+    files: int
+    files_sha256: str
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,8 @@ class EmbedReport:
 
     shards (int): shards of the corpus. skipped (int): those found written and verified.
     written (int): those written by this run. rows, tokens (int): embedded by this run.
-    seconds (float): this run's wall time.
+    undecodable (int): lines of those rows whose bytes were not all UTF-8 (replaced by U+FFFD).
+    actors (int), batch_size (int): the pool and batch this run used. seconds (float): its wall time.
     """
 
     shards: int
@@ -76,6 +76,9 @@ class EmbedReport:
     written: int
     rows: int
     tokens: int
+    undecodable: int
+    actors: int
+    batch_size: int
     seconds: float
 
 
@@ -112,6 +115,42 @@ def load_elmo(model: PathLike) -> Tuple[Any, Any]:
     return nlp, found[0]
 
 
+def shard_blocks(files: CorpusFiles, index: int, output: Path, *, rows: int, strict: bool, stream: Any = None) -> Iterator[Dict[str, Any]]:
+    """One input file's shards as rows for the actors: name, ids, texts and input SHA-256, or, for a
+    shard already written and verified, its name with ``done`` set and no texts."""
+    for block, (_, ids, texts, bad) in enumerate(file_blocks(files, index, rows=rows, strict=strict, stream=stream)):
+        name = f"{index:05d}-{block:05d}"
+        expected = input_sha256(ids, texts)
+        done = shard_done(output, name, expected)
+        yield {
+            "shard": name, "done": done, "ids": [] if done else [str(i) for i in ids], "texts": [] if done else texts,
+            "id_is_int": all(isinstance(i, int) for i in ids), "input_sha256": expected, "undecodable": bad,
+        }
+
+
+def _datasource(files: CorpusFiles, output: Path, *, rows: int, strict: bool) -> Any:
+    """A Ray Data file-based datasource over ``files``: each read task streams its files (Ray opens
+    them, decompressing by suffix) and yields one row per shard."""
+    import pyarrow as pa
+    from ray.data.datasource import FileBasedDatasource
+
+    class CorpusDatasource(FileBasedDatasource):
+        def __init__(self) -> None:
+            super().__init__(files.paths, filesystem=files.filesystem)
+            self.index = {path: i for i, path in enumerate(files.paths)}
+
+        def _open_input_source(self, filesystem: Any, path: str, **open_args: Any) -> Any:
+            if files.kind == "parquet":  # Parquet needs random access, not a stream
+                return filesystem.open_input_file(path)
+            return super()._open_input_source(filesystem, path, **open_args)
+
+        def _read_stream(self, f: Any, path: str) -> Iterator[Any]:
+            for row in shard_blocks(files, self.index[path], output, rows=rows, strict=strict, stream=f):
+                yield pa.Table.from_pylist([row])
+
+    return CorpusDatasource()
+
+
 class ShardEmbedder:
     """A Ray Data actor: loads the pipeline once, then embeds and writes the shards it is given."""
 
@@ -123,6 +162,8 @@ class ShardEmbedder:
         self.settings = EmbedSettings(**settings)
         if weights_sha256(self.elmo.bilm) != self.settings.weights_sha256:
             raise RuntimeError(f"{model}: this worker's copy of the model has other weights than the driver's")
+        if torch.cuda.is_available():  # Ray gave this actor a GPU (CUDA_VISIBLE_DEVICES names only it)
+            self.elmo.bilm.to("cuda")
         self.output = Path(output)
         self.batch_size = batch_size
         self.written = 0
@@ -133,23 +174,25 @@ class ShardEmbedder:
             "spacy_elmo.dtype": self.settings.dtype,
         }
 
-    def __call__(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        shards, rows, tokens, seconds = [], [], [], []
-        for shard, ids, texts, expected_input in zip(batch["shard"], batch["ids"], batch["texts"], batch["input_sha256"]):
-            start = time.perf_counter()
-            ids, texts = list(ids), [str(text) for text in texts]
-            table, n_tokens = shard_table(
-                self.elmo, ids, texts, layers=self.settings.layers, dtype=self.settings.dtype,
-                batch_size=self.batch_size, metadata=self.metadata,
-            )
-            write_shard(self.output, int(shard), table, rows=len(texts), tokens=n_tokens, input_sha256=str(expected_input))
-            self.written += 1
-            self._kill_if_planned()
-            shards.append(int(shard))
-            rows.append(len(texts))
-            tokens.append(n_tokens)
-            seconds.append(time.perf_counter() - start)
-        return {"shard": np.array(shards), "rows": np.array(rows), "tokens": np.array(tokens), "seconds": np.array(seconds)}
+    def __call__(self, batch: Any) -> Dict[str, List[Any]]:
+        done: Dict[str, List[Any]] = {"written": [], "rows": [], "tokens": [], "undecodable": []}
+        for item in batch.to_pylist():
+            rows = tokens = 0
+            if not item["done"]:
+                ids = [int(i) for i in item["ids"]] if item["id_is_int"] else item["ids"]
+                table, tokens = shard_table(
+                    self.elmo, ids, item["texts"], layers=self.settings.layers, dtype=self.settings.dtype,
+                    batch_size=self.batch_size, metadata=self.metadata,
+                )
+                rows = len(ids)
+                write_shard(self.output, item["shard"], table, rows=rows, tokens=tokens,
+                            input_sha256=item["input_sha256"], undecodable=item["undecodable"])
+                self.written += 1
+                self._kill_if_planned()
+            for key, value in (("written", int(not item["done"])), ("rows", rows), ("tokens", tokens),
+                               ("undecodable", item["undecodable"] if not item["done"] else 0)):
+                done[key].append(value)
+        return done
 
     def _kill_if_planned(self) -> None:
         marker = os.environ.get(KILL_MARKER_ENV)
@@ -159,19 +202,16 @@ class ShardEmbedder:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def print_progress(rows: int, todo: int, tokens: int, seconds: float, shards: Tuple[int, int]) -> None:
-    """Default progress, on stderr: shards done, and this run's rows and tokens per second and time left.
+def print_progress(shards: int, written: int, rows: int, tokens: int, seconds: float) -> None:
+    """Default progress, on stderr: shards seen, and this run's shards, rows and tokens per second.
 
-    rows (int): rows this run has embedded, of ``todo``. seconds (float): since its actors were asked.
-    shards (Tuple[int, int]): shards done (skipped included) and in all.
+    shards (int): shards seen so far (skipped ones included). written (int): written by this run.
+    rows, tokens (int): embedded by this run. seconds (float): since the pipeline started.
     """
-    rows_per_s = rows / seconds if seconds > 0 else 0.0
-    eta = (todo - rows) / rows_per_s if rows_per_s > 0 else float("nan")
+    per_s = (lambda n: n / seconds if seconds > 0 else 0.0)
     print(
-        f"shards {shards[0]}/{shards[1]}  rows {rows}/{todo}  {rows_per_s:.1f} rows/s  "
-        f"{tokens / seconds if seconds > 0 else 0.0:.0f} tokens/s  ETA {eta:.0f} s",
-        file=sys.stderr,
-        flush=True,
+        f"shards {shards} ({written} written)  rows {rows}  {per_s(rows):.1f} rows/s  {per_s(tokens):.0f} tokens/s",
+        file=sys.stderr, flush=True,
     )
 
 
@@ -187,112 +227,129 @@ def _import_ray() -> Any:
     return ray
 
 
+def cluster_sizing(resources: Dict[str, float], *, actors: Optional[int], cpus_per_actor: int,
+                   batch_size: Optional[int]) -> Tuple[int, int, int]:
+    """Actors, GPUs per actor and batch size for a cluster's resources (``ray.cluster_resources()``).
+
+    With GPUs: one actor per GPU, ``BATCH_PER_GPU`` sentences a batch. Without: one actor per
+    ``cpus_per_actor`` CPUs, one CPU kept for the driver and Ray where the cluster has more than
+    one actor's worth, ``BATCH_PER_CPU`` sentences per CPU of an actor. Given values are kept.
+    RETURNS (Tuple[int, int, int]): actors, GPUs per actor (0 or 1), batch size.
+    """
+    gpus = int(resources.get("GPU", 0))
+    cpus = int(resources.get("CPU", 1))
+    if gpus:
+        return actors or gpus, 1, batch_size or BATCH_PER_GPU
+    spare = cpus - 1 if cpus > cpus_per_actor else cpus
+    return actors or max(1, spare // cpus_per_actor), 0, batch_size or BATCH_PER_CPU * cpus_per_actor
+
+
 def embed_corpus(
     input: PathLike,
     output: PathLike,
-    model: PathLike,
+    model: PathLike = DEFAULT_MODEL,
     *,
     address: Optional[str] = None,
-    actors: int = 1,
+    actors: Optional[int] = None,
     cpus_per_actor: int = 1,
     layers: str = "all",
     dtype: str = "float32",
     shard_rows: int = 500,
-    batch_size: int = 64,
-    max_restarts: int = -1,
+    batch_size: Optional[int] = None,
+    strict_utf8: bool = False,
     object_store_memory: Optional[int] = None,
     progress: Optional[Callable[..., None]] = print_progress,
 ) -> EmbedReport:
-    """Embed every line of ``input`` into Parquet shards under ``output``, on Ray actors.
+    """Embed every record of ``input`` into Parquet shards under ``output``, on Ray actors.
 
-    input (PathLike): text (one sentence or document per line) or Parquet (``text``, optional ``id``).
+    input (PathLike): a file, a directory, a glob or a URI (``s3://``, ``gs://``, ``hdfs://``) of text
+        files (one record a line, ``.gz`` too) or Parquet files (``text``, optional ``id``).
     output (PathLike): the shards' folder, a path every node of the cluster sees.
     model (PathLike): a spaCy pipeline directory with one elmo component, or any biLM `dump` loads
-        (model directory, published pair's directory, published name).
+        (model directory, published pair's directory, published name); the shipped ``en_small``.
     address (Optional[str]): None: start a local Ray for this call (and stop it after); "auto",
         "HOST:PORT" or "ray://HOST:10001": join that cluster. A Ray already initialized in this
         process is used as it is.
-    actors (int): actors in the pool, each with ``cpus_per_actor`` CPUs and torch threads.
+    actors (Optional[int]): actors in the pool; None: sized to the cluster (``cluster_sizing``).
+    cpus_per_actor (int): CPUs and torch threads per actor.
     layers (str): "all" (every layer) or "mix" (the component's mix).
     dtype (str): "float32" or "float16", the layers as stored.
     shard_rows (int): input rows per shard, the unit of resuming.
-    max_restarts (int): how often Ray restarts a dead actor and retries its shard (-1: always);
-        0 lets a killed worker fail the run, which a rerun resumes.
+    batch_size (Optional[int]): sentences per forward pass; None: sized to the cluster.
+    strict_utf8 (bool): refuse a line that is not UTF-8 (the run stops, naming file and line)
+        rather than replace its bad bytes with U+FFFD and count it.
     object_store_memory (Optional[int]): bytes of object store for a local Ray.
     progress (Optional[Callable]): called after each shard as ``print_progress``; None: silent.
-    RETURNS (EmbedReport): shards skipped and written, rows and tokens embedded, seconds.
+    RETURNS (EmbedReport): shards skipped and written, rows, tokens and undecodable lines, seconds.
     """
     if layers not in LAYER_CHOICES:
         raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
-    if shard_rows < 1 or actors < 1 or cpus_per_actor < 1:
-        raise ValueError("shard_rows, actors and cpus_per_actor must be >= 1")
+    if shard_rows < 1 or cpus_per_actor < 1 or (actors is not None and actors < 1) or (batch_size is not None and batch_size < 1):
+        raise ValueError("shard_rows, actors, cpus_per_actor and batch_size must be >= 1")
     ray = _import_ray()
     start = time.perf_counter()
+    files = resolve_inputs(str(input))
     output = Path(output).resolve()
     output.mkdir(parents=True, exist_ok=True)
-    ids, texts = read_corpus(input)
-    settings = _settings(output, model, layers=layers, dtype=dtype, shard_rows=shard_rows, rows=len(texts))
-    shards = [
-        (k, ids[first:first + shard_rows], texts[first:first + shard_rows])
-        for k, first in enumerate(range(0, len(texts), shard_rows))
-    ]
-    todo = []
-    for shard, shard_ids, shard_texts in shards:
-        expected = input_sha256(shard_ids, shard_texts)
-        if not shard_done(output, shard, expected):
-            todo.append({"shard": shard, "ids": shard_ids, "texts": shard_texts, "input_sha256": expected})
-    skipped = len(shards) - len(todo)
-    rows_todo = sum(len(item["texts"]) for item in todo)
-    if not todo:
-        return EmbedReport(len(shards), skipped, 0, 0, 0, time.perf_counter() - start)
+    settings = _settings(output, model, layers=layers, dtype=dtype, shard_rows=shard_rows,
+                         files=len(files.paths), files_sha256=files.sha256)
     started_here = not ray.is_initialized()
     if started_here:
         init: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address is None:
-            init["num_cpus"] = max(os.cpu_count() or 1, actors * cpus_per_actor)
+        if address is None:  # "local": a new Ray, even where a `ray start` cluster runs on this machine
+            init["address"] = "local"
+            init["num_cpus"] = max(os.cpu_count() or 1, (actors or 1) * cpus_per_actor)
             init["object_store_memory"] = object_store_memory
         else:
             init["address"] = address
         ray.init(**init)
-    written = rows = tokens = 0
+    seen = skipped = written = rows = tokens = undecodable = 0
     try:
+        actors, gpus, batch_size = cluster_sizing(ray.cluster_resources(), actors=actors,
+                                                  cpus_per_actor=cpus_per_actor, batch_size=batch_size)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
-        dataset = ray.data.from_items(todo, override_num_blocks=len(todo)).map_batches(
+        dataset = ray.data.read_datasource(
+            # read tasks claim no CPU: a pool given every CPU of the cluster still gets its input
+            _datasource(files, output, rows=shard_rows, strict=strict_utf8), num_cpus=0,
+        ).map_batches(
             ShardEmbedder,
             fn_constructor_kwargs={
                 "model": str(Path(model).resolve()) if Path(model).exists() else str(model),
-                "output": str(output),
-                "settings": asdict(settings),
-                "batch_size": batch_size,
+                "output": str(output), "settings": asdict(settings), "batch_size": batch_size,
                 "threads": cpus_per_actor,
             },
-            batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=actors),
-            num_cpus=cpus_per_actor,
-            # Ray's default is -1; given only when changed (Ray 2.60 warns of ray_remote_args)
-            **({} if max_restarts == -1 else {"max_restarts": max_restarts}),
+            batch_size=1, batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=cpus_per_actor, num_gpus=gpus,
         )
-        run_start = time.perf_counter()
         for done in dataset.iter_rows():
-            written += 1
+            seen += 1
+            written += int(done["written"])
             rows += int(done["rows"])
             tokens += int(done["tokens"])
+            undecodable += int(done["undecodable"])
             if progress is not None:
-                progress(rows, rows_todo, tokens, time.perf_counter() - run_start, (skipped + written, len(shards)))
+                progress(seen, written, rows, tokens, time.perf_counter() - start)
+        skipped = seen - written
     except Exception as err:
-        finished = sum(shard_done(output, item["shard"], item["input_sha256"]) for item in todo)
         raise RuntimeError(
-            f"embed-corpus stopped ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-            f"{skipped + finished} of {len(shards)} shards are written and verified under {output}: "
-            "run the same command again to do the rest"
+            f"embed-corpus stopped ({_first_cause(err)}); {len(list(output.glob('shard-*.json')))} shards are "
+            f"written under {output}: run the same command again to do the rest"
         ) from err
     finally:
         if started_here:
             ray.shutdown()
-    return EmbedReport(len(shards), skipped, written, rows, tokens, time.perf_counter() - start)
+    return EmbedReport(seen, skipped, written, rows, tokens, undecodable, actors, batch_size, time.perf_counter() - start)
+
+
+def _first_cause(err: BaseException) -> str:
+    """What stopped a run, from the innermost error a Ray task raised (its message's first line)."""
+    while getattr(err, "cause", None) is not None and err.cause is not err:
+        err = err.cause
+    message = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {message[0] if message else ''}"
 
 
 def _settings(output: Path, model: PathLike, **given: Any) -> EmbedSettings:
@@ -307,7 +364,7 @@ def _settings(output: Path, model: PathLike, **given: Any) -> EmbedSettings:
         differ = sorted(key for key in record if found.get(key) != record[key])
         if differ:
             raise ValueError(
-                f"{path}: shards there were made with other settings ({', '.join(differ)}); "
+                f"{path}: shards there were made with other settings or input files ({', '.join(differ)}); "
                 "give a new --output folder, or delete this one"
             )
     else:

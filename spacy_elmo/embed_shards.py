@@ -1,8 +1,9 @@
-"""The files of an embedded corpus: its input rows, and the Parquet shards ``embed_corpus`` writes
-and reads back (one shard's table, its name, writing it whole, verifying it on a rerun).
+"""The files of an embedded corpus: the Parquet shards ``embed_corpus`` writes and reads back (one
+shard's table, its name, writing it whole, verifying it on a rerun).
 
-A shard is ``shard-NNNNN.parquet`` and ``shard-NNNNN.json`` (its row and token counts, the SHA-256
-of its input rows and of the file). Each Parquet row holds ``id``, ``tokens``, ``token_start`` and
+A shard is ``shard-FFFFF-BBBBB.parquet`` (block B of input file F) and ``shard-FFFFF-BBBBB.json``
+(its row and token counts, lines that were not UTF-8, the SHA-256 of its input rows and of the
+file). Each Parquet row holds ``id``, ``tokens``, ``token_start`` and
 ``token_end`` (character offsets in the line), and either ``layer_0`` ... ``layer_L`` or ``mix``,
 each a list of per-token float16 or float32 vectors.
 """
@@ -18,30 +19,6 @@ from .atomic import write_atomic
 
 PathLike = Union[str, Path]
 DTYPES = {"float32": np.float32, "float16": np.float16}
-
-
-def read_corpus(path: PathLike) -> Tuple[List[Any], List[str]]:
-    """The ids and lines of a corpus.
-
-    path (PathLike): a ``.parquet`` file (column ``text``, optional ``id``) or a text file, one
-        sentence or document per line (ids: line numbers from 0, as `dump` numbers them).
-    RETURNS (Tuple[List[Any], List[str]]): ids and texts.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: input file not found")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        names = pq.read_schema(path).names
-        if "text" not in names:
-            raise ValueError(f"{path}: a Parquet input needs a 'text' column (it has {names})")
-        table = pq.read_table(path, columns=[c for c in ("id", "text") if c in names])
-        texts = table.column("text").to_pylist()
-        ids = table.column("id").to_pylist() if "id" in names else list(range(len(texts)))
-        return ids, texts
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return list(range(len(lines))), lines
 
 
 def whitespace_tokens(text: str) -> Tuple[List[str], List[int], List[int]]:
@@ -93,8 +70,9 @@ def shard_table(
     return table, int(offsets[-1].as_py())
 
 
-def shard_name(shard: int) -> str:
-    return f"shard-{shard:05d}"
+def shard_name(shard: str) -> str:
+    """The files' stem of shard ``FFFFF-BBBBB`` (block B of input file F; names sort in input order)."""
+    return f"shard-{shard}"
 
 
 def input_sha256(ids: Sequence[Any], texts: Sequence[str]) -> str:
@@ -102,7 +80,7 @@ def input_sha256(ids: Sequence[Any], texts: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps([list(ids), list(texts)], default=str).encode("utf-8", "replace")).hexdigest()
 
 
-def shard_done(output: Path, shard: int, expected_input: str) -> bool:
+def shard_done(output: Path, shard: str, expected_input: str) -> bool:
     """Whether a shard is written and verified: its JSON is there, names this input, and the
     Parquet file still has the SHA-256 it records."""
     record_path = output / f"{shard_name(shard)}.json"
@@ -121,9 +99,11 @@ def shard_done(output: Path, shard: int, expected_input: str) -> bool:
     return hashlib.sha256(data_path.read_bytes()).hexdigest() == record.get("sha256")
 
 
-def write_shard(output: Path, shard: int, table: Any, *, rows: int, tokens: int, input_sha256: str) -> None:
+def write_shard(
+    output: Path, shard: str, table: Any, *, rows: int, tokens: int, input_sha256: str, undecodable: int = 0
+) -> None:
     """Write one shard whole: its Parquet file, then the JSON that ``shard_done`` verifies it by
-    (the input rows' SHA-256 and the file's)."""
+    (the input rows' SHA-256 and the file's), with its count of lines that were not all UTF-8."""
     import pyarrow.parquet as pq
 
     buffer = io.BytesIO()
@@ -132,7 +112,7 @@ def write_shard(output: Path, shard: int, table: Any, *, rows: int, tokens: int,
     name = shard_name(shard)
     write_atomic(output / f"{name}.parquet", data)
     record = {
-        "shard": shard, "rows": rows, "tokens": tokens, "input_sha256": input_sha256,
+        "shard": shard, "rows": rows, "tokens": tokens, "undecodable": undecodable, "input_sha256": input_sha256,
         "sha256": hashlib.sha256(data).hexdigest(),
     }
     write_atomic(output / f"{name}.json", json.dumps(record, indent=1).encode("utf-8"))

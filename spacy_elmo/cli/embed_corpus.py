@@ -1,29 +1,35 @@
-"""`embed-corpus`: every line of a corpus through the `elmo` pipeline on Ray actors, into resumable Parquet shards."""
+"""`embed-corpus`: every record of a corpus through the `elmo` pipeline on Ray actors, into resumable Parquet shards."""
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ..embed_corpus import DTYPES, LAYER_CHOICES, embed_corpus
+from ..embed_corpus import DEFAULT_MODEL, DTYPES, LAYER_CHOICES, embed_corpus
 from ._app import app
 
 
 @app.command("embed-corpus")
 def embed_corpus_cli(
-    input: Path = typer.Option(..., "--input", help=".txt one sentence or document per line, or .parquet with a 'text' column"),
+    input: str = typer.Option(
+        ..., "--input",
+        help="a file, directory, glob or URI (s3://, gs://, hdfs://) of text (one record a line, .gz too) "
+             "or .parquet files with a 'text' column",
+    ),
     output: Path = typer.Option(..., "--output", help="folder of Parquet shards (one path every Ray node sees)"),
-    model: str = typer.Option(..., "--model", help="pipeline or model directory, or a published model's name"),
+    model: str = typer.Option(DEFAULT_MODEL, "--model", help="pipeline or model directory, or a model's name (default: the shipped en_small)"),
     address: Optional[str] = typer.Option(None, "--address", help="'auto', HOST:PORT or ray://HOST:10001; default: a local Ray"),
-    actors: int = typer.Option(1, "--actors", min=1, help="actors, each loading the model once"),
+    actors: Optional[int] = typer.Option(None, "--actors", min=1, help="actors, each loading the model once; default: one per GPU, or per --cpus-per-actor CPUs"),
     cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1),
     layers: str = typer.Option("all", "--layers", help="all: every biLM layer; mix: the component's mix"),
     precision: str = typer.Option("float32", "--precision", help="the layers as stored: float32 or float16"),
     shard_rows: int = typer.Option(500, "--shard-rows", min=1, help="input rows per shard (the unit of resuming)"),
-    batch_size: int = typer.Option(64, "--batch-size", min=1),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="sentences per forward pass; default: 32 per actor CPU, 256 on a GPU"),
+    strict_utf8: bool = typer.Option(False, "--strict-utf8", help="stop at a line that is not UTF-8 instead of replacing its bytes and counting it"),
 ) -> None:
     """Embed a corpus with Ray Data into Parquet shards; run it again to resume.
 
-    Shards already written and verified (SHA-256 in shard-NNNNN.json) are skipped.
+    The workers read the input where it lies; shards already written and verified (SHA-256 in
+    shard-FFFFF-BBBBB.json) are skipped.
     """
     if layers not in LAYER_CHOICES:
         raise typer.BadParameter(f"--layers must be one of {', '.join(LAYER_CHOICES)}")
@@ -32,12 +38,18 @@ def embed_corpus_cli(
     try:
         report = embed_corpus(
             input, output, model, address=address, actors=actors, cpus_per_actor=cpus_per_actor,
-            layers=layers, dtype=precision, shard_rows=shard_rows, batch_size=batch_size,
+            layers=layers, dtype=precision, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
         )
-    except (ImportError, ValueError, RuntimeError, FileNotFoundError) as err:
+    except (ImportError, ValueError, RuntimeError, OSError) as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(1) from None
     typer.echo(
         f"{report.shards} shards under {output}: {report.skipped} already done, {report.written} written "
-        f"({report.rows} rows, {report.tokens} tokens in {report.seconds:.1f} s)"
+        f"({report.rows} rows, {report.tokens} tokens in {report.seconds:.1f} s; "
+        f"{report.actors} actors, batches of {report.batch_size})"
     )
+    if report.undecodable:
+        typer.echo(
+            f"{report.undecodable} lines held bytes that are not UTF-8, replaced by U+FFFD "
+            "(counted per shard in shard-*.json; --strict-utf8 stops at the first)", err=True,
+        )

@@ -38,7 +38,8 @@ from .registry import PUBLISHED_ARCHIVES, PUBLISHED_CONTRIBUTED, PUBLISHED_MODEL
 from .tf_layouts import fetch_tf_model, needs_tf_reader
 
 PathLike = Union[str, Path]
-SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "en_small"
+SHIPPED_NAME = "en_small"
+SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / SHIPPED_NAME
 PIPELINE_FACTORY = "elmo"
 PIPELINE_CONFIG_NAME = "config.cfg"
 # the weights of a published pair's directory: our cache's and bilm-tf's name, then NLPL's
@@ -123,6 +124,11 @@ def locate_bilm(
         return BiLMSource(options=Path(options), weights=Path(weights))
     if options is not None or weights is not None:
         raise ValueError(f"{what}: options and weights must both be given, together")
+    return _shipped_source()
+
+
+def _shipped_source() -> BiLMSource:
+    """The English biLM shipped inside the package (no argument, or its name ``SHIPPED_NAME``)."""
     if not (shipped_model_dir() / NATIVE_WEIGHTS_NAME).is_file():
         raise ModelFileError(
             shipped_model_dir(),
@@ -163,7 +169,8 @@ def load_bilm(
         (config.json, char.dic, token_embedder.pkl, ...; its .pkl files are read as tensors
         only), a zip of a published model (NLPL's ELMo archives, ELMoForManyLangs' zips as
         published), a TensorFlow checkpoint or SavedModel (bilm-tf's checkpoint folder, a TF-Hub
-        module, DeepPavlov's .tar.gz; read without TensorFlow), or the name of a published model ("small",
+        module, DeepPavlov's .tar.gz; read without TensorFlow), "en_small" (the biLM shipped with the
+        package), or the name of a published model ("small",
         "medium", "original", "original-5.5b"), downloaded on first use into the cache
         (``$SPACY_ELMO_CACHE``; docs/download.md). A path that does not exist is an error.
     options (Optional[PathLike]): a published options.json (with ``weights``).
@@ -240,6 +247,8 @@ def _local_source(path: Path) -> BiLMSource:
 def _published_source(name: str) -> BiLMSource:
     """The published pair of a registered name, downloaded on first use. Nothing else downloads:
     a path that does not exist, or a name nobody published, is refused naming it."""
+    if name == SHIPPED_NAME:
+        return _shipped_source()
     if name in PUBLISHED_MODELS:
         options, weights = fetch_published(name)
         return BiLMSource(options=options, weights=weights, language="en", name=name)
@@ -250,7 +259,7 @@ def _published_source(name: str) -> BiLMSource:
     if name in PUBLISHED_CONTRIBUTED:
         options, weights = fetch_contributed(name)
         return BiLMSource(options=options, weights=weights, language=PUBLISHED_CONTRIBUTED[name].language, name=name)
-    names = published_names()
+    names = f"{SHIPPED_NAME} (shipped); {published_names()}"
     if _looks_like_path(name):
         raise ModelFileError(
             name, f"not found: no such file or directory; check the path (published model names: {names})"

@@ -1,0 +1,177 @@
+"""The input of an embedded corpus where it lies: files named by a path, a directory, a glob or a
+URI that pyarrow's filesystems read (local, ``s3://``, ``gs://``, ``hdfs://``), cut into blocks of
+rows where they are read.
+
+Only the listing happens where ``resolve_inputs`` runs (the driver); ``file_blocks`` reads one
+file as a stream, one block of rows at a time, on whichever worker reads it, so no process holds
+more than a block. Text is one record a line (``\\n``-separated, a trailing ``\\r`` dropped),
+``.gz`` and the other codecs pyarrow infers from the suffix decompressed on the fly; Parquet needs a
+``text`` column and may have an ``id`` column. A record's place is its file (its name relative to
+what was given) and its line or row number from 0, the same on every rerun.
+"""
+import fnmatch
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, List, Optional, Tuple
+
+GLOB_CHARS = "*?["
+READ_CHUNK = 1 << 20
+
+
+class CorpusDecodeError(ValueError):
+    """A line that is not UTF-8 where the run was told to refuse such lines."""
+
+
+@dataclass(frozen=True)
+class CorpusFiles:
+    """The files of a corpus input, listed once by the driver.
+
+    filesystem (pyarrow.fs.FileSystem): where they are read.
+    paths (List[str]): each file's path on that filesystem, sorted.
+    names (List[str]): each file's name as recorded (relative to the directory or glob's base).
+    sizes (List[int]): each file's size in bytes, as stored (compressed, for ``.gz``).
+    kind (str): "text" or "parquet".
+    """
+
+    filesystem: Any
+    paths: List[str]
+    names: List[str]
+    sizes: List[int]
+    kind: str
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of the names and sizes: a rerun on other files into the same folder is refused."""
+        return hashlib.sha256(json.dumps([self.names, self.sizes]).encode("utf-8")).hexdigest()
+
+
+def _filesystem(spec: str) -> Tuple[Any, str]:
+    """The filesystem and path of a URI, or of a local path (relative ones resolved here)."""
+    from pyarrow import fs
+
+    if "://" in spec:
+        try:
+            return fs.FileSystem.from_uri(spec)
+        except Exception as err:  # pyarrow raises ArrowInvalid, ArrowNotImplementedError, OSError
+            raise ValueError(f"{spec}: pyarrow cannot open this URI ({err})") from None
+    return fs.LocalFileSystem(), Path(spec).expanduser().resolve().as_posix()
+
+
+def resolve_inputs(spec: str) -> CorpusFiles:
+    """The files named by ``spec``: a file, a directory (every file below it, names starting with
+    "." or "_" left out, as Spark's and Hadoop's markers are), or a glob (``*`` matching across
+    folders), each local or a URI.
+
+    RETURNS (CorpusFiles): the files, sorted. Raises FileNotFoundError when nothing matches, and
+        ValueError for text and Parquet mixed.
+    """
+    from pyarrow import fs
+
+    filesystem, path = _filesystem(str(spec))
+    parts = path.split("/")
+    globbed = next((i for i, part in enumerate(parts) if any(c in part for c in GLOB_CHARS)), None)
+    base = "/".join(parts[:globbed]) if globbed is not None else path
+    info = filesystem.get_file_info(base)
+    if globbed is None and info.type == fs.FileType.File:
+        found = [(path, Path(path).name, info.size)]
+    elif info.type == fs.FileType.Directory:
+        listing = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
+        found = [
+            (item.path, item.path[len(base):].lstrip("/"), item.size)
+            for item in listing
+            if item.type == fs.FileType.File
+            and (globbed is not None or not any(p.startswith((".", "_")) for p in item.path[len(base):].split("/") if p))
+            and (globbed is None or fnmatch.fnmatchcase(item.path, path))
+        ]
+    else:
+        found = []
+    if not found:
+        raise FileNotFoundError(f"{spec}: no input file there (give a file, a directory, a glob or a URI)")
+    found.sort()
+    parquet = [p.endswith(".parquet") for p, _, _ in found]
+    if any(parquet) and not all(parquet):
+        raise ValueError(f"{spec}: mixes Parquet and text files; give one kind")
+    return CorpusFiles(
+        filesystem=filesystem, paths=[p for p, _, _ in found], names=[n for _, n, _ in found],
+        sizes=[int(s) for _, _, s in found], kind="parquet" if all(parquet) else "text",
+    )
+
+
+def _lines(stream: Any) -> Iterator[bytes]:
+    """The ``\\n``-separated lines of a binary stream, read a chunk at a time (a trailing ``\\r`` dropped)."""
+    pending = b""
+    while True:
+        chunk = stream.read(READ_CHUNK)
+        if not chunk:
+            break
+        pieces = (pending + chunk).split(b"\n")
+        pending = pieces.pop()
+        for piece in pieces:
+            yield piece[:-1] if piece.endswith(b"\r") else piece
+    if pending:
+        yield pending[:-1] if pending.endswith(b"\r") else pending
+
+
+def text_blocks(stream: Any, *, name: str, rows: int, strict: bool) -> Iterator[Tuple[int, List[Any], List[str], int]]:
+    """Blocks of ``rows`` lines of a text stream.
+
+    name (str): the file's recorded name, for ids and errors.
+    strict (bool): raise CorpusDecodeError at the first line that is not UTF-8, rather than
+        replace its bad bytes with U+FFFD and count the line.
+    RETURNS (Iterator): (first line number, ids ``name:line``, texts, lines with bad bytes).
+    """
+    first, texts, bad = 0, [], 0
+    for number, raw in enumerate(_lines(stream)):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if strict:
+                raise CorpusDecodeError(
+                    f"{name}, line {number}: byte {err.start} is not UTF-8; fix or drop the line, or run "
+                    "without --strict-utf8 to replace such bytes with U+FFFD (the lines are counted)"
+                ) from None
+            text, bad = raw.decode("utf-8", "replace"), bad + 1
+        texts.append(text)
+        if len(texts) == rows:
+            yield first, [f"{name}:{first + i}" for i in range(len(texts))], texts, bad
+            first, texts, bad = first + len(texts), [], 0
+    if texts:
+        yield first, [f"{name}:{first + i}" for i in range(len(texts))], texts, bad
+
+
+def parquet_blocks(source: Any, *, name: str, rows: int) -> Iterator[Tuple[int, List[Any], List[str], int]]:
+    """Blocks of ``rows`` rows of a Parquet file (random access), as ``text_blocks`` yields them;
+    ids from its ``id`` column, else ``name:row``; a null text is an empty line."""
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(source)
+    names = handle.schema_arrow.names
+    if "text" not in names:
+        raise ValueError(f"{name}: a Parquet input needs a 'text' column (it has {names})")
+    first = 0
+    for batch in handle.iter_batches(batch_size=rows, columns=[c for c in ("id", "text") if c in names]):
+        texts = ["" if text is None else text for text in batch.column("text").to_pylist()]
+        ids = batch.column("id").to_pylist() if "id" in names else [f"{name}:{first + i}" for i in range(len(texts))]
+        yield first, ids, texts, 0
+        first += len(texts)
+
+
+def file_blocks(files: CorpusFiles, index: int, *, rows: int, strict: bool, stream: Optional[Any] = None) -> Iterator[Tuple[int, List[Any], List[str], int]]:
+    """Blocks of one input file, opened here unless ``stream`` is given (Ray Data opens its own).
+
+    index (int): the file's place in ``files``.
+    RETURNS (Iterator): as ``text_blocks``.
+    """
+    path, name = files.paths[index], files.names[index]
+    if files.kind == "parquet":
+        source = stream if stream is not None else files.filesystem.open_input_file(path)
+        yield from parquet_blocks(source, name=name, rows=rows)
+        return
+    if stream is None:
+        # pyarrow infers the codec from the suffix (.gz, .bz2, .zst, ...)
+        stream = files.filesystem.open_input_stream(path, compression="detect")
+    with stream:
+        yield from text_blocks(stream, name=name, rows=rows, strict=strict)
+
