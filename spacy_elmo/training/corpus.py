@@ -12,11 +12,12 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 PathLike = Union[str, Path]
 Tokenizer = Callable[[str], List[str]]
 FORMATS = ("auto", "txt", "jsonl", "spacy")
+_END = object()
 _SUFFIX_FORMATS = {".txt": "txt", ".text": "txt", ".tokens": "txt", ".jsonl": "jsonl", ".spacy": "spacy"}
 
 
@@ -107,13 +108,90 @@ def bounded_lines(handle: io.BufferedIOBase, max_bytes: int) -> Iterator[Optiona
         yield line
 
 
-def iter_texts(path: Path, fmt: str, stats: CorpusStats, *, max_line_chars: int) -> Iterator[str]:
-    """The text of each good line (txt), record (jsonl) or doc (spacy) of one file."""
+@dataclass(frozen=True)
+class ReadRange:
+    """The part of one file a rank reads: the lines whose first byte is in [start, end).
+
+    path (Path): the file. start (int): a byte offset. end (Optional[int]): None: to the end.
+    """
+
+    path: Path
+    start: int = 0
+    end: Optional[int] = None
+
+
+def splittable(path: Path, fmt: str) -> bool:
+    """Whether a file can be read from a byte offset: uncompressed text or JSONL, not a DocBin."""
+    return file_format(path, fmt) in ("txt", "jsonl") and path.suffix != ".gz"
+
+
+def plan_reads(files: Sequence[Path], fmt: str, shard: int, n_shards: int) -> Optional[List[ReadRange]]:
+    """What rank ``shard`` of ``n_shards`` reads of ``files`` (in this order), so that the ranks read
+    disjoint parts and each about 1/n of the bytes.
+
+    Uncompressed text and JSONL: the files' bytes taken end to end and cut into ``n_shards``
+    contiguous ranges (a line belongs to the range holding its first byte). With a file that cannot
+    be read from an offset (``.gz``, DocBin) and at least as many files as ranks: whole files, each
+    to the rank that has the fewest bytes so far.
+    RETURNS (Optional[List[ReadRange]]): this rank's ranges; None where neither applies (fewer
+        compressed files than ranks): then every rank reads every line and keeps every n-th.
+    """
+    sizes = [path.stat().st_size for path in files]
+    if all(splittable(path, fmt) for path in files):
+        total = sum(sizes)
+        low, high = total * shard // n_shards, total * (shard + 1) // n_shards
+        ranges, offset = [], 0
+        for path, size in zip(files, sizes):
+            start, end = max(low - offset, 0), min(high - offset, size)
+            if start < end:
+                ranges.append(ReadRange(path, start, None if end >= size else end))
+            offset += size
+        return ranges
+    if len(files) < n_shards:
+        return None
+    loads, mine = [0] * n_shards, []
+    for path, size in zip(files, sizes):
+        rank = min(range(n_shards), key=lambda k: (loads[k], k))
+        loads[rank] += size
+        if rank == shard:
+            mine.append(ReadRange(path))
+    return mine
+
+
+def _skip_partial_line(handle: io.BufferedIOBase, start: int) -> None:
+    """Move to ``start``, then past the line under way there (the previous range's), if any."""
+    handle.seek(start - 1)
+    if handle.read(1) == b"\n":
+        return
+    while True:
+        rest = handle.readline(1 << 16)
+        if not rest or rest.endswith(b"\n"):
+            return
+
+
+def iter_texts(
+    path: Path, fmt: str, stats: CorpusStats, *, max_line_chars: int, start: int = 0, end: Optional[int] = None,
+    reads: Optional[List[Tuple[Path, int, int]]] = None,
+) -> Iterator[str]:
+    """The text of each good line (txt), record (jsonl) or doc (spacy) of one file, or of the lines
+    starting in [start, end) (``ReadRange``).
+
+    reads (Optional[List]): where given, gets (path, first byte read, byte after the last read).
+    """
     if fmt == "spacy":
         yield from _iter_docbin_texts(path, stats)
         return
     with _open_binary(path) as handle:
-        for raw in bounded_lines(handle, 4 * max_line_chars):
+        if start:
+            _skip_partial_line(handle, start)
+        lines = bounded_lines(handle, 4 * max_line_chars)
+        while True:
+            # the generator reads a line only when asked: here the handle stands at the next one
+            if end is not None and handle.tell() >= end:
+                break
+            raw = next(lines, _END)
+            if raw is _END:
+                break
             stats.lines += 1
             if raw is None:
                 stats.skip("too_long")
@@ -136,6 +214,8 @@ def iter_texts(path: Path, fmt: str, stats: CorpusStats, *, max_line_chars: int)
                 stats.skip("empty")
                 continue
             yield text.strip()
+        if reads is not None:
+            reads.append((path, max(start - 1, 0), handle.tell()))
 
 
 def _jsonl_text(line: str, stats: CorpusStats) -> Optional[str]:
@@ -212,12 +292,14 @@ class Corpus:
         self.tokenize = make_tokenizer(tokenizer)
         self.max_line_chars = max_line_chars
         self.stats = CorpusStats()
+        # set to a list to record each range read: (path, first byte, byte after the last)
+        self.reads: Optional[List[Tuple[Path, int, int]]] = None
 
     def texts(self, stats: Optional[CorpusStats] = None, *, files: Optional[Sequence[Path]] = None) -> Iterator[str]:
         """Good raw lines of ``files`` (default: all, in order)."""
         stats = self.stats if stats is None else stats
         for path in self.files if files is None else files:
-            yield from iter_texts(path, file_format(path, self.fmt), stats, max_line_chars=self.max_line_chars)
+            yield from iter_texts(path, file_format(path, self.fmt), stats, max_line_chars=self.max_line_chars, reads=self.reads)
 
     def segments(
         self,
@@ -227,15 +309,26 @@ class Corpus:
         shard: int = 0,
         n_shards: int = 1,
     ) -> Iterator[List[str]]:
-        """Token lists of ``files`` (default: all, in order); with ``n_shards`` > 1 only every n-th
-        good line, starting at ``shard``.
+        """Token lists of ``files`` (default: all, in order); with ``n_shards`` > 1 only rank
+        ``shard``'s part, which it alone reads (``plan_reads``: byte ranges, or whole files), so
+        read traffic does not grow with the ranks. Where no such plan exists (fewer compressed files
+        than ranks) every rank reads all and keeps every n-th good line, starting at ``shard``.
 
         Lines are sharded before tokenizing, so each process tokenizes only its own part.
         """
         stats = self.stats if stats is None else stats
-        for index, text in enumerate(self.texts(stats, files=files)):
-            if index % n_shards != shard:
-                continue
+        files = self.files if files is None else files
+        plan = plan_reads(files, self.fmt, shard, n_shards) if n_shards > 1 else None
+        if plan is None:
+            texts = (t for index, t in enumerate(self.texts(stats, files=files)) if index % n_shards == shard)
+        else:
+            texts = (
+                text for part in plan for text in iter_texts(
+                    part.path, file_format(part.path, self.fmt), stats, max_line_chars=self.max_line_chars,
+                    start=part.start, end=part.end, reads=self.reads,
+                )
+            )
+        for text in texts:
             tokens = self.tokenize(text)
             if not tokens:
                 stats.skip("empty")

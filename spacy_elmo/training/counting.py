@@ -2,10 +2,13 @@
 
 Pretraining builds its vocabulary here, and so does fine-tuning with a new softmax.
 """
+import heapq
 import json
+import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..atomic import write_atomic
 from ..bilm import plan_batches
@@ -13,9 +16,95 @@ from ..provenance import data_record, provenance
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier
-from .vocab import VOCAB_NAME, Vocab, count_tokens
+from .vocab import SPECIALS, VOCAB_NAME, Vocab
 
 STATS_NAME = "corpus-stats.json"
+# distinct words held in memory while counting; beyond them the counts go to sorted files on disk
+MAX_TYPES_IN_MEMORY = 2_000_000
+
+
+class TokenCounts:
+    """Word counts over a stream, in bounded memory: at most ``max_types`` words in a dict, the rest
+    spilled as runs sorted by word into ``folder`` and merged when the vocabulary is taken.
+
+    Each word keeps its count and the position it was first seen at, so the vocabulary is exactly
+    ``Vocab.from_counts`` of a whole Counter (most frequent first, ties by first-seen order).
+    """
+
+    def __init__(self, folder: Path, *, max_types: int = MAX_TYPES_IN_MEMORY) -> None:
+        self.folder, self.max_types = folder, max_types
+        self.counts: Dict[str, List[int]] = {}
+        self.runs: List[Path] = []
+        self.seen = 0
+
+    def update(self, tokens: Sequence[str]) -> None:
+        for word in tokens:
+            entry = self.counts.get(word)
+            if entry is None:
+                self.counts[word] = [1, self.seen]
+            else:
+                entry[0] += 1
+            self.seen += 1
+        if len(self.counts) > self.max_types:
+            self._spill()
+
+    def _spill(self) -> None:
+        path = self.folder / f"counts-{len(self.runs):05d}.jsonl"
+        with open(path, "w", encoding="utf-8") as handle:
+            for word in sorted(self.counts):
+                handle.write(json.dumps([word, *self.counts[word]]) + "\n")
+        self.runs.append(path)
+        self.counts = {}
+
+    def _merged(self) -> Iterator[Tuple[str, int, int]]:
+        """Every word once, in word order: its total count and first position."""
+
+        def run(path: Path) -> Iterator[Tuple[str, int, int]]:
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    word, count, first = json.loads(line)
+                    yield word, count, first
+
+        memory = ((word, count, first) for word, (count, first) in sorted(self.counts.items()))
+        current: Optional[List] = None
+        for word, count, first in heapq.merge(memory, *(run(path) for path in self.runs)):
+            if current is not None and current[0] == word:
+                current[1] += count
+                current[2] = min(current[2], first)
+                continue
+            if current is not None:
+                yield tuple(current)
+            current = [word, count, first]
+        if current is not None:
+            yield tuple(current)
+
+    def vocab(self, *, size: int, min_count: int) -> Vocab:
+        """The vocabulary ``Vocab.from_counts`` gives, keeping only the best ``size`` words in memory."""
+        keep = size - len(SPECIALS)
+        if keep < 1:
+            return Vocab.from_counts(Counter(), size=size)  # refuses the size, with its message
+        best: List[Tuple[int, int, str]] = []  # a min-heap on (count, -first): its root is the weakest kept
+        for word, count, first in self._merged():
+            if count < min_count or word in SPECIALS:
+                continue
+            item = (count, -first, word)
+            if len(best) < keep:
+                heapq.heappush(best, item)
+            elif item > best[0]:
+                heapq.heapreplace(best, item)
+        return Vocab([word for _, _, word in sorted(best, reverse=True)])
+
+    @property
+    def distinct(self) -> int:
+        """Words counted, across memory and the spilled runs (for tests and logs)."""
+        return sum(1 for _ in self._merged())
+
+
+def count_tokens(segments: Iterable[Sequence[str]], counts: TokenCounts) -> TokenCounts:
+    """Count the words of ``segments`` into ``counts``. RETURNS (TokenCounts): ``counts``."""
+    for tokens in segments:
+        counts.update(tokens)
+    return counts
 
 
 @dataclass
@@ -31,11 +120,12 @@ class CorpusCount:
         return {"stats": self.stats.to_dict(), "vocab_size": len(self.vocab), "segments": self.segments, "batches": self.batches}
 
 
-def count_corpus(corpus: Corpus, config: LMConfig) -> CorpusCount:
+def count_corpus(corpus: Corpus, config: LMConfig, *, max_types: int = MAX_TYPES_IN_MEMORY) -> CorpusCount:
     """Token counts (for the vocabulary) and the number of batches of an epoch, in one pass.
 
     The batch count plans the same length buckets as training, from lengths only, so steps and
-    ETA follow from the data rather than from a constant.
+    ETA follow from the data rather than from a constant. Memory holds at most ``max_types``
+    distinct words (``TokenCounts``; the rest in a temporary folder) and one buffer of lengths.
     """
     stats = CorpusStats()
     settings = config.training
@@ -52,11 +142,12 @@ def count_corpus(corpus: Corpus, config: LMConfig) -> CorpusCount:
                 lengths.clear()
             yield tokens
 
-    counts = count_tokens(pieces())
+    with tempfile.TemporaryDirectory(prefix="spacy-elmo-counts-") as folder:
+        counts = count_tokens(pieces(), TokenCounts(Path(folder), max_types=max_types))
+        vocab = counts.vocab(size=config.vocab.size, min_count=config.vocab.min_count)
     batches += _n_batches(lengths, settings) if lengths else 0
     if settings.mode == "windows":
         batches = (stats.tokens + 2 * segments) // (settings.batch_size * settings.unroll_steps)
-    vocab = Vocab.from_counts(counts, size=config.vocab.size, min_count=config.vocab.min_count)
     return CorpusCount(stats=stats, vocab=vocab, segments=segments, batches=batches)
 
 

@@ -74,8 +74,51 @@ def test_shards_partition_the_lines(tmp_path):
     path.write_text("".join(f"line {i}\n" for i in range(10)), encoding="utf-8")
     corpus = Corpus(path)
     shards = [list(corpus.segments(CorpusStats(), shard=r, n_shards=3)) for r in range(3)]
-    assert sorted(s[1] for shard in shards for s in shard) == sorted(str(i) for i in range(10))
-    assert shards[1][0] == ["line", "1"]
+    assert [s[1] for shard in shards for s in shard] == [str(i) for i in range(10)]
+    assert all(shards)
+
+
+def two_ranks_reads(corpus, files=None):
+    """Each of two ranks' lines and the byte ranges it read, as two torchrun ranks would."""
+    found = []
+    for rank in range(2):
+        corpus.reads = []
+        lines = [" ".join(s) for s in corpus.segments(CorpusStats(), files=files, shard=rank, n_shards=2)]
+        found.append((lines, corpus.reads))
+    return found
+
+
+def test_two_ranks_read_disjoint_byte_ranges_of_plain_text(tmp_path):
+    lines = [f"sentence {i} " + "word " * (i % 7) for i in range(300)]
+    for k in range(3):
+        (tmp_path / f"part-{k}.txt").write_text("".join(f"{line.strip()}\n" for line in lines[k::3]), encoding="utf-8")
+    corpus = Corpus(tmp_path)
+    (lines0, reads0), (lines1, reads1) = two_ranks_reads(corpus)
+    expected = [line.strip() for k in range(3) for line in lines[k::3]]
+    assert lines0 + lines1 == expected and set(lines0).isdisjoint(lines1)
+    total = sum(path.stat().st_size for path in corpus.files)
+    read = [sum(b - a for _, a, b in reads) for reads in (reads0, reads1)]
+    longest = max(len(line) for line in expected) + 1
+    # each rank reads its half; they share no more than the line that straddles the cut
+    assert all(total / 2 - longest <= n <= total / 2 + longest for n in read)
+    spans = sorted((str(path), a, b) for path, a, b in reads0 + reads1)
+    overlap = sum(max(0, spans[i][2] - spans[i + 1][1]) for i in range(len(spans) - 1) if spans[i][0] == spans[i + 1][0])
+    assert overlap <= longest
+
+
+def test_two_ranks_take_whole_gz_files(tmp_path):
+    for k in range(4):
+        with gzip.open(tmp_path / f"part-{k}.txt.gz", "wt") as handle:
+            handle.write("".join(f"file {k} line {i}\n" for i in range(5 + k)))
+    (lines0, reads0), (lines1, reads1) = two_ranks_reads(Corpus(tmp_path))
+    assert {path.name for path, _, _ in reads0} == {"part-0.txt.gz", "part-2.txt.gz"}
+    assert {path.name for path, _, _ in reads1} == {"part-1.txt.gz", "part-3.txt.gz"}
+    assert sorted(lines0 + lines1) == sorted(f"file {k} line {i}" for k in range(4) for i in range(5 + k))
+    # fewer compressed files than ranks: both read it, each keeping every other line
+    one = Corpus(tmp_path / "part-3.txt.gz")
+    (lines0, reads0), (lines1, reads1) = two_ranks_reads(one)
+    assert lines0 == [f"file 3 line {i}" for i in range(0, 8, 2)] and lines1 == [f"file 3 line {i}" for i in range(1, 8, 2)]
+    assert reads0 == reads1 and len(reads0) == 1
 
 
 def test_split_long():
