@@ -25,7 +25,8 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import torch
@@ -40,7 +41,8 @@ from .bench_bilm import machine_info
 from .hardware import MatvecRate, memory_record, weights_regime
 from .workloads import SHAPES, bench_command, benchmark_sentences, char_batch, cosines, data_file, recurrent_bytes_per_step
 
-MODES = {"fp32": "fp32", "bf16": "bf16", "bf16, torch products": "bf16", "int8": "int8"}
+TORCH_BF16 = "bf16, torch products"
+MODES = {"fp32": "fp32", "bf16": "bf16", TORCH_BF16: "bf16", "int8": "int8"}
 BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
 
 
@@ -117,13 +119,15 @@ def run_rounds(models: Dict[str, BiLM], runs, rounds: int) -> Dict:
     with torch.no_grad(), warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         for name in names:  # warm-up (packing, compiling, the payoff check), and the outputs to compare
-            outputs[name] = [run(models[name], ids, lengths) for ids, lengths in runs]
+            with products_of(name):
+                outputs[name] = [run(models[name], ids, lengths) for ids, lengths in runs]
         for r in range(rounds):
             for name in names[r % len(names):] + names[: r % len(names)]:
-                start = time.perf_counter()
-                for ids, lengths in runs:
-                    run(models[name], ids, lengths)
-                times[name].append(time.perf_counter() - start)
+                with products_of(name):
+                    start = time.perf_counter()
+                    for ids, lengths in runs:
+                        run(models[name], ids, lengths)
+                    times[name].append(time.perf_counter() - start)
                 log(f"round {r}: {name} {times[name][-1]:.2f} s")
             loads.append(list(os.getloadavg()))
     tokens = sum(int(lengths.sum()) - 2 for _, lengths in runs)
@@ -148,6 +152,17 @@ def run(model: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return model(ids, lengths).layers
 
 
+@contextmanager
+def products_of(name: str) -> Iterator[None]:
+    """Within this block, "bf16, torch products" runs its one-row products on torch's bf16 kernels."""
+    rows = bf16_rows.ROWS
+    bf16_rows.ROWS = 0 if name == TORCH_BF16 else rows
+    try:
+        yield
+    finally:
+        bf16_rows.ROWS = rows
+
+
 def step_products(models: Dict[str, BiLM], repeats: int) -> Dict[str, Dict[str, float]]:
     """One timestep's one-row products (both layers, both directions; ``payoff.step_products``), and
     the per-step conversions of bf16 on torch's products, each timed alone, interleaved: microseconds."""
@@ -159,11 +174,8 @@ def step_products(models: Dict[str, BiLM], repeats: int) -> Dict[str, Dict[str, 
         label = {"bf16": "bf16 products, packed kernel" if bf16_rows.native() else "bf16 products, portable kernel",
                  "int8": "int8 products (linear_dynamic, one direction at a time)"}[name]
         ops[label] = products[name]
-    bf16_rows.ROWS, rows = 0, bf16_rows.ROWS  # torch's bf16 products, as before the kernel
-    try:
+    with products_of(TORCH_BF16):  # torch's bf16 products, as before the kernel
         ops["bf16 products, torch (bmm, with the conversions)"] = payoff.step_products(pairs_of(models["bf16"]), "bf16", 1)["bf16"]
-    finally:
-        bf16_rows.ROWS = rows
     proj, dim = models["fp32"].config.projection_dim, models["fp32"].config.dim
     h, hidden, p = torch.randn(2, 1, proj), torch.randn(2, 1, dim), torch.randn(2, 1, 4 * dim)
     gates, low = torch.empty(2, 1, 4 * dim), torch.empty(2, 1, 4 * dim, dtype=torch.bfloat16)

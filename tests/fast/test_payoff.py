@@ -32,7 +32,7 @@ def measured(monkeypatch):
 def test_a_precision_slower_than_fp32_warns_once_per_regime_with_the_numbers(measured, precision):
     fast = optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16), precision=precision)
     with pytest.warns(RuntimeWarning, match=rf'"{precision}" is slower than fp32 here, one sentence at a time.*'
-                                            r"1 row, .*250 us against 100 us in fp32 \(0\.40x fp32; best of 3"):
+                                            r"1 row, .*250 us against 100 us in fp32 \(0\.40x fp32; best of 5"):
         layers(fast, SENTENCES[:1])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -47,7 +47,7 @@ def test_fp32_and_a_precision_that_pays_stay_silent(measured, monkeypatch):
         warnings.simplefilter("error")
         layers(optimize_for_inference(random_bilm(seed=2), precision="fp32"), SENTENCES[:1])
         assert measured == []
-        monkeypatch.setattr(payoff, "time_products", lambda pairs, precision, rows: (100.0, 105.0))  # within MARGIN
+        monkeypatch.setattr(payoff, "time_products", lambda pairs, precision, rows: (100.0, 120.0))  # within MARGIN
         layers(optimize_for_inference(random_bilm(seed=2), precision="bf16"), SENTENCES[:1])
         monkeypatch.setenv(payoff.ENV, "0")
         payoff.forget_said()
