@@ -152,7 +152,8 @@ def _datasource(files: CorpusFiles, output: Path, *, rows: int, strict: bool) ->
 
 
 class ShardEmbedder:
-    """A Ray Data actor: loads the pipeline once, then embeds and writes the shards it is given."""
+    """A Ray Data actor (or a Spark Python worker's): loads the pipeline once, then embeds and writes
+    the shards it is given."""
 
     def __init__(self, model: str, output: str, settings: Dict[str, Any], batch_size: int, threads: int) -> None:
         import torch
@@ -175,24 +176,38 @@ class ShardEmbedder:
         }
 
     def __call__(self, batch: Any) -> Dict[str, List[Any]]:
-        done: Dict[str, List[Any]] = {"written": [], "rows": [], "tokens": [], "undecodable": []}
-        for item in batch.to_pylist():
-            rows = tokens = 0
-            if not item["done"]:
-                ids = [int(i) for i in item["ids"]] if item["id_is_int"] else item["ids"]
-                table, tokens = shard_table(
-                    self.elmo, ids, item["texts"], layers=self.settings.layers, dtype=self.settings.dtype,
-                    batch_size=self.batch_size, metadata=self.metadata,
-                )
-                rows = len(ids)
-                write_shard(self.output, item["shard"], table, rows=rows, tokens=tokens,
-                            input_sha256=item["input_sha256"], undecodable=item["undecodable"])
-                self.written += 1
-                self._kill_if_planned()
-            for key, value in (("written", int(not item["done"])), ("rows", rows), ("tokens", tokens),
-                               ("undecodable", item["undecodable"] if not item["done"] else 0)):
-                done[key].append(value)
-        return done
+        """Ray Data's call: a pyarrow batch of ``shard_blocks`` rows. RETURNS: ``embed_item``'s counts, as columns."""
+        done = [self.embed_item(item) for item in batch.to_pylist()]
+        return {key: [counts[key] for counts in done] for key in ("written", "rows", "tokens", "undecodable")}
+
+    def embed_item(self, item: Dict[str, Any]) -> Dict[str, int]:
+        """Embed and write one shard (a ``shard_blocks`` row) unless it is done: the per-shard work,
+        the same on Ray and on Spark. RETURNS (Dict[str, int]): written (0 or 1), rows, tokens, undecodable."""
+        if item["done"]:
+            return {"written": 0, "rows": 0, "tokens": 0, "undecodable": 0}
+        ids = [int(i) for i in item["ids"]] if item["id_is_int"] else item["ids"]
+        self._forget()
+        table, tokens = shard_table(
+            self.elmo, ids, item["texts"], layers=self.settings.layers, dtype=self.settings.dtype,
+            batch_size=self.batch_size, metadata=self.metadata,
+        )
+        write_shard(self.output, item["shard"], table, rows=len(ids), tokens=tokens,
+                    input_sha256=item["input_sha256"], undecodable=item["undecodable"])
+        self.written += 1
+        self._kill_if_planned()
+        return {"written": 1, "rows": len(ids), "tokens": tokens, "undecodable": item["undecodable"]}
+
+    def _forget(self) -> None:
+        """Empty the caches, so that a shard's bits depend on its rows only, not on what this worker
+        embedded before (a cached vector was computed in another batch: its last bits may differ)."""
+        from .layers.bilm_model import CACHE_ATTR, clear_frozen_cache
+
+        cache = getattr(self.elmo.bilm.runner, "char_cache", None)
+        if cache is not None:
+            cache.clear()
+        for node in self.elmo.model.walk():
+            if CACHE_ATTR in node.attrs:
+                clear_frozen_cache(node)
 
     def _kill_if_planned(self) -> None:
         marker = os.environ.get(KILL_MARKER_ENV)

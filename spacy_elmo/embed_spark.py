@@ -1,0 +1,100 @@
+"""Embed a corpus with the `elmo` pipeline on Spark, into the same shards ``embed_corpus`` writes on Ray.
+
+The same parts run: the driver lists the input (``embed_inputs.resolve_inputs``) and checks or
+writes the folder's settings; each Spark task reads one input file where it lies and cuts it into
+shards (``embed_corpus.shard_blocks``, which skips those written and verified); each Python worker
+loads the pipeline once (``ShardEmbedder``, kept for the worker's life, as Spark reuses its Python
+workers) and writes each shard itself (``ShardEmbedder.embed_item``). With the same settings the
+shard files are the same bytes as Ray's; a rerun resumes shard by shard as on Ray. PySpark is
+imported only here, at run time: ``pip install spacy-elmo[spark]``.
+"""
+import time
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional
+
+from .embed_corpus import (
+    BATCH_PER_CPU, DEFAULT_MODEL, LAYER_CHOICES, EmbedReport, PathLike, ShardEmbedder, _settings, shard_blocks,
+)
+from .embed_inputs import CorpusFiles, resolve_inputs
+from .embed_shards import DTYPES
+
+_EMBEDDERS: Dict[tuple, ShardEmbedder] = {}
+
+
+def _import_spark() -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as err:
+        raise ImportError(
+            f"embed-corpus on Spark needs PySpark, which is not installed ({err}); install it with: "
+            "pip install spacy-elmo[spark]"
+        ) from None
+    return SparkSession
+
+
+def _embed_file(
+    index: int, *, files: CorpusFiles, output: str, model: str, settings: Dict[str, Any], batch_size: int, strict: bool
+) -> Iterator[Dict[str, int]]:
+    """One Spark task: read input file ``index`` where it lies, and embed the shards not yet done."""
+    key = (model, output, tuple(sorted(settings.items())), batch_size)
+    if key not in _EMBEDDERS:  # once per Python worker
+        _EMBEDDERS[key] = ShardEmbedder(model, output, settings, batch_size, threads=1)
+    embedder = _EMBEDDERS[key]
+    for item in shard_blocks(files, index, Path(output), rows=settings["shard_rows"], strict=strict):
+        yield embedder.embed_item(item)
+
+
+def embed_corpus_spark(
+    input: PathLike,
+    output: PathLike,
+    model: PathLike = DEFAULT_MODEL,
+    *,
+    spark: Optional[Any] = None,
+    master: Optional[str] = None,
+    layers: str = "all",
+    dtype: str = "float32",
+    shard_rows: int = 500,
+    batch_size: Optional[int] = None,
+    strict_utf8: bool = False,
+) -> EmbedReport:
+    """Embed every record of ``input`` into Parquet shards under ``output``, on Spark.
+
+    input, output, model, layers, dtype, shard_rows, strict_utf8: as ``embed_corpus``.
+    spark (Optional[SparkSession]): the session to use; None: the active one, or a new one on ``master``.
+    master (Optional[str]): for a new session: "local[2]", "spark://HOST:7077", "yarn"; None: Spark's default.
+    batch_size (Optional[int]): sentences per forward pass; None: ``BATCH_PER_CPU`` (one torch
+        thread per Python worker).
+    RETURNS (EmbedReport): as ``embed_corpus`` (``actors``: Spark's default parallelism).
+    """
+    if layers not in LAYER_CHOICES:
+        raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
+    if shard_rows < 1 or (batch_size is not None and batch_size < 1):
+        raise ValueError("shard_rows and batch_size must be >= 1")
+    session_class = _import_spark()
+    start = time.perf_counter()
+    files = resolve_inputs(str(input))
+    output = Path(output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    settings = _settings(output, model, layers=layers, dtype=dtype, shard_rows=shard_rows,
+                         files=len(files.paths), files_sha256=files.sha256)
+    if spark is None:
+        builder = session_class.builder.appName("spacy-elmo embed-corpus")
+        spark = (builder.master(master) if master else builder).getOrCreate()
+    context = spark.sparkContext
+    batch_size = batch_size or BATCH_PER_CPU
+    task = partial(
+        _embed_file, files=files, output=str(output), settings=asdict(settings), batch_size=batch_size,
+        model=str(Path(model).resolve()) if Path(model).exists() else str(model), strict=strict_utf8,
+    )
+    # one partition per input file: only file indices leave the driver
+    done = context.parallelize(range(len(files.paths)), len(files.paths)).flatMap(task).collect()
+    written = sum(d["written"] for d in done)
+    return EmbedReport(
+        shards=len(done), skipped=len(done) - written, written=written, rows=sum(d["rows"] for d in done),
+        tokens=sum(d["tokens"] for d in done), undecodable=sum(d["undecodable"] for d in done),
+        actors=context.defaultParallelism, batch_size=batch_size, seconds=time.perf_counter() - start,
+    )
