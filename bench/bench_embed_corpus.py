@@ -60,7 +60,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                     start = time.perf_counter()
                     report = embed_corpus(
                         corpus, out, pipeline, actors=n, shard_rows=args.shard_rows,
-                        progress=lambda rows, todo, done_tokens, seconds, shards: marks.append((seconds, done_tokens)),
+                        progress=lambda shards, written, rows, done_tokens, seconds: marks.append((seconds, done_tokens)),
                     )
                     runs[n].append(time.perf_counter() - start)
                     assert report.rows == len(sentences)
