@@ -8,6 +8,9 @@ import pytest
 pytest.importorskip("pyspark", reason="PySpark is not installed (pip install spacy-elmo[spark]); the Spark path is not tested")
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install spacy-elmo[ray]); nothing to compare Spark's shards with")
 
+from typer.testing import CliRunner  # noqa: E402
+
+from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
 from spacy_elmo.embed_corpus import embed_corpus  # noqa: E402
 from spacy_elmo.embed_spark import embed_corpus_spark  # noqa: E402
@@ -49,6 +52,10 @@ def test_spark_writes_the_shards_ray_writes_and_resumes(spark, tmp_path, tiny_pa
     assert (tmp_path / "spark" / "embed-corpus.json").read_text() == (tmp_path / "ray" / "embed-corpus.json").read_text()
 
     (tmp_path / "spark" / "shard-00001-00000.parquet").unlink()
-    again = embed_corpus_spark(folder, tmp_path / "spark", pipeline, spark=spark, **common)
-    assert (again.written, again.skipped) == (1, on_ray.shards - 1)
+    # the command, on the session that is active (getOrCreate)
+    args = ["embed-corpus", "--input", str(folder), "--output", str(tmp_path / "spark"), "--model", str(pipeline),
+            "--shard-rows", "4", "--batch-size", "3", "--engine", "spark"]
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert f"{on_ray.shards - 1} already done, 1 written" in again.output
     assert records(tmp_path / "spark") == spark_records

@@ -25,6 +25,8 @@ def embed_corpus_cli(
     shard_rows: int = typer.Option(500, "--shard-rows", min=1, help="input rows per shard (the unit of resuming)"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="sentences per forward pass; default: 32 per actor CPU, 256 on a GPU"),
     strict_utf8: bool = typer.Option(False, "--strict-utf8", help="stop at a line that is not UTF-8 instead of replacing its bytes and counting it"),
+    engine: str = typer.Option("ray", "--engine", help="ray, or spark (pip install spacy-elmo[spark]; the same shards)"),
+    master: Optional[str] = typer.Option(None, "--master", help="with --engine spark: local[N], spark://HOST:7077 or yarn; default: Spark's (spark-submit's)"),
 ) -> None:
     """Embed a corpus with Ray Data into Parquet shards; run it again to resume.
 
@@ -35,18 +37,28 @@ def embed_corpus_cli(
         raise typer.BadParameter(f"--layers must be one of {', '.join(LAYER_CHOICES)}")
     if precision not in DTYPES:
         raise typer.BadParameter(f"--precision must be one of {', '.join(DTYPES)}")
+    if engine not in ("ray", "spark"):
+        raise typer.BadParameter("--engine must be ray or spark")
     try:
-        report = embed_corpus(
-            input, output, model, address=address, actors=actors, cpus_per_actor=cpus_per_actor,
-            layers=layers, dtype=precision, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
-        )
+        if engine == "spark":
+            from ..embed_spark import embed_corpus_spark
+
+            report = embed_corpus_spark(
+                input, output, model, master=master, layers=layers, dtype=precision, shard_rows=shard_rows,
+                batch_size=batch_size, strict_utf8=strict_utf8,
+            )
+        else:
+            report = embed_corpus(
+                input, output, model, address=address, actors=actors, cpus_per_actor=cpus_per_actor,
+                layers=layers, dtype=precision, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
+            )
     except (ImportError, ValueError, RuntimeError, OSError) as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(1) from None
     typer.echo(
         f"{report.shards} shards under {output}: {report.skipped} already done, {report.written} written "
         f"({report.rows} rows, {report.tokens} tokens in {report.seconds:.1f} s; "
-        f"{report.actors} actors, batches of {report.batch_size})"
+        f"{report.actors} {'actors' if engine == 'ray' else 'Spark tasks at once'}, batches of {report.batch_size})"
     )
     if report.undecodable:
         typer.echo(
