@@ -1,5 +1,6 @@
 """Run by test_distributed.py under torchrun (``-m tests.training.ddp_worker`` from the checkout): tiny pretraining, then every rank saves its own weights
 and reports the process group's threads still running after ``shutdown``."""
+import json
 import os
 import sys
 import time
@@ -26,10 +27,12 @@ def main(train: str, dev: str, output: str) -> None:
         out.mkdir(parents=True, exist_ok=True)
     barrier(info)
     lm, vocab, corpus, steps = build_pretraining(config, out, info, device, resume=False)
+    corpus.reads = []  # the byte ranges this rank reads while training
     summary = train_lm(lm, vocab, corpus, settings=config.training, corpus_settings=config.corpus, seed=config.seed,
                        output=out, info=info, dev_segments=dev_reader(config), steps_per_epoch=steps)
     state = {k: v.detach().contiguous() for k, v in lm.state_dict().items()}
     save_file(state, str(out / f"rank{info.rank}.safetensors"))
+    (out / f"reads-rank{info.rank}.json").write_text(json.dumps(sorted({(str(p), a, b) for p, a, b in corpus.reads})))
     print(f"rank {info.rank}: {summary.steps} steps, {summary.tokens} tokens")
     shutdown(info)
     # a joined thread may take a moment to leave /proc; one still there after 5 s was not joined

@@ -36,6 +36,15 @@ def test_two_process_torchrun_ends_with_identical_weights(lm_corpus, tmp_path):
     assert [r["step"] for r in records if r["kind"] == "train"] == [3, 6, 9, 12]
     assert [r["step"] for r in records if r["kind"] == "eval"] == [6, 12]
     assert [p.name for p in list_checkpoints(out / "checkpoints")] == ["step-00000005", "step-00000010", "step-00000012"]
+    # each rank reads its own byte range of the training file, not the whole file
+    size = train.stat().st_size
+    longest = max(len(line) for line in train.read_bytes().split(b"\n")) + 1
+    ranges = [json.loads((out / f"reads-rank{rank}.json").read_text()) for rank in range(2)]
+    assert all(len(r) == 1 and r[0][0] == str(train) for r in ranges), ranges
+    (_, start0, end0), (_, start1, end1) = ranges[0][0], ranges[1][0]
+    assert start0 == 0 and end1 == size and start0 < start1 < end0 < end1
+    assert end0 - start1 <= longest  # shared: only the line across the cut
+    assert all(end - start < size / 2 + longest for _, start, end in (ranges[0][0], ranges[1][0]))
     checkpoint = json.loads((out / "checkpoints" / "step-00000012" / "state.json").read_text())
     assert checkpoint["step"] == 12
     # each rank's RNG (dropout masks, softmax samples) is its own and saved for an exact resume
