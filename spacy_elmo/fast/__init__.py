@@ -5,6 +5,8 @@ parity tests check. This package holds the optimisations, each tested against it
 ``dispatch.py`` (the one place a run path is chosen, and ``attach``), ``in_place.py`` (the
 timesteps on preallocated buffers), ``lockstep.py`` (both directions at once on paired weights),
 ``compiled.py`` + ``csrc/`` (that loop in C++), ``precision.py`` (bf16, fp16, int8),
+``bf16_rows.py`` (bf16 products of a few rows, one sentence at a time), ``payoff.py`` (a
+reduced precision slower than fp32 says so once),
 ``char_cache.py`` (token encodings kept across calls), ``train_step.py`` (one autograd node per
 layer for training), ``versions.py`` (have the weights changed?), ``optimize.py``
 (``optimize_for_inference``, which applies them) and ``plan.py`` (``InferencePlan``, and how a held
