@@ -297,19 +297,12 @@ def embed_corpus(
     progress (Optional[Callable]): called after each shard as ``print_progress``; None: silent.
     RETURNS (EmbedReport): shards skipped and written, rows, tokens and undecodable lines, seconds.
     """
-    if layers not in LAYER_CHOICES:
-        raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
+    check_choices(layers=layers, dtype=dtype)
     if shard_rows < 1 or cpus_per_actor < 1 or (actors is not None and actors < 1) or (batch_size is not None and batch_size < 1):
         raise ValueError("shard_rows, actors, cpus_per_actor and batch_size must be >= 1")
     ray = _import_ray()
     start = time.perf_counter()
-    files = resolve_inputs(str(input))
-    output = Path(output).resolve()
-    output.mkdir(parents=True, exist_ok=True)
-    settings = _settings(output, model, layers=layers, dtype=dtype, shard_rows=shard_rows,
-                         files=len(files.paths), files_sha256=files.sha256)
+    files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows)
     started_here = not ray.is_initialized()
     if started_here:
         init: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -365,6 +358,31 @@ def _first_cause(err: BaseException) -> str:
         err = err.cause
     message = str(err).strip().splitlines()
     return f"{type(err).__name__}: {message[0] if message else ''}"
+
+
+def check_choices(*, layers: str, dtype: str) -> None:
+    """Refuse a layer selection or a dtype that no engine writes."""
+    if layers not in LAYER_CHOICES:
+        raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
+
+
+def open_run(
+    input: PathLike, output: PathLike, model: PathLike, *, layers: str, dtype: str, shard_rows: int
+) -> Tuple[CorpusFiles, Path, EmbedSettings]:
+    """What every engine does first: list the input, make the output folder, and write this run's
+    settings there (or check them against an earlier run's).
+
+    RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the resolved output folder
+        and the settings.
+    """
+    files = resolve_inputs(str(input))
+    output = Path(output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    settings = _settings(output, model, layers=layers, dtype=dtype, shard_rows=shard_rows,
+                         files=len(files.paths), files_sha256=files.sha256)
+    return files, output, settings
 
 
 def _settings(output: Path, model: PathLike, **given: Any) -> EmbedSettings:

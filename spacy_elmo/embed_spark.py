@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
 from .embed_corpus import (
-    BATCH_PER_CPU, DEFAULT_MODEL, LAYER_CHOICES, EmbedReport, PathLike, ShardEmbedder, _settings, shard_blocks,
+    BATCH_PER_CPU, check_choices, open_run, DEFAULT_MODEL, EmbedReport, PathLike, ShardEmbedder, shard_blocks,
 )
-from .embed_inputs import CorpusFiles, resolve_inputs
-from .embed_shards import DTYPES
+from .embed_inputs import CorpusFiles
 
 _EMBEDDERS: Dict[tuple, ShardEmbedder] = {}
 
@@ -68,19 +67,12 @@ def embed_corpus_spark(
         thread per Python worker).
     RETURNS (EmbedReport): as ``embed_corpus`` (``actors``: Spark's default parallelism).
     """
-    if layers not in LAYER_CHOICES:
-        raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
+    check_choices(layers=layers, dtype=dtype)
     if shard_rows < 1 or (batch_size is not None and batch_size < 1):
         raise ValueError("shard_rows and batch_size must be >= 1")
     session_class = _import_spark()
     start = time.perf_counter()
-    files = resolve_inputs(str(input))
-    output = Path(output).resolve()
-    output.mkdir(parents=True, exist_ok=True)
-    settings = _settings(output, model, layers=layers, dtype=dtype, shard_rows=shard_rows,
-                         files=len(files.paths), files_sha256=files.sha256)
+    files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows)
     if spark is None:
         builder = session_class.builder.appName("spacy-elmo embed-corpus")
         spark = (builder.master(master) if master else builder).getOrCreate()
