@@ -372,24 +372,19 @@ def open_run(
     input: PathLike, output: PathLike, model: PathLike, *, layers: str, dtype: str, shard_rows: int
 ) -> Tuple[CorpusFiles, Path, EmbedSettings]:
     """What every engine does first: list the input, make the output folder, and write this run's
-    settings there (or check them against an earlier run's).
+    settings there, or check them against those already there.
 
-    RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the resolved output folder
-        and the settings.
+    RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the output folder, the settings.
     """
+    from .io.loading import resolve_bilm
+
     files = resolve_inputs(str(input))
     output = Path(output).resolve()
     output.mkdir(parents=True, exist_ok=True)
-    settings = _settings(output, model, layers=layers, dtype=dtype, shard_rows=shard_rows,
-                         files=len(files.paths), files_sha256=files.sha256)
-    return files, output, settings
-
-
-def _settings(output: Path, model: PathLike, **given: Any) -> EmbedSettings:
-    """This run's settings, written to the output folder, or checked against those already there."""
-    from .io.loading import resolve_bilm
-
-    settings = EmbedSettings(model=model_name(model), weights_sha256=weights_sha256(resolve_bilm(model)), **given)
+    settings = EmbedSettings(
+        model=model_name(model), weights_sha256=weights_sha256(resolve_bilm(model)), layers=layers, dtype=dtype,
+        shard_rows=shard_rows, files=len(files.paths), files_sha256=files.sha256,
+    )
     path = output / SETTINGS_NAME
     record = {"format": FORMAT, **asdict(settings)}
     if path.is_file():
@@ -402,4 +397,4 @@ def _settings(output: Path, model: PathLike, **given: Any) -> EmbedSettings:
             )
     else:
         write_atomic(path, json.dumps(record, indent=2).encode("utf-8"))
-    return settings
+    return files, output, settings
