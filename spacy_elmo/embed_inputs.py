@@ -49,12 +49,12 @@ class CorpusFiles:
 
 def _filesystem(spec: str) -> Tuple[Any, str]:
     """The filesystem and path of a URI, or of a local path (relative ones resolved here)."""
-    from pyarrow import fs
+    from pyarrow import ArrowException, fs
 
     if "://" in spec:
         try:
             return fs.FileSystem.from_uri(spec)
-        except Exception as err:  # pyarrow raises ArrowInvalid, ArrowNotImplementedError, OSError
+        except (ArrowException, OSError) as err:  # ArrowInvalid, ArrowNotImplementedError, or the store's error
             raise ValueError(f"{spec}: pyarrow cannot open this URI ({err})") from None
     return fs.LocalFileSystem(), Path(spec).expanduser().resolve().as_posix()
 
@@ -73,11 +73,14 @@ def resolve_inputs(spec: str) -> CorpusFiles:
     parts = path.split("/")
     globbed = next((i for i, part in enumerate(parts) if any(c in part for c in GLOB_CHARS)), None)
     base = "/".join(parts[:globbed]) if globbed is not None else path
-    info = filesystem.get_file_info(base)
+    try:  # a store that cannot be reached or read says so in its own words, naming the input
+        info = filesystem.get_file_info(base)
+        listing = filesystem.get_file_info(fs.FileSelector(base, recursive=True)) if info.type == fs.FileType.Directory else []
+    except OSError as err:
+        raise ValueError(f"{spec}: cannot list the input ({err})") from None
     if globbed is None and info.type == fs.FileType.File:
         found = [(path, Path(path).name, info.size)]
     elif info.type == fs.FileType.Directory:
-        listing = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
         found = [
             (item.path, item.path[len(base):].lstrip("/"), item.size)
             for item in listing

@@ -91,3 +91,8 @@ def test_the_listing_changes_its_checksum_when_a_file_changes(folder):
 
 def test_text_blocks_of_an_empty_stream_yield_nothing():
     assert list(text_blocks(pa.BufferReader(b""), name="e", rows=3, strict=True)) == []
+
+
+def test_a_uri_pyarrow_cannot_open_is_a_clear_error_naming_it():
+    with pytest.raises(ValueError, match="bogus://corpus/x.txt: pyarrow cannot open this URI"):
+        resolve_inputs("bogus://corpus/x.txt")
