@@ -215,14 +215,29 @@ def data_record(paths: Union[None, PathLike, Iterable[Optional[PathLike]]]) -> D
             files += sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
         else:
             files.append(path)
-    return dict(sorted((portable_path(p), file_sha256(p)) for p in files))
+    # shortened paths of two inputs can coincide (``train-00.txt`` of two corpora): those keep more
+    # of their folders until each is named once, so no digest is lost under another's name
+    files = list({os.path.abspath(p): p for p in files}.values())
+    depth, named = 3, {}
+    while files:
+        keys = [portable_path(p, depth=depth) for p in files]
+        clashing = {k for k in keys if keys.count(k) > 1}
+        named.update((k, file_sha256(p)) for k, p in zip(keys, files) if k not in clashing)
+        deeper = [p for k, p in zip(keys, files) if k in clashing]
+        if deeper and all(portable_path(p, depth=depth + 1) == portable_path(p, depth=depth) for p in deeper):
+            # they differ only in the machine's top-level folder, which records never name: numbered
+            named.update((f"{portable_path(p, depth=depth)}#{i}", file_sha256(p)) for i, p in enumerate(deeper, 1))
+            break
+        files, depth = deeper, depth + 1
+    return dict(sorted(named.items()))
 
 
-def portable_path(path: PathLike) -> str:
+def portable_path(path: PathLike, *, depth: int = 3) -> str:
     """A path as a record writes it: relative to the checkout inside it, ``assets/datasets/...`` in a
     datasets folder ($SPACY_ELMO_DATA, or any folder named ``datasets``, as project.yml's
-    ``vars.datasets`` and its mirrors are), else its last three parts, ``.../GRANDPARENT/PARENT/NAME``,
-    below the machine's top-level folder: never a machine's absolute path or its top folders."""
+    ``vars.datasets`` and its mirrors are), else its last ``depth`` parts (three:
+    ``.../GRANDPARENT/PARENT/NAME``) below the machine's top-level folder: never a machine's absolute
+    path or its top folders."""
     text = str(path)
     full = Path(os.path.abspath(os.path.expanduser(text)))
     for root in (CHECKOUT, CHECKOUT.resolve()):
@@ -238,7 +253,7 @@ def portable_path(path: PathLike) -> str:
     if not Path(text).is_absolute() and not text.startswith(("~", "..")):
         return Path(text).as_posix()
     # parts[0] is the root ("/") and parts[1] a machine's top-level folder (/work, /tmp, /home): never named
-    return "/".join(["...", *parts[2:][-3:]]) if len(parts) > 2 else "..."
+    return "/".join(["...", *parts[2:][-depth:]]) if len(parts) > 2 else "..."
 
 
 def command_line(argv: Optional[Sequence[str]] = None, *, module: Optional[str] = None) -> str:

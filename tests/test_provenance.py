@@ -173,6 +173,20 @@ def test_data_record_hashes_each_file_read_by_its_portable_path(tmp_path, monkey
     assert data_record(None) == {}
 
 
+def test_data_record_keeps_every_digest_when_two_corpora_share_shard_names(tmp_path):
+    shards = []
+    for corpus in ("corpus-wide", "corpus-full"):
+        folder = tmp_path / corpus / "pretrain" / "train"
+        folder.mkdir(parents=True)
+        (folder / "train-00.txt").write_text(f"{corpus}\n", encoding="utf-8")
+        shards.append(folder / "train-00.txt")
+    record = data_record([tmp_path / "corpus-wide", tmp_path / "corpus-full", shards[0]])
+    assert record == {
+        ".../corpus-wide/pretrain/train/train-00.txt": _sha(shards[0]),
+        ".../corpus-full/pretrain/train/train-00.txt": _sha(shards[1]),
+    }
+
+
 def test_portable_paths_hold_no_machine_directory(tmp_path, monkeypatch):
     monkeypatch.delenv("SPACY_ELMO_DATA", raising=False)
     assert portable_path(module.CHECKOUT / "configs" / "ner.cfg") == "configs/ner.cfg"
