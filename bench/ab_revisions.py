@@ -1,7 +1,7 @@
 """One benchmark on two revisions of the code, interleaved process by process: the ratio of a metric.
 
     python -m bench.ab_revisions --base 3dea5d1 --new 0d79ac9 --rounds 4 \\
-        --metric rows.0.tokens_per_s_median --json bench/results/pretrain-step-ab-CPU.json -- \\
+        --metric rows.0.tokens_per_s_median --json results/bench/CPU/pretrain-step-ab.json -- \\
         bench.bench_pretrain_step --text corpus/full/pretrain/dev.txt --precisions fp32 --rounds 2
 
 Each revision is checked out into a temporary git worktree; each round runs the benchmark module

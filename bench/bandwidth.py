@@ -1,7 +1,7 @@
 """This machine's memory bandwidth, measured directly: STREAM-like copy and triad over buffers
 several times larger than the last-level cache, and the cache sizes.
 
-    python -m bench.bandwidth --output bench/results/bandwidth-epyc-avx512.json
+    python -m bench.bandwidth --output results/bench/CPU/bandwidth.json
 
 Kernels (as STREAM counts them: bytes the kernel names, one read per operand and one write per
 result, without the extra read a cache line costs before it is written):

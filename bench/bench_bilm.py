@@ -1,7 +1,7 @@
 """biLM inference throughput against the straightforward baseline and against the hardware limits.
 
-    python -m bench.bench_bilm --shapes full small --threads 2 --json bench/results/bilm.json \
-        --markdown bench/results/bilm.md
+    python -m bench.bench_bilm --shapes full small --threads 2 --json results/bench/CPU/bilm.json \
+        --markdown results/bench/CPU/bilm.md
     python -m bench.bench_bilm --quick      # tiny model, seconds (the smoke test runs this)
 
 For each shape: random weights are written in the published format and read back; the

@@ -1,7 +1,7 @@
 """spacy-elmo against ELMoForManyLangs' own code on a model of EFML's published shape.
 
     EFML_VENV/bin/python -m bench.bench_efml --threads 2 --repeats 5 --single 6 \
-        --json bench/results/efml.json --markdown bench/results/efml.md
+        --json results/bench/CPU/efml.json --markdown results/bench/CPU/efml.md
 
 Runs where both packages import: the side environment of lab/fixtures/make_efml_fixtures.py (EFML
 0.0.4.post2 with overrides==3.1.0) with this checkout on the path (``python -m`` from the

@@ -1,7 +1,7 @@
 """embed-corpus with one Ray actor against two, on this machine.
 
     python -m bench.bench_embed_corpus --sentences 300 --repeats 3 \
-        --json bench/results/embed-corpus.json --markdown bench/results/embed-corpus.md
+        --json results/bench/CPU/embed-corpus.json --markdown results/bench/CPU/embed-corpus.md
 
 One local Ray (as many CPUs as the machine has) is started once, so its start-up is not timed; each
 run is a whole ``embed_corpus`` call into a fresh folder: actors started, the pipeline loaded in

@@ -1,7 +1,7 @@
 """embed-corpus's driver memory as the corpus grows: the driver's peak RSS at three corpus sizes.
 
     python -m bench.bench_embed_driver_memory --sizes-mb 8 32 128 --repeats 2 \
-        --json bench/results/embed-driver-memory.json
+        --json results/bench/CPU/embed-driver-memory.json
 
 Each corpus is a folder of two ``.gz`` text files whose lines hold a sentence's tokens with
 ``--padding`` spaces between them, so the bytes grow while the embedding work stays small (the

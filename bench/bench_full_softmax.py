@@ -1,7 +1,7 @@
 """Scoring text with the published `original` shape and its full 793,471-word softmax: tokens/s and
 peak memory of the chunked softmax, against the whole (tokens x words) matrix in the same run.
 
-    nice python -m bench.bench_full_softmax --json bench/results/full-softmax-<cpu>.json
+    nice python -m bench.bench_full_softmax --json results/bench/CPU/full-softmax.json
 
 A 2x4096 LSTM biLM with a 512 projection (``bilm.config.ORIGINAL``) and a softmax of 793,471 rows,
 all weights random (uniform with std 0.035, which keeps float32 stable; uniform draws

@@ -1,8 +1,8 @@
 """One sentence at a time, per precision: tokens/s against fp32, and against the memory's limit.
 
     python -m bench.bench_one_sentence --shape full --sentences 24 --rounds 3 --threads 2 \
-        --test-data sample/ewt/test.conllu --json bench/results/one-sentence-epyc-avx512.json \
-        --markdown bench/results/one-sentence-epyc-avx512.md
+        --test-data sample/ewt/test.conllu --json results/bench/CPU/one-sentence.json \
+        --markdown results/bench/CPU/one-sentence.md
     python -m bench.bench_one_sentence --quick    # tiny model, seconds
 
 As a service embedding one sentence per request runs it: the biLM steps one timestep at a time

@@ -1,6 +1,6 @@
 """``nlp.pipe`` with the elmo component against the raw biLM on the same sentences.
 
-    python -m bench.bench_pipeline --shape small --threads 2 --json bench/results/pipeline.json
+    python -m bench.bench_pipeline --shape small --threads 2 --json results/bench/CPU/pipeline.json
     python -m bench.bench_pipeline --quick
 
 Docs are made from pre-tokenized sentences beforehand (tokenization is not timed). Two

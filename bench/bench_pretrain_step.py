@@ -1,6 +1,6 @@
 """Throughput of one whole pretraining step (biLM + sampled softmax + backward + optimizer) by setting.
 
-    python -m bench.bench_pretrain_step --text corpus/full/pretrain/dev.txt --json bench/results/pretrain-step-CPU.json
+    python -m bench.bench_pretrain_step --text corpus/full/pretrain/dev.txt --json results/bench/CPU/pretrain-step.json
     python -m bench.bench_pretrain_step --quick
 
 What the ``pretrain`` command runs at each step, timed for each combination of precision (fp32,

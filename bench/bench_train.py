@@ -1,6 +1,6 @@
 """biLM pretraining step (forward + backward) throughput against the straightforward baseline.
 
-    python -m bench.bench_train --config configs/bilm-small.cfg --threads 2 --json bench/results/train.json
+    python -m bench.bench_train --config configs/bilm-small.cfg --threads 2 --json results/bench/CPU/train.json
     python -m bench.bench_train --quick
 
 The model is the one the config's [model] section describes, random weights, train mode.

@@ -1,6 +1,6 @@
 """How close dynamic int8 comes to fp32 on the shipped biLM, and which layers and settings decide it.
 
-    python -m bench.int8_accuracy --json bench/results/int8-accuracy-epyc-avx512.json
+    python -m bench.int8_accuracy --json results/bench/CPU/int8-accuracy.json
     FBGEMM_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 python -m bench.int8_accuracy ...
 
 The second form makes fbgemm and oneDNN run their AVX2 kernels (no VNNI) on a CPU that has more:

@@ -1,6 +1,6 @@
 """Where one sentence's time goes, timestep by timestep: products, elementwise ops, and overhead.
 
-    python -m bench.profile_step --shapes shipped full --json bench/results/profile-step-CPU.json --markdown bench/results/profile-step-CPU.md
+    python -m bench.profile_step --shapes shipped full --json results/bench/CPU/profile-step.json --markdown results/bench/CPU/profile-step.md
     python -m bench.profile_step --quick
 
 Runs sentences of UD EWT test one at a time through ``load_bilm``'s default inference path

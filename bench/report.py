@@ -1,6 +1,6 @@
 """Markdown tables from a benchmark report (the JSON that bench_bilm writes).
 
-    python -m bench.report bench/results/bilm.json --markdown bench/results/bilm.md
+    python -m bench.report results/bench/CPU/bilm.json --markdown results/bench/CPU/bilm.md
 
 rewrites a report's tables from its JSON without running anything again.
 """

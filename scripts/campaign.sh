@@ -82,7 +82,7 @@ case "${1:-}" in
     done
     folders() { for seed in $seeds; do printf '%s,' "$RUN/downstream/$1-s$seed/metrics"; done | sed 's/,$//'; }
     python -m lab.campaign.report_results --seeds "shipped=$(folders shipped)" "continued=$(folders continued)" \
-      --plain "${PLAIN:-results/full-0.6.0-metrics.json}" --table "$RUN/downstream-1pct.md" \
+      --plain "${PLAIN:-results/en_small/0.6.0/full-metrics.json}" --table "$RUN/downstream-1pct.md" \
       --plot "$RUN/downstream-1pct.png" --records "$RUN/downstream-1pct-metrics.json" \
       --title "UPOS and NER at 1% of train, seeds $seeds"
     ;;

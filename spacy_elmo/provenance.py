@@ -4,14 +4,14 @@ machine and the date.
 The commands that write results (``evaluate``, ``probe``, ``neighbors``, ``finetune``, the corpus
 statistics of ``pretrain``) put this record at the top level of their JSON, under ``"provenance"``,
 so that a number can be traced to the code, the weights and the files that produced it. The
-repository's own results files (``results/``, ``bench/results/``) are held to a check beside the
+repository's own results files (``results/``, benchmarks in ``results/bench/``) are held to a check beside the
 package (``lab/records/check.py``); ``results/README.md`` describes the fields for readers.
 
 The record (``provenance(...)``):
 
 - ``command``: the command line that ran (paths as ``portable_path`` writes them).
 - ``start_commit``, ``start_clean``, ``started``: the commit checked out when the run started, whether
-  the tracked files other than ``results/`` and ``bench/results/`` matched it then, and when. An
+  the tracked files other than ``results/`` matched it then, and when. An
   entry point calls ``mark_start()`` before its work; a record whose run never marked a start takes
   them when it is written, says so under ``unknown`` and leaves ``started`` null (which
   ``check_record`` refuses in a new record).
@@ -50,7 +50,7 @@ from .machine import cpu_flags, cpu_model
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 # what runs write, not what they run: a changed results file does not make the code dirty
-RESULTS_EXCLUDED = (":(exclude)results", ":(exclude)bench/results")
+RESULTS_EXCLUDED = (":(exclude)results",)
 # a datasets folder (project.yml's vars.datasets, or a mirror of it) is written as this
 DATASETS = "assets/datasets"
 DATA_ENV = "SPACY_ELMO_DATA"

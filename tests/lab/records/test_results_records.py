@@ -1,7 +1,9 @@
-"""Every results file names what made it: each JSON under results/ and bench/results/ holds the record
-of spacy_elmo.provenance (command, start commit and cleanliness, model and weights, data checksums,
-machine, date) at its top level, and no machine path (results/README.md)."""
+"""Every results file names what made it: each JSON under results/ holds the record of
+spacy_elmo.provenance (command, start commit and cleanliness, model and weights, data checksums,
+machine, date) at its top level, and no machine path; and the tree keeps its one rule: a version, a
+run or a machine is a folder, never part of a file name (results/README.md)."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,9 @@ import pytest
 from lab.records.check import check_record, machine_paths
 
 ROOT = Path(__file__).resolve().parents[3]
-FILES = sorted(p for folder in ("results", "bench/results") for p in (ROOT / folder).rglob("*.json"))
+RESULTS = ROOT / "results"
+FILES = sorted(RESULTS.rglob("*.json"))
+VERSION = re.compile(r"\d+\.\d+\.\d+")
 
 
 def is_model_config(data) -> bool:
@@ -32,3 +36,20 @@ def test_a_results_file_names_what_made_it(path):
         return
     problems = check_record(data)
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
+
+
+def test_a_version_is_a_folder_of_its_own():
+    # "en_small/0.6.0/full.md", never "full-0.6.0.md" or "en_small-0.6.0/"
+    misplaced = sorted({p.relative_to(RESULTS).as_posix() for p in RESULTS.rglob("*")
+                        if VERSION.search(p.name) and not (p.is_dir() and VERSION.fullmatch(p.name))})
+    assert not misplaced, f"a version in a name (make it a folder): {misplaced}"
+
+
+def test_benchmarks_sit_in_a_folder_per_machine():
+    bench = RESULTS / "bench"
+    machines = sorted(p.name for p in bench.iterdir() if p.is_dir())
+    assert machines and not [p.name for p in bench.iterdir() if p.is_file()], "a benchmark record outside a machine folder"
+    named = [p.relative_to(RESULTS).as_posix() for p in bench.rglob("*") if p.is_file()
+             and any(machine in p.name for machine in machines)]
+    assert not named, f"a machine in a file name (the folder says it): {named}"
+    assert not (ROOT / "bench" / "results").exists(), "bench/results/: benchmark records go to results/bench/MACHINE/"
