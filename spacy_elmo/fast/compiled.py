@@ -52,10 +52,12 @@ ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
 DIR_ENV = "SPACY_ELMO_KERNELS"  # where built kernels go (default: the cache's kernels/)
 CSRC = Path(__file__).parent / "csrc"
 TORCH_ROOT = Path(torch.__file__).resolve().parent
-SOURCES = ("cell_math.cpp", "bf16_rows.cpp", "lstmp_steps.cpp")
+SOURCES = ("cell_math.cpp", "bf16_rows.cpp", "int8_rows.cpp", "lstmp_steps.cpp")
 # the elementwise loop needs no torch headers; these two flags let the compiler vectorize it (no
 # errno to set, no floating-point exceptions to keep) and change no result
-PLAIN_SOURCES = {"cell_math.cpp": ["-fno-math-errno", "-fno-trapping-math"], "bf16_rows.cpp": []}
+PLAIN_SOURCES = {"cell_math.cpp": ["-fno-math-errno", "-fno-trapping-math"], "bf16_rows.cpp": [],
+                 # no fused multiply-adds: the int8 products' scaling must round as int8_rows.py's does
+                 "int8_rows.cpp": ["-ffp-contract=off"]}
 _LOCK = threading.Lock()
 _STATE: Dict[str, object] = {"op": None, "tried": False, "error": None}
 

@@ -11,11 +11,13 @@ first use and remade whenever the weight changes (storage, in-place version, dev
   copies of the paired weights (lockstep.py), with cell and gates in float32.
 - "fp16": weight stored as float16 and multiplied in float32 (fbgemm; CPU only). Halves the
   bytes of weight read per product at almost no cost in accuracy.
-- "int8": dynamic quantization (fbgemm/x86; CPU only): weights int8 per output channel,
-  each input quantized on the fly to 8 bits (7 where the engine's kernels would saturate on 8:
-  ``int8_full_range``) over its own range, one range per tensor, int32 accumulation.
-  Per-tensor ranges lose the small values of an input whose range is set by a few large ones:
-  ``INT8_FP32_LAYERS`` are kept in float32 for that reason.
+- "int8": dynamic quantization (CPU only): weights int8 per output channel, inputs quantized on
+  the fly to 8 bits, int32 accumulation. Where the compiled library is built (``compiled.py``), on
+  ``int8_rows``' kernel: each input row over its own range, so a row's result does not depend on
+  the other rows of its batch. Elsewhere on torch's products (fbgemm/x86): one range per input
+  tensor, 8 bits (7 where the engine's kernels would saturate on 8: ``int8_full_range``).
+  Ranges set by a few large values lose the small ones: ``INT8_FP32_LAYERS`` are kept in
+  float32 for that reason.
 """
 import warnings
 from typing import Any, Container, Dict, Iterable, List, Optional, Tuple
@@ -23,6 +25,7 @@ from typing import Any, Container, Dict, Iterable, List, Optional, Tuple
 import torch
 from torch import nn
 
+from . import int8_rows
 from .versions import tensors_version
 
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
@@ -73,6 +76,10 @@ class ReducedPrecisionLinear(nn.Linear):
             y = nn.functional.linear(flat.to(torch.bfloat16), weight, bias).to(x.dtype)
         elif self.precision == "fp16":
             y = torch.ops.quantized.linear_dynamic_fp16(flat.float().contiguous(), packed)
+        elif isinstance(packed[0], int8_rows.Int8Weights):  # each row quantized on its own (int8_rows.py)
+            weights, bias = packed
+            rows = flat.float().contiguous()[None]
+            y = int8_rows.product(rows, weights, rows.new_empty(1, rows.shape[1], self.out_features), bias=bias)[0]
         else:
             packed, reduce_range = packed
             y = torch.ops.quantized.linear_dynamic(flat.float().contiguous(), packed, reduce_range=reduce_range)
@@ -104,6 +111,9 @@ def _pack(weight: torch.Tensor, bias: Optional[torch.Tensor], precision: str) ->
     bias = None if bias is None else bias.float().contiguous()
     if precision == "fp16":
         return torch.ops.quantized.linear_prepack_fp16(weight, bias)
+    if int8_rows.rows_op() is not None:
+        return int8_rows.pack(weight[None]), None if bias is None else bias[None].contiguous()
+    # without the compiled library: torch's dynamic products, one input range per tensor
     return _pack_int8(weight, bias), not int8_full_range()
 
 

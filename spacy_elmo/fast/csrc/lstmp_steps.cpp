@@ -21,6 +21,12 @@ extern "C" void spacy_elmo_bf16_pairs(const float* x, int64_t width, uint32_t* p
 extern "C" void spacy_elmo_bf16_rows(const uint16_t* packed, const uint32_t* pairs, int64_t rows, int64_t n_pairs,
                                      int64_t out_features, int64_t first, int64_t last, float* y, int64_t y_stride,
                                      const float* add, int64_t add_stride);
+extern "C" int spacy_elmo_int8_native();
+extern "C" float spacy_elmo_int8_quantize(const float* x, int64_t width, int64_t padded, uint8_t* q);
+extern "C" void spacy_elmo_int8_rows(const int8_t* packed, const int32_t* offsets, const float* w_scales,
+                                     const float* bias, const uint8_t* q, int64_t q_stride, const float* x_scales,
+                                     int64_t rows, int64_t n_quads, int64_t out_features, int64_t first, int64_t last,
+                                     float* y, int64_t y_stride, const float* add, int64_t add_stride);
 
 namespace {
 
@@ -138,6 +144,65 @@ void bf16_rows(const at::Tensor& x, const at::Tensor& packed, const std::optiona
 
 bool bf16_native() { return spacy_elmo_bf16_native() != 0; }
 
+// out[d] = int8 product of x[d] (each row quantized on its own) with D weight matrices packed by
+// spacy_elmo/fast/int8_rows.py::pack as (D, blocks, groups of 4 inputs, 256) int8, their per-output
+// offsets (D, out) int32 and scales (D, out) float32 (csrc/int8_rows.cpp); (+ bias[d]) (+ add[d]).
+// x: (D, n, in), out and add: (D, n, out), float32 CPU tensors whose rows are contiguous; bias (D, out).
+void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& offsets, const at::Tensor& scales,
+               const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& add, const at::Tensor& out) {
+  TORCH_CHECK(packed.device().is_cpu() && packed.scalar_type() == at::kChar && packed.is_contiguous() &&
+                  packed.dim() == 4 && packed.size(3) == 256,
+              "int8_rows: packed (D, blocks, groups, 256) int8 weights");
+  const int64_t n_dir = packed.size(0), blocks = packed.size(1), n_quads = packed.size(2);
+  const at::Tensor* operands[] = {&x, &out, add ? &*add : nullptr};
+  for (const at::Tensor* t : operands) {
+    if (t == nullptr) continue;
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->dim() == 3 && t->size(0) == n_dir &&
+                    t->size(1) == x.size(1) && t->stride(2) == 1,
+                "int8_rows: (D, n, width) float32 CPU operands with contiguous rows");
+  }
+  const int64_t rows = x.size(1), width = x.size(2), out_features = out.size(2);
+  TORCH_CHECK((width + 3) / 4 == n_quads && (out_features + 63) / 64 == blocks && (!add || add->size(2) == out_features),
+              "int8_rows: widths do not match the packed weights");
+  TORCH_CHECK(offsets.scalar_type() == at::kInt && scales.scalar_type() == at::kFloat && offsets.is_contiguous() &&
+                  scales.is_contiguous() && offsets.numel() == n_dir * out_features &&
+                  scales.numel() == n_dir * out_features,
+              "int8_rows: (D, out) int32 offsets and float32 scales");
+  TORCH_CHECK(!bias || (bias->scalar_type() == at::kFloat && bias->is_contiguous() && bias->numel() == n_dir * out_features),
+              "int8_rows: (D, out) float32 bias");
+  if (rows == 0) return;
+  const int64_t padded = 4 * n_quads;
+  at::Tensor q = at::empty({n_dir * rows * padded}, x.options().dtype(at::kByte));
+  at::Tensor x_scales = at::empty({n_dir * rows}, x.options());
+  uint8_t* qp = q.data_ptr<uint8_t>();
+  float* sx = x_scales.data_ptr<float>();
+  for (int64_t d = 0; d < n_dir; ++d) {
+    for (int64_t r = 0; r < rows; ++r) {
+      sx[d * rows + r] = spacy_elmo_int8_quantize(x.data_ptr<float>() + d * x.stride(0) + r * x.stride(1), width,
+                                                  padded, qp + (d * rows + r) * padded);
+    }
+  }
+  const auto* w = packed.data_ptr<int8_t>();
+  const int32_t* off = offsets.data_ptr<int32_t>();
+  const float* ws = scales.data_ptr<float>();
+  const float* b = bias ? bias->data_ptr<float>() : nullptr;
+  float* y = out.data_ptr<float>();
+  const float* plus = add ? add->data_ptr<float>() : nullptr;
+  // the blocks of all directions split between threads (two cores: one direction each)
+  at::parallel_for(0, n_dir * blocks, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end;) {
+      const int64_t d = i / blocks, first = i % blocks, last = std::min(blocks, first + (end - i));
+      spacy_elmo_int8_rows(w + d * blocks * n_quads * 256, off + d * out_features, ws + d * out_features,
+                           b ? b + d * out_features : nullptr, qp + d * rows * padded, padded, sx + d * rows, rows,
+                           n_quads, out_features, first, last, y + d * out.stride(0), out.stride(1),
+                           plus ? plus + d * add->stride(0) : nullptr, plus ? add->stride(1) : 0);
+      i += last - first;
+    }
+  });
+}
+
+bool int8_native() { return spacy_elmo_int8_native() != 0; }
+
 }  // namespace
 
 TORCH_LIBRARY(spacy_elmo, m) {
@@ -148,4 +213,7 @@ TORCH_LIBRARY(spacy_elmo, m) {
   m.def("bf16_rows(Tensor x, Tensor packed, Tensor? add, Tensor(a!) out) -> ()");
   m.impl("bf16_rows", c10::DispatchKey::CPU, TORCH_FN(bf16_rows));
   m.def("bf16_native() -> bool", TORCH_FN(bf16_native));
+  m.def("int8_rows(Tensor x, Tensor packed, Tensor offsets, Tensor scales, Tensor? bias, Tensor? add, Tensor(a!) out) -> ()");
+  m.impl("int8_rows", c10::DispatchKey::CPU, TORCH_FN(int8_rows));
+  m.def("int8_native() -> bool", TORCH_FN(int8_native));
 }

@@ -1,0 +1,123 @@
+"""int8 products with each input row quantized on its own: what precision "int8" computes.
+
+torch's dynamic int8 products (fbgemm, oneDNN) quantize an input with one range for the whole
+tensor, so a sentence's int8 vectors depended on the other rows of its batch, and their one-row
+products read the weights at no steady rate on a loaded AMD EPYC (0.68-2.24x fp32 one sentence at a
+time, docs/speed.md). Here every row has its own range, symmetric 8 bits (``q = round(x / s)``,
+``s = max|x| / 127``), every output its own weight scale, and the sums are exact in int32, so a row's
+result depends on that row alone: the same alone, in any batch, and whichever code computes it.
+
+``csrc/int8_rows.cpp`` (built with the compiled LSTM step, ``compiled.py``) reads weights packed once
+per weights version (``pack``) in one pass, four AVX512-VNNI ``vpdpbusd`` per 256-byte line (a
+portable loop elsewhere), any number of rows (four at a time share each line). ``reference`` is the
+same math in torch: the definition the kernel is held to, bit for bit (tests/fast/test_int8_rows.py).
+"""
+from typing import NamedTuple, Optional
+
+import torch
+
+from . import compiled
+
+BLOCK = 64  # outputs per packed block (csrc/int8_rows.cpp)
+GROUP = 4  # inputs per vpdpbusd lane
+
+
+class Int8Weights(NamedTuple):
+    """(D, out, in) weights quantized per output and packed for the kernel."""
+
+    packed: torch.Tensor  # (D, blocks, groups, 256) int8: see ``pack``
+    offsets: torch.Tensor  # (D, out) int32: 128 x each output's weight sum (the kernel's unsigned shift)
+    scales: torch.Tensor  # (D, out) float32
+    width: int  # inputs (in)
+
+
+def rows_op():
+    """``torch.ops.spacy_elmo.int8_rows`` where the compiled library is available, else None."""
+    if compiled.compiled_step() is None:
+        return None
+    return torch.ops.spacy_elmo.int8_rows
+
+
+def native() -> bool:
+    """Whether the kernel was built with AVX512-VNNI (else its portable loop runs: the same sums, slow)."""
+    return rows_op() is not None and bool(torch.ops.spacy_elmo.int8_native())
+
+
+def quantize_weights(weights: torch.Tensor) -> torch.Tensor:
+    """RETURNS (Tensor): (D, out) float32 scales, ``max |w| / 127`` of each output's weights (1 where all are 0)."""
+    amax = weights.abs().amax(dim=2)
+    return torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
+
+
+def pack(weights: torch.Tensor) -> Int8Weights:
+    """(D, out, in) float32 weights (any strides; a linear layer's ``weight`` is (out, in)) quantized
+    per output (``round(w / scale)``) and laid out as the kernel reads them: (D, blocks of 64 outputs,
+    groups of 4 inputs, 64 x 4), zero-padded to whole groups and blocks.
+
+    RETURNS (Int8Weights): the packed weights, offsets, scales and width.
+    """
+    weights = weights.detach().float()
+    n_dir, out, width = weights.shape
+    scales = quantize_weights(weights)
+    quantized = torch.round(weights / scales[:, :, None]).clamp_(-127, 127).to(torch.int8)
+    blocks, groups = -(-out // BLOCK), -(-width // GROUP)
+    padded = torch.zeros(n_dir, blocks * BLOCK, groups * GROUP, dtype=torch.int8)
+    padded[:, :out, :width] = quantized
+    packed = padded.view(n_dir, blocks, BLOCK, groups, GROUP).permute(0, 1, 3, 2, 4).contiguous()
+    offsets = quantized.sum(dim=2, dtype=torch.int32) * 128
+    return Int8Weights(packed.view(n_dir, blocks, groups, BLOCK * GROUP), offsets.contiguous(), scales.contiguous(), width)
+
+
+def unpack(weights: Int8Weights) -> torch.Tensor:
+    """RETURNS (Tensor): the (D, out, in) int8 weights that ``pack`` quantized."""
+    n_dir, blocks, groups = weights.packed.shape[:3]
+    levels = weights.packed.view(n_dir, blocks, groups, BLOCK, GROUP).permute(0, 1, 3, 2, 4)
+    return levels.reshape(n_dir, blocks * BLOCK, groups * GROUP)[:, : weights.offsets.shape[1], : weights.width]
+
+
+def product(
+    x: torch.Tensor,
+    weights: Int8Weights,
+    out: torch.Tensor,
+    *,
+    bias: Optional[torch.Tensor] = None,
+    add: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """``out[d] = x[d] @ W[d].T (+ bias[d]) (+ add[d])`` in int8 (``reference``'s math) on the kernel,
+    for (D, n, in) float32 ``x``, ``out`` and ``add`` (rows contiguous), (D, out) ``bias``.
+
+    RETURNS (Tensor): ``out``.
+    """
+    op = rows_op()
+    if op is None:
+        raise RuntimeError("the compiled library is not available: check rows_op() first")
+    op(x, weights.packed, weights.offsets, weights.scales, bias, add, out)
+    return out
+
+
+def quantize_rows(x: torch.Tensor):
+    """Each row of (..., in) float32 ``x`` on its own: RETURNS (Tuple[Tensor, Tensor]) the int8 levels
+    ``round(x / s)`` and the (..., 1) scales ``s = max |x| / 127`` (1 for a row of zeros)."""
+    amax = x.abs().amax(dim=-1, keepdim=True)
+    scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
+    return torch.round(x / scale).clamp_(-127, 127).to(torch.int8), scale
+
+
+def reference(
+    x: torch.Tensor, weights: Int8Weights, *, bias: Optional[torch.Tensor] = None, add: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """What ``product`` computes, in torch: rows quantized by ``quantize_rows``, exact int32 sums
+    (``torch._int_mm``), then ``float(sum) * s * w_scale (+ bias) (+ add)`` in that order.
+
+    RETURNS (Tensor): (D, n, out) float32.
+    """
+    levels, scale = quantize_rows(x.float())
+    quantized = unpack(weights)
+    rows = []
+    for d in range(x.shape[0]):
+        sums = torch._int_mm(levels[d], quantized[d].t().contiguous())
+        y = sums.float() * scale[d] * weights.scales[d]
+        if bias is not None:
+            y = y + bias[d]
+        rows.append(y if add is None else y + add[d])
+    return torch.stack(rows)
