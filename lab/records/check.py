@@ -4,7 +4,7 @@ machine path.
 """
 import datetime
 import re
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 # when this record schema came in (its commit): records written from then on carry every field with a
 # value, no null and no ``unknown``
@@ -23,7 +23,8 @@ def check_record(results: Any) -> List[str]:
         entry; ``model`` a ``model_record`` (or a list of them) with every ``MODEL_FIELDS`` entry, or
         null with ``model_note``; ``data`` {path: SHA-256}, or ``{}`` with ``data_note``. A null is
         accepted only in a record dated before ``SCHEMA_DATE`` (``date``, or where that is unknown
-        ``written_before``) whose ``unknown`` says why. No string anywhere in the file may hold an
+        ``written_before``) whose ``unknown`` says why. A run from a tree with uncommitted changes
+        (``is_dirty``) needs ``dirty_note`` saying what they were. No string anywhere in the file may hold an
         absolute machine path (or one that climbs out of the checkout).
     RETURNS (List[str]): the problems, each naming its field; empty when the file passes.
     """
@@ -78,10 +79,25 @@ def check_record(results: Any) -> List[str]:
                     null("data", f"data[{path}]")
                 elif not _is_digest(digest):
                     problems.append(f"provenance.data[{path}]: not a SHA-256 ({digest!r})")
+    if is_dirty(record) and not record.get("dirty_note"):
+        problems.append("provenance.dirty_note: missing (the run's tree had uncommitted changes: say what they were "
+                        "and why the numbers stand)")
     for field in unknown:
         if field in record and record[field] is not None and field not in ("model", "data"):
             problems.append(f"provenance.unknown.{field}: the field has a value")
     return problems
+
+
+def is_dirty(record: Dict[str, Any]) -> bool:
+    """Whether a run started from a tree with uncommitted changes (tracked files other than the results).
+
+    record (Dict[str, Any]): a provenance record. Where its start was not recorded (``start_clean``
+        null), the tree when the record was written (``dirty``) stands in for it.
+    RETURNS (bool): True where the record says the tree was dirty.
+    """
+    if record.get("start_clean") is not None:
+        return record["start_clean"] is False
+    return record.get("dirty") is True
 
 
 # a path at the start of a word (or after = : , ( [ or a quote): absolute, home, Windows, or climbing out

@@ -50,3 +50,14 @@ def test_check_record_refuses_machine_paths_anywhere_in_the_file():
         found = check_record({**complete_record(), "corpus": f"--corpus {path}"})
         assert found == [f"corpus: a machine path ({'--corpus ' + path!r:.120})"], path
     assert check_record({**complete_record(), "corpus": ".../runs/model-best", "rate": "tokens/s"}) == []
+
+
+def test_a_run_from_a_dirty_tree_says_why():
+    expected = ["provenance.dirty_note: missing (the run's tree had uncommitted changes: say what they were "
+                "and why the numbers stand)"]
+    assert check_record(complete_record(start_clean=False)) == expected
+    assert check_record(complete_record(start_clean=False, dirty_note="only a comment of the script differed")) == []
+    # where the start was not recorded, the tree when the file was written stands in for it
+    old = {"date": "2026-12-01T10:00:00+00:00", "unknown": {"start_clean": "not recorded then"}}
+    assert check_record(complete_record(start_clean=None, dirty=True, **old)) == expected
+    assert check_record(complete_record(start_clean=True, dirty=True)) == []

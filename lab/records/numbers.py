@@ -1,0 +1,233 @@
+"""The README's headline numbers, written from the records they cite: ``python -m lab.records.numbers``
+rewrites each generated block of README.md, ``--check`` exits 1 where the README differs from what
+the records give (``tests/lab/records/test_numbers.py`` runs it).
+
+A generated block sits between ``<!-- numbers:NAME -->`` and ``<!-- /numbers:NAME -->``; ``BLOCKS``
+maps each NAME to the function that writes it from the records. Each figure is read from the record
+its row links, and the row names the model the record says made it (version and the first 12
+hex digits of its weights' SHA-256), or what the record says stood in for one.
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = "results/bench"
+CAMPAIGN = "results/campaign-wide-replay"
+# the shipped release the README describes
+RELEASE = "results/en_small/0.7.0"
+_BLOCK = re.compile(r"(<!-- numbers:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /numbers:(?P=name) -->)", re.S)
+
+
+@dataclass
+class Row:
+    """One line of the headline table.
+
+    what (str): what was measured. record (str): the JSON record, relative to the checkout.
+    figure (Callable[[Dict[str, Any]], str]): the figure, written from the record's JSON.
+    model (Optional[str]): where the record names no model, what the run ran (its note is long).
+    runs (Optional[Callable[[Dict[str, Any]], Dict[str, Any]]]): for a record that gathers runs, the
+        provenance of the run whose model the figure is about (else the record's own).
+    """
+
+    what: str
+    record: str
+    figure: Callable[[Dict[str, Any]], str]
+    model: Optional[str] = None
+    runs: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None
+
+
+def _mode(data: Dict[str, Any], shape: str, part: str, mode: str, key: str) -> float:
+    return data["shapes"][shape][part]["modes"][mode][key]
+
+
+def _scores(data: Dict[str, Any], task: str, pct: int, *, elmo: bool) -> List[float]:
+    """The test scores (in points) of a downstream report's runs of one task, fraction and setting;
+    with ELMo only the runs of the report's last model (the newest it compares)."""
+    runs = [r for r in data["runs"] if r["task"] == task and r["fraction_pct"] == pct]
+    runs = [r for r in runs if (r["setting"] != "plain") == elmo]
+    if elmo:
+        newest = runs[-1]["provenance"]["model"]["weights_sha256"]
+        runs = [r for r in runs if r["provenance"]["model"]["weights_sha256"] == newest]
+    return [100 * r["score"] for r in runs]
+
+
+def _newest(data: Dict[str, Any]) -> Dict[str, Any]:
+    """RETURNS (Dict[str, Any]): the provenance of a downstream report's last run with ELMo."""
+    return [r for r in data["runs"] if r["setting"] != "plain"][-1]["provenance"]
+
+
+def _gain(data: Dict[str, Any], task: str, pct: int) -> str:
+    elmo, plain = _scores(data, task, pct, elmo=True), _scores(data, task, pct, elmo=False)
+    seeds = f"mean of {len(elmo)} seeds" if len(elmo) > 1 else "one run"
+    return f"{statistics.mean(elmo):.2f} ({seeds}) against {statistics.mean(plain):.2f} ({len(plain)} plain run{'s' * (len(plain) > 1)})"
+
+
+def _probe(data: Dict[str, Any], task: str, key: str) -> float:
+    return next(t for t in data["tasks"] if t["task"] == task)["scores"][key]
+
+
+def _batch(data: Dict[str, Any], shape: str, mode: str = "ours_opt") -> str:
+    rate = _mode(data, shape, "batch", mode, "tokens_per_s")
+    return f"{rate:,.1f} tokens/s, {_mode(data, shape, 'batch', mode, 'speedup_vs_baseline'):.2f}x the original algorithm"
+
+
+def _single(data: Dict[str, Any], shape: str) -> str:
+    return f"{_mode(data, shape, 'single', 'ours_opt', 'speedup_vs_baseline'):.2f}x the original algorithm"
+
+
+def _bf16(data: Dict[str, Any], shape: str) -> str:
+    bf16, fp32 = (_mode(data, shape, "batch", m, "tokens_per_s") for m in ("bf16", "ours_opt"))
+    return f"{bf16:,.1f} tokens/s, {bf16 / fp32:.2f}x fp32"
+
+
+HEADLINES: Sequence[Row] = (
+    Row("Parity: largest difference from AllenNLP's, bilm-tf's and ELMoForManyLangs' outputs (contract: 1e-5)",
+        "results/parity.json", lambda d: f"{d['max_abs_diff']:.1e}".replace("e-0", "e-"), "their test models"),
+    Row("Perplexity, UD EWT test text", f"{CAMPAIGN}/eval-finetune-ewt_model-best-eval_ewt-test.json",
+        lambda d: f"{d['ppl']:.1f}"),
+    Row("Perplexity, WikiText-2 test text", f"{CAMPAIGN}/eval-finetune-ewt_model-best-eval_wikitext2-test.json",
+        lambda d: f"{d['ppl']:.1f}"),
+    Row("UPOS probe (accuracy): LSTM layer 1 against the char-CNN layer", f"{RELEASE}/probe/probe.json",
+        lambda d: f"{_probe(d, 'upos', 'layer 1'):.1f} against {_probe(d, 'upos', 'layer 0'):.1f}"),
+    Row("WiC dev (accuracy), mean of the layers", f"{RELEASE}/probe-wic-dev/probe.json",
+        lambda d: f"{_probe(d, 'wic', 'mean'):.1f}"),
+    Row("UD EWT UPOS (accuracy), 1% of train, 2,000-step cap", f"{CAMPAIGN}/downstream-1pct-metrics.json",
+        lambda d: _gain(d, "upos", 1), runs=_newest),
+    Row("CoNLL-2003 NER (F1), 1% of train, 2,000-step cap", f"{CAMPAIGN}/downstream-1pct-metrics.json",
+        lambda d: _gain(d, "ner", 1), runs=_newest),
+    Row("UD EWT UPOS (accuracy), 10% of train", f"{CAMPAIGN}/downstream-10pct-metrics.json",
+        lambda d: _gain(d, "upos", 10), runs=_newest),
+    Row("CoNLL-2003 NER (F1), 10% of train", f"{CAMPAIGN}/downstream-10pct-metrics.json",
+        lambda d: _gain(d, "ner", 10), runs=_newest),
+    Row("Speed, batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+        lambda d: _batch(d, "full"), "random weights of `original`'s shape"),
+    Row("Speed, one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+        lambda d: _single(d, "full"), "random weights of `original`'s shape"),
+    Row("Speed, batch of 64 sentences, fp32, the shipped biLM", f"{BENCH}/epyc-avx512/bilm-shipped.json",
+        lambda d: _batch(d, "shipped")),
+    Row("Speed, batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
+        lambda d: _bf16(d, "full"), "random weights of `original`'s shape"),
+    Row("Fuzzed Docs of messy Unicode: errors", "results/reliability/fuzz.json",
+        lambda d: f"{d['errors']} in {d['docs']:,} Docs", "a tiny test model"),
+    Row("RSS growth over Docs after warm-up, frozen-output cache off", "results/reliability/soak.json",
+        lambda d: f"{d['growth_pct']:.2f}% over {d['docs']:,} Docs", "a tiny test model"),
+)
+
+
+def model_label(provenance: Dict[str, Any], fallback: Optional[str]) -> str:
+    """RETURNS (str): the models a record names, each as ``NAME VERSION (SHA-256 prefix)`` (a training
+    output by the shipped model it became, where ``SHIPPED`` knows its digest), or ``fallback``."""
+    if fallback is not None:
+        return fallback
+    models = provenance.get("model")
+    models = [m for m in (models if isinstance(models, list) else [models]) if isinstance(m, dict)]
+    labels = []
+    for model in models:
+        digest = model.get("weights_sha256") or ""
+        name = f"en_small {SHIPPED[digest]}" if digest in SHIPPED else f"{model['name']} {model.get('version')}"
+        labels.append(f"{name} (`{digest[:12]}`)")
+    return "; ".join(labels) or str(provenance.get("model_note"))
+
+
+def machine_label(provenance: Dict[str, Any]) -> str:
+    """RETURNS (str): the CPU and threads a record names, and its date."""
+    threads = provenance.get("torch_threads")
+    return f"{provenance.get('cpu')}, {threads} thread{'s' * (threads != 1)}, {str(provenance.get('date'))[:10]}"
+
+
+def headline_table(root: Path) -> str:
+    """RETURNS (str): the headline table, each figure read from the record its row links."""
+    lines = ["| measured | figure | model | machine, date | record |", "|---|---|---|---|---|"]
+    for row in HEADLINES:
+        data = json.loads((root / row.record).read_text(encoding="utf-8"))
+        record = data["provenance"]
+        model = model_label(row.runs(data) if row.runs else record, row.model)
+        link = f"[{Path(row.record).name}]({row.record})"
+        lines.append(f"| {row.what} | {row.figure(data)} | {model} | {machine_label(record)} | {link} |")
+    return "\n".join(lines) + "\n"
+
+
+def probe_table(root: Path) -> str:
+    """RETURNS (str): the shipped model's layer probes (``python -m spacy_elmo probe``), one row per
+    representation."""
+    data = json.loads((root / RELEASE / "probe" / "probe.json").read_text(encoding="utf-8"))
+    tasks = data["tasks"]
+    lines = ["| representation | " + " | ".join(f"{t['task']} ({t['metric']})" for t in tasks) + " |",
+             "|---|" + "---:|" * len(tasks)]
+    names = {"layer 0": "layer 0 (char-CNN, no context)", "layer 1": "layer 1 (LSTM 1)", "layer 2": "layer 2 (LSTM 2)",
+             "mean": "mean of layers", "scalar mix": "scalar mix (learned)", "majority": "majority class"}
+    keys = list(dict.fromkeys(k for t in tasks for k in t["scores"]))
+    for key in keys:
+        cells = [f"{t['scores'][key]:.1f}" if key in t["scores"] else "–" for t in tasks]
+        lines.append(f"| {names.get(key, key)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table}
+# the shipped model's releases by their weights' SHA-256 (``git log -- spacy_elmo/models/en_small``):
+# a record of a training output names its folder, and these say which release it became
+SHIPPED = {
+    "1424414cd4b6b424b3f42bfd2cbb9bae8c299a633c5b3433c6b7f420b2fde1f0": "0.1.0",
+    "3dd7706ef3444f701e7b25f5725ab361777d16d80f4ede970e9b478dd6eab10f": "0.2.0",
+    "f0f8f7223e85e774a4147593d6953e563445defc80441ceff92b0b3ef00d6584": "0.3.0",
+    "0bf1bd13d99a4f754b445ae49921f628f7ddad1aa0aa6fcbbb215b5344b990dc": "0.4.0",
+    "9d6347bcd482778ecf4288007bc24bc1a56d45a2af80228e741f5ee8f316f75c": "0.5.0",
+    "f5fce8a97b809785fea117830e134817bd59ad0d828578fc9e631021387f7578": "0.6.0",
+    "5fcbc81bc4a4060a215d8a3457c486f193402b487846f0dd90e27c8b0836fb9f": "0.7.0",
+}
+
+
+def render(text: str, root: Path) -> str:
+    """``text`` with every generated block rewritten from the records.
+
+    text (str): a document. root (Path): the checkout the records lie in.
+    RETURNS (str): the document; unchanged where it has no block. Raises ValueError naming an
+        unknown block.
+    """
+    def fill(match: "re.Match[str]") -> str:
+        name = match.group("name")
+        if name not in BLOCKS:
+            raise ValueError(f"<!-- numbers:{name} -->: no such generated block (known: {', '.join(BLOCKS)})")
+        return match.group(1) + BLOCKS[name](root) + match.group(4)
+
+    return _BLOCK.sub(fill, text)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Rewrite (or with ``--check`` compare) a document's generated blocks.
+
+    RETURNS (int): 0, or 1 where ``--check`` found the document differs from its records.
+    """
+    parser = argparse.ArgumentParser(prog="python -m lab.records.numbers", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 where the document differs")
+    parser.add_argument("--document", type=Path, default=ROOT / "README.md", help="the document (README.md)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout the records lie in")
+    args = parser.parse_args(argv)
+    text = args.document.read_text(encoding="utf-8")
+    if not _BLOCK.search(text):
+        print(f"{args.document}: no <!-- numbers:NAME --> block", file=sys.stderr)
+        return 1
+    written = render(text, args.root)
+    if written == text:
+        print(f"{args.document}: every generated number matches its record")
+        return 0
+    if args.check:
+        old, new = text.splitlines(), written.splitlines()
+        for before, after in zip(old, new):
+            if before != after:
+                print(f"- {before}\n+ {after}", file=sys.stderr)
+        print(f"{args.document}: differs from its records; run python -m lab.records.numbers", file=sys.stderr)
+        return 1
+    args.document.write_text(written, encoding="utf-8")
+    print(f"{args.document}: generated blocks rewritten from their records")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
