@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM
-from spacy_elmo.fast import bf16_rows, optimize_for_inference, payoff
+from spacy_elmo.fast import bf16_rows, int8_rows, optimize_for_inference, payoff
 from spacy_elmo.fast.lockstep import paired_weights
-from spacy_elmo.provenance import data_record, mark_start, provenance
+from spacy_elmo.io.loading import load_bilm
+from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
 
 from .bandwidth import cpu_record
 from .bench_bilm import machine_info
@@ -53,8 +54,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     torch.set_num_threads(args.threads)
     started = time.time()
     report["machine"] = {**machine_info(args.threads), "cpu": cpu_record(), "bf16_rows_avx512bf16": bf16_rows.native()}
-    report["note"] = ("a shared machine, loaded by other jobs while this ran (load averages below): "
-                      "compare the modes within this run, not with other runs")
+    report["note"] = (f"{args.load}; load averages below: compare the modes within this run, not with other runs")
     report["memory"] = {"before": memory_record([args.threads], repeats=3 if args.quick else 10)}
     shape = "tiny" if args.quick else args.shape
     config = SHAPES[shape]
@@ -96,8 +96,11 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             "weights_gb_per_s": step_bytes * steps / stats["seconds"] / 1e9,
         })
     report.update(shape=shape, config=config.to_options(), **result)
-    report["provenance"] = provenance(model=None, model_note=f"random weights (std 0.035, torch seed 0) of the {shape} shape",
-                                      data=data_record([data_file(args.test_data, "test")]))
+    report["accuracy"] = accuracy(args.accuracy_model, sentences)
+    report["provenance"] = provenance(
+        model=[model_record(args.accuracy_model)],
+        model_note=f"speed: random weights (std 0.035, torch seed 0) of the {shape} shape; accuracy: {args.accuracy_model}",
+        data=data_record([data_file(args.test_data, "test")]))
     report["load_average"] = {k: report["memory"][k]["load_average"] for k in ("before", "after")}
     report["seconds"] = time.time() - started
     text = markdown(report)
@@ -148,6 +151,33 @@ def run_rounds(models: Dict[str, BiLM], runs, rounds: int) -> Dict:
     return {"tokens": tokens, "rounds": rounds, "load_average_per_round": loads, "modes": modes, "payoff_warnings": warned}
 
 
+def accuracy(name: str, sentences: List[List[str]]) -> Dict:
+    """Each precision on a model's real weights (the published shapes' random weights have small
+    activations; trained ones stray further in int8, docs/speed.md): per-token cosines of every
+    layer's vectors to fp32's, one sentence at a time, and how far a sentence's vectors move when it
+    runs in a batch of all of them instead of alone (max abs difference; per-row int8 ranges keep it
+    at float32 rounding)."""
+    plain = load_bilm(name, optimize=False)
+    config = plain.config
+    runs = [char_batch([s], config.max_characters_per_token) for s in sentences]
+    ids, lengths = char_batch(sentences, config.max_characters_per_token)
+    alone: Dict[str, List[torch.Tensor]] = {}
+    modes = {}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the precision check's timing, recorded by the speed rounds
+        for precision in ("fp32", "bf16", "int8"):
+            model = optimize_for_inference(copy.deepcopy(plain), precision=precision)
+            alone[precision] = [run(model, i, l)[:, 0] for i, l in runs]
+            batch = run(model, ids, lengths)
+            moved = max(float((a[:, :len(s)] - batch[:, row, :len(s)]).abs().max())
+                        for row, (a, s) in enumerate(zip(alone[precision], sentences)))
+            cos = np.concatenate([cosines(f[:, :len(s)].float().numpy(), a[:, :len(s)].float().numpy()).ravel()
+                                  for f, a, s in zip(alone["fp32"], alone[precision], sentences)])
+            modes[precision] = {"cosine_to_fp32_mean": float(cos.mean()), "cosine_to_fp32_min": float(cos.min()),
+                                "max_abs_change_alone_vs_batch": moved}
+    return {"model": name, "shape": f"{config.n_layers}x{config.dim}_{config.projection_dim}", "modes": modes}
+
+
 def run(model: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return model(ids, lengths).layers
 
@@ -172,7 +202,7 @@ def step_products(models: Dict[str, BiLM], repeats: int) -> Dict[str, Dict[str, 
         products = payoff.step_products(pairs, name, 1)
         ops.setdefault("fp32 products (baddbmm, bmm)", products["fp32"])
         label = {"bf16": "bf16 products, packed kernel" if bf16_rows.native() else "bf16 products, portable kernel",
-                 "int8": "int8 products (linear_dynamic, one direction at a time)"}[name]
+                 "int8": "int8 products, VNNI kernel" if int8_rows.native() else "int8 products, portable kernel"}[name]
         ops[label] = products[name]
     with products_of(TORCH_BF16):  # torch's bf16 products, as before the kernel
         ops["bf16 products, torch (bmm, with the conversions)"] = payoff.step_products(pairs_of(models["bf16"]), "bf16", 1)["bf16"]
@@ -224,6 +254,12 @@ def markdown(report: Dict) -> str:
             f"| {s['weight_bytes_per_step'] / 1e6:.1f} MB | {s['weights_regime']} | {100 * s['fraction_of_memory_limit']:.0f}% "
             f"| {s['cosine_to_fp32_mean']:.6f}, {s['cosine_to_fp32_min']:.6f} |"
         )
+    acc = report["accuracy"]
+    lines += ["", f"On {acc['model']}'s real weights ({acc['shape']}), the same sentences:", "",
+              "| precision | cosine to fp32, one sentence at a time (mean, min) | max abs change of a sentence's vectors, alone vs in a batch of all |",
+              "|---|---|---:|"]
+    for name, a in acc["modes"].items():
+        lines.append(f"| {name} | {a['cosine_to_fp32_mean']:.6f}, {a['cosine_to_fp32_min']:.6f} | {a['max_abs_change_alone_vs_batch']:.1e} |")
     lines += ["", "One timestep's one-row products, each timed alone, interleaved (microseconds):", "",
               "| operation | best | median | max |", "|---|---:|---:|---:|"]
     for name, t in report["step_products"].items():
@@ -250,6 +286,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--test-data", type=Path, default=None, help="a CoNLL-U file (default: EWT's test set)")
     parser.add_argument("--quick", action="store_true", help="a tiny model and a few sentences: a smoke run")
+    parser.add_argument("--accuracy-model", default="en_small", help="the model whose real weights the cosines are taken on")
+    parser.add_argument("--load", default="a shared machine, loaded by other jobs while this ran",
+                        help="what else ran on the machine (recorded)")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args(argv)

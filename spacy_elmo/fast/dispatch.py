@@ -14,6 +14,7 @@ out (paired or not, which precision) and its one setting, ``exact``:
 | ``compiled`` | no autograd, paired float32 weights, not ``exact``, the library loads | ``compiled.py`` |
 | ``lockstep`` | as ``compiled``, where it is not available or inside ``python_step()`` | ``lockstep.py`` |
 | ``lockstep_bf16`` | no autograd, paired weights with bf16 stand-ins | ``lockstep.py`` |
+| ``lockstep_int8`` | no autograd, paired weights with int8 stand-ins, ``int8_rows`` built | ``lockstep.py`` |
 | ``in_place`` | no autograd otherwise: one direction at a time | ``in_place.py`` |
 
 ``exact`` runners (the elmo component with ``optimize = false``, training) take only paths whose
@@ -33,7 +34,7 @@ from .lockstep import lockstep_precision, paired_weights, run_lockstep
 from .switches import ThreadSwitch
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
-PATHS = ("reference", "train_step", "compiled", "lockstep", "lockstep_bf16", "in_place")
+PATHS = ("reference", "train_step", "compiled", "lockstep", "lockstep_bf16", "lockstep_int8", "in_place")
 _OP_BY_OP = ThreadSwitch()
 _PYTHON_STEP = ThreadSwitch()
 
@@ -94,8 +95,8 @@ class Runner:
         precision = lockstep_precision(pairs)
         if precision is None or any(paired_weights(*pair) is None for pair in pairs):
             return None
-        if precision == "bf16":
-            return "lockstep_bf16"
+        if precision in ("bf16", "int8"):
+            return f"lockstep_{precision}"
         if not _PYTHON_STEP.active and compiled.usable(inputs[0]):
             return "compiled"
         return "lockstep"
@@ -136,7 +137,7 @@ class Runner:
                 forward(inputs[0], batch_sizes, states[0], self.run_layer),
                 backward(inputs[1], batch_sizes, states[1], self.run_layer),
             )
-        precision = "bf16" if path == "lockstep_bf16" else "fp32"
+        precision = path[len("lockstep_"):] if path in ("lockstep_bf16", "lockstep_int8") else "fp32"
         first_inputs = None if layout is None else distinct_inputs(layout)
         return run_lockstep(
             forward, backward, inputs, batch_sizes, states, precision, path == "compiled", first_inputs=first_inputs

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..bilm.lstm import LSTMPLayer, State, clip
-from . import bf16_rows
+from . import bf16_rows, int8_rows
 
 
 def run_in_place(
@@ -25,6 +25,7 @@ def run_in_place(
     *,
     fused: bool = False,
     row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    int8: Optional[Tuple] = None,
 ) -> Tuple[torch.Tensor, List[State]]:
     """The timesteps of D layers of one shape (directions) over the same batch sizes, without autograd.
 
@@ -43,6 +44,8 @@ def run_in_place(
     row_weights (Optional[Tuple[Tensor, Tensor]]): with bfloat16 ``paired`` weights, the same
         weights packed for ``bf16_rows``: timesteps of up to ``bf16_rows.ROWS`` rows take its
         products (the same bf16 contract, read at the memory's rate for one sentence).
+    int8 (Optional[Tuple]): the recurrent and projection entries of ``lockstep.int8_weights``: every
+        product on ``int8_rows``' kernel for all D layers at once.
     """
     layer = layers[0]
     n_dir, steps, batch = projected.shape[0], len(batch_sizes), states[0][0].shape[0]
@@ -52,7 +55,7 @@ def run_in_place(
     out = projected.new_zeros(steps, n_dir, batch, layer.projection_dim)
     gates_buffer = projected.new_empty(n_dir * batch * 4 * dim)
     hidden_buffer = projected.new_empty(n_dir * batch * dim)
-    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights)
+    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights, int8)
     h = h0
     views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     fused = fused and projected.device.type == "cpu"
@@ -89,6 +92,7 @@ def _step_products(
     projected: torch.Tensor,
     gates_numel: int,
     row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    int8: Optional[Tuple] = None,
 ) -> Tuple[StepProduct, StepProduct]:
     """The two products of an in-place timestep for these weights: ``recurrent(p, h, gates)``
     writes ``p + h @ W_state`` into ``gates``; ``project(hidden, dest)`` writes ``hidden @ W_proj``
@@ -96,9 +100,19 @@ def _step_products(
 
     paired: both directions' weights stacked (float32, or bfloat16 copies: then each product casts
     its input and adds in float32); without them one layer's own linear maps (plain, or the
-    reduced-precision stand-ins of precision.py).
+    reduced-precision stand-ins of precision.py). ``int8``: both directions' int8 weights and biases
+    (``lockstep.int8_weights``), in the order of the layers' own int8 products (bias, then ``p``).
     """
-    if paired is not None and paired[0].dtype != projected.dtype:  # bfloat16 weights: cast each step
+    if int8 is not None:
+        (state_weights, state_bias), (projection_weights, projection_bias) = int8
+
+        def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
+            int8_rows.product(h, state_weights, gates, bias=state_bias, add=p)
+
+        def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
+            int8_rows.product(hidden, projection_weights, dest, bias=projection_bias)
+
+    elif paired is not None and paired[0].dtype != projected.dtype:  # bfloat16 weights: cast each step
         state_weights, projection_weights = paired
         low = projected.new_empty(gates_numel, dtype=state_weights.dtype)
 

@@ -12,7 +12,10 @@ running positions only (padding rows are left out), into a buffer kept between c
 one tensor (``pair_directions``, which ``optimize_for_inference`` calls): the
 parameters become views into it, so state_dict(), optimizers and saving see the same values.
 With bf16 layers (``precision.py``) the pair's products take bfloat16 copies of the paired weights
-(``bf16_weights``) while the gates, cells and outputs stay float32. In float32 on CPU the pair's
+(``bf16_weights``) while the gates, cells and outputs stay float32; with int8 layers the pair's
+products take ``int8_rows``' kernel on both directions' weights packed together (``int8_weights``:
+each row quantized on its own, the same results as the layers' own int8 products, one call per
+product for the pair instead of one a direction). In float32 on CPU the pair's
 timestep loop runs compiled where it can be built (``compiled.py``), else ``in_place.run_in_place``.
 ``dispatch.py`` decides when the pair runs in lockstep at all.
 """
@@ -25,7 +28,7 @@ import torch
 from torch import nn
 
 from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
-from . import bf16_rows, compiled
+from . import bf16_rows, compiled, int8_rows
 from .in_place import run_in_place
 from .precision import ReducedPrecisionLinear
 from .versions import tensors_version
@@ -103,7 +106,7 @@ def run_lockstep(
     """Run both stacks in lockstep, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` would,
     on paired weights without autograd (``dispatch.run_stacks`` checks that they are).
 
-    precision (str): "fp32" or "bf16" (``lockstep_precision``).
+    precision (str): "fp32", "bf16" or "int8" (``lockstep_precision``).
     use_compiled (bool): take the compiled timestep loop for float32 (``dispatch.Runner`` asks
         ``compiled.usable`` first; the projections buffer is then float32, contiguous, on CPU).
     first_inputs (Optional[Tuple[Tensor, Tuple[Tensor, Tensor]]]): the inputs as a table of
@@ -121,6 +124,7 @@ def run_lockstep(
             raise ValueError(f"layer pair {k} is not paired: call pair_directions (dispatch.Runner does) first")
         if precision == "bf16":
             paired = bf16_weights(pair, paired)
+        quantized = int8_weights(pair) if precision == "int8" else None
         gates = paired[0].shape[-1]
         # Running positions only, timestep after timestep (no padding rows), both directions in one
         # batched product (MKL then gives each direction its own thread), bias added afterwards
@@ -129,11 +133,12 @@ def run_lockstep(
         projected = _workspace(forward, 2 * len(rows) * gates, xs[0]).view(2, len(rows), gates)
         if k == 0 and first_inputs is not None:
             table, slots = first_inputs
-            distinct = _bmm(table.expand(2, *table.shape), paired[0]).add_(bias)
+            distinct = _input_products(table.expand(2, *table.shape), paired[0], quantized)
+            distinct.add_(bias)
             for d in range(2):
                 torch.index_select(distinct[d], 0, gather_running(slots[d], rows, times), out=projected[d])
         else:
-            _bmm(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], out=projected)
+            _input_products(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], quantized, out=projected)
             projected.add_(bias)
         pair_states = [states[0][k], states[1][k]]
         if precision == "fp32" and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
@@ -141,7 +146,8 @@ def run_lockstep(
         else:
             packed_rows = bf16_row_weights(pair, paired_weights(*pair)) if precision == "bf16" else None
             out, finals = run_in_place(
-                pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True, row_weights=packed_rows
+                pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True, row_weights=packed_rows,
+                int8=None if quantized is None else quantized[1:],
             )
         for d, stack in enumerate((forward, backward)):
             y = stack.skip(k, xs[d], out[:, d].transpose(0, 1))
@@ -154,7 +160,8 @@ def run_lockstep(
 def lockstep_precision(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]]) -> Optional[str]:
     """The precision the layer pairs run in lockstep: "fp32" (plain linear layers), "bf16" (all of
     them bf16 stand-ins: the pair's products then run on bfloat16 copies of the paired weights),
-    or None (anything else, or module hooks: the directions then run one after the other)."""
+    "int8" (all of them int8 stand-ins, where ``int8_rows``' kernel is built), or None (anything
+    else, or module hooks: the directions then run one after the other)."""
     kinds = set()
     for pair in pairs:
         for layer in pair:
@@ -166,6 +173,8 @@ def lockstep_precision(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]]) -> Option
                     kinds.add("fp32")
                 elif isinstance(linear, ReducedPrecisionLinear) and linear.precision == "bf16":
                     kinds.add("bf16")
+                elif isinstance(linear, ReducedPrecisionLinear) and linear.precision == "int8" and int8_rows.rows_op():
+                    kinds.add("int8")
                 else:
                     return None
     return kinds.pop() if len(kinds) == 1 else None
@@ -196,9 +205,41 @@ def _bf16_copies(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> 
     return cached
 
 
+def int8_weights(pair: Tuple[LSTMPLayer, LSTMPLayer]) -> Tuple[Tuple[int8_rows.Int8Weights, Optional[torch.Tensor]], ...]:
+    """Each linear map of a layer pair (in LINEARS order) as both directions' weights packed for
+    ``int8_rows`` with their (2, out) biases (or None): each direction's weights quantized as its
+    own int8 layer quantizes them, so the pair computes what the layers would. Made once per
+    weights version and kept on the pair's first layer."""
+    owner = pair[0]
+    groups = [[getattr(layer, name) for layer in pair] for name in LINEARS]
+    key = tensors_version(*(t for group in groups for linear in group for t in (linear.weight, linear.bias)))
+    cached = getattr(owner, "_int8_paired", None)
+    if cached is None or cached[0] != key:
+        packed = tuple(
+            (int8_rows.pack(torch.stack([linear.weight.detach() for linear in group])),
+             None if group[0].bias is None else torch.stack([linear.bias.detach() for linear in group]).float())
+            for group in groups
+        )
+        cached = (key, packed)
+        owner._int8_paired = cached
+    return cached[1]
+
+
 def forget_bf16_weights(module: nn.Module) -> None:
-    """Drop the bfloat16 copies ``bf16_weights`` keeps on ``module`` (remade at the next use)."""
+    """Drop the bfloat16 copies ``bf16_weights`` and the int8 packs ``int8_weights`` keep on
+    ``module`` (remade at the next use)."""
     module.__dict__.pop("_bf16_paired", None)
+    module.__dict__.pop("_int8_paired", None)
+
+
+def _input_products(x: torch.Tensor, weights: torch.Tensor, quantized, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """(2, n, in) inputs times a pair's input weights: ``_bmm``, or with ``quantized`` (the pair's
+    ``int8_weights`` entry for them) the int8 product, its bias left for the caller to add (the
+    kernel adds it the same way, after the product, so the sum is the same)."""
+    if quantized is None:
+        return _bmm(x, weights, out=out)
+    target = out if out is not None else x.new_empty(2, x.shape[1], weights.shape[-1])
+    return int8_rows.product(x, quantized[0][0], target)
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:

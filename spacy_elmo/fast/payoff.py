@@ -32,8 +32,8 @@ from typing import Callable, Dict, List, Sequence, Set, Tuple
 import torch
 
 from ..bilm.lstm import LSTMPLayer, LSTMPStack
-from . import bf16_rows
-from .lockstep import bf16_row_weights, bf16_weights, paired_weights
+from . import bf16_rows, int8_rows
+from .lockstep import bf16_row_weights, bf16_weights, int8_weights, paired_weights
 from .precision import ReducedPrecisionLinear
 
 ENV = "SPACY_ELMO_PRECISION_CHECK"  # "0": never measure, never warn
@@ -127,7 +127,8 @@ def step_products(
     """One timestep's recurrent products and projections on paired layer pairs, for ``rows`` rows of
     random inputs: "fp32" (the paired float32 weights) and ``precision``, as the runner computes them
     ("bf16": the packed kernel up to ``bf16_rows.ROWS`` rows where it is built, else torch's bf16
-    products; "fp16", "int8": the layers' reduced-precision stand-ins, one direction at a time).
+    products; "int8": ``int8_rows``' kernel on both directions at once where it is built; "fp16" and
+    int8 elsewhere: the layers' reduced-precision stand-ins, one direction at a time).
     RETURNS (Dict[str, Callable[[], None]]): each runs the products once."""
     paired = [paired_weights(*pair) for pair in pairs]
     proj, gates = paired[0][1].shape[1], paired[0][1].shape[2]
@@ -152,6 +153,12 @@ def step_products(
                 (out_gates.copy_(torch.bmm(h.bfloat16(), w[1])).add_(p), out.copy_(torch.bmm(hidden.bfloat16(), w[2])))
                 for w in low
             ]
+    elif precision == "int8" and int8_rows.rows_op() is not None:
+        quantized = [int8_weights(pair) for pair in pairs]
+        products["int8"] = lambda: [
+            (int8_rows.product(h, q[1][0], out_gates, bias=q[1][1], add=p), int8_rows.product(hidden, q[2][0], out, bias=q[2][1]))
+            for q in quantized
+        ]
     else:
         products[precision] = lambda: [
             (torch.add(layer.state_linearity(h[d]), p[d], out=out_gates[d]), out[d].copy_(layer.projection(hidden[d])))

@@ -50,7 +50,7 @@ def test_each_kind_of_call_takes_its_documented_path(monkeypatch):
     bilm.backward_lstm.layers[1].register_forward_pre_hook(lambda module, args: None)
     with torch.no_grad():
         assert bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, stack_inputs(bilm)) is None
-    assert set(PATHS) == {"reference", "train_step", "compiled", "lockstep", "lockstep_bf16", "in_place"}
+    assert set(PATHS) == {"reference", "train_step", "compiled", "lockstep", "lockstep_bf16", "lockstep_int8", "in_place"}
 
 
 def test_a_model_without_a_runner_runs_the_reference_loop(monkeypatch):

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from spacy_elmo.fast import compiled, int8_rows, optimize_for_inference
+from spacy_elmo.fast import compiled, dispatch, int8_rows, optimize_for_inference
 
 from ..bilm.sentences import SENTENCES, layers
 from ..conftest import random_bilm
@@ -98,3 +98,14 @@ def test_int8_takes_the_kernel_and_gives_a_sentence_the_same_vectors_alone_and_i
         valid = reference[:, row, :n].abs().sum(-1) > 0
         cos = nn.functional.cosine_similarity(alone[valid], reference[:, row, :n][valid], dim=-1)
         assert cos.min() > 0.999  # the precision's stated tolerance (test_precision.py)
+
+
+def test_the_pair_in_lockstep_computes_what_each_directions_int8_layers_compute(kernel, monkeypatch):
+    fast = optimize_for_inference(random_bilm(seed=4, dim=64, projection_dim=32), precision="int8")
+    paths = []
+    chosen = dispatch.Runner.stack_path
+    monkeypatch.setattr(dispatch.Runner, "stack_path", lambda self, *a: paths.append(chosen(self, *a)) or paths[-1])
+    in_lockstep = layers(fast).layers
+    assert paths == ["lockstep_int8"]  # both directions' products in one call each
+    monkeypatch.setattr(dispatch, "lockstep_precision", lambda pairs: None)  # one direction after the other
+    assert torch.equal(layers(fast).layers, in_lockstep) and paths[-1] is None
