@@ -5,7 +5,8 @@ A document is cut into blocks: a paragraph, one item of a list (its continuation
 one row of a table. A block *cites* the records it links or names: a path, in a Markdown link or in
 backticks, to a file of a results tree (a folder named ``results`` or below one) that exists,
 relative to the document or to the checkout; or ``COMMIT:PATH`` in backticks, the record as that
-commit holds it (an earlier model's figures, overwritten since). In a block that cites at least one
+commit holds it (an earlier model's figures, overwritten since; held to its numbers, not to
+today's record schema, since history is not amended). In a block that cites at least one
 record, every measured number must appear in one of those records (a Markdown report is read with
 the JSON beside it); a block that cites none is not checked (it says where its numbers come from in
 another way, or has none). A block that ``python -m lab.records.numbers`` writes between its
@@ -13,17 +14,21 @@ markers is left to that command's ``--check``.
 
 What counts as a number: a figure written with a decimal point, a thousands separator, a unit
 suffix (``2.46x``, ``0.16%``, ``50M``) or an integer from 100 on that is not a year. Small plain
-integers (``2 cores``, ``layer 1``, ``three seeds``), versions (``0.7.0``), dates, identifiers
+integers (``2 cores``, ``layer 1``, ``three seeds``), round hundreds (settings: ``1,000 sentences``,
+``200 tokens``), versions (``0.7.0``), dates, identifiers
 (``fp32``, ``WikiText-2``, ``CoNLL-2003``), code spans, fenced code and link targets are not.
 
 A number *appears* in a record when a number of the record rounds to it at the number's own
 precision, directly or in a unit the docs use: a fraction as a percentage (x100), seconds as minutes
 or hours, a count in thousands or millions, bytes in MB. The record's numbers are the JSON's numeric
 values, the figures in its strings, and for a Markdown or JSON-lines record every figure of its text.
-A difference or ratio the record does not hold is not a cited number: write it into the record or
-cite the record that holds it.
+A difference or ratio the record does not hold says how it follows from the record's fields, in a
+comment right after it: ``1,410<!-- = tokens / seconds --> tokens/s`` (``derive``); the check
+computes it from each cited JSON record.
 """
+import ast
 import json
+import operator
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -45,6 +50,9 @@ _GENERATED = re.compile(r"^<!-- /?numbers:[\w-]+ -->$")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 # a record as committed: ``COMMIT:PATH`` (7 to 40 hex digits)
 _COMMITTED = re.compile(r"([0-9a-f]{7,40}):([\w./-]+)")
+# a derivation written right after a number: ``1,410<!-- = tokens / seconds -->``
+_DERIVED = re.compile(r"\s*<!--\s*=\s*(.+?)\s*-->")
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _URL = re.compile(r"https?://\S+")
 # what is never a measured number: versions, dates, times of day, identifiers with digits
 _NOT_NUMBERS = re.compile(
@@ -63,11 +71,13 @@ class Number:
 
     text (str): as written (``1,217``, ``2.46x``). value (float): its value in its own unit (``50M`` is
     50e6). step (float): half of its last written digit: a record's value within it matches.
+    derivation (Optional[str]): how it follows from a record's fields, where the document says so.
     """
 
     text: str
     value: float
     step: float
+    derivation: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -181,26 +191,74 @@ def is_record(relative: PurePath) -> bool:
 def numbers(text: str) -> List[Number]:
     """The measured numbers a block's prose writes (code, links, comments and identifiers left out).
 
-    text (str): the block. RETURNS (List[Number]): in order.
+    text (str): the block. RETURNS (List[Number]): in order; a number followed at once by
+        ``<!-- = EXPR -->`` carries EXPR as its derivation.
     """
-    prose = _COMMENT.sub(" ", text)
-    prose = _LINK.sub("]", prose)
-    prose = _URL.sub(" ", _CODE.sub(" ", prose))
-    prose = _NOT_NUMBERS.sub(" ", prose)
+    prose = _blank(_COMMENT, text)
+    prose = _LINK.sub(lambda m: "]" + " " * (len(m.group(0)) - 1), prose)
+    prose = _blank(_NOT_NUMBERS, _blank(_URL, _blank(_CODE, prose)))
     found = []
     for match in _NUMBER.finditer(prose):
         digits, suffix = match.group(1), match.group(2)
         plain = digits.replace(",", "")
-        if not suffix and "," not in digits and "." not in plain and "e" not in plain:
-            if int(plain) < 100 or (1900 <= int(plain) <= 2100 and len(plain) == 4):
+        derived = _DERIVED.match(text, match.end())
+        if not suffix and "." not in plain and "e" not in plain and not derived:
+            year = "," not in digits and 1900 <= int(plain) <= 2100
+            if int(plain) < 100 or int(plain) % 100 == 0 or year:
                 continue
         mantissa = plain.split("e")[0]
         decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
         exponent = int(plain.split("e")[1]) if "e" in plain else 0
         unit = _SUFFIX.get(suffix, 1.0)
         step = 0.5 * 10 ** (exponent - decimals) * unit
-        found.append(Number(match.group(0).strip(), float(plain) * unit, step))
+        found.append(Number(match.group(0).strip(), float(plain) * unit, step, derived.group(1) if derived else None))
     return found
+
+
+def _number(item: Any) -> float:
+    if isinstance(item, bool) or not isinstance(item, (int, float)):
+        raise TypeError(repr(item))
+    return float(item)
+
+
+def _blank(pattern: "re.Pattern[str]", text: str) -> str:
+    """``text`` with every match of ``pattern`` turned to spaces, so positions still match ``text``."""
+    return pattern.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def derive(expression: str, data: Any) -> Optional[float]:
+    """The value of a derivation over a JSON record: ``+ - * /``, parentheses, numbers, the record's
+    fields by dotted path (``tokens / seconds``) and ``sum(FIELD)`` of a map's or list's numbers.
+
+    expression (str): the derivation. data (Any): the record's JSON.
+    RETURNS (Optional[float]): its value; None where a field is missing or not a number.
+    """
+    def field(node: ast.AST) -> Any:
+        item: Any = data
+        for key in ast.unparse(node).split("."):
+            item = item[key]
+        return item
+
+    def value(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return value(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "sum" and len(node.args) == 1 and not node.keywords:
+            items = field(node.args[0])
+            return sum(_number(v) for v in (items.values() if isinstance(items, dict) else items))
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return _number(field(node))
+        raise ValueError(f"not a derivation: {expression!r}")
+
+    try:
+        return value(ast.parse(expression, mode="eval"))
+    except (KeyError, TypeError, IndexError, ValueError, ZeroDivisionError, SyntaxError):
+        return None
 
 
 def record_values(record: Record) -> List[float]:
@@ -261,9 +319,9 @@ def record_state(record: Record) -> List[str]:
     if is_dirty(run) and not run.get("dirty_note"):
         problems.append(f"{name}: run from a tree with uncommitted changes, and no dirty_note says why")
     models = run.get("model") if isinstance(run.get("model"), list) else [run.get("model")]
-    if run.get("model") is None and not run.get("model_note"):
-        problems.append(f"{name}: no model and no model_note")
     explained = (run.get("unknown") or {}).get("model")
+    if run.get("model") is None and not run.get("model_note") and not explained:
+        problems.append(f"{name}: no model and no model_note")
     for model in (m for m in models if isinstance(m, dict)):
         for key, what in (("weights_sha256", "its weights' SHA-256"), ("version", "its version")):
             if not model.get(key) and not explained:
@@ -304,12 +362,30 @@ def check_document(path: Path, *, root: Path) -> List[str]:
                 cache[record] = record_values(record) + extra
             values += cache[record]
         for number in numbers(block.text):
-            if not appears(number, values):
+            if number.derivation is not None:
+                if not any(appears(number, [v]) for v in _derived(number.derivation, block.records)):
+                    cited = ", ".join(r.name for r in block.records)
+                    problems.append(f"{where}:{block.line}: {number.text} is not {number.derivation} in its records ({cited})")
+            elif not appears(number, values):
                 cited = ", ".join(r.name for r in block.records)
                 problems.append(f"{where}:{block.line}: {number.text} is in none of its records ({cited})")
-        for problem in dict.fromkeys(p for record in block.records for p in record_state(record)):
+        # a record as an earlier commit holds it is held to its numbers only: history is not amended
+        current = [record for record in block.records if record.commit is None]
+        for problem in dict.fromkeys(p for record in current for p in record_state(record)):
             problems.append(f"{where}:{block.line}: {problem}")
     return problems
+
+
+def _derived(expression: str, records: Sequence[Record]) -> List[float]:
+    """RETURNS (List[float]): the derivation's value in each cited JSON record where it has one."""
+    found = []
+    for record in records:
+        source = companion(record)
+        if source is not None:
+            result = derive(expression, json.loads(source.text() or "null"))
+            if result is not None:
+                found.append(abs(result))
+    return found
 
 
 def documents(root: Path) -> List[Path]:

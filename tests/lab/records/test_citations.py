@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.records.citations import Number, Record, appears, blocks, check_document, numbers, record_state
+from lab.records.citations import Number, Record, appears, blocks, check_document, derive, numbers, record_state
 
 ROOT = Path(__file__).resolve().parents[3]
 SHA = "a" * 64
@@ -65,7 +65,7 @@ def test_each_list_item_and_table_row_is_its_own_block(checkout):
 def test_versions_identifiers_code_and_small_integers_are_not_numbers():
     text = "en_small 0.7.0 on WikiText-2 and CoNLL-2003, fp32, `2x4096_512` over 2 cores, 2026-12-02, layer 1."
     assert numbers(text) == []
-    found = [n.text for n in numbers("1,217 tokens/s, 2.46x, 0.16%, 50M tokens, 1.9e-6, +7.73 and 250 lines")]
+    found = [n.text for n in numbers("1,217 tokens/s, 2.46x, 0.16%, 50M tokens, 1.9e-6, +7.73, 1,000 steps and 250 lines")]
     assert found == ["1,217", "2.46x", "0.16%", "50M", "1.9e-6", "+7.73", "250"]
 
 
@@ -119,3 +119,13 @@ def test_a_record_as_committed_is_read_from_git(checkout):
     assert problems_of(checkout, f"Earlier 114.2 (`{commit}:results/eval.json`), now 99.0 (`results/eval.json`).\n") == []
     assert problems_of(checkout, f"Earlier 114.2 (`{commit}:results/eval.json`).\n") == []
     assert problems_of(checkout, "Earlier 114.2 (`results/eval.json`).\n")
+
+
+def test_a_derived_number_is_computed_from_its_record(checkout):
+    assert problems_of(checkout, "12.7<!-- = seconds / 60 --> minutes (`results/eval.json`).\n") == []
+    assert problems_of(checkout, "5.1<!-- = ppl - 109.1 --> points (`results/eval.json`).\n") == []
+    problems = problems_of(checkout, "13.7<!-- = seconds / 60 --> minutes (`results/eval.json`).\n")
+    assert problems == ["docs/page.md:1: 13.7 is not seconds / 60 in its records (results/eval.json)"]
+    assert problems_of(checkout, "1.0<!-- = missing / 60 --> (`results/eval.json`).\n")
+    assert derive("__import__('os')", {}) is None
+    assert derive("sum(removed) / 2", {"removed": {"EWT dev": 71, "WiC": 285}}) == 178.0
