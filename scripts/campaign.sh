@@ -17,9 +17,10 @@
 # Checkpoints live in $RUN (untracked; set RUN to keep them outside the checkout). Each stretch ends on its own (--max-time) with
 # a checkpoint, model-last/ and model-best/; a stretch that is killed resumes from its last checkpoint.
 set -euo pipefail
-# defaults relative to the checkout (corpus/ and training/ are not tracked), as project.yml's vars
+# defaults relative to the checkout (corpus/ and training/ are not tracked), as lab/project.yml's vars
+# (its commands run these stages: python -m spacy project run shipped-model lab)
 cd "$(dirname "$0")/.."
-DATASETS=${DATASETS:-assets/datasets}  # project.yml's vars.datasets (spacy project assets --extra)
+DATASETS=${DATASETS:-assets/datasets}  # vars.datasets (spacy project assets --extra, in the checkout)
 CORPUS=${CORPUS:-corpus/full}
 RUN=${RUN:-training/campaign}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

@@ -1,4 +1,7 @@
-"""project.yml: the workflows name real commands, and what they read from the repo is there."""
+"""The two spaCy projects: project.yml (the user's workflow on the bundled sample) and lab/project.yml
+(the campaigns behind the shipped biLM). Their workflows name real commands, what they read from the
+repo is there, and the user's project names no campaign."""
+import re
 import shlex
 from pathlib import Path
 
@@ -6,6 +9,8 @@ import pytest
 from weasel.util import load_project_config
 
 ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "lab"
+CAMPAIGN_SH = ROOT / "scripts" / "campaign.sh"
 
 
 @pytest.fixture(scope="module")
@@ -13,7 +18,19 @@ def project():
     return load_project_config(ROOT)
 
 
-def test_every_workflow_step_is_a_command(project):
+@pytest.fixture(scope="module")
+def lab_project():
+    return load_project_config(LAB)
+
+
+def script_words(command):
+    """RETURNS (List[List[str]]): each script line of a command, split as the project runner splits it."""
+    return [shlex.split(line) for line in command["script"]]
+
+
+@pytest.mark.parametrize("folder", [ROOT, LAB], ids=["project", "lab"])
+def test_every_workflow_step_is_a_command(folder):
+    project = load_project_config(folder)
     commands = {command["name"] for command in project["commands"]}
     for name, steps in project["workflows"].items():
         missing = [step for step in steps if step not in commands]
@@ -32,8 +49,7 @@ def test_main_starts_from_the_shipped_model(project):
 
 def test_scripts_lab_modules_and_configs_the_commands_use_exist(project):
     for command in project["commands"]:
-        for line in command["script"]:
-            words = shlex.split(line)
+        for words in script_words(command):
             for before, word in zip(["", *words], words):
                 if word.startswith(("scripts/", "configs/")):
                     assert (ROOT / word).is_file(), f"{command['name']}: {word} is missing"
@@ -43,3 +59,59 @@ def test_scripts_lab_modules_and_configs_the_commands_use_exist(project):
             # deps inside the repo that no command of the project makes must be committed files
             if dep.startswith(("configs/", "scripts/", "lab/", "sample/", "corpus_sample/", "spacy_elmo/")):
                 assert (ROOT / dep).exists(), f"{command['name']}: dependency {dep} is missing"
+
+
+def test_the_users_project_names_no_campaign(project, lab_project):
+    # the campaigns are the lab's project: no command, workflow or var of theirs in the user's
+    lab_names = {c["name"] for c in lab_project["commands"]} | set(lab_project["workflows"])
+    names = {c["name"] for c in project["commands"]} | set(project["workflows"])
+    assert not names & lab_names, f"in both projects: {sorted(names & lab_names)}"
+    assert not [n for n in names if n.startswith(("campaign", "wide", "shipped-model", "downstream-full", "semantic"))]
+    assert not [v for v in project["vars"] if v.startswith(("campaign", "wide", "full", "release"))]
+    text = (ROOT / "project.yml").read_text(encoding="utf-8")
+    assert "campaign.sh" not in text and "lab/project.yml" in text  # and it says where they went
+
+
+def test_the_campaigns_run_from_the_checkout_and_their_scripts_exist(lab_project):
+    # spaCy runs a project's commands in its folder: each lab command goes through the launcher or
+    # scripts/campaign.sh (which changes to the checkout), and names paths from the checkout
+    checkout = (LAB / lab_project["vars"]["checkout"]).resolve()
+    assert checkout == ROOT
+    stages = set(re.findall(r"^  ([a-z]+)\)", CAMPAIGN_SH.read_text(encoding="utf-8"), re.M))
+    for command in lab_project["commands"]:
+        name = command["name"]
+        for words in script_words(command):
+            if words[0] == "python":
+                launcher, module, args = words[1], words[2], words[3:]
+                assert (LAB / launcher).resolve() == ROOT / "lab" / "in_checkout.py", f"{name}: {words}"
+                package = ROOT / module.replace(".", "/")
+                assert package.with_suffix(".py").is_file() or (package / "__main__.py").is_file(), f"{name}: {module}"
+            else:
+                shell = words.index("bash")
+                assert words[0] == "env" and all("=" in w for w in words[1:shell]), f"{name}: {words}"
+                script, stage, args = words[shell + 1], words[shell + 2], words[shell + 3:]
+                assert (LAB / script).resolve() == CAMPAIGN_SH, f"{name}: {script}"
+                assert stage in stages, f"{name}: scripts/campaign.sh has no stage {stage}"
+            for word in args:
+                if word.startswith(("configs/", "scripts/", "lab/", "spacy_elmo/", "sample/")):
+                    assert (ROOT / word).exists(), f"{name}: {word} is missing"
+        for path in [*command.get("deps", []), *command.get("outputs", [])]:
+            assert (LAB / path).resolve().is_relative_to(ROOT), f"{name}: {path} is outside the checkout"
+            relative = (LAB / path).resolve().relative_to(ROOT).as_posix()
+            if relative.startswith(("configs/", "scripts/", "lab/", "spacy_elmo/")):
+                assert (ROOT / relative).exists(), f"{name}: dependency {relative} is missing"
+
+
+def test_the_release_folder_is_the_shipped_models_version(lab_project):
+    # the full experiment and semantic-change write into results/en_small/VERSION/ (results/README.md)
+    from spacy_elmo.io.loading import shipped_model_dir
+    from spacy_elmo.provenance import model_record
+
+    version = model_record(shipped_model_dir())["version"]
+    assert lab_project["vars"]["release_results"] == f"results/en_small/{version}"
+    assert lab_project["vars"]["full_elmo"] == project_relative(shipped_model_dir())
+
+
+def project_relative(path):
+    """RETURNS (str): a path in the checkout, relative to it."""
+    return Path(path).resolve().relative_to(ROOT).as_posix()
