@@ -8,29 +8,26 @@ stream each file on the workers and cut it into shards of ``shard_rows`` rows: s
 passes on only its name; the others go to a pool of actors (``map_batches`` with a callable class),
 each of which loads the pipeline once, in its own process, because spaCy objects do not survive
 Ray's object store, and writes its shards itself (``embed_shards.write_shard``). A rerun after a
-crash or a killed worker therefore embeds only what is missing. The output folder must be one path
+crash or a killed worker therefore embeds only what is missing, and a rerun of a finished run
+returns without starting Ray (``embed_runs.finished_shards``). The output folder must be one path
 every node sees (a shared filesystem).
 
 Ray is imported only here, at run time: ``pip install spacy-elmo[ray]``.
 """
-import hashlib
-import json
 import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from .atomic import write_atomic
-from .embed_inputs import CorpusFiles, file_blocks, resolve_inputs
-from .embed_shards import DTYPES, input_sha256, shard_done, shard_table, write_shard
+from .embed_inputs import CorpusFiles, file_blocks
+from .embed_runs import (
+    EmbedReport, EmbedSettings, PathLike, check_choices, finished_shards, open_run, weights_sha256, write_finished,
+)
+from .embed_shards import input_sha256, shard_done, shard_id, shard_key, shard_table, write_shard
 
-PathLike = Union[str, Path]
-LAYER_CHOICES = ("all", "mix")
-SETTINGS_NAME = "embed-corpus.json"
-FORMAT = "spacy-elmo.embed-corpus"
 DEFAULT_MODEL = "en_small"
 # sentences per forward pass: per CPU an actor has on a CPU cluster, and per actor on a GPU
 BATCH_PER_CPU = 32
@@ -38,60 +35,6 @@ BATCH_PER_GPU = 256
 # fault injection for the tests: a file holding N; an actor process that has written N shards while
 # the file exists deletes it and kills itself (SIGKILL, as an out-of-memory kill would)
 KILL_MARKER_ENV = "SPACY_ELMO_EMBED_KILL_MARKER"
-
-
-@dataclass(frozen=True)
-class EmbedSettings:
-    """What a run's shards depend on; a rerun into the same folder must have the same.
-
-    model (str): the model's name (a published name, or the directory's name).
-    weights_sha256 (str): SHA-256 of the weights as safetensors.
-    layers (str): "all" or "mix".
-    dtype (str): "float32" or "float16".
-    shard_rows (int): input rows per shard.
-    files (int): input files. files_sha256 (str): SHA-256 of their names and sizes.
-    """
-
-    model: str
-    weights_sha256: str
-    layers: str
-    dtype: str
-    shard_rows: int
-    files: int
-    files_sha256: str
-
-
-@dataclass(frozen=True)
-class EmbedReport:
-    """What ``embed_corpus`` did.
-
-    shards (int): shards of the corpus. skipped (int): those found written and verified.
-    written (int): those written by this run. rows, tokens (int): embedded by this run.
-    undecodable (int): lines of those rows whose bytes were not all UTF-8 (replaced by U+FFFD).
-    actors (int), batch_size (int): the pool and batch this run used. seconds (float): its wall time.
-    """
-
-    shards: int
-    skipped: int
-    written: int
-    rows: int
-    tokens: int
-    undecodable: int
-    actors: int
-    batch_size: int
-    seconds: float
-
-
-def weights_sha256(bilm: Any) -> str:
-    """SHA-256 of a biLM's weights as safetensors: the ``weights_sha256`` our model directories record."""
-    from .io.native import bilm_to_bytes
-
-    return hashlib.sha256(bilm_to_bytes(bilm)).hexdigest()
-
-
-def model_name(model: PathLike) -> str:
-    """The name a run records for ``model``: a directory's name, or the published name as given."""
-    return Path(model).name if Path(model).exists() else str(model)
 
 
 def load_elmo(model: PathLike) -> Tuple[Any, Any]:
@@ -119,7 +62,7 @@ def shard_blocks(files: CorpusFiles, index: int, output: Path, *, rows: int, str
     """One input file's shards as rows for the actors: name, ids, texts and input SHA-256, or, for a
     shard already written and verified, its name with ``done`` set and no texts."""
     for block, (_, ids, texts, bad) in enumerate(file_blocks(files, index, rows=rows, strict=strict, stream=stream)):
-        name = f"{index:05d}-{block:05d}"
+        name = shard_id(index, block)
         expected = input_sha256(ids, texts)
         done = shard_done(output, name, expected)
         yield {
@@ -176,15 +119,16 @@ class ShardEmbedder:
         }
 
     def __call__(self, batch: Any) -> Dict[str, List[Any]]:
-        """Ray Data's call: a pyarrow batch of ``shard_blocks`` rows. RETURNS: ``embed_item``'s counts, as columns."""
+        """Ray Data's call: a pyarrow batch of ``shard_blocks`` rows. RETURNS: ``embed_item``'s results, as columns."""
         done = [self.embed_item(item) for item in batch.to_pylist()]
-        return {key: [counts[key] for counts in done] for key in ("written", "rows", "tokens", "undecodable")}
+        return {key: [counts[key] for counts in done] for key in ("shard", "written", "rows", "tokens", "undecodable")}
 
-    def embed_item(self, item: Dict[str, Any]) -> Dict[str, int]:
+    def embed_item(self, item: Dict[str, Any]) -> Dict[str, Any]:
         """Embed and write one shard (a ``shard_blocks`` row) unless it is done: the per-shard work,
-        the same on Ray and on Spark. RETURNS (Dict[str, int]): written (0 or 1), rows, tokens, undecodable."""
+        the same on Ray and on Spark. RETURNS (Dict[str, Any]): the shard's id, and written (0 or 1),
+        rows, tokens, undecodable."""
         if item["done"]:
-            return {"written": 0, "rows": 0, "tokens": 0, "undecodable": 0}
+            return {"shard": item["shard"], "written": 0, "rows": 0, "tokens": 0, "undecodable": 0}
         ids = [int(i) for i in item["ids"]] if item["id_is_int"] else item["ids"]
         self._forget()
         table, tokens = shard_table(
@@ -195,7 +139,7 @@ class ShardEmbedder:
                     input_sha256=item["input_sha256"], undecodable=item["undecodable"])
         self.written += 1
         self._kill_if_planned()
-        return {"written": 1, "rows": len(ids), "tokens": tokens, "undecodable": item["undecodable"]}
+        return {"shard": item["shard"], "written": 1, "rows": len(ids), "tokens": tokens, "undecodable": item["undecodable"]}
 
     def _forget(self) -> None:
         """Empty the caches, so that a shard's bits depend on its rows only, not on what this worker
@@ -300,9 +244,12 @@ def embed_corpus(
     check_choices(layers=layers, dtype=dtype)
     if shard_rows < 1 or cpus_per_actor < 1 or (actors is not None and actors < 1) or (batch_size is not None and batch_size < 1):
         raise ValueError("shard_rows, actors, cpus_per_actor and batch_size must be >= 1")
-    ray = _import_ray()
     start = time.perf_counter()
     files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows)
+    done_before = finished_shards(output, settings, files)
+    if done_before is not None:  # a finished run, its input unchanged and its shards verified: no Ray at all
+        return EmbedReport(done_before, done_before, 0, 0, 0, 0, 0, 0, time.perf_counter() - start)
+    ray = _import_ray()
     started_here = not ray.is_initialized()
     if started_here:
         init: Dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -314,6 +261,7 @@ def embed_corpus(
             init["address"] = address
         ray.init(**init)
     seen = skipped = written = rows = tokens = undecodable = 0
+    blocks: Dict[int, int] = {}  # shards seen per input file, for the record of a finished run
     try:
         actors, gpus, batch_size = cluster_sizing(ray.cluster_resources(), actors=actors,
                                                   cpus_per_actor=cpus_per_actor, batch_size=batch_size)
@@ -338,9 +286,12 @@ def embed_corpus(
             rows += int(done["rows"])
             tokens += int(done["tokens"])
             undecodable += int(done["undecodable"])
+            index, block = shard_key(done["shard"])
+            blocks[index] = max(blocks.get(index, 0), block + 1)
             if progress is not None:
                 progress(seen, written, rows, tokens, time.perf_counter() - start)
         skipped = seen - written
+        write_finished(output, settings, files, blocks)
     except Exception as err:
         raise RuntimeError(
             f"embed-corpus stopped ({_first_cause(err)}); {len(list(output.glob('shard-*.json')))} shards are "
@@ -358,43 +309,3 @@ def _first_cause(err: BaseException) -> str:
         err = err.cause
     message = str(err).strip().splitlines()
     return f"{type(err).__name__}: {message[0] if message else ''}"
-
-
-def check_choices(*, layers: str, dtype: str) -> None:
-    """Refuse a layer selection or a dtype that no engine writes."""
-    if layers not in LAYER_CHOICES:
-        raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
-
-
-def open_run(
-    input: PathLike, output: PathLike, model: PathLike, *, layers: str, dtype: str, shard_rows: int
-) -> Tuple[CorpusFiles, Path, EmbedSettings]:
-    """What every engine does first: list the input, make the output folder, and write this run's
-    settings there, or check them against those already there.
-
-    RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the output folder, the settings.
-    """
-    from .io.loading import resolve_bilm
-
-    files = resolve_inputs(str(input))
-    output = Path(output).resolve()
-    output.mkdir(parents=True, exist_ok=True)
-    settings = EmbedSettings(
-        model=model_name(model), weights_sha256=weights_sha256(resolve_bilm(model)), layers=layers, dtype=dtype,
-        shard_rows=shard_rows, files=len(files.paths), files_sha256=files.sha256,
-    )
-    path = output / SETTINGS_NAME
-    record = {"format": FORMAT, **asdict(settings)}
-    if path.is_file():
-        found = json.loads(path.read_text(encoding="utf-8"))
-        differ = sorted(key for key in record if found.get(key) != record[key])
-        if differ:
-            raise ValueError(
-                f"{path}: shards there were made with other settings or input files ({', '.join(differ)}); "
-                "give a new --output folder, or delete this one"
-            )
-    else:
-        write_atomic(path, json.dumps(record, indent=2).encode("utf-8"))
-    return files, output, settings

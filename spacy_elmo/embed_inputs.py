@@ -33,6 +33,8 @@ class CorpusFiles:
     names (List[str]): each file's name as recorded (relative to the directory or glob's base).
     sizes (List[int]): each file's size in bytes, as stored (compressed, for ``.gz``).
     kind (str): "text" or "parquet".
+    mtimes (List[Optional[int]]): each file's modification time in nanoseconds, where the
+        filesystem gives one.
     """
 
     filesystem: Any
@@ -40,6 +42,7 @@ class CorpusFiles:
     names: List[str]
     sizes: List[int]
     kind: str
+    mtimes: List[Optional[int]]
 
     @property
     def sha256(self) -> str:
@@ -79,10 +82,10 @@ def resolve_inputs(spec: str) -> CorpusFiles:
     except OSError as err:
         raise ValueError(f"{spec}: cannot list the input ({err})") from None
     if globbed is None and info.type == fs.FileType.File:
-        found = [(path, Path(path).name, info.size)]
+        found = [(path, Path(path).name, info.size, info.mtime_ns)]
     elif info.type == fs.FileType.Directory:
         found = [
-            (item.path, item.path[len(base):].lstrip("/"), item.size)
+            (item.path, item.path[len(base):].lstrip("/"), item.size, item.mtime_ns)
             for item in listing
             if item.type == fs.FileType.File
             and (globbed is not None or not any(p.startswith((".", "_")) for p in item.path[len(base):].split("/") if p))
@@ -93,12 +96,13 @@ def resolve_inputs(spec: str) -> CorpusFiles:
     if not found:
         raise FileNotFoundError(f"{spec}: no input file there (give a file, a directory, a glob or a URI)")
     found.sort()
-    parquet = [p.endswith(".parquet") for p, _, _ in found]
+    parquet = [p.endswith(".parquet") for p, *_ in found]
     if any(parquet) and not all(parquet):
         raise ValueError(f"{spec}: mixes Parquet and text files; give one kind")
     return CorpusFiles(
-        filesystem=filesystem, paths=[p for p, _, _ in found], names=[n for _, n, _ in found],
-        sizes=[int(s) for _, _, s in found], kind="parquet" if all(parquet) else "text",
+        filesystem=filesystem, paths=[p for p, *_ in found], names=[n for _, n, *_ in found],
+        sizes=[int(s) for _, _, s, _ in found], kind="parquet" if all(parquet) else "text",
+        mtimes=[None if m is None else int(m) for *_, m in found],
     )
 
 

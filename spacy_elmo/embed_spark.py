@@ -5,7 +5,8 @@ writes the folder's settings; each Spark task reads one input file where it lies
 shards (``embed_corpus.shard_blocks``, which skips those written and verified); each Python worker
 loads the pipeline once (``ShardEmbedder``, kept for the worker's life, as Spark reuses its Python
 workers) and writes each shard itself (``ShardEmbedder.embed_item``). With the same settings the
-shard files are the same bytes as Ray's; a rerun resumes shard by shard as on Ray. PySpark is
+shard files are the same bytes as Ray's; a rerun resumes shard by shard as on Ray, and a rerun of
+a finished run returns without starting a session (``embed_runs.finished_shards``). PySpark is
 imported only here, at run time: ``pip install spacy-elmo[spark]``.
 """
 import time
@@ -14,10 +15,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
-from .embed_corpus import (
-    BATCH_PER_CPU, check_choices, open_run, DEFAULT_MODEL, EmbedReport, PathLike, ShardEmbedder, shard_blocks,
-)
+from .embed_corpus import BATCH_PER_CPU, DEFAULT_MODEL, ShardEmbedder, shard_blocks
 from .embed_inputs import CorpusFiles
+from .embed_runs import EmbedReport, PathLike, check_choices, finished_shards, open_run, write_finished
 
 _EMBEDDERS: Dict[tuple, ShardEmbedder] = {}
 
@@ -36,13 +36,20 @@ def _import_spark() -> Any:
 def _embed_file(
     index: int, *, files: CorpusFiles, output: str, model: str, settings: Dict[str, Any], batch_size: int, strict: bool
 ) -> Iterator[Dict[str, int]]:
-    """One Spark task: read input file ``index`` where it lies, and embed the shards not yet done."""
+    """One Spark task: read input file ``index`` where it lies, and embed the shards not yet done.
+    RETURNS (Iterator[Dict[str, int]]): one summary of the file: index, shards, written, rows, tokens,
+        undecodable (so that the driver collects one row per file, not per shard)."""
     key = (model, output, tuple(sorted(settings.items())), batch_size)
     if key not in _EMBEDDERS:  # once per Python worker
         _EMBEDDERS[key] = ShardEmbedder(model, output, settings, batch_size, threads=1)
     embedder = _EMBEDDERS[key]
+    summary = {"index": index, "shards": 0, "written": 0, "rows": 0, "tokens": 0, "undecodable": 0}
     for item in shard_blocks(files, index, Path(output), rows=settings["shard_rows"], strict=strict):
-        yield embedder.embed_item(item)
+        done = embedder.embed_item(item)
+        summary["shards"] += 1
+        for name in ("written", "rows", "tokens", "undecodable"):
+            summary[name] += done[name]
+    yield summary
 
 
 def embed_corpus_spark(
@@ -61,7 +68,8 @@ def embed_corpus_spark(
     """Embed every record of ``input`` into Parquet shards under ``output``, on Spark.
 
     input, output, model, layers, dtype, shard_rows, strict_utf8: as ``embed_corpus``.
-    spark (Optional[SparkSession]): the session to use; None: the active one, or a new one on ``master``.
+    spark (Optional[SparkSession]): the session to use; None: the active one, or a new one on
+        ``master`` (none where every shard is found done).
     master (Optional[str]): for a new session: "local[2]", "spark://HOST:7077", "yarn"; None: Spark's default.
     batch_size (Optional[int]): sentences per forward pass; None: ``BATCH_PER_CPU`` (one torch
         thread per Python worker).
@@ -70,9 +78,12 @@ def embed_corpus_spark(
     check_choices(layers=layers, dtype=dtype)
     if shard_rows < 1 or (batch_size is not None and batch_size < 1):
         raise ValueError("shard_rows and batch_size must be >= 1")
-    session_class = _import_spark()
     start = time.perf_counter()
     files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows)
+    done_before = finished_shards(output, settings, files)
+    if done_before is not None:  # a finished run, its input unchanged and its shards verified: no Spark at all
+        return EmbedReport(done_before, done_before, 0, 0, 0, 0, 0, 0, time.perf_counter() - start)
+    session_class = _import_spark()
     if spark is None:
         builder = session_class.builder.appName("spacy-elmo embed-corpus")
         spark = (builder.master(master) if master else builder).getOrCreate()
@@ -84,9 +95,10 @@ def embed_corpus_spark(
     )
     # one partition per input file: only file indices leave the driver
     done = context.parallelize(range(len(files.paths)), len(files.paths)).flatMap(task).collect()
-    written = sum(d["written"] for d in done)
+    write_finished(output, settings, files, {d["index"]: d["shards"] for d in done})
+    shards, written = sum(d["shards"] for d in done), sum(d["written"] for d in done)
     return EmbedReport(
-        shards=len(done), skipped=len(done) - written, written=written, rows=sum(d["rows"] for d in done),
+        shards=shards, skipped=shards - written, written=written, rows=sum(d["rows"] for d in done),
         tokens=sum(d["tokens"] for d in done), undecodable=sum(d["undecodable"] for d in done),
         actors=context.defaultParallelism, batch_size=batch_size, seconds=time.perf_counter() - start,
     )

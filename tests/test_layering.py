@@ -25,7 +25,7 @@ ALLOWED = {
     "training": {"bilm", "fast", "io", "probes"} | HELPERS | RECORD,
 }
 # the spaCy component's top-level modules (embed_corpus runs the component on Ray actors)
-COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "embed_corpus", "embed_inputs", "embed_shards", "embed_spark", "v1_settings"}
+COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "embed_corpus", "embed_inputs", "embed_runs", "embed_shards", "embed_spark", "v1_settings"}
 
 
 def _imported(path: Path, root: Path = PACKAGE):

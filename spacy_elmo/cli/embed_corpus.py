@@ -4,7 +4,9 @@ from typing import Optional
 
 import typer
 
-from ..embed_corpus import DEFAULT_MODEL, DTYPES, LAYER_CHOICES, embed_corpus
+from ..embed_corpus import DEFAULT_MODEL, embed_corpus
+from ..embed_runs import LAYER_CHOICES
+from ..embed_shards import DTYPES
 from ._app import app
 
 
@@ -55,6 +57,9 @@ def embed_corpus_cli(
     except (ImportError, ValueError, RuntimeError, OSError) as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(1) from None
+    if report.actors == 0:  # every shard found done and verified; no cluster was started
+        typer.echo(f"{report.shards} shards under {output}: all already done and verified, nothing to run")
+        return
     typer.echo(
         f"{report.shards} shards under {output}: {report.skipped} already done, {report.written} written "
         f"({report.rows} rows, {report.tokens} tokens in {report.seconds:.1f} s; "

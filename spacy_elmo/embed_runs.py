@@ -1,0 +1,164 @@
+"""The run behind an embedded corpus's folder, for every engine (Ray and Spark): its settings,
+written or checked before any shard, the report it ends with, and the record of a finished run
+that lets a rerun with nothing left to do return without starting a cluster.
+
+``embed-corpus.json`` holds the settings the shards depend on; a rerun into the same folder must
+have the same. ``embed-corpus-finished.json`` is written when a run has seen every shard of every
+input file: those settings, each file's name, size and modification time, and each file's number
+of shards. A rerun whose input files still have those sizes and times, and whose shards all still
+have the SHA-256 their JSON records, is done without reading the input (``finished_shards``); any
+difference sends it through the engine, where each shard is checked against its input rows.
+"""
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+from .atomic import write_atomic
+from .embed_inputs import CorpusFiles, resolve_inputs
+from .embed_shards import DTYPES, shard_id, shard_verified
+
+PathLike = Union[str, Path]
+LAYER_CHOICES = ("all", "mix")
+SETTINGS_NAME = "embed-corpus.json"
+FINISHED_NAME = "embed-corpus-finished.json"
+FORMAT = "spacy-elmo.embed-corpus"
+
+
+@dataclass(frozen=True)
+class EmbedSettings:
+    """What a run's shards depend on; a rerun into the same folder must have the same.
+
+    model (str): the model's name (a published name, or the directory's name).
+    weights_sha256 (str): SHA-256 of the weights as safetensors.
+    layers (str): "all" or "mix".
+    dtype (str): "float32" or "float16".
+    shard_rows (int): input rows per shard.
+    files (int): input files. files_sha256 (str): SHA-256 of their names and sizes.
+    """
+
+    model: str
+    weights_sha256: str
+    layers: str
+    dtype: str
+    shard_rows: int
+    files: int
+    files_sha256: str
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    """What a run did (``embed_corpus``, ``embed_corpus_spark``).
+
+    shards (int): shards of the corpus. skipped (int): those found written and verified.
+    written (int): those written by this run. rows, tokens (int): embedded by this run.
+    undecodable (int): lines of those rows whose bytes were not all UTF-8 (replaced by U+FFFD).
+    actors (int), batch_size (int): the pool and batch this run used; 0 and 0 where every shard was
+        found done and verified before any cluster started. seconds (float): its wall time.
+    """
+
+    shards: int
+    skipped: int
+    written: int
+    rows: int
+    tokens: int
+    undecodable: int
+    actors: int
+    batch_size: int
+    seconds: float
+
+
+def weights_sha256(bilm: Any) -> str:
+    """SHA-256 of a biLM's weights as safetensors: the ``weights_sha256`` our model directories record."""
+    from .io.native import bilm_to_bytes
+
+    return hashlib.sha256(bilm_to_bytes(bilm)).hexdigest()
+
+
+def model_name(model: PathLike) -> str:
+    """The name a run records for ``model``: a directory's name, or the published name as given."""
+    return Path(model).name if Path(model).exists() else str(model)
+
+
+def check_choices(*, layers: str, dtype: str) -> None:
+    """Refuse a layer selection or a dtype that no engine writes."""
+    if layers not in LAYER_CHOICES:
+        raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
+
+
+def open_run(
+    input: PathLike, output: PathLike, model: PathLike, *, layers: str, dtype: str, shard_rows: int
+) -> Tuple[CorpusFiles, Path, EmbedSettings]:
+    """What every engine does first: list the input, make the output folder, and write this run's
+    settings there, or check them against those already there.
+
+    RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the output folder, the settings.
+    """
+    from .io.loading import resolve_bilm
+
+    files = resolve_inputs(str(input))
+    output = Path(output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    settings = EmbedSettings(
+        model=model_name(model), weights_sha256=weights_sha256(resolve_bilm(model)), layers=layers, dtype=dtype,
+        shard_rows=shard_rows, files=len(files.paths), files_sha256=files.sha256,
+    )
+    path = output / SETTINGS_NAME
+    record = {"format": FORMAT, **asdict(settings)}
+    if path.is_file():
+        found = json.loads(path.read_text(encoding="utf-8"))
+        differ = sorted(key for key in record if found.get(key) != record[key])
+        if differ:
+            raise ValueError(
+                f"{path}: shards there were made with other settings or input files ({', '.join(differ)}); "
+                "give a new --output folder, or delete this one"
+            )
+    else:
+        write_atomic(path, json.dumps(record, indent=2).encode("utf-8"))
+    return files, output, settings
+
+
+def _finished_record(settings: EmbedSettings, files: CorpusFiles) -> Optional[Dict[str, Any]]:
+    """What a finished run records of its settings and input, without the shard counts; None where
+    the filesystem gives no modification times (a changed file could then pass unnoticed)."""
+    if any(mtime is None for mtime in files.mtimes):
+        return None
+    return {
+        "format": FORMAT, "settings": asdict(settings),
+        "files": [[name, size, mtime] for name, size, mtime in zip(files.names, files.sizes, files.mtimes)],
+    }
+
+
+def write_finished(output: Path, settings: EmbedSettings, files: CorpusFiles, blocks: Dict[int, int]) -> None:
+    """Record a run that has seen every shard: ``blocks`` maps a file's index to its number of
+    shards (a file without rows has none)."""
+    record = _finished_record(settings, files)
+    if record is None:
+        return
+    record["shards"] = [blocks.get(index, 0) for index in range(len(files.paths))]
+    write_atomic(output / FINISHED_NAME, json.dumps(record).encode("utf-8"))
+
+
+def finished_shards(output: Path, settings: EmbedSettings, files: CorpusFiles) -> Optional[int]:
+    """The number of shards where a finished run of these settings recorded these input files
+    (names, sizes, modification times) and every one of its shards is still there with the
+    SHA-256 its JSON records; None where anything differs or is missing (the engine then runs,
+    checking each shard against its input rows)."""
+    path = output / FINISHED_NAME
+    expected = _finished_record(settings, files)
+    if expected is None or not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    counts = found.get("shards")
+    if {key: found.get(key) for key in expected} != expected or not isinstance(counts, list) or len(counts) != len(files.paths):
+        return None
+    for index, count in enumerate(counts):
+        if not all(shard_verified(output, shard_id(index, block)) for block in range(count)):
+            return None
+    return sum(counts)
