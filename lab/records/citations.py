@@ -24,11 +24,11 @@ or hours, a count in thousands or millions, bytes in MB. The record's numbers ar
 values, the figures in its strings, and for a Markdown or JSON-lines record every figure of its text.
 A difference or ratio the record does not hold says how it follows from the record's fields, in a
 comment right after it: ``1,410<!-- = tokens / seconds --> tokens/s`` (``derive``); the check
-computes it from each cited JSON record.
+computes it from each cited JSON record. A number quoted from outside the repository names its
+source the same way (``57.7<!-- source: Pilehvar and Camacho-Collados 2019 -->``); a bound written
+``1e-5`` or after ``<=``, ``>=`` (a target) is a setting, not a measurement.
 """
-import ast
 import json
-import operator
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -36,6 +36,7 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .check import is_dirty
+from .derivation import derive
 
 RECORD_SUFFIXES = (".json", ".jsonl", ".md")
 # the units a document may give a recorded number in: the record's value times each of these
@@ -52,7 +53,8 @@ _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _COMMITTED = re.compile(r"([0-9a-f]{7,40}):([\w./-]+)")
 # a derivation written right after a number: ``1,410<!-- = tokens / seconds -->``
 _DERIVED = re.compile(r"\s*<!--\s*=\s*(.+?)\s*-->")
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+# a number quoted from a source outside the repository (a paper), named right after it
+_SOURCED = re.compile(r"\s*<!--\s*source:\s*\S.*?-->")
 _URL = re.compile(r"https?://\S+")
 # what is never a measured number: versions, dates, times of day, identifiers with digits
 _NOT_NUMBERS = re.compile(
@@ -202,6 +204,9 @@ def numbers(text: str) -> List[Number]:
         digits, suffix = match.group(1), match.group(2)
         plain = digits.replace(",", "")
         derived = _DERIVED.match(text, match.end())
+        bound = prose[:match.start()].rstrip().endswith(("<", ">", "<=", ">=", "\u2264", "\u2265"))
+        if _SOURCED.match(text, match.end()) or re.fullmatch(r"1e-?\d+", plain) or bound:
+            continue  # quoted from a named source outside the repository, or a bound (1e-5, <= 250)
         if not suffix and "." not in plain and "e" not in plain and not derived:
             year = "," not in digits and 1900 <= int(plain) <= 2100
             if int(plain) < 100 or int(plain) % 100 == 0 or year:
@@ -215,50 +220,9 @@ def numbers(text: str) -> List[Number]:
     return found
 
 
-def _number(item: Any) -> float:
-    if isinstance(item, bool) or not isinstance(item, (int, float)):
-        raise TypeError(repr(item))
-    return float(item)
-
-
 def _blank(pattern: "re.Pattern[str]", text: str) -> str:
     """``text`` with every match of ``pattern`` turned to spaces, so positions still match ``text``."""
     return pattern.sub(lambda m: " " * len(m.group(0)), text)
-
-
-def derive(expression: str, data: Any) -> Optional[float]:
-    """The value of a derivation over a JSON record: ``+ - * /``, parentheses, numbers, the record's
-    fields by dotted path (``tokens / seconds``) and ``sum(FIELD)`` of a map's or list's numbers.
-
-    expression (str): the derivation. data (Any): the record's JSON.
-    RETURNS (Optional[float]): its value; None where a field is missing or not a number.
-    """
-    def field(node: ast.AST) -> Any:
-        item: Any = data
-        for key in ast.unparse(node).split("."):
-            item = item[key]
-        return item
-
-    def value(node: ast.AST) -> float:
-        if isinstance(node, ast.Expression):
-            return value(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return float(node.value)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -value(node.operand)
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "sum" and len(node.args) == 1 and not node.keywords:
-            items = field(node.args[0])
-            return sum(_number(v) for v in (items.values() if isinstance(items, dict) else items))
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            return _number(field(node))
-        raise ValueError(f"not a derivation: {expression!r}")
-
-    try:
-        return value(ast.parse(expression, mode="eval"))
-    except (KeyError, TypeError, IndexError, ValueError, ZeroDivisionError, SyntaxError):
-        return None
 
 
 def record_values(record: Record) -> List[float]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.records.citations import Number, Record, appears, blocks, check_document, derive, numbers, record_state
+from lab.records.citations import Number, Record, appears, blocks, check_all, check_document, numbers, record_state
+from lab.records.derivation import derive
 
 ROOT = Path(__file__).resolve().parents[3]
 SHA = "a" * 64
@@ -105,8 +106,15 @@ def test_a_markdown_report_is_read_with_the_json_beside_it(checkout):
     assert len(problems) == 1 and "dirty_note" in problems[0]
 
 
-def test_the_readme_cites_only_numbers_its_records_hold():
-    assert check_document(ROOT / "README.md", root=ROOT) == []
+def test_readme_docs_and_model_card_cite_only_numbers_their_records_hold():
+    count, problems = check_all(ROOT)
+    assert count >= 15
+    assert not problems, "\n".join(problems)
+
+
+def test_no_report_prints_an_unfilled_project_variable():
+    unfilled = [p.relative_to(ROOT).as_posix() for p in (ROOT / "results").rglob("*.md") if "${" in p.read_text(encoding="utf-8")]
+    assert not unfilled
 
 
 def test_a_record_as_committed_is_read_from_git(checkout):
@@ -129,3 +137,11 @@ def test_a_derived_number_is_computed_from_its_record(checkout):
     assert problems_of(checkout, "1.0<!-- = missing / 60 --> (`results/eval.json`).\n")
     assert derive("__import__('os')", {}) is None
     assert derive("sum(removed) / 2", {"removed": {"EWT dev": 71, "WiC": 285}}) == 178.0
+
+
+def test_fields_by_key_quoted_sources_and_bounds(checkout):
+    write_record(checkout / "results" / "probe.json", {"tasks": [{"scores": {"layer 0": 86.59, "layer 1": 91.63}}]})
+    text = ('LSTM 1 leads by 5.0<!-- = tasks[0].scores["layer 1"] - tasks[0].scores["layer 0"] --> points, '
+            "the paper 57.7<!-- source: Pilehvar and Camacho-Collados 2019 -->, within 1e-5, target >= 95.5 (`results/probe.json`).\n")
+    assert problems_of(checkout, text) == []
+    assert problems_of(checkout, "The paper says 57.7 (`results/probe.json`).\n")
