@@ -16,6 +16,8 @@ The record (``provenance(...)``):
   them when it is written, says so under ``unknown`` and leaves ``started`` null (which
   ``check_record`` refuses in a new record).
 - ``commit``, ``dirty``: the same when the record was written (the code may have changed meanwhile).
+- ``dirty_note`` (where given, or ``$SPACY_ELMO_DIRTY_NOTE``): what a run from a tree with
+  uncommitted changes knows of them.
 - ``model``: ``model_record(...)`` of the biLM the run used (name, version, weights file and its
   SHA-256), a list of them where the run used several (a file that gathers runs lists each distinct
   model its runs used), or null with ``model_note`` saying why there is none (randomly initialised
@@ -54,6 +56,8 @@ RESULTS_EXCLUDED = (":(exclude)results",)
 # a datasets folder (project.yml's vars.datasets, or a mirror of it) is written as this
 DATASETS = "assets/datasets"
 DATA_ENV = "SPACY_ELMO_DATA"
+# what a run from a tree with uncommitted changes says about them, for commands that take no argument for it
+DIRTY_NOTE_ENV = "SPACY_ELMO_DIRTY_NOTE"
 UNVERSIONED = "unversioned"
 PathLike = Union[str, Path]
 
@@ -90,6 +94,7 @@ def provenance(
     model_note: Optional[str] = None,
     data_note: Optional[str] = None,
     start: Optional[Dict[str, Any]] = None,
+    dirty_note: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The record that goes into a results file, under ``"provenance"`` (see the module's docstring).
 
@@ -99,6 +104,9 @@ def provenance(
     data (Dict[str, str]): ``data_record(...)``; ``{}`` (then ``data_note`` says why) when none was read.
     model_note, data_note (Optional[str]): why there is no model or no data; a qualification otherwise.
     start (Optional[Dict[str, Any]]): a ``start_snapshot()`` taken elsewhere (default: ``mark_start``'s).
+    dirty_note (Optional[str]): where the run started from a tree with uncommitted changes, what they
+        were and why the numbers stand (default: ``$SPACY_ELMO_DIRTY_NOTE``); a results file from
+        such a tree needs one (``lab/records/check.py``).
     A model or data left out is missing from the record, and ``check_record`` names it.
     RETURNS (Dict[str, Any]): the record.
     """
@@ -115,6 +123,9 @@ def provenance(
         unknown["started"] = ("no run start was marked (provenance.mark_start): start_commit and start_clean "
                               "are the checkout's when the record was written")
     record.update({"commit": commit, "dirty": dirty})
+    dirty_note = dirty_note or os.environ.get(DIRTY_NOTE_ENV)
+    if dirty_note:
+        record["dirty_note"] = dirty_note
     if model is not _UNSET:
         record["model"] = model
     if model_note:

@@ -209,3 +209,16 @@ def test_a_module_run_with_dash_m_is_written_so():
         "python -m lab.corpus.mix_corpus --times 1"
     )
     assert command_line(["spacy_elmo/__main__.py", "evaluate"], module="spacy_elmo.__main__") == "python -m spacy_elmo evaluate"
+
+
+def test_a_run_from_a_dirty_tree_passes_the_check_only_with_a_note(checkout, monkeypatch):
+    mark_start("python scripts/run_it.py")
+    (checkout / "code.py").write_text("x = 3\n", encoding="utf-8")  # uncommitted, before the run starts
+    mark_start("python scripts/run_it.py")
+    record = provenance(model=None, model_note="none", data={}, data_note="none")
+    assert record["start_clean"] is False
+    assert any(p.startswith("provenance.dirty_note") for p in record_check.check_record({"provenance": record}))
+    monkeypatch.setenv("SPACY_ELMO_DIRTY_NOTE", "code.py set x to 3, which the run does not read")
+    record = provenance(model=None, model_note="none", data={}, data_note="none")
+    assert record["dirty_note"] == "code.py set x to 3, which the run does not read"
+    assert record_check.check_record({"provenance": record}) == []
