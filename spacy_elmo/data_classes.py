@@ -29,6 +29,8 @@ class ElmoOutput:
     mix_weights (Tuple[float, ...]): pre-softmax layer weights of the component's own
         mix; empty means equal weights (the mean of the layers).
     gamma (float): scale of the component's mix.
+    layer_means (Optional[Floats2d]): (L+1, width) means the component's mix takes off each
+        layer before mixing (the model's vector setting, ``bilm.VectorSetting``); None: nothing.
     vector_hooks (bool): the component made the Doc's ``.vector`` and ``.similarity`` use the mix.
         Hooks are not serialized: ``extensions.restore_vector_hooks`` puts them back on Docs read
         from bytes (DocBin, ``nlp.pipe(n_process=...)``) where this is True.
@@ -39,9 +41,17 @@ class ElmoOutput:
     mix_weights: Tuple[float, ...] = ()
     gamma: float = 1.0
     vector_hooks: bool = False
+    layer_means: Optional[Floats2d] = None
     _mixed: Optional[Floats2d] = field(default=None, init=False, repr=False)
 
-    def settle_on_doc(self, *, mix_weights: Tuple[float, ...], gamma: float, vector_hooks: bool) -> "ElmoOutput":
+    def settle_on_doc(
+        self,
+        *,
+        mix_weights: Tuple[float, ...],
+        gamma: float,
+        vector_hooks: bool,
+        layer_means: Optional[Floats2d] = None,
+    ) -> "ElmoOutput":
         """Make this output, as the model returned it, what ``doc._.elmo`` holds: the layers as
         float32 numpy on CPU (no copy when they are already), and the component's mix settings.
 
@@ -49,6 +59,7 @@ class ElmoOutput:
         """
         self.layers = np.ascontiguousarray(to_numpy(self.layers), dtype=np.float32)
         self.mix_weights, self.gamma, self.vector_hooks = tuple(mix_weights), float(gamma), vector_hooks
+        self.layer_means = layer_means
         self._mixed = None
         return self
 
@@ -64,10 +75,11 @@ class ElmoOutput:
         return int(self.layers.shape[1])
 
     def mix(self, weights: Optional[Sequence[float]] = None, gamma: Optional[float] = None) -> Floats2d:
-        """gamma * sum_j softmax(weights)_j * layers[j], shape (n_tokens, width).
+        """gamma * sum_j softmax(weights)_j * (layers[j] - layer_means[j]), shape (n_tokens, width)
+        (without ``layer_means``, nothing is taken off).
 
-        weights (Optional[Sequence[float]]): pre-softmax weights, one per layer; defaults to
-            ``mix_weights`` (equal weights when empty).
+        weights (Optional[Sequence[float]]): pre-softmax weights, one per layer (-inf leaves a
+            layer out); defaults to ``mix_weights`` (equal weights when empty).
         gamma (Optional[float]): scale; defaults to ``gamma``.
         RETURNS (Floats2d): float32, on the same device as ``layers``.
         """
@@ -75,7 +87,10 @@ class ElmoOutput:
         weights = self.mix_weights if weights is None else tuple(weights)
         gamma = self.gamma if gamma is None else gamma
         normalized = softmax_weights(weights, self.n_layers, xp)
-        return mix_layers(self.layers, normalized, gamma, xp).astype("float32", copy=False)
+        mixed = mix_layers(self.layers, normalized, gamma, xp)
+        if self.layer_means is not None:
+            mixed = mixed - mix_layers(xp.asarray(self.layer_means)[:, None, :], normalized, gamma, xp)
+        return mixed.astype("float32", copy=False)
 
     @property
     def mixed(self) -> Floats2d:
@@ -91,6 +106,7 @@ class ElmoOutput:
             "mix_weights": list(self.mix_weights),
             "gamma": float(self.gamma),
             "vector_hooks": bool(self.vector_hooks),
+            "layer_means": None if self.layer_means is None else np.asarray(to_numpy(self.layer_means), dtype=np.float32),
         }
 
     @classmethod
@@ -101,6 +117,7 @@ class ElmoOutput:
             mix_weights=tuple(float(w) for w in data["mix_weights"]),
             gamma=float(data["gamma"]),
             vector_hooks=bool(data.get("vector_hooks", False)),
+            layer_means=None if data.get("layer_means") is None else np.asarray(data["layer_means"], dtype=np.float32),
         )
 
 

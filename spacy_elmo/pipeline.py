@@ -14,7 +14,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer, set_dropout_rate
 from thinc.types import Floats3d
 
-from .bilm import BiLM, BiLMConfig
+from .bilm import BiLM, BiLMConfig, VectorSetting
 from .bilm.char_vocab import CharVocabulary
 from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
 from .architectures import bilm_model_config
@@ -24,12 +24,14 @@ from .extensions import install_extensions, install_vector_hooks
 from .initial_weights import initial_bilm, record_shape
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .io.loading import PIPELINE_FACTORY
+from .io.vector_file import setting_from_json, setting_to_json
 from .layers import apply_inference, get_bilm, is_listener_for, send_to_listeners, set_bilm, weights_updated
 from .threads import one_thread_in_forked_workers
 from .v1_settings import give_inference_settings
 
 PathLike = Union[str, Path]
 FACTORY = PIPELINE_FACTORY
+VECTOR_CHOICES = ("model", "plain")
 
 
 @Language.factory(
@@ -38,6 +40,7 @@ FACTORY = PIPELINE_FACTORY
     default_config={
         "model": {"@architectures": ARCHITECTURE},
         "mix_weights": None,
+        "vectors": "model",
         "gamma": 1.0,
         "set_vector_hooks": False,
         "optimize": None,
@@ -50,6 +53,7 @@ def make_elmo(
     name: str,
     model: Model[List[Doc], List[ElmoOutput]],
     mix_weights: Optional[List[float]],
+    vectors: str,
     gamma: float,
     set_vector_hooks: bool,
     optimize: Optional[bool],
@@ -63,6 +67,7 @@ def make_elmo(
         model,
         name,
         mix_weights=mix_weights,
+        vectors=vectors,
         gamma=gamma,
         set_vector_hooks=set_vector_hooks,
         optimize=optimize,
@@ -91,9 +96,9 @@ class Elmo(TrainablePipe):
 
     Sets ``doc._.elmo`` (an ``ElmoOutput``: float32 numpy layers of shape
     (L+1, n_tokens, width) on CPU), ``token._.elmo`` (the component's own mix:
-    gamma * sum_j softmax(mix_weights)_j * layer_j; the mean of the layers by
-    default) and ``span._.elmo`` (the mean of its tokens' mixes). With
-    ``set_vector_hooks`` the Doc's user hooks make ``.vector`` and ``.similarity``
+    gamma * sum_j softmax(mix_weights)_j * (layer_j - mean_j): by default the biLM's vector
+    setting, else the mean of the layers; see ``vectors``) and ``span._.elmo`` (the mean of its
+    tokens' mixes). With ``set_vector_hooks`` the Doc's user hooks make ``.vector`` and ``.similarity``
     of Docs, Spans and Tokens use that mix; the hooks are functions on the Doc and
     are not kept by ``Doc.to_bytes`` (call ``spacy_elmo.extensions.install_vector_hooks(doc)``
     again).
@@ -121,6 +126,7 @@ class Elmo(TrainablePipe):
         name: str = FACTORY,
         *,
         mix_weights: Optional[Sequence[float]] = None,
+        vectors: str = "model",
         gamma: float = 1.0,
         set_vector_hooks: bool = False,
         optimize: Optional[bool] = None,
@@ -131,21 +137,27 @@ class Elmo(TrainablePipe):
         model (Model[List[Doc], List[ElmoOutput]]): e.g. built by "spacy-elmo.BiLM.v2".
         name (str): the component instance name.
         mix_weights (Optional[Sequence[float]]): pre-softmax weight of each of the L+1 layers in
-            ``token._.elmo``; None means equal weights.
+            ``token._.elmo``; None means the model's (``vectors``), else equal weights.
+        vectors (str): "model": the biLM's vector setting where it has one (``BiLM.vector_setting``:
+            layer weights, unless ``mix_weights`` are given, and layer means taken off); "plain":
+            the layers as they are (the mean of them without ``mix_weights``).
         gamma (float): scale of the mix.
         set_vector_hooks (bool): make ``.vector`` and ``.similarity`` use ELMo.
         optimize, precision, char_cache_size: the inference settings of a model of
             "spacy-elmo.BiLM.v1" (``v1_settings.give_inference_settings``); None with v2.
         """
         give_inference_settings(model, name, optimize=optimize, precision=precision, char_cache_size=char_cache_size)
+        if vectors not in VECTOR_CHOICES:
+            raise ValueError(f"[components.{name}] vectors = {vectors!r}: expected one of {', '.join(VECTOR_CHOICES)}")
         self.vocab = vocab
         self.model = model
         self.name = name
         self.mix_weights = tuple(float(w) for w in mix_weights or ())
+        self.vectors = vectors
         self.gamma = float(gamma)
         self.set_vector_hooks = set_vector_hooks
         self.listener_map: Dict[str, List[Model]] = {}
-        self.cfg: Dict[str, Any] = {"bilm_options": self.bilm.config.to_options(), "has_weights": False}
+        self.cfg: Dict[str, Any] = {"bilm_options": self.bilm.config.to_options(), "has_weights": False, "vector_setting": None}
         install_extensions()
         one_thread_in_forked_workers()
 
@@ -220,9 +232,12 @@ class Elmo(TrainablePipe):
 
     def set_annotations(self, docs: Iterable[Doc], outputs: List[ElmoOutput]) -> None:
         """Store the outputs on the Docs (as float32 numpy on CPU) and install hooks if configured."""
+        setting = self.vector_setting if self.vectors == "model" else None
+        weights = self.mix_weights or (() if setting is None else setting.pre_softmax())
+        means = None if setting is None else setting.layer_means
         for doc, output in zip(docs, outputs):
             doc._.elmo = output.settle_on_doc(
-                mix_weights=self.mix_weights, gamma=self.gamma, vector_hooks=self.set_vector_hooks
+                mix_weights=weights, gamma=self.gamma, vector_hooks=self.set_vector_hooks, layer_means=means
             )
             if self.set_vector_hooks:
                 install_vector_hooks(doc)
@@ -349,10 +364,18 @@ class Elmo(TrainablePipe):
         util.from_disk(path, deserialize, exclude)
         return self
 
+    @property
+    def vector_setting(self) -> Optional[VectorSetting]:
+        """RETURNS (Optional[VectorSetting]): the vector setting of the biLM the pipeline took up
+        (kept in its cfg; None for a biLM without one, or a pipeline saved before them: the plain mix)."""
+        stored = self.cfg.get("vector_setting")
+        return None if stored is None else setting_from_json(stored, source=f"the cfg of the '{self.name}' component")
+
     def use_bilm(self, bilm: BiLM) -> None:
-        """Use this biLM (its shape and its weights) from now on; it is saved with the pipeline."""
+        """Use this biLM (its shape, weights and vector setting) from now on; it is saved with the pipeline."""
         self._swap_bilm(bilm)
         self.cfg["has_weights"] = True
+        self.cfg["vector_setting"] = None if bilm.vector_setting is None else setting_to_json(bilm.vector_setting)
 
     def _swap_bilm(self, bilm: BiLM) -> None:
         softmax_weights(self.mix_weights, bilm.config.n_output_layers)  # raises if the count is wrong

@@ -6,6 +6,7 @@ from .config import BiLMConfig
 from .model import BiLM, BiLMOutput, BiLMState
 from .scalar_mix import ScalarMix
 from .token_encoder import CharCNNEncoder
+from .vector_setting import VectorSetting
 
 __all__ = [
     "BiLM",
@@ -15,6 +16,7 @@ __all__ = [
     "CharCNNEncoder",
     "CharVocabulary",
     "ScalarMix",
+    "VectorSetting",
     "batch_char_ids",
     "plan_batches",
     "sentence_char_ids",

@@ -12,6 +12,7 @@ from .chars import batch_char_ids
 from .config import BiLMConfig
 from .lstm import LSTMPStack, State
 from .token_encoder import CharCNNEncoder
+from .vector_setting import VectorSetting
 
 # (forward states, backward states), one (h, c) per layer, rows in input order
 BiLMState = Tuple[List[State], List[State]]
@@ -55,12 +56,16 @@ class BiLM(nn.Module):
     char_vocab (Optional[CharVocabulary]): how tokens become ids when not as the published
         AllenNLP/bilm-tf models read them (UTF-8 bytes, ``chars.py``): a learned character
         vocabulary and optional word embedding (ELMoForManyLangs' models). ``batch_ids`` uses it.
+
+    ``vector_setting`` (Optional[VectorSetting]): the model's default token vectors, where its
+    directory stores them (``vectors.json``, ``io.vector_file``); None: the mean of the layers.
     """
 
     def __init__(self, config: BiLMConfig, *, char_vocab: Optional[CharVocabulary] = None) -> None:
         super().__init__()
         self.config = config
         self.char_vocab = char_vocab
+        self.vector_setting: Optional[VectorSetting] = None
         self.token_encoder = CharCNNEncoder(config, char_vocab)
         stack_args = (
             config.projection_dim,

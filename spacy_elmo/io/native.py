@@ -1,13 +1,17 @@
 """Our own model directory: ``config.json`` (options + checksum) and ``model.safetensors``.
 
 A biLM with a learned character vocabulary (``BiLM.char_vocab``, an imported ELMoForManyLangs
-model) keeps it in config.json under "char_vocab".
+model) keeps it in config.json under "char_vocab". A biLM with a default vector setting
+(``BiLM.vector_setting``) keeps it in ``vectors.json`` beside the weights (``vector_file``), for
+those weights only: saving changed weights (fine-tuning) leaves it out, says so once and drops
+it from the biLM.
 
 Nothing here unpickles: weights are safetensors, the config is JSON, and the weights'
 SHA-256 is checked before they are parsed, so a damaged or swapped file is refused.
 """
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -19,6 +23,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from ..atomic import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
+from .vector_file import VECTORS_NAME, read_vector_setting, write_vector_setting
 
 PathLike = Union[str, Path]
 CONFIG_NAME = "config.json"
@@ -87,7 +92,24 @@ def save_bilm(bilm: BiLM, path: PathLike, *, extra: Optional[Dict[str, Any]] = N
         config["char_vocab"] = bilm.char_vocab.to_json()
     write_atomic(path / WEIGHTS_NAME, data)
     write_atomic(path / CONFIG_NAME, json.dumps(config, indent=2).encode("utf-8"))
+    _save_vector_setting(bilm, path, config["weights_sha256"])
     return path
+
+
+def _save_vector_setting(bilm: BiLM, path: Path, weights_sha256: str) -> None:
+    setting = bilm.vector_setting
+    if setting is not None and setting.weights_sha256 == weights_sha256:
+        write_vector_setting(setting, path)
+        return
+    if (path / VECTORS_NAME).exists():  # a setting made for the weights this directory held before
+        (path / VECTORS_NAME).unlink()
+    if setting is not None:  # said once: the setting no longer describes this biLM
+        bilm.vector_setting = None
+        warnings.warn(
+            f"{path}: the biLM's weights changed since its default vectors were chosen ({VECTORS_NAME} names "
+            "other weights), so the saved model gives the mean of the layers; make a vector setting for "
+            "the new weights with python -m lab.release.sense_vectors"
+        )
 
 
 def read_config(path: PathLike) -> Dict[str, Any]:
@@ -121,6 +143,11 @@ def load_native(path: PathLike) -> BiLM:
         raise ModelFileError(weights_path, "weights file not found")
     data = weights_path.read_bytes()
     expected = config.get("weights_sha256")
-    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+    digest = hashlib.sha256(data).hexdigest()
+    if expected is not None and digest != expected:
         raise ModelFileError(weights_path, "checksum mismatch: the file is damaged or was replaced")
-    return bilm_from_bytes(bilm_config, data, char_vocab=char_vocab, source=weights_path)
+    bilm = bilm_from_bytes(bilm_config, data, char_vocab=char_vocab, source=weights_path)
+    bilm.vector_setting = read_vector_setting(
+        path, weights_sha256=digest, n_layers=bilm_config.n_output_layers, width=bilm_config.output_dim
+    )
+    return bilm

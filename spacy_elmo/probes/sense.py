@@ -55,8 +55,8 @@ def probe_wsd(data: TaskData, cache: VectorCache, *, seed: int) -> TaskResult:
 def probe_wic(data: TaskData, cache: VectorCache, *, seed: int) -> TaskResult:
     """Same-meaning accuracy by a cosine threshold per representation, and the majority-label baseline."""
     del seed
-    train = _pair_vectors(data.train, cache, data.train_file, "wic train")
-    held_out = _pair_vectors(data.eval, cache, data.eval_file, "wic eval")
+    train = pair_vectors(data.train, cache, data.train_file, "wic train")
+    held_out = pair_vectors(data.eval, cache, data.eval_file, "wic eval")
     y_train = np.array([p.same for p in data.train])
     y_eval = np.array([p.same for p in data.eval])
 
@@ -101,7 +101,9 @@ def _targets(cache: VectorCache, sentences: Sequence[Tuple[str, ...]], positions
     return np.stack([array[:, position] for array, position in zip(layers, positions)], axis=1)
 
 
-def _pair_vectors(pairs, cache: VectorCache, source, label) -> Tuple[np.ndarray, np.ndarray]:
+def pair_vectors(pairs, cache: VectorCache, source, label) -> Tuple[np.ndarray, np.ndarray]:
+    """RETURNS (Tuple[np.ndarray, np.ndarray]): the (L+1, N, width) vectors of the WiC pairs' targets
+    in their first and in their second sentences."""
     sentences = [p.first for p in pairs] + [p.second for p in pairs]
     positions = [p.positions[0] for p in pairs] + [p.positions[1] for p in pairs]
     both = _targets(cache, sentences, positions, source, label)
