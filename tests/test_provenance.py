@@ -212,6 +212,7 @@ def test_a_module_run_with_dash_m_is_written_so():
 
 
 def test_a_run_from_a_dirty_tree_passes_the_check_only_with_a_note(checkout, monkeypatch):
+    monkeypatch.delenv("SPACY_ELMO_DIRTY_NOTE", raising=False)  # tests/conftest.py sets it for the suite
     mark_start("python scripts/run_it.py")
     (checkout / "code.py").write_text("x = 3\n", encoding="utf-8")  # uncommitted, before the run starts
     mark_start("python scripts/run_it.py")
