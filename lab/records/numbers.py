@@ -64,7 +64,7 @@ def _newest(data: Dict[str, Any]) -> Dict[str, Any]:
 
 def _gain(data: Dict[str, Any], task: str, pct: int) -> str:
     elmo, plain = _scores(data, task, pct, elmo=True), _scores(data, task, pct, elmo=False)
-    seeds = f"mean of {len(elmo)} seeds" if len(elmo) > 1 else "one run"
+    seeds = f"mean of {len(elmo)} seeds" if len(elmo) > 1 else "1 run"
     return f"{statistics.mean(elmo):.2f} ({seeds}) against {statistics.mean(plain):.2f} ({len(plain)} plain run{'s' * (len(plain) > 1)})"
 
 
