@@ -24,6 +24,7 @@ from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
 from spacy_elmo.embed_corpus import embed_corpus  # noqa: E402
 from spacy_elmo.embed_runs import FINISHED_NAME  # noqa: E402
+from spacy_elmo.embed_shards import shard_key  # noqa: E402
 from spacy_elmo.embed_spark import embed_corpus_spark  # noqa: E402
 from tests.test_embed_corpus import free_port  # noqa: E402
 
@@ -206,15 +207,18 @@ def test_a_standalone_cluster_losing_a_worker_mid_run_writes_the_shards_ray_writ
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         victim = {}
+        last = {index: max(shard_key(path.stem[len("shard-"):])[1] for path in ray_output.glob(f"shard-{index:05d}-*.json"))
+                for index in range(len(FILES))}
 
         def a_worker_is_mid_file():
-            """A worker reading an input file of which a shard is already written (its task half done)."""
+            """A worker reading an input file whose first shard is written and last is not (its task half done)."""
             if driver.poll() is not None:
                 raise AssertionError(f"the run ended before a worker was killed:\n{driver.stdout.read()[-3000:]}")
             for worker in workers:
                 for path in reading(worker, folder.resolve()):
                     index = FILES.index(path.relative_to(folder.resolve()).as_posix())
-                    if (output / f"shard-{index:05d}-00000.json").is_file():
+                    if (output / f"shard-{index:05d}-00000.json").is_file() and not (
+                            output / f"shard-{index:05d}-{last[index]:05d}.json").is_file():
                         victim.update(worker=worker, file=index)
                         return True
             return False
