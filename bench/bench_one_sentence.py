@@ -65,7 +65,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     with torch.no_grad():
         for parameter in plain.parameters():
             parameter.normal_(0.0, 0.035)
-    models = {name: optimize_for_inference(copy.deepcopy(plain), precision=p) for name, p in MODES.items()}
+    models = {name: optimize_for_inference(copy.deepcopy(plain), precision=p, char_cache_size=args.char_cache)
+              for name, p in MODES.items()}
     del plain
     runs = [char_batch([s], config.max_characters_per_token) for s in sentences]
     result = run_rounds(models, runs, args.rounds)
@@ -95,7 +96,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             "fraction_of_memory_limit": floor_s / stats["seconds"],
             "weights_gb_per_s": step_bytes * steps / stats["seconds"] / 1e9,
         })
-    report.update(shape=shape, config=config.to_options(), **result)
+    report.update(shape=shape, config=config.to_options(), char_cache_size=args.char_cache, **result)
     report["accuracy"] = accuracy(args.accuracy_model, sentences[:2] if args.quick else sentences)
     report["provenance"] = provenance(
         model=[model_record(args.accuracy_model)],
@@ -238,7 +239,8 @@ def markdown(report: Dict) -> str:
         f"{report['note']}. Load average before {fmt(report['load_average']['before'])}, after "
         f"{fmt(report['load_average']['after'])}, per round {', '.join(fmt(l[:1]) for l in report['load_average_per_round'])}. "
         f"CPU: {report['machine']['cpu']['model']}; torch {report['machine']['torch']}, "
-        f"{report['machine']['threads']} threads; packed bf16 kernel with AVX512-BF16: {report['machine']['bf16_rows_avx512bf16']}.",
+        f"{report['machine']['threads']} threads; packed bf16 kernel with AVX512-BF16: {report['machine']['bf16_rows_avx512bf16']}; "
+        f"char-CNN cache: {report['char_cache_size'] or 'none'} tokens.",
         "",
         f"Memory bandwidth (torch triad, median): {limits['triad_gb_per_s_median']:.1f} GB/s; torch's float32 one-row "
         f"products on the model's recurrent weights: {limits['torch_fp32_matvec_gb_per_s']:.1f} GB/s "
@@ -286,6 +288,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--test-data", type=Path, default=None, help="a CoNLL-U file (default: EWT's test set)")
     parser.add_argument("--quick", action="store_true", help="a tiny model and a few sentences: a smoke run")
+    parser.add_argument("--char-cache", type=int, default=0,
+                        help="token encodings cached (load_bilm's default is 20000): with it, the sentences' tokens are "
+                             "encoded in the warm-up pass only, as a service's frequent tokens are")
     parser.add_argument("--accuracy-model", default="en_small", help="the model whose real weights the cosines are taken on")
     parser.add_argument("--load", default="a shared machine, loaded by other jobs while this ran",
                         help="what else ran on the machine (recorded)")
