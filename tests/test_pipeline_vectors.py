@@ -6,6 +6,7 @@ import pytest
 import spacy
 from spacy.tokens import Doc, DocBin
 
+from lab.release.sense_vectors import SENSE_EXAMPLE
 from spacy_elmo.bilm import VectorSetting
 from spacy_elmo.io import bilm_to_bytes, load_allennlp
 from spacy_elmo.pipeline import create_pipeline
@@ -95,3 +96,20 @@ def test_a_pipeline_saved_before_vector_settings_keeps_its_mix(tiny_bilm, tiny_s
 def test_unknown_vectors_choice_is_refused(tiny_bilm):
     with pytest.raises(ValueError, match=r"\[components\.elmo\] vectors = 'mean': expected one of model, plain"):
         create_pipeline(tiny_bilm, config={"vectors": "mean"})
+
+
+def test_the_shipped_model_tells_the_readme_senses_apart():
+    """docs/probes.md's example, the README's two sentences and one more of each sense: with the
+    defaults both same-sense similarities are above every cross-sense one."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"set_vector_hooks": True})
+    banks = [next(t for t in doc if t.text == "bank") for doc in nlp.pipe([text for _, text in SENSE_EXAMPLE])]
+    assert nlp.get_pipe("elmo").vector_setting is not None  # the shipped model's vectors.json is what ran
+    same = [a.similarity(b) for i, a in enumerate(banks) for b in banks[i + 1 :] if _sense(a) == _sense(b)]
+    cross = [a.similarity(b) for i, a in enumerate(banks) for b in banks[i + 1 :] if _sense(a) != _sense(b)]
+    assert len(same) == 2 and len(cross) == 4
+    assert min(same) > max(cross), (same, cross)
+
+
+def _sense(token) -> str:
+    return dict((text, sense) for sense, text in SENSE_EXAMPLE)[token.doc.text]

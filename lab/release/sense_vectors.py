@@ -1,7 +1,7 @@
 """Choose a biLM's default token vectors by WiC train accuracy and store them beside its weights.
 
     python -m lab.release.sense_vectors --model spacy_elmo/models/en_small --wic assets/datasets/wic \\
-        --output results/sense-vectors/en_small.json --write
+        --output results/en_small/VERSION/sense-vectors.json --write
 
 Candidates: every mix of the L+1 layers on a 0.1-step grid (``probes.representations.simplex_weights``),
 each as it is and with each layer's mean over a corpus taken off (``--corpus``: by default the
@@ -99,9 +99,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     start = time.monotonic()
     bilm = resolve_bilm(args.model)
     weights_sha256 = read_config(args.model)["weights_sha256"]
+    train_pairs, dev_pairs = read_wic(args.wic / "train"), read_wic(args.wic / "dev")  # a missing file before the work
     cache = VectorCache(bilm, model_hash=weights_sha256)
     means, n_sentences, n_tokens = layer_means(cache, args.corpus)
-    train_pairs, dev_pairs = read_wic(args.wic / "train"), read_wic(args.wic / "dev")
     train = pair_vectors(train_pairs, cache, wic_data_file(args.wic / "train"), "wic train")
     dev = pair_vectors(dev_pairs, cache, wic_data_file(args.wic / "dev"), "wic dev")
     y_train, y_dev = np.array([p.same for p in train_pairs]), np.array([p.same for p in dev_pairs])

@@ -5,7 +5,8 @@
 The biLM (config.json + model.safetensors) is copied as it is; the vocabulary and the softmax
 come along so that fine-tuning continues from the shipped model without warming up a new
 softmax. The softmax is stored in float16 to keep the package small (it is training-only and
-read back into float32). MODEL_CARD.md in OUTPUT is left alone.
+read back into float32). MODEL_CARD.md in OUTPUT is left alone; a vectors.json made for the weights
+shipped before is removed (``save_bilm``): choose the new model's with ``lab.release.sense_vectors``.
 """
 import argparse
 import hashlib

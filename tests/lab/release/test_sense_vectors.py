@@ -1,0 +1,75 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab.release.sense_vectors import SENSE_EXAMPLE, main
+from spacy_elmo.io import load_native, save_bilm
+from spacy_elmo.io.loading import shipped_model_dir
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORD = ROOT / "results" / "en_small" / "0.7.0" / "sense-vectors.json"
+PAIRS = [
+    ("bank", "I deposited cash at the bank", "She robbed the bank", "T"),
+    ("bank", "We sat on the river bank", "The bank raised its rates", "F"),
+    ("play", "The kids play soccer", "We play chess", "T"),
+    ("play", "We saw a play", "The kids play outside", "F"),
+    ("run", "I run every day", "They run fast", "T"),
+    ("run", "He will run the company", "Dogs run in the park", "F"),
+]
+
+
+def _wic(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True)
+    data, gold = [], []
+    for word, first, second, label in PAIRS:
+        i, j = first.split().index(word), second.split().index(word)
+        data.append(f"{word}\tN\t{i}-{j}\t{first}\t{second}")
+        gold.append(label)
+    (folder / f"{name}.data.txt").write_text("\n".join(data) + "\n", encoding="utf-8")
+    (folder / f"{name}.gold.txt").write_text("\n".join(gold) + "\n", encoding="utf-8")
+
+
+def test_the_best_candidate_on_train_becomes_the_models_setting(tiny_bilm, tmp_path):
+    save_bilm(tiny_bilm, tmp_path / "model")
+    for split in ("train", "dev"):
+        _wic(tmp_path / "wic" / split, split)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat .\na dog ran to the river bank .\n", encoding="utf-8")
+    output = tmp_path / "record.json"
+    main(["--model", str(tmp_path / "model"), "--wic", str(tmp_path / "wic"), "--corpus", str(corpus),
+          "--output", str(output), "--write"])
+    record = json.loads(output.read_text(encoding="utf-8"))
+    best = max(row["wic_train"] for row in record["candidates"])
+    assert record["chosen"]["wic_train"] == best
+    assert record["candidates"][0] == record["previous_default"]
+    assert len(record["candidates"]) == 1 + 2 * 66  # the mean, then the 0.1 grid as it is and centred
+    assert record["corpus"]["tokens"] == 15 and record["wic_train_pairs"] == len(PAIRS)
+    assert 0.0 <= record["wic_dev"]["chosen"] <= 100.0
+    for stage in ("before", "after"):
+        assert len(record["sense_example"][stage]["pairs"]) == 6
+    setting = load_native(tmp_path / "model").vector_setting
+    np.testing.assert_allclose(setting.layer_weights, record["chosen"]["layer_weights"], atol=1e-4)
+    assert (setting.layer_means is not None) == record["chosen"]["means_taken_off"]
+
+
+def test_the_shipped_setting_is_the_one_its_record_chose():
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    setting = load_native(shipped_model_dir()).vector_setting
+    assert setting is not None, "the shipped model has no vectors.json"
+    assert setting.weights_sha256 == record["provenance"]["model"]["weights_sha256"]
+    np.testing.assert_allclose(setting.layer_weights, record["chosen"]["layer_weights"], atol=1e-4)
+    assert (setting.layer_means is not None) == record["chosen"]["means_taken_off"]
+    assert record["sense_example"]["after"]["senses_apart"]
+    assert [s["text"] for s in record["sense_example"]["sentences"]] == [text for _, text in SENSE_EXAMPLE]
+
+
+@pytest.mark.parametrize("missing", ["train", "dev"])
+def test_a_missing_split_names_the_file(tiny_bilm, tmp_path, missing):
+    save_bilm(tiny_bilm, tmp_path / "model")
+    for split in ("train", "dev"):
+        if split != missing:
+            _wic(tmp_path / "wic" / split, split)
+    with pytest.raises(FileNotFoundError, match=missing):
+        main(["--model", str(tmp_path / "model"), "--wic", str(tmp_path / "wic"), "--output", str(tmp_path / "r.json")])
