@@ -9,6 +9,15 @@ count says:
     python -m lab.campaign.campaign_curve RUN1/pretrain RUN2/pretrain --names wide replay \\
         --plot results/campaign-wide-replay/curve.png --records results/campaign-wide-replay/curve.json
 
+A run that was stopped and resumed (`--resume`) into the same folder keeps one metrics.jsonl but
+rewrites its report each time: give each part's report file instead of the folder, under one
+name, in order. A part covers the steps from where it resumed (the report's `start_step`, else
+the step the part before it under the same name ended at) to its `steps`; its tokens and seconds
+are that part's only:
+
+    python -m lab.campaign.campaign_curve results/campaign-wide/pretrain \
+        RUN/part1-finetune-report.json RUN/part2-finetune-report.json --names wide third third ...
+
 The perplexities are comparable across stretches only where they were measured on the same dev
 text (the records name each stretch's dev file through the runs' own provenance, not here).
 """
@@ -24,36 +33,59 @@ from spacy_elmo.provenance import data_record, mark_start, portable_args, portab
 REPORTS = ("finetune-report.json", "pretrain-report.json")
 
 
-def read_stretch(folder: Path) -> Dict[str, Any]:
-    """A run folder's evaluations and totals (steps, tokens, seconds)."""
+def read_stretch(path: Path) -> Dict[str, Any]:
+    """A run folder's (or one report file's) evaluations and totals (steps, tokens, seconds)."""
+    if path.is_file():
+        folder, report = path.parent, path
+    else:
+        folder = path
+        report = next((folder / name for name in REPORTS if (folder / name).is_file()), None)
     metrics = folder / "metrics.jsonl"
-    report = next((folder / name for name in REPORTS if (folder / name).is_file()), None)
     if not metrics.is_file() or report is None:
-        raise SystemExit(f"{folder}: needs metrics.jsonl and one of {', '.join(REPORTS)} (a finished pretrain or finetune run)")
+        raise SystemExit(f"{path}: needs metrics.jsonl and one of {', '.join(REPORTS)} (a finished pretrain or finetune run)")
     records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
     totals = json.loads(report.read_text(encoding="utf-8"))
     for key in ("steps", "tokens", "seconds"):
         if not isinstance(totals.get(key), (int, float)) or totals[key] <= 0:
             raise SystemExit(f"{report}: no positive {key!r}: the run did not finish a step")
-    return {"folder": folder, "evals": [r for r in records if r.get("kind") == "eval"], "totals": totals, "before": totals.get("before")}
+    return {"folder": folder, "report": report, "evals": [r for r in records if r.get("kind") == "eval"], "totals": totals,
+            "before": totals.get("before"), "start_step": totals.get("start_step")}
+
+
+def start_steps(stretches: List[Dict[str, Any]], names: Sequence[str]) -> List[int]:
+    """Where each stretch began: its report's start_step, else where the part before it under the same
+    name (the same run, resumed) ended, else 0."""
+    starts: List[int] = []
+    for i, (name, stretch) in enumerate(zip(names, stretches)):
+        start = stretch["start_step"]
+        if start is None:
+            start = stretches[i - 1]["totals"]["steps"] if i and names[i - 1] == name else 0
+        if not 0 <= start < stretch["totals"]["steps"]:
+            raise SystemExit(f"{stretch['report']}: starts at step {start} but ends at {stretch['totals']['steps']}: "
+                             "give a resumed run's parts in the order they ran, under one name")
+        starts.append(int(start))
+    return starts
 
 
 def curve(stretches: List[Dict[str, Any]], names: Sequence[str]) -> List[Dict[str, Any]]:
     """Every evaluation as a point: stretch, step, tokens and hours since the campaign began (each
-    stretch's tokens and seconds spread evenly over its steps), dev perplexity and probe scores. The
-    first stretch's held-out perplexity before training is the first point."""
+    stretch's tokens and seconds spread evenly over the steps it ran), dev perplexity and probe
+    scores. The first stretch's held-out perplexity before training is the first point."""
     points: List[Dict[str, Any]] = []
     tokens = seconds = 0.0
-    for name, stretch in zip(names, stretches):
+    for name, stretch, start in zip(names, stretches, start_steps(stretches, names)):
         totals = stretch["totals"]
-        per_step_tokens, per_step_seconds = totals["tokens"] / totals["steps"], totals["seconds"] / totals["steps"]
+        ran = totals["steps"] - start
+        per_step_tokens, per_step_seconds = totals["tokens"] / ran, totals["seconds"] / ran
         if not points and stretch["before"]:
             points.append({"stretch": name, "step": 0, "tokens": 0, "hours": 0.0, "dev_ppl": stretch["before"].get("ppl"), "probe": None})
         for record in stretch["evals"]:
+            if not start < record["step"] <= totals["steps"]:
+                continue  # another part's evaluation (or one past this report, from a later part)
             points.append({
                 "stretch": name, "step": record["step"],
-                "tokens": round(tokens + record["step"] * per_step_tokens),
-                "hours": round((seconds + record["step"] * per_step_seconds) / 3600, 3),
+                "tokens": round(tokens + (record["step"] - start) * per_step_tokens),
+                "hours": round((seconds + (record["step"] - start) * per_step_seconds) / 3600, 3),
                 "dev_ppl": record.get("dev_ppl", record.get("ppl")),
                 "probe": (record.get("probe") or {}).get("scores"),
             })
@@ -96,7 +128,8 @@ def plot(points: List[Dict[str, Any]], path: Path, *, title: str) -> Optional[Pa
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stretches", nargs="+", type=Path, help="run folders, in the order they ran")
+    parser.add_argument("stretches", nargs="+", type=Path,
+                        help="run folders, or a resumed run's report files one per part, in the order they ran")
     parser.add_argument("--names", nargs="+", help="a name for each stretch (default: its folder's parent)")
     parser.add_argument("--plot", type=Path, help="PNG to write (needs matplotlib)")
     parser.add_argument("--records", type=Path, required=True, help="JSON to write: every point, with provenance")
@@ -104,17 +137,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     command = "python -m lab.campaign.campaign_curve " + " ".join(portable_args(sys.argv[1:] if argv is None else argv))
     mark_start(command)
-    names = args.names or [folder.parent.name for folder in args.stretches]
+    names = args.names or [(path.parent if path.is_file() else path).parent.name for path in args.stretches]
     if len(names) != len(args.stretches):
         parser.error(f"{len(args.stretches)} stretches but {len(names)} names")
     stretches = [read_stretch(folder) for folder in args.stretches]
     points = curve(stretches, names)
     if args.plot is not None:
         plot(points, args.plot, title=args.title)
-    files = [s["folder"] / name for s in stretches for name in ("metrics.jsonl", *REPORTS) if (s["folder"] / name).is_file()]
+    files = list(dict.fromkeys(f for s in stretches for f in (s["folder"] / "metrics.jsonl", s["report"])))
     record = {
-        "stretches": [{"name": n, "folder": portable_path(s["folder"]), **{k: s["totals"][k] for k in ("steps", "tokens", "seconds")}}
-                      for n, s in zip(names, stretches)],
+        "stretches": [{"name": n, "folder": portable_path(s["folder"]), "report": s["report"].name, "start_step": start,
+                       **{k: s["totals"][k] for k in ("steps", "tokens", "seconds")}}
+                      for n, s, start in zip(names, stretches, start_steps(stretches, names))],
         "points": points,
         "provenance": provenance(command, model=None, model_note="read from the runs' metrics; each run's model is named by its own records",
                                  data=data_record(files)),

@@ -28,7 +28,9 @@ from typing import Any, Dict, Optional
 
 from ..atomic import write_atomic
 from ..bilm.softmax import DEFAULT_CHUNK_SIZE, WordSoftmax
+from ..io.download_record import file_sha256
 from ..io.loading import PathLike
+from ..io.native import WEIGHTS_NAME
 from ..provenance import data_record, model_record, provenance
 from .config import LMConfig
 from .distributed import DistInfo, barrier, shutdown
@@ -47,6 +49,12 @@ SAMPLED_ABOVE = DEFAULT_CHUNK_SIZE
 # bilm-tf's n_negative_samples_batch, as the published models were trained
 PUBLISHED_SAMPLES = 8192
 REPORT_NAME = "finetune-report.json"
+
+
+def _written_weights(output: Path) -> Dict[str, str]:
+    """The SHA-256 of the weights this run left in model-best/ and model-last/."""
+    files = {name: output / name / WEIGHTS_NAME for name in ("model-best", "model-last")}
+    return {name: file_sha256(path) for name, path in files.items() if path.is_file()}
 BEFORE_NAME = "before.json"
 WARMUP_DIR = "warmup"
 
@@ -126,8 +134,10 @@ def finetune(
         )
         after = summary.best_dev
         if info.is_main:
+            # tokens and seconds cover this invocation, from start_step to steps (a resumed run starts past 0)
             report = {"before": before, "after_best": after, "after_last": summary.last_dev, "steps": summary.steps,
-                      "tokens": summary.tokens, "seconds": summary.seconds, "new_softmax": new_softmax,
+                      "start_step": summary.start_step, "tokens": summary.tokens, "seconds": summary.seconds,
+                      "new_softmax": new_softmax, "weights_sha256": _written_weights(output),
                       "provenance": provenance(
                           model=model_record(model, options=options, weights=weights),
                           model_note="the model fine-tuning started from",

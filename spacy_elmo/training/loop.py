@@ -39,7 +39,8 @@ CHECKPOINTS = "checkpoints"
 
 @dataclass
 class RunSummary:
-    steps: int = 0
+    steps: int = 0  # the step the run ended at, counted from the run's beginning (a resumed run included)
+    start_step: int = 0  # the step this invocation started from (0, or the checkpoint's step on --resume)
     epochs_done: int = 0
     tokens: int = 0
     seconds: float = 0.0
@@ -289,7 +290,8 @@ class _Run:
             self.progress.message(f"stopped by {stop} at step {state.step}; models in {self.output}")
         barrier(info)
         total_tokens = all_reduce_sum(info, torch.tensor([state.run_tokens], dtype=torch.float64, device=self.device))
-        summary.steps, summary.tokens, summary.stopped_by = state.step, int(total_tokens.item()), stop
+        # tokens and seconds are this invocation's: the steps from start_step to steps
+        summary.steps, summary.start_step, summary.tokens, summary.stopped_by = state.step, self.start_step, int(total_tokens.item()), stop
         summary.seconds, summary.best_dev = time.monotonic() - self.started, state.best
         return summary
 

@@ -48,6 +48,11 @@ def test_finetune_our_model_keeps_its_vocabulary_and_lowers_domain_perplexity(lm
     weights = hashlib.sha256((tmp_path / "pre" / "model-best" / "model.safetensors").read_bytes()).hexdigest()
     assert report["provenance"]["model"]["weights_sha256"] == weights  # the model it started from
     assert len(report["provenance"]["data"]) == 2  # train and dev
+    # the weights it left, and where this invocation began (tokens and seconds are from there)
+    for name in ("model-best", "model-last"):
+        written = hashlib.sha256((tmp_path / "ft" / name / "model.safetensors").read_bytes()).hexdigest()
+        assert report["weights_sha256"][name] == written
+    assert report["start_step"] == 0 and report["steps"] == 40
     assert load_native(tmp_path / "ft" / "model-last").config == load_native(tmp_path / "pre" / "model-best").config
 
 

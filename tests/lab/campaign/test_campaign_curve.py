@@ -43,3 +43,27 @@ def test_an_unfinished_run_is_named(tmp_path):
         campaign_curve.main([str(zero), "--records", str(tmp_path / "c.json")])
     with pytest.raises(SystemExit):
         campaign_curve.main([str(zero), "--names", "a", "b", "--records", str(tmp_path / "c.json")])
+
+
+def test_a_resumed_runs_parts_each_cover_their_own_steps(tmp_path):
+    # one folder, one metrics.jsonl across both parts; each part's report counts only its own tokens
+    run = _stretch(tmp_path / "run", [(100, 90.0, 88.0), (200, 80.0, 88.5), (300, 70.0, 89.0)], steps=300,
+                   tokens=1_000_000, seconds=1800, before={"ppl": 200.0})
+    part1 = run / "part1-finetune-report.json"
+    part1.write_text(json.dumps({"steps": 200, "tokens": 4_000_000, "seconds": 7200, "before": {"ppl": 200.0}}), encoding="utf-8")
+    part2 = run / "part2-finetune-report.json"
+    part2.write_text(json.dumps({"steps": 300, "tokens": 1_000_000, "seconds": 1800}), encoding="utf-8")
+    out = tmp_path / "curve.json"
+    assert campaign_curve.main([str(part1), str(part2), "--names", "third", "third", "--records", str(out)]) == 0
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert [(p["step"], p["tokens"], p["hours"]) for p in record["points"]] == [
+        (0, 0, 0.0), (100, 2_000_000, 1.0), (200, 4_000_000, 2.0), (300, 5_000_000, 2.5),
+    ]
+    assert [s["start_step"] for s in record["stretches"]] == [0, 200]
+    # a report that says where it resumed needs no neighbour; parts out of order are refused
+    part2.write_text(json.dumps({"steps": 300, "start_step": 250, "tokens": 1_000_000, "seconds": 1800}), encoding="utf-8")
+    assert campaign_curve.main([str(part2), "--names", "x", "--records", str(out)]) == 0
+    assert [(p["step"], p["tokens"]) for p in json.loads(out.read_text(encoding="utf-8"))["points"]] == [(300, 1_000_000)]
+    part2.write_text(json.dumps({"steps": 300, "tokens": 1_000_000, "seconds": 1800}), encoding="utf-8")
+    with pytest.raises(SystemExit, match="in the order they ran"):
+        campaign_curve.main([str(part2), str(part1), "--names", "third", "third", "--records", str(out)])
