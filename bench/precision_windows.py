@@ -6,7 +6,7 @@ real `finetune` steps, interleaved, with the held-out perplexity each reaches.
         --json results/campaign-third/precision/precision-windows.json
 
 `bench.bench_pretrain_step` times single steps of random weights; this runs the command a campaign
-stretch runs (`scripts/campaign.sh continue`'s recipe: Adam, 100 warm-up steps to 0.0005, 256
+stretch runs (`lab/campaign/campaign.sh continue`'s recipe: Adam, 100 warm-up steps to 0.0005, 256
 sentences and at most 6,144 tokens a step; in this process, one window after another) from the same
 model for the same number of steps, once per precision a round, the order alternating between rounds (the machine is shared and its speed
 drifts). Both precisions see the same batches, so their dev perplexities after the window compare
@@ -24,7 +24,7 @@ from spacy_elmo.provenance import data_record, mark_start, model_record, portabl
 from spacy_elmo.training.config import load_lm_config
 from spacy_elmo.training.finetune import finetune
 
-# scripts/campaign.sh continue's recipe, less the run length (training.max_steps here)
+# lab/campaign/campaign.sh continue's recipe, less the run length (training.max_steps here)
 RECIPE = {
     "training.optimizer": "adam", "training.learning_rate": 0.0005, "training.warmup_steps": 100,
     "training.batch_size": 256, "training.max_batch_tokens": 6144, "training.eval_frequency": 100000,

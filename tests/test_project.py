@@ -10,7 +10,7 @@ from weasel.util import load_project_config
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "lab"
-CAMPAIGN_SH = ROOT / "scripts" / "campaign.sh"
+CAMPAIGN_SH = ROOT / "lab" / "campaign" / "campaign.sh"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_the_users_project_names_no_campaign(project, lab_project):
 
 def test_the_campaigns_run_from_the_checkout_and_their_scripts_exist(lab_project):
     # spaCy runs a project's commands in its folder: each lab command goes through the launcher or
-    # scripts/campaign.sh (which changes to the checkout), and names paths from the checkout
+    # lab/campaign/campaign.sh (which changes to the checkout), and names paths from the checkout
     checkout = (LAB / lab_project["vars"]["checkout"]).resolve()
     assert checkout == ROOT
     stages = set(re.findall(r"^  ([a-z]+)\)", CAMPAIGN_SH.read_text(encoding="utf-8"), re.M))
@@ -91,7 +91,7 @@ def test_the_campaigns_run_from_the_checkout_and_their_scripts_exist(lab_project
                 assert words[0] == "env" and all("=" in w for w in words[1:shell]), f"{name}: {words}"
                 script, stage, args = words[shell + 1], words[shell + 2], words[shell + 3:]
                 assert (LAB / script).resolve() == CAMPAIGN_SH, f"{name}: {script}"
-                assert stage in stages, f"{name}: scripts/campaign.sh has no stage {stage}"
+                assert stage in stages, f"{name}: lab/campaign/campaign.sh has no stage {stage}"
             for word in args:
                 if word.startswith(("configs/", "scripts/", "lab/", "spacy_elmo/", "sample/")):
                     assert (ROOT / word).exists(), f"{name}: {word} is missing"

@@ -17,7 +17,7 @@ VERSION = re.compile(r"\d+\.\d+\.\d+")
 
 
 def is_model_config(data) -> bool:
-    """A copy of a model directory's config.json (scripts/campaign.sh results keeps model-best's): it
+    """A copy of a model directory's config.json (lab/campaign/campaign.sh results keeps model-best's): it
     describes a model, with its weights' SHA-256, not a run."""
     return isinstance(data, dict) and data.get("format") == "spacy-elmo.bilm"
 

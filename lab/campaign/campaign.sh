@@ -2,24 +2,24 @@
 # The shipped English biLM, rebuilt from open-licence text in resumable stages (see
 # spacy_elmo/models/en_small/MODEL_CARD.md for what each stage ran and where).
 #
-#   scripts/campaign.sh corpus               # build $CORPUS (needs Debian's bible-kjv for `bible`)
-#   scripts/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
-#   scripts/campaign.sh continue 100m        # or: continue the shipped biLM ($START) on $CORPUS, keeping its
+#   lab/campaign/campaign.sh corpus               # build $CORPUS (needs Debian's bible-kjv for `bible`)
+#   lab/campaign/campaign.sh pretrain 100m        # one stretch; run again to continue (--resume)
+#   lab/campaign/campaign.sh continue 100m        # or: continue the shipped biLM ($START) on $CORPUS, keeping its
 #                                            # vocabulary and softmax (a wider corpus: lab/corpus/wide_corpus.py);
 #                                            # overrides may follow the time, e.g. --system.threads 1
-#   scripts/campaign.sh finetune 3m          # continue on UD EWT train text (longer loses general text)
-#   scripts/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
-#   scripts/campaign.sh downstream           # UPOS and NER at 1% of train, the fine-tuned biLM against the
+#   lab/campaign/campaign.sh finetune 3m          # continue on UD EWT train text (longer loses general text)
+#   lab/campaign/campaign.sh evaluate             # held-out perplexity of both stages on the test texts
+#   lab/campaign/campaign.sh downstream           # UPOS and NER at 1% of train, the fine-tuned biLM against the
 #                                            # shipped one ($SHIPPED), seeds $SEEDS (default 0 1 2); the plain
 #                                            # runs the gains are over are $PLAIN's (metrics folder or records file)
-#   scripts/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
+#   lab/campaign/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
 #
 # Checkpoints live in $RUN (untracked; set RUN to keep them outside the checkout). Each stretch ends on its own (--max-time) with
 # a checkpoint, model-last/ and model-best/; a stretch that is killed resumes from its last checkpoint.
 set -euo pipefail
 # defaults relative to the checkout (corpus/ and training/ are not tracked), as lab/project.yml's vars
 # (its commands run these stages: python -m spacy project run shipped-model lab)
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DATASETS=${DATASETS:-assets/datasets}  # vars.datasets (spacy project assets --extra, in the checkout)
 CORPUS=${CORPUS:-corpus/full}
 RUN=${RUN:-training/campaign}
