@@ -86,6 +86,12 @@ def _bf16(data: Dict[str, Any], shape: str) -> str:
     return f"{bf16:,.1f} tokens/s, {bf16 / fp32:.2f}x fp32"
 
 
+def _one_sentence(data: Dict[str, Any], mode: str) -> str:
+    rounds = data["modes"][mode]["x_fp32_per_round"]
+    return (f"{data['modes'][mode]['tokens_per_s']:,.1f} tokens/s, {data['modes'][mode]['x_fp32_median']:.2f}x fp32 "
+            f"(median of {len(rounds)} rounds, {min(rounds):.2f}-{max(rounds):.2f}x)")
+
+
 HEADLINES: Sequence[Row] = (
     Row("Parity: largest difference from AllenNLP's, bilm-tf's and ELMoForManyLangs' outputs (contract: 1e-5)",
         "results/parity.json", lambda d: f"{d['max_abs_diff']:.1e}".replace("e-0", "e-"), "their test models"),
@@ -111,6 +117,8 @@ HEADLINES: Sequence[Row] = (
         lambda d: _single(d, "full"), "random weights of `original`'s shape"),
     Row("Speed, batch of 64 sentences, fp32, the shipped biLM", f"{BENCH}/epyc-avx512/bilm-shipped.json",
         lambda d: _batch(d, "shipped")),
+    Row("Speed, one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
+        lambda d: _one_sentence(d, "int8"), "random weights of `original`'s shape"),
     Row("Speed, batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
         lambda d: _bf16(d, "full"), "random weights of `original`'s shape"),
     Row("Fuzzed Docs of messy Unicode: errors", "results/reliability/fuzz.json",
