@@ -19,6 +19,12 @@ mean gain over the plain runs of --plain:
 
     python -m lab.campaign.report_results --seeds 0.6.0=s0/metrics,s1/metrics cand=c0/metrics,c1/metrics \
         --plain runs/full/metrics --table T.md --plot T.png --records T.json
+
+A model's runs, and the plain runs, are metrics folders, a report's --records file (its plain runs),
+or ``FILE#NAME``: the runs a --seeds report's --records FILE kept for model NAME, one run a seed
+(``system.seed`` of each run's overrides, 0 where it has none), so that a model measured before is
+compared with its recorded runs. --plain takes several, comma-separated, like a model: the gain is
+then over the plain runs' mean, and the table has a row of them.
 """
 import argparse
 import json
@@ -123,10 +129,27 @@ def _shared_cells(models: Dict[str, List[Records]]) -> set:
     return set.intersection(*cells) if cells else set()
 
 
-def seeds_table(models: Dict[str, List[Records]], *, plain: Optional[Records] = None, title: str = "") -> str:
+def expand_runs(spec: str) -> List[Records]:
+    """The runs ``spec`` names: a metrics folder or a --records file (one set of runs), or ``FILE#NAME``,
+    the runs a --seeds report's FILE kept for model NAME, one set of runs a seed, in seed order."""
+    path, sep, name = spec.partition("#")
+    if not sep:
+        return [load_records(Path(spec))]
+    by_seed: Dict[int, Records] = defaultdict(dict)
+    for run in json.loads(Path(path).read_text(encoding="utf-8")).get("runs", []):
+        if run.get("model") == name:
+            seed = int(run.get("overrides", {}).get("system.seed", 0))
+            by_seed[seed][(run["task"], run["fraction_pct"], run["setting"])] = run
+    if not by_seed:
+        raise ValueError(f"{path} keeps no runs of a model named {name!r}")
+    return [by_seed[seed] for seed in sorted(by_seed)]
+
+
+def seeds_table(models: Dict[str, List[Records]], *, plain: Optional[List[Records]] = None, title: str = "") -> str:
     """One row per task, training fraction and model (in the order given), for the cells every model
     has runs of: each run's test score (one run a seed; a folder holds one run of each cell it has),
-    their mean and range, and the mean minus the plain run's score where ``plain`` has it."""
+    their mean and range, and the mean minus the mean of the plain runs where ``plain`` has the
+    cell; a last row per cell gives those plain runs."""
     keys = sorted(_shared_cells(models), key=lambda k: (list(TASK_TITLES).index(k[0]), k[1:]))
     header = ["task", "train %", "model", "runs", "test scores", "mean", "range"] + (["mean - plain"] if plain else [])
     lines = [f"### {title}\n" if title else "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -139,10 +162,18 @@ def seeds_table(models: Dict[str, List[Records]], *, plain: Optional[Records] = 
             cells = [task, str(pct), name, str(len(scores)), ", ".join(f"{x:.2f}" for x in scores), f"{mean:.2f}",
                      f"{max(scores) - min(scores):.2f}"]
             if plain:
-                base = plain.get((task, pct, "plain"))
-                cells.append("-" if base is None else f"{mean - 100 * base['score']:+.2f}")
+                base = _plain_scores(plain, task, pct)
+                cells.append(f"{mean - sum(base) / len(base):+.2f}" if base else "-")
             lines.append("| " + " | ".join(cells) + " |")
+        base = _plain_scores(plain or [], task, pct)
+        if base:
+            lines.append("| " + " | ".join([task, str(pct), "plain", str(len(base)), ", ".join(f"{x:.2f}" for x in base),
+                                            f"{sum(base) / len(base):.2f}", f"{max(base) - min(base):.2f}", ""]) + " |")
     return "\n".join(line for line in lines if line) + "\n"
+
+
+def _plain_scores(plain: List[Records], task: str, pct: int) -> List[float]:
+    return [100 * records[(task, pct, "plain")]["score"] for records in plain if (task, pct, "plain") in records]
 
 
 def plot_seeds(models: Dict[str, List[Records]], path: Path, *, title: str = "") -> Optional[Path]:
@@ -234,7 +265,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--title", default="", help="heading of the table and the plot")
     parser.add_argument("--records", type=Path, default=None, help="also write every run's metrics here (JSON)")
     parser.add_argument("--seeds", nargs="+", metavar="NAME=FOLDER,FOLDER", help="models to compare over repeated runs")
-    parser.add_argument("--plain", type=Path, help="with --seeds: the plain runs the gains are over (a metrics folder, or a --records file)")
+    parser.add_argument("--plain", help="with --seeds: the plain runs the gains are over (metrics folders, --records files or FILE#NAME, comma-separated)")
     args = parser.parse_args(argv)
     mark_start()
     if args.seeds:
@@ -243,14 +274,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         pairs = [m.partition("=") for m in args.seeds]
         if any(not sep or not name or not folders for name, sep, folders in pairs) or len({n for n, _, _ in pairs}) < len(pairs):
             parser.error("--seeds: give every model as NAME=FOLDER[,FOLDER...], each NAME once")
-        models = {name: [load_records(Path(f)) for f in folders.split(",")] for name, _, folders in pairs}
-        plain = load_records(args.plain) if args.plain else None
+        models = {name: [runs for spec in folders.split(",") for runs in expand_runs(spec)] for name, _, folders in pairs}
+        plain = [runs for spec in args.plain.split(",") for runs in expand_runs(spec)] if args.plain else None
         table = seeds_table(models, plain=plain, title=args.title)
         shared = _shared_cells(models)
         runs = [dict(records[key], model=name, run=i) for name, runs_ in models.items() for i, records in enumerate(runs_)
                 for key in sorted(records) if key in shared]
         if plain:
-            runs += [dict(plain[key], model="plain") for key in sorted(plain) if key[2] == "plain"]
+            runs += [dict(records[key], model="plain", run=i) for i, records in enumerate(plain)
+                     for key in sorted(records) if key[2] == "plain"]
         if args.plot is not None:
             plot_seeds(models, args.plot, title=args.title)
     elif not args.metrics:

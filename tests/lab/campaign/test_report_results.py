@@ -152,6 +152,7 @@ def test_seeds_table_gives_each_run_the_mean_range_and_gain(tmp_path):
     assert lines[2:] == [
         "| ner | 1 | old | 2 | 52.00, 50.00 | 51.00 | 2.00 | +6.00 |",
         "| ner | 1 | new | 3 | 55.00, 54.00, 56.00 | 55.00 | 2.00 | +10.00 |",
+        "| ner | 1 | plain | 1 | 45.00 | 45.00 | 0.00 |  |",
     ]
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     runs = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["runs"]
@@ -168,3 +169,40 @@ def test_seeds_needs_name_and_folders(tmp_path):
         report.main(["--seeds", str(tmp_path), "--table", str(tmp_path / "t.md")])
     with pytest.raises(SystemExit):
         report.main(["--table", str(tmp_path / "t.md")])
+
+
+def test_a_model_recorded_before_and_several_plain_runs_compare_seed_by_seed(tmp_path):
+    """A report's --records file gives back each model's runs, one a seed (FILE#NAME), and the
+    gain is over the mean of several plain runs, which get a row of their own."""
+    def run(task, setting, score, seed=None, model=None):
+        record = dict(task=task, setting=setting, fraction_pct=1, score=score, overrides={})
+        if seed is not None:
+            record["overrides"]["system.seed"] = seed
+        return dict(record, model=model) if model else record
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"runs": [
+        run("ner", "elmo", 0.50, 0, "old"), run("ner", "elmo", 0.54, 1, "old"), run("ner", "elmo", 0.52, 2, "old"),
+        run("ner", "elmo", 0.99, 0, "other"), run("ner", "plain", 0.44, model="plain"),
+    ]}), encoding="utf-8")
+    folders = []
+    for seed, score in ((0, 0.51), (1, 0.55), (2, 0.56)):
+        folder = tmp_path / f"new-s{seed}"
+        folder.mkdir()
+        _write(folder, "ner", "elmo", 1, score, 140)
+        plain = tmp_path / f"plain-s{seed}"
+        if seed:
+            plain.mkdir()
+            _write(plain, "ner", "plain", 1, 0.44 + 0.01 * seed, 140)
+        folders.append(str(folder))
+    plain_runs = f"{earlier}#plain,{tmp_path / 'plain-s1'},{tmp_path / 'plain-s2'}"
+    report.main(["--seeds", f"old={earlier}#old", "new=" + ",".join(folders), "--plain", plain_runs,
+                 "--table", str(tmp_path / "t.md"), "--records", str(tmp_path / "r.json")])
+    assert (tmp_path / "t.md").read_text(encoding="utf-8").splitlines()[2:] == [
+        "| ner | 1 | old | 3 | 50.00, 54.00, 52.00 | 52.00 | 4.00 | +7.00 |",
+        "| ner | 1 | new | 3 | 51.00, 55.00, 56.00 | 54.00 | 5.00 | +9.00 |",
+        "| ner | 1 | plain | 3 | 44.00, 45.00, 46.00 | 45.00 | 2.00 |  |",
+    ]
+    runs = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["runs"]
+    assert [(r["model"], r["run"], r["score"]) for r in runs][-3:] == [("plain", 0, 0.44), ("plain", 1, 0.45), ("plain", 2, 0.46)]
+    with pytest.raises(ValueError, match="no runs of a model named 'missing'"):
+        report.main(["--seeds", f"old={earlier}#missing", "--table", str(tmp_path / "t3.md")])
