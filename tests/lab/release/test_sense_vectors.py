@@ -5,11 +5,13 @@ import numpy as np
 import pytest
 
 from lab.release.sense_vectors import SENSE_EXAMPLE, main
+from spacy_elmo import __version__
 from spacy_elmo.io import load_native, save_bilm
 from spacy_elmo.io.loading import shipped_model_dir
 
 ROOT = Path(__file__).resolve().parents[3]
-RECORD = ROOT / "results" / "en_small" / "0.7.0" / "sense-vectors.json"
+# the record of the release this checkout ships
+RECORD = ROOT / "results" / "en_small" / __version__ / "sense-vectors.json"
 PAIRS = [
     ("bank", "I deposited cash at the bank", "She robbed the bank", "T"),
     ("bank", "We sat on the river bank", "The bank raised its rates", "F"),
