@@ -1,8 +1,8 @@
 """Semantic change and sense induction with known answers, built from the Senseval lexical samples.
 
     python -m bench.bench_semantic_change --data-dir assets/datasets --seeds 0 1 2 \\
-        --json results/en_small/0.7.0/semantic-change.json --markdown results/en_small/0.7.0/semantic-change.md \\
-        --plot results/en_small/0.7.0/semantic-change.png
+        --json results/en_small/VERSION/semantic-change.json --markdown results/en_small/VERSION/semantic-change.md \\
+        --plot results/en_small/VERSION/semantic-change.png
 
 The data are NLTK's Senseval lexical samples (hard, interest, line, serve; ``senseval2_nltk/senseval.zip``
 under --data-dir, as the probes find it), each use cut to 16 tokens either side of the target.
