@@ -18,9 +18,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "results/bench"
-CAMPAIGN = "results/campaign-third"
+CAMPAIGN = "results/campaign-third/after-part4"
 # the shipped release the README describes
-RELEASE = "results/en_small/0.8.0"
+RELEASE = "results/en_small/0.9.0"
 _BLOCK = re.compile(r"(<!-- numbers:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /numbers:(?P=name) -->)", re.S)
 
 
