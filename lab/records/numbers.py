@@ -115,7 +115,7 @@ HEADLINES: Sequence[Row] = (
         lambda d: _batch(d, "full"), "random weights of `original`'s shape"),
     Row("Speed, one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
         lambda d: _single(d, "full"), "random weights of `original`'s shape"),
-    Row("Speed, batch of 64 sentences, fp32, the shipped biLM", "results/en_small/0.7.0/bilm-shipped.json",
+    Row("Speed, batch of 64 sentences, fp32, the shipped biLM", f"{RELEASE}/bilm-shipped.json",
         lambda d: _batch(d, "shipped")),
     Row("Speed, one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
         lambda d: _one_sentence(d, "int8"), "random weights of `original`'s shape"),
