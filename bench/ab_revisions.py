@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from spacy_elmo.provenance import data_record, mark_start, portable_args, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, portable_args, provenance
 
 from lab.records.gather import gathered
 

@@ -28,8 +28,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from spacy_elmo.machine import cpu_model
-from spacy_elmo.provenance import mark_start, provenance
+from spacy_elmo.records.machine import cpu_model
+from spacy_elmo.records.provenance import mark_start, provenance
 
 from .workloads import bench_command
 

@@ -34,7 +34,7 @@ from spacy_elmo.fast import compiled, dispatch
 from spacy_elmo.fast.lockstep import paired_weights
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.fast.precision import cpu_has_bf16
-from spacy_elmo.provenance import data_record, mark_start, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, provenance
 
 from .baseline import BaselineBiLM
 from .hardware import GemmBound, MatvecRate, gemm_peak, matvec_rate, memory_record, weights_regime

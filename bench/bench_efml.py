@@ -34,7 +34,7 @@ import torch
 
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_bilm
-from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from lab.records.inference import inference_path
 

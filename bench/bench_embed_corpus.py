@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from spacy_elmo.atomic import write_atomic
+from spacy_elmo.files import write_atomic
 from spacy_elmo.cli.convert import build_pipeline
-from spacy_elmo.embed_corpus import embed_corpus
+from spacy_elmo.embed.corpus import embed_corpus
 from spacy_elmo.io.loading import shipped_model_dir
-from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from .workloads import add_data_options, bench_command, benchmark_sentences, data_file, resolve_data_options
 

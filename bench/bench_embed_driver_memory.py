@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from spacy_elmo.atomic import write_atomic
-from spacy_elmo.provenance import mark_start, model_record, provenance
+from spacy_elmo.files import write_atomic
+from spacy_elmo.records.provenance import mark_start, model_record, provenance
 
 from .workloads import bench_command
 
@@ -33,8 +33,8 @@ SENTENCES = [
 DRIVER = """
 import resource, sys
 mode, folder, out = sys.argv[1:4]
-from spacy_elmo.embed_corpus import embed_corpus
-from spacy_elmo.embed_inputs import file_blocks, resolve_inputs
+from spacy_elmo.embed.corpus import embed_corpus
+from spacy_elmo.embed.inputs import file_blocks, resolve_inputs
 if mode == "embed":
     report = embed_corpus(folder, out, progress=None, object_store_memory=200_000_000)
     rows = report.rows

@@ -28,8 +28,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 
-from spacy_elmo.atomic import write_atomic
-from spacy_elmo.provenance import mark_start, portable_args, provenance
+from spacy_elmo.files import write_atomic
+from spacy_elmo.records.provenance import mark_start, portable_args, provenance
 
 N_WORDS = 793_471
 STD = 0.035

@@ -35,7 +35,7 @@ from spacy_elmo.bilm import BiLM
 from spacy_elmo.fast import bf16_rows, int8_rows, optimize_for_inference, payoff
 from spacy_elmo.fast.lockstep import paired_weights
 from spacy_elmo.io.loading import load_bilm
-from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from .bandwidth import cpu_record
 from .bench_bilm import machine_info

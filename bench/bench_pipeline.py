@@ -27,7 +27,7 @@ from spacy.tokens import Doc
 from spacy.util import registry
 
 from spacy_elmo.pipeline import ARCHITECTURE, create_pipeline
-from spacy_elmo.provenance import data_record, mark_start, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, provenance
 
 from .workloads import (
     PUBLISHED_NAMES,

@@ -30,7 +30,7 @@ from thinc.api import Config
 from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.fast import dispatch, train_step
 from spacy_elmo.bilm.softmax import WordSoftmax
-from spacy_elmo.provenance import data_record, mark_start, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, provenance
 from spacy_elmo.training.batches import LMBatch, sentence_batches
 from spacy_elmo.training.lm import LanguageModel, init_for_training
 from spacy_elmo.training.memory import keep_freed_memory

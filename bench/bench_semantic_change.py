@@ -36,18 +36,18 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from spacy_elmo.atomic import write_atomic
+from spacy_elmo.files import write_atomic
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.io.lm_head import LMHead, load_lm_head
-from spacy_elmo.plotting import pyplot
+from spacy_elmo.records.plots import pyplot
 from spacy_elmo.probes.change import ChangeSettings, change_score
 from spacy_elmo.probes.clustering import adjusted_rand_index, average_linkage, jensen_shannon
 from spacy_elmo.probes.ranking import spearman
 from spacy_elmo.probes.senses import SOURCE, SenseSettings, induce_senses
 from spacy_elmo.probes.task_data import default_data_dir
 from spacy_elmo.probes.wsd import read_sense_uses
-from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from .workloads import bench_command
 

@@ -19,7 +19,7 @@ import torch
 from thinc.api import Config
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.provenance import data_record, mark_start, portable_path, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, portable_path, provenance
 
 from .baseline import BaselineBiLM
 from .workloads import (

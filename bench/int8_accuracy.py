@@ -45,7 +45,7 @@ from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.fast import precision as precisions
 from spacy_elmo.fast.precision import ReducedPrecisionLinear, reduce_precision
 from spacy_elmo.io.loading import resolve_bilm, shipped_model_dir
-from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from .bench_bilm import machine_info
 from .workloads import (

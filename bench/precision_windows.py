@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from spacy_elmo.provenance import data_record, mark_start, model_record, portable_args, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, portable_args, provenance
 from spacy_elmo.training.config import load_lm_config
 from spacy_elmo.training.finetune import finetune
 

@@ -28,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from spacy_elmo.fast import compiled, dispatch
 from spacy_elmo.fast import optimize_for_inference
-from spacy_elmo.provenance import data_record, mark_start, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, provenance
 
 from .workloads import (
     add_data_options,

@@ -23,7 +23,7 @@ from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids, token_char_ids
 from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN
 from spacy_elmo.io import export_allennlp, load_allennlp
 from spacy_elmo.probes.task_data import DATA_ENV, FETCH, PROJECT_DATA, default_data_dir
-from spacy_elmo.provenance import model_record, portable_args
+from spacy_elmo.records.provenance import model_record, portable_args
 
 FULL_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 # The published architectures (file names of the AllenNLP downloads), and a tiny one for smoke tests.
@@ -101,7 +101,7 @@ def bench_command(module: str, argv: Optional[Sequence[str]]) -> str:
 
 
 def shapes_model(shapes: Sequence[str]) -> Dict[str, Any]:
-    """The model fields of a benchmark's results record (``spacy_elmo.provenance``): the shipped biLM
+    """The model fields of a benchmark's results record (``spacy_elmo.records.provenance``): the shipped biLM
     where a shape is "shipped"; the other shapes are random weights, which ``model_note`` names."""
     random = [shape for shape in shapes if shape != "shipped"]
     fields: Dict[str, Any] = {"model": model_record() if "shipped" in shapes else None}

@@ -13,7 +13,7 @@ before anything is installed.
 
 After a successful ``main``, ``results/main-run.json`` records how long it took: the set-up (0 when
 ``.venv`` was reused; whether it was created, refreshed or reused), the job's wall time, the
-command, and the results record of ``spacy_elmo.provenance`` (asked of the environment's Python,
+command, and the results record of ``spacy_elmo.records.provenance`` (asked of the environment's Python,
 which has the package): the commit the job started from, the shipped biLM the workflow starts from,
 the sample files it reads, the machine and the date. ``tests`` records nothing.
 """
@@ -43,9 +43,9 @@ RECORDED = ("main",)  # the jobs whose timing is written to results/JOB-run.json
 # asked of the environment's Python: the record every results file carries. The main workflow
 # (project.yml) starts from the shipped biLM and reads the bundled sample's folders below.
 MAIN_DATA = ("corpus_sample/domain", "corpus_sample/eval", "sample/ewt", "sample/wnut17")
-START = "import json; from spacy_elmo.provenance import start_snapshot; print(json.dumps(start_snapshot()))"
+START = "import json; from spacy_elmo.records.provenance import start_snapshot; print(json.dumps(start_snapshot()))"
 PROVENANCE = (
-    "import json, sys; from spacy_elmo.provenance import data_record, model_record, provenance; "
+    "import json, sys; from spacy_elmo.records.provenance import data_record, model_record, provenance; "
     "print(json.dumps(provenance(sys.argv[1], start=json.loads(sys.argv[2]), model=model_record(), "
     "model_note='the shipped biLM the workflow fine-tunes and trains with', data=data_record(sys.argv[3:]))))"
 )
@@ -108,7 +108,7 @@ def record_path(job: str) -> Path:
 
 
 def start_record() -> Optional[Dict[str, Any]]:
-    """``spacy_elmo.provenance.start_snapshot()`` from the environment's Python, taken before the job:
+    """``spacy_elmo.records.provenance.start_snapshot()`` from the environment's Python, taken before the job:
     the commit it starts from and whether the tree is clean (None if it cannot be asked)."""
     done = subprocess.run([str(env_python()), "-c", START], cwd=ROOT, capture_output=True, text=True)
     try:
@@ -118,7 +118,7 @@ def start_record() -> Optional[Dict[str, Any]]:
 
 
 def machine_record(command: str, start: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """``spacy_elmo.provenance.provenance(command, ...)`` from the environment's Python (command, start
+    """``spacy_elmo.records.provenance.provenance(command, ...)`` from the environment's Python (command, start
     commit, model, data, CPU model, flags and count, versions, date); if that fails, what the
     standard library knows."""
     read = [str(ROOT / folder) for folder in MAIN_DATA if (ROOT / folder).is_dir()]
@@ -135,7 +135,7 @@ def machine_record(command: str, start: Optional[Dict[str, Any]] = None) -> Dict
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "error": f"spacy_elmo.provenance could not be read from {env_python().name}: {done.stderr.strip()[-500:]}",
+        "error": f"spacy_elmo.records.provenance could not be read from {env_python().name}: {done.stderr.strip()[-500:]}",
     }
 
 

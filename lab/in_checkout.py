@@ -2,7 +2,7 @@
 
 The lab's spaCy project (``lab/project.yml``) runs its commands from ``lab/``, as spaCy runs every
 project's commands from the project's folder; its commands name their files relative to the
-checkout, as the records they write name them (``spacy_elmo.provenance``), and import the lab, which
+checkout, as the records they write name them (``spacy_elmo.records.provenance``), and import the lab, which
 is not installed. So each of them goes through this file, run by its path:
 
     python ../lab/in_checkout.py lab.corpus.wide_corpus --datasets assets/datasets --output corpus/wide

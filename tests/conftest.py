@@ -19,7 +19,7 @@ torch.set_num_threads(1)
 # (its file name hashes the sources, torch, the compiler and the CPU).
 os.environ.setdefault("SPACY_ELMO_KERNELS", str(Path(tempfile.gettempdir()) / "spacy-elmo-test-kernels"))
 # Records the tests write (and hold to check_record) come from whatever tree the tests run in: say so,
-# so that a checkout with local edits passes as a clean one does (tests/test_provenance.py unsets it).
+# so that a checkout with local edits passes as a clean one does (tests/records/test_provenance.py unsets it).
 os.environ.setdefault("SPACY_ELMO_DIRTY_NOTE", "written by the test suite from the tree it ran in; not a results record")
 
 

@@ -11,21 +11,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "spacy_elmo"
-# top-level helper modules any layer but the plain model may use; they import no layer themselves
-HELPERS = {"atomic", "cache_dir", "machine", "plotting"}
-# the run record a command writes: it finds the model as the loader does, so it sits above io/
-RECORD = {"provenance"}
-# layer -> the spacy_elmo modules and packages its code may import (besides its own)
+# the one top-level helper module any layer but the plain model may use; it imports no layer itself
+HELPERS = {"files"}
+# layer -> the spacy_elmo modules and packages its code may import (besides its own); None is the
+# package itself (``from .. import __version__``)
 ALLOWED = {
     "bilm": set(),
     "fast": {"bilm"} | HELPERS,
     "io": {"bilm", "fast"} | HELPERS,
-    "probes": {"bilm", "fast", "io"} | HELPERS | RECORD,
+    # the run record finds a model as the loader does, so it sits above io/
+    "records": {"io", None} | HELPERS,
     "layers": {"bilm", "fast", "data_classes"} | HELPERS,
-    "training": {"bilm", "fast", "io", "probes"} | HELPERS | RECORD,
+    "probes": {"bilm", "fast", "io", "records"} | HELPERS,
+    "training": {"bilm", "fast", "io", "probes", "records"} | HELPERS,
+    # corpus embedding runs the spaCy component on Ray actors or Spark tasks
+    "embed": {"pipeline", "layers", "io", "fast", "bilm"} | HELPERS,
 }
-# the spaCy component's top-level modules (embed_corpus runs the component on Ray actors)
-COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "embed_corpus", "embed_inputs", "embed_runs", "embed_shards", "embed_spark", "v1_settings"}
+# the spaCy component's top-level modules
+COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "v1_settings"}
+# the package root: the component, its architectures, the package's face and the file helpers
+ROOT_MODULES_AT_MOST = 10
 
 
 def _imported(path: Path, root: Path = PACKAGE):
@@ -69,9 +74,11 @@ def test_the_helpers_import_nothing_of_the_package(helper):
     assert not list(_imported(PACKAGE / f"{helper}.py"))
 
 
-def test_the_run_record_imports_only_the_files_layer_and_the_helpers():
-    # None: ``from . import __version__``, the package's own version
-    assert set(_imported(PACKAGE / "provenance.py")) <= {"io", None} | HELPERS
+def test_the_package_root_holds_at_most_ten_modules():
+    """The component, its architectures and the package's face; every other concern has a folder."""
+    modules = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(modules) <= ROOT_MODULES_AT_MOST, modules
+    assert set(modules) <= {f"{name}.py" for name in COMPONENT | HELPERS | {"__init__", "__main__", "data_classes"}}
 
 
 def test_the_check_sees_an_upward_import(tmp_path):
@@ -142,9 +149,9 @@ def test_every_module_of_the_package_is_reached_from_what_a_user_calls():
 
 
 def test_the_graph_follows_relative_lazy_and_submodule_imports():
-    # ``from .io.download import file_sha256`` at the top, ``from .io.loading import ...`` in a function
-    assert {"spacy_elmo", "spacy_elmo.io", "spacy_elmo.io.download", "spacy_elmo.io.loading", "spacy_elmo.machine"} <= (
-        _imported_modules("spacy_elmo.provenance"))
+    # ``from ..files import file_sha256`` at the top, ``from ..io.loading import ...`` in a function
+    assert {"spacy_elmo", "spacy_elmo.io", "spacy_elmo.files", "spacy_elmo.io.loading", "spacy_elmo.records.machine"} <= (
+        _imported_modules("spacy_elmo.records.provenance"))
     assert {"spacy_elmo.pipeline", "spacy_elmo.cli.main", "spacy_elmo.cli.spacy_plugin"} <= _entry_points()
 
 

@@ -105,7 +105,7 @@ def test_the_campaigns_run_from_the_checkout_and_their_scripts_exist(lab_project
 def test_the_release_folder_is_the_shipped_models_version(lab_project):
     # the full experiment and semantic-change write into results/en_small/VERSION/ (results/README.md)
     from spacy_elmo.io.loading import shipped_model_dir
-    from spacy_elmo.provenance import model_record
+    from spacy_elmo.records.provenance import model_record
 
     version = model_record(shipped_model_dir())["version"]
     assert lab_project["vars"]["release_results"] == f"results/en_small/{version}"

@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from spacy_elmo.plotting import pyplot
-from spacy_elmo.provenance import data_record, mark_start, portable_args, portable_path, provenance
+from spacy_elmo.records.plots import pyplot
+from spacy_elmo.records.provenance import data_record, mark_start, portable_args, portable_path, provenance
 
 REPORTS = ("finetune-report.json", "pretrain-report.json")
 

@@ -33,8 +33,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from spacy_elmo.plotting import pyplot
-from spacy_elmo.provenance import command_line, mark_start, provenance
+from spacy_elmo.records.plots import pyplot
+from spacy_elmo.records.provenance import command_line, mark_start, provenance
 
 from lab.records.gather import gathered
 
@@ -245,7 +245,7 @@ def plot(records: Records, path: Path, *, title: str = "") -> Optional[Path]:
 
 def runs_union(runs: List[dict]) -> Dict[str, Any]:
     """The model and data of the report's record: every distinct biLM its runs used and every data
-    file they read (``spacy_elmo.provenance.gathered``). A run recorded without them (written before
+    file they read (``spacy_elmo.records.provenance.gathered``). A run recorded without them (written before
     runs named their model and data) leaves the field out, with a warning: the record then fails
     ``check_record`` until the run is redone."""
     lacking = [f"{run['task']} {run['setting']} {run['fraction_pct']}%" for run in runs

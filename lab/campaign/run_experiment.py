@@ -25,7 +25,7 @@ from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from spacy_elmo.provenance import data_record, model_record, portable_path, provenance, start_snapshot
+from spacy_elmo.records.provenance import data_record, model_record, portable_path, provenance, start_snapshot
 
 from lab import CHECKOUT
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from spacy_elmo.provenance import data_record, mark_start, portable_args, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, portable_args, provenance
 
 
 def train_lines(corpus: Path) -> List[str]:

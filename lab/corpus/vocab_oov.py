@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Counter, Iterable, List, Set
 
-from spacy_elmo.provenance import data_record, mark_start, model_record, portable_path, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, portable_path, provenance
 
 from lab import CHECKOUT
 

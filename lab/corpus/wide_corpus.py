@@ -72,7 +72,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set
 import spacy
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from spacy_elmo.provenance import data_record, mark_start, portable_args, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, portable_args, provenance
 
 from lab.corpus import prepare_corpus
 

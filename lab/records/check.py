@@ -1,5 +1,5 @@
 """The check every results file of this repository is held to (``tests/lab/records/test_results_records.py``):
-the run record that ``spacy_elmo.provenance`` writes is complete, and no string in the file holds a
+the run record that ``spacy_elmo.records.provenance`` writes is complete, and no string in the file holds a
 machine path.
 """
 import datetime

@@ -1,11 +1,11 @@
 """Record parts only the lab writes: the model and data of a file that gathers runs (a report over
 many training runs, an A/B of revisions), and every file of a model directory (for drivers whose
-fixtures matter file by file). Both build on the run record of ``spacy_elmo.provenance``."""
+fixtures matter file by file). Both build on the run record of ``spacy_elmo.records.provenance``."""
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Union
 
-from spacy_elmo.io.download import file_sha256
-from spacy_elmo.provenance import portable_path
+from spacy_elmo.files import file_sha256
+from spacy_elmo.records.provenance import portable_path
 
 
 def gathered(records: Sequence[Dict[str, Any]]) -> Dict[str, Any]:

@@ -12,7 +12,7 @@ best (the first in that order on a tie) becomes the model's ``vectors.json`` wit
 dev is then scored with the chosen setting and with the previous default, each at its own train
 threshold, and the sense example of docs/neighbors.md is run through the ``elmo`` component
 itself, with ``vectors = "plain"`` (before) and the new setting (after). The record is written
-through ``spacy_elmo.provenance`` (run it from a clean checkout).
+through ``spacy_elmo.records.provenance`` (run it from a clean checkout).
 """
 import argparse
 import json
@@ -31,7 +31,7 @@ from spacy_elmo.probes.features import VectorCache
 from spacy_elmo.probes.representations import simplex_weights, unit
 from spacy_elmo.probes.sense import best_threshold, pair_vectors
 from spacy_elmo.probes.wic import read_wic, wic_data_file
-from spacy_elmo.provenance import data_record, mark_start, model_record, portable_path, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, portable_path, provenance
 
 CORPUS = (
     "corpus_sample/pretrain/train/train-00.txt",

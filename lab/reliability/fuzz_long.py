@@ -13,7 +13,7 @@ and checks that nothing raises, shapes, dtypes, finiteness and segments. It meas
 each Doc's layers move when the Doc runs alone instead of in its batch: batches beyond
 --atol are counted (and saved with --save-failures DIR), not stopped at, so the summary
 gives the distribution. Prints a JSON summary (with --output FILE also written there, with the
-results record of ``spacy_elmo.provenance``, the model's files' SHA-256 and which timestep loop ran); exits 1 on
+results record of ``spacy_elmo.records.provenance``, the model's files' SHA-256 and which timestep loop ran); exits 1 on
 any error or deviation > --atol.
 """
 import argparse
@@ -28,7 +28,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spacy_elmo.provenance import mark_start, model_record, portable_path, provenance
+from spacy_elmo.records.provenance import mark_start, model_record, portable_path, provenance
 
 from lab import CHECKOUT
 from lab.records.gather import model_files

@@ -24,7 +24,7 @@ import torch
 from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_allennlp
-from spacy_elmo.provenance import data_record, mark_start, model_record, provenance
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from lab import CHECKOUT
 from lab.records.gather import model_files

@@ -20,7 +20,7 @@ import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids
 from spacy_elmo.fast import compiled, optimize_for_inference, python_step
-from spacy_elmo.provenance import mark_start, portable_path, provenance
+from spacy_elmo.records.provenance import mark_start, portable_path, provenance
 
 WORDS = "the bank raised its rates while we sat on the river bank all afternoon and talked of money .".split()
 REGIMES = {

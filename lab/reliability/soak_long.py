@@ -7,7 +7,7 @@ in the checkout's tests/data/allennlp/tiny), or loads --model DIR, streams --doc
 through ``nlp.pipe`` without keeping the Docs, samples RSS with psutil, and checks every Doc
 holds numpy (no torch tensors) on ``doc._.elmo``. Prints a JSON summary (every RSS sample, the
 final one after the run included; with --output FILE also written there, with the results
-record of ``spacy_elmo.provenance``, the model's files' SHA-256 and which timestep loop ran); exits 1 if RSS grows
+record of ``spacy_elmo.records.provenance``, the model's files' SHA-256 and which timestep loop ran); exits 1 if RSS grows
 more than --max-growth percent after the warm-up, at the last sample or any other, or a Doc
 holds a torch object.
 
@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 import spacy
 import torch
 
-from spacy_elmo.provenance import mark_start, model_record, portable_path, provenance
+from spacy_elmo.records.provenance import mark_start, model_record, portable_path, provenance
 from spacy_elmo.pipeline import create_pipeline
 
 from lab import CHECKOUT

@@ -12,6 +12,6 @@ app = typer.Typer(
 @app.callback()
 def _group() -> None:
     """ELMo biLMs for spaCy."""
-    from ..provenance import mark_start
+    from ..records.provenance import mark_start
 
     mark_start()  # every command's results name the commit it started from

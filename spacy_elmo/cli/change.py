@@ -38,7 +38,7 @@ def change_cli(
     from ..probes.clustering import APSettings
     from ..probes.ranking import accuracy, aligned, binary_labels, read_gold, spearman
     from ..probes.usages import load_tokenizer, load_usages_or_collect, read_targets
-    from ..provenance import data_record, model_record, portable_path, provenance
+    from ..records.provenance import data_record, model_record, portable_path, provenance
 
     loaded = {}
 

@@ -4,9 +4,9 @@ from typing import Optional
 
 import typer
 
-from ..embed_corpus import DEFAULT_MODEL, embed_corpus
-from ..embed_runs import LAYER_CHOICES
-from ..embed_shards import DTYPES
+from ..embed.corpus import DEFAULT_MODEL, embed_corpus
+from ..embed.runs import LAYER_CHOICES
+from ..embed.shards import DTYPES
 from ._app import app
 
 
@@ -43,7 +43,7 @@ def embed_corpus_cli(
         raise typer.BadParameter("--engine must be ray or spark")
     try:
         if engine == "spark":
-            from ..embed_spark import embed_corpus_spark
+            from ..embed.spark import embed_corpus_spark
 
             report = embed_corpus_spark(
                 input, output, model, master=master, layers=layers, dtype=precision, shard_rows=shard_rows,

@@ -43,9 +43,9 @@ def evaluate_cli(
     chunks, so a published 793,471-word softmax needs no (tokens x words) matrix); words outside the
     softmax's vocabulary count as <UNK> (the OOV rate is reported: perplexities over different
     vocabularies do not compare)."""
-    from ..io.download import file_sha256
+    from ..files import file_sha256
     from ..io.loading import locate_bilm
-    from ..provenance import data_record, model_record, portable_path, provenance
+    from ..records.provenance import data_record, model_record, portable_path, provenance
     from ..training.corpus import resolve_paths
     from ..training.head import load_scoring_lm
     from ..training.model_dir import trained_max_sentence_tokens

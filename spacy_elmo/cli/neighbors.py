@@ -7,7 +7,7 @@ import typer
 
 from ..io import load_bilm
 from ..probes.neighbors import SenseIndex, static_neighbors
-from ..provenance import data_record, model_record, portable_path, provenance
+from ..records.provenance import data_record, model_record, portable_path, provenance
 from ._app import app
 
 

@@ -29,7 +29,7 @@ def senses_cli(
     from ..io.lm_head import load_lm_head
     from ..probes.senses import SOURCE, SenseSettings, induce_senses
     from ..probes.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
-    from ..provenance import data_record, model_record, portable_path, provenance
+    from ..records.provenance import data_record, model_record, portable_path, provenance
 
     try:
         settings = SenseSettings(top=top, patterns=not no_patterns, n_clusters=n_clusters, examples=examples)

@@ -45,7 +45,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ..bilm.lstm import LSTMPLayer, State
-from ..cache_dir import cache_dir
+from ..files import cache_dir
 from .in_place import final_hidden
 
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step

@@ -24,9 +24,9 @@ from typing import Dict, List, Optional, Union
 
 from ..bilm import BiLM
 from .allennlp import load_allennlp
-from ..cache_dir import cache_dir
+from ..files import cache_dir, file_sha256
 from .download import Transfer, ensure_file
-from .download_record import file_sha256, recorded_sha256
+from .download_record import recorded_sha256
 from .efml import CONFIG_NAME, ENCODER_NAME, TOKEN_EMBEDDER_NAME, load_efml
 from .errors import ModelFileError
 from .registry import published_archive

@@ -19,10 +19,10 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import IO, Dict, List, Optional, Tuple
 
-from ..cache_dir import cache_dir
+from ..files import cache_dir, file_sha256
 from .allennlp import load_allennlp
 from .download import OPTIONS_NAME, WEIGHTS_NAME, Transfer, ensure_file, fetch_pair
-from .download_record import file_sha256, recorded_sha256
+from .download_record import recorded_sha256
 from .errors import ModelFileError
 from .registry import PUBLISHED_CONTRIBUTED, ContributedModel, published_names
 

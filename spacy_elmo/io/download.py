@@ -29,10 +29,10 @@ from http.client import HTTPException, HTTPResponse
 from pathlib import Path
 from typing import IO, Mapping, Optional, Tuple
 
-from ..cache_dir import cache_dir
+from ..files import cache_dir, file_sha256
 from .allennlp import load_allennlp, read_options
 from .errors import DownloadError, ModelFileError
-from .download_record import CHUNK_BYTES, PART_SUFFIX, Check, file_sha256, intact, note, record_path, write_record
+from .download_record import CHUNK_BYTES, PART_SUFFIX, Check, intact, note, record_path, write_record
 from .registry import PublishedModel, published_model
 
 __all__ = ["Transfer", "ensure_file", "fetch_pair", "fetch_published", "file_sha256", "record_path", "url_pair_dir"]

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..files import file_sha256
 from .errors import ModelFileError
 
 SIDECAR_SUFFIX = ".sha256.json"
@@ -30,14 +31,6 @@ CHUNK_BYTES = 1 << 20
 
 Check = Callable[[Path], object]
 
-
-def file_sha256(path: Path) -> str:
-    """RETURNS (str): the hex SHA-256 of the file at ``path``, read in chunks."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def record_path(target: Path) -> Path:

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .efml_architecture import read_architecture
 from .errors import ModelFileError

@@ -20,7 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
 from .vector_file import VECTORS_NAME, read_vector_setting, write_vector_setting

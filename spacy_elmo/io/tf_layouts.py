@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Dict, List, Optional, Union
 
-from ..cache_dir import cache_dir
+from ..files import cache_dir
 from .archive import MAX_MEMBER_BYTES
 from .download import Transfer, ensure_file
 from .errors import ModelFileError

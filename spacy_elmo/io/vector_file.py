@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from ..bilm.vector_setting import VectorSetting
 from .errors import ModelFileError
 from .json_file import read_json_object

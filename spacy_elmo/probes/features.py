@@ -14,9 +14,8 @@ from typing import IO, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 import numpy as np
 
-from ..atomic import write_atomic
+from ..files import file_sha256, write_atomic
 from ..bilm import BiLM
-from ..io.download import file_sha256
 from ..io.native import bilm_to_bytes
 
 Sentence = Tuple[str, ...]

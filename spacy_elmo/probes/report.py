@@ -2,8 +2,8 @@
 from pathlib import Path
 from typing import List, Optional
 
-from ..atomic import write_atomic
-from ..plotting import pyplot
+from ..files import write_atomic
+from ..records.plots import pyplot
 from .representations import BASELINES
 from .result import ProbeResult, row_label
 

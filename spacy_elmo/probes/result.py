@@ -45,7 +45,7 @@ class TaskResult:
 class ProbeResult:
     """tasks (List[TaskResult]): in run order. model (Dict[str, Any]): where the biLM came from, its weights'
     SHA-256 and shape. settings (Dict[str, Any]): seed, fractions, caps. provenance (Dict[str, Any]):
-    the results record (``spacy_elmo.provenance``: command, start commit, model, data files, CPU,
+    the results record (``spacy_elmo.records.provenance``: command, start commit, model, data files, CPU,
     threads, versions, date). embedding (Dict[str, Any]): tokens run through the biLM and how fast.
     seconds, cpu_seconds (float): the whole run's wall and CPU time."""
 

@@ -6,7 +6,7 @@ from typing import IO, Any, Callable, Dict, Optional, Sequence, Union
 
 from ..io import load_bilm
 from ..bilm import BiLM
-from ..provenance import data_record, model_record, portable_path, provenance
+from ..records.provenance import data_record, model_record, portable_path, provenance
 from .conllu import PathLike
 from .features import Embedder, VectorCache, weights_hash
 from .report import write_report

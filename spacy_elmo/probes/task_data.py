@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..provenance import portable_path
+from ..records.provenance import portable_path
 from .conllu import PathLike, read_conllu
 from .ner import read_ner_columns
 from .wic import read_wic, wic_data_file

@@ -270,7 +270,7 @@ def write_usages(usage_set: UsageSet, path: PathLike) -> Path:
     RETURNS (Path): the file.
     """
     pa, pq = _pyarrow()
-    from ..atomic import write_atomic
+    from ..files import write_atomic
 
     rows = [(t, u, v) for t, uses in usage_set.usages.items() for u, v in zip(uses, usage_set.vectors[t])]
     widths = {v.shape[1] for v in usage_set.vectors.values()}

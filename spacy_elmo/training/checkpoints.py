@@ -24,7 +24,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from ..io.errors import ModelFileError
 
 PREFIX = "step-"

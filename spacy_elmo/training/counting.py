@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from ..bilm import plan_batches
-from ..provenance import data_record, provenance
+from ..records.provenance import data_record, provenance
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier

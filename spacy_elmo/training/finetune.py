@@ -26,12 +26,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from ..atomic import write_atomic
+from ..files import file_sha256, write_atomic
 from ..bilm.softmax import DEFAULT_CHUNK_SIZE, WordSoftmax
-from ..io.download_record import file_sha256
 from ..io.loading import PathLike
 from ..io.native import WEIGHTS_NAME
-from ..provenance import data_record, model_record, provenance
+from ..records.provenance import data_record, model_record, provenance
 from .config import LMConfig
 from .distributed import DistInfo, barrier, shutdown
 from .lm import LanguageModel

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from safetensors.torch import save as save_tensors
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
 from ..io import save_bilm

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
-from ..plotting import pyplot
+from ..records.plots import pyplot
 
 
 def format_duration(seconds: float) -> str:

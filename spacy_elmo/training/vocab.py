@@ -10,7 +10,7 @@ from typing import Dict, Iterable, List, Sequence, Union
 
 import numpy as np
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 
 UNK_TOKEN = "<UNK>"

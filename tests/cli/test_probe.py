@@ -4,7 +4,7 @@ import re
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.provenance import portable_path
+from spacy_elmo.records.provenance import portable_path
 
 from ..probes.conftest import (
     sense_uses, tagged_sentences, wic_pairs, write_conllu, write_plain_wsd, write_senseval_zip, write_wic,

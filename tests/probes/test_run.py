@@ -5,7 +5,7 @@ import pytest
 from spacy_elmo.probes import run_probe
 from spacy_elmo.probes.ner import to_bio
 from spacy_elmo.probes.report import write_report
-from spacy_elmo.provenance import portable_path
+from spacy_elmo.records.provenance import portable_path
 
 from .conftest import SENSES, PlantedFeatures, planted_tags, write_conllu, tagged_sentences
 

@@ -3,7 +3,7 @@ import shutil
 
 import srsly
 
-from spacy_elmo.io.download import file_sha256
+from spacy_elmo.files import file_sha256
 from lab.records.check import check_record
 
 from lab.campaign import run_experiment as experiment

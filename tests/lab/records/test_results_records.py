@@ -1,5 +1,5 @@
 """Every results file names what made it: each JSON under results/ holds the record of
-spacy_elmo.provenance (command, start commit and cleanliness, model and weights, data checksums,
+spacy_elmo.records.provenance (command, start commit and cleanliness, model and weights, data checksums,
 machine, date) at its top level, and no machine path; and the tree keeps its one rule: a version, a
 run or a machine is a folder, never part of a file name (results/README.md)."""
 import json

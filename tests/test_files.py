@@ -1,4 +1,4 @@
-from spacy_elmo.cache_dir import cache_dir
+from spacy_elmo.files import cache_dir
 from spacy_elmo.fast import compiled
 
 

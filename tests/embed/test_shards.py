@@ -5,7 +5,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from spacy_elmo.embed_shards import (
+from spacy_elmo.embed.shards import (
     input_sha256, read_shards, shard_done, shard_id, shard_key, shard_name, shard_verified, write_shard,
 )
 

@@ -18,12 +18,11 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .atomic import write_atomic
+from ..files import file_sha256, write_atomic
 
 PathLike = Union[str, Path]
 DTYPES = {"float32": np.float32, "float16": np.float16}
 PLAIN_DIGITS = 5
-HASH_CHUNK = 1 << 20
 
 
 def whitespace_tokens(text: str) -> Tuple[List[str], List[int], List[int]]:
@@ -107,14 +106,6 @@ def input_sha256(ids: Sequence[Any], texts: Sequence[str]) -> str:
     """SHA-256 of a shard's input rows: a rerun on a changed corpus is refused, not mixed in."""
     return hashlib.sha256(json.dumps([list(ids), list(texts)], default=str).encode("utf-8", "replace")).hexdigest()
 
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, read a chunk at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _adopt_plain_name(output: Path, shard: str) -> None:

@@ -18,8 +18,8 @@ from typer.testing import CliRunner  # noqa: E402
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
 from spacy_elmo.cli.dump import read_sentences  # noqa: E402
-from spacy_elmo.embed_corpus import KILL_MARKER_ENV, cluster_sizing, embed_corpus  # noqa: E402
-from spacy_elmo.embed_shards import read_shards, shard_done, whitespace_tokens  # noqa: E402
+from spacy_elmo.embed.corpus import KILL_MARKER_ENV, cluster_sizing, embed_corpus  # noqa: E402
+from spacy_elmo.embed.shards import read_shards, shard_done, whitespace_tokens  # noqa: E402
 from spacy_elmo.io import load_bilm  # noqa: E402
 
 OBJECT_STORE = 100_000_000
@@ -167,7 +167,7 @@ def cluster():
 # its data segment capped (RLIMIT_DATA) a little above what it holds, then the large corpus.
 CAPPED_DRIVER = """
 import json, resource, sys, threading
-from spacy_elmo.embed_corpus import embed_corpus
+from spacy_elmo.embed.corpus import embed_corpus
 threading.stack_size(1 << 20)  # a new thread's stack (8 MiB by default) would count against the cap
 address, warm, large, out, pipeline, headroom = sys.argv[1:7]
 def vm(key):

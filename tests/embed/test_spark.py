@@ -22,11 +22,11 @@ from typer.testing import CliRunner  # noqa: E402
 
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
-from spacy_elmo.embed_corpus import embed_corpus  # noqa: E402
-from spacy_elmo.embed_runs import FINISHED_NAME  # noqa: E402
-from spacy_elmo.embed_shards import shard_key  # noqa: E402
-from spacy_elmo.embed_spark import embed_corpus_spark  # noqa: E402
-from tests.test_embed_corpus import free_port  # noqa: E402
+from spacy_elmo.embed.corpus import embed_corpus  # noqa: E402
+from spacy_elmo.embed.runs import FINISHED_NAME  # noqa: E402
+from spacy_elmo.embed.shards import shard_key  # noqa: E402
+from spacy_elmo.embed.spark import embed_corpus_spark  # noqa: E402
+from tests.embed.test_corpus import free_port  # noqa: E402
 
 SHARD_ROWS, BATCH = 4, 3
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

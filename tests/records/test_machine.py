@@ -1,4 +1,4 @@
-import spacy_elmo.machine as module
+import spacy_elmo.records.machine as module
 
 
 def test_cpu_flags_read_from_cpuinfo(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spacy_elmo.embed_inputs import CorpusDecodeError, file_blocks, resolve_inputs, text_blocks
+from spacy_elmo.embed.inputs import CorpusDecodeError, file_blocks, resolve_inputs, text_blocks
 
 
 @pytest.fixture()

@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from spacy_elmo.plotting import PLOT_EXTRA
+from spacy_elmo.records.plots import PLOT_EXTRA
 from spacy_elmo.training.pretrain import pretrain
 
 from lab.campaign import report_results as report
 
-from .training.conftest import tiny_config, write_corpus
+from ..training.conftest import tiny_config, write_corpus
 
 EXTRA = f"spacy-elmo[{PLOT_EXTRA}]"
 

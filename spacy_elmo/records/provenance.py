@@ -47,10 +47,10 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import torch
 
-from .io.download import file_sha256
+from ..files import file_sha256
 from .machine import cpu_flags, cpu_model
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 # what runs write, not what they run: a changed results file does not make the code dirty
 RESULTS_EXCLUDED = (":(exclude)results",)
 # a datasets folder (project.yml's vars.datasets, or a mirror of it) is written as this
@@ -110,7 +110,7 @@ def provenance(
     A model or data left out is missing from the record, and ``check_record`` names it.
     RETURNS (Dict[str, Any]): the record.
     """
-    from . import __version__
+    from .. import __version__
 
     commit, dirty = _checkout_state()
     start = start if start is not None else _start
@@ -162,8 +162,8 @@ def model_record(
         model.safetensors, a pipeline's elmo component's, a published pair's HDF5, a zip, or
         ELMoForManyLangs' encoder.pkl) and weights_sha256 (its SHA-256).
     """
-    from .io.loading import locate_bilm, shipped_model_dir
-    from .io.registry import PUBLISHED_MODELS
+    from ..io.loading import locate_bilm, shipped_model_dir
+    from ..io.registry import PUBLISHED_MODELS
 
     source = locate_bilm(path, options=options, weights=weights, what="model_record")
     given = None if path is None else Path(path).expanduser()

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import spacy_elmo
-import spacy_elmo.provenance as module
+import spacy_elmo.records.provenance as module
 from spacy_elmo.io import save_bilm
 from spacy_elmo.io.loading import shipped_model_dir
-from spacy_elmo.machine import FLAGS_THAT_MATTER, cpu_flags, cpu_model
-from spacy_elmo.provenance import (
+from spacy_elmo.records.machine import FLAGS_THAT_MATTER, cpu_flags, cpu_model
+from spacy_elmo.records.provenance import (
     command_line,
     data_record,
     mark_start,
@@ -23,7 +23,7 @@ from spacy_elmo.provenance import (
 
 import lab.records.check as record_check
 
-from .conftest import TINY
+from ..conftest import TINY
 
 
 @pytest.fixture(autouse=True)

@@ -1,12 +1,12 @@
 """Embed a corpus with the `elmo` pipeline on Spark, into the same shards ``embed_corpus`` writes on Ray.
 
-The same parts run: the driver lists the input (``embed_inputs.resolve_inputs``) and checks or
+The same parts run: the driver lists the input (``inputs.resolve_inputs``) and checks or
 writes the folder's settings; each Spark task reads one input file where it lies and cuts it into
-shards (``embed_corpus.shard_blocks``, which skips those written and verified); each Python worker
+shards (``corpus.shard_blocks``, which skips those written and verified); each Python worker
 loads the pipeline once (``ShardEmbedder``, kept for the worker's life, as Spark reuses its Python
 workers) and writes each shard itself (``ShardEmbedder.embed_item``). With the same settings the
 shard files are the same bytes as Ray's; a rerun resumes shard by shard as on Ray, and a rerun of
-a finished run returns without starting a session (``embed_runs.finished_shards``). PySpark is
+a finished run returns without starting a session (``runs.finished_shards``). PySpark is
 imported only here, at run time: ``pip install spacy-elmo[spark]``.
 """
 import time
@@ -15,9 +15,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
-from .embed_corpus import BATCH_PER_CPU, DEFAULT_MODEL, ShardEmbedder, shard_blocks
-from .embed_inputs import CorpusFiles
-from .embed_runs import EmbedReport, PathLike, check_choices, finished_shards, open_run, write_finished
+from .corpus import BATCH_PER_CPU, DEFAULT_MODEL, ShardEmbedder, shard_blocks
+from .inputs import CorpusFiles
+from .runs import EmbedReport, PathLike, check_choices, finished_shards, open_run, write_finished
 
 _EMBEDDERS: Dict[tuple, ShardEmbedder] = {}
 

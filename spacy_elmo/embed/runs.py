@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
-from .atomic import write_atomic
-from .embed_inputs import CorpusFiles, resolve_inputs
-from .embed_shards import DTYPES, shard_id, shard_verified
+from ..files import write_atomic
+from .inputs import CorpusFiles, resolve_inputs
+from .shards import DTYPES, shard_id, shard_verified
 
 PathLike = Union[str, Path]
 LAYER_CHOICES = ("all", "mix")
@@ -71,7 +71,7 @@ class EmbedReport:
 
 def weights_sha256(bilm: Any) -> str:
     """SHA-256 of a biLM's weights as safetensors: the ``weights_sha256`` our model directories record."""
-    from .io.native import bilm_to_bytes
+    from ..io.native import bilm_to_bytes
 
     return hashlib.sha256(bilm_to_bytes(bilm)).hexdigest()
 
@@ -97,7 +97,7 @@ def open_run(
 
     RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the output folder, the settings.
     """
-    from .io.loading import resolve_bilm
+    from ..io.loading import resolve_bilm
 
     files = resolve_inputs(str(input))
     output = Path(output).resolve()

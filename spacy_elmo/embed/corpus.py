@@ -1,15 +1,15 @@
 """Embed a corpus with the `elmo` pipeline on a Ray cluster, into resumable Parquet shards.
 
-The input stays where it lies (``embed_inputs``: a file, a directory, a glob or a URI pyarrow's
+The input stays where it lies (``inputs``: a file, a directory, a glob or a URI pyarrow's
 filesystems read; text one record a line, ``.gz`` too, or Parquet with a ``text`` column). The
 driver only lists the files. Ray Data's read tasks (``CorpusDatasource``, a file-based datasource)
 stream each file on the workers and cut it into shards of ``shard_rows`` rows: shard
 ``shard-FFFFF-BBBBB`` is block B of file F. A read task that finds a shard written and verified
 passes on only its name; the others go to a pool of actors (``map_batches`` with a callable class),
 each of which loads the pipeline once, in its own process, because spaCy objects do not survive
-Ray's object store, and writes its shards itself (``embed_shards.write_shard``). A rerun after a
+Ray's object store, and writes its shards itself (``shards.write_shard``). A rerun after a
 crash or a killed worker therefore embeds only what is missing, and a rerun of a finished run
-returns without starting Ray (``embed_runs.finished_shards``). The output folder must be one path
+returns without starting Ray (``runs.finished_shards``). The output folder must be one path
 every node sees (a shared filesystem).
 
 Ray is imported only here, at run time: ``pip install spacy-elmo[ray]``.
@@ -22,11 +22,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from .embed_inputs import CorpusFiles, file_blocks
-from .embed_runs import (
+from .inputs import CorpusFiles, file_blocks
+from .runs import (
     EmbedReport, EmbedSettings, PathLike, check_choices, finished_shards, open_run, weights_sha256, write_finished,
 )
-from .embed_shards import input_sha256, shard_done, shard_id, shard_key, shard_table, write_shard
+from .shards import input_sha256, shard_done, shard_id, shard_key, shard_table, write_shard
 
 DEFAULT_MODEL = "en_small"
 # sentences per forward pass: per CPU an actor has on a CPU cluster, and per actor on a GPU
@@ -45,8 +45,8 @@ def load_elmo(model: PathLike) -> Tuple[Any, Any]:
     """
     import spacy
 
-    from .io.loading import resolve_bilm
-    from .pipeline import Elmo, create_pipeline
+    from ..io.loading import resolve_bilm
+    from ..pipeline import Elmo, create_pipeline
 
     if (Path(model) / "config.cfg").is_file():
         nlp = spacy.load(model)
@@ -144,7 +144,7 @@ class ShardEmbedder:
     def _forget(self) -> None:
         """Empty the caches, so that a shard's bits depend on its rows only, not on what this worker
         embedded before (a cached vector was computed in another batch: its last bits may differ)."""
-        from .layers.bilm_model import CACHE_ATTR, clear_frozen_cache
+        from ..layers.bilm_model import CACHE_ATTR, clear_frozen_cache
 
         cache = getattr(self.elmo.bilm.runner, "char_cache", None)
         if cache is not None:

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.cli.convert import build_pipeline
-from spacy_elmo.embed_corpus import ShardEmbedder, embed_corpus, shard_blocks
-from spacy_elmo.embed_runs import FINISHED_NAME, finished_shards, open_run, write_finished
-from spacy_elmo.embed_spark import embed_corpus_spark
+from spacy_elmo.embed.corpus import ShardEmbedder, embed_corpus, shard_blocks
+from spacy_elmo.embed.runs import FINISHED_NAME, finished_shards, open_run, write_finished
+from spacy_elmo.embed.spark import embed_corpus_spark
 
 
 @pytest.fixture(scope="module")
