@@ -39,7 +39,8 @@ import torch
 from spacy_elmo.files import write_atomic
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.softmax import WordSoftmax
-from spacy_elmo.io.lm_head import LMHead, load_lm_head
+from spacy_elmo.io.lm_head import LMHead
+from spacy_elmo.io.loading import load_lm_head
 from spacy_elmo.records.plots import pyplot
 from spacy_elmo.probes.change import ChangeSettings, change_score
 from spacy_elmo.probes.clustering import adjusted_rand_index, average_linkage, jensen_shannon

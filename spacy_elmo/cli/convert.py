@@ -7,7 +7,8 @@ import typer
 
 from ..io import ModelFileError
 from ..io.contributed import pipeline_refusal
-from ..io.loading import BiLMSource, locate_bilm, shipped_model_dir
+from ..io.loading import locate_bilm
+from ..io.sources import ModelSource
 from ._app import app
 
 
@@ -33,36 +34,22 @@ def build_pipeline(
         raise ValueError(refusal)
     source = locate_bilm(model, options=options, weights=weights, what="convert")
     bilm = source.load()  # a missing or damaged file is the first thing to say, before the language
-    lang = lang or pipeline_language(source, model)
+    lang = lang or pipeline_language(source)
     check_language(lang)
     create_pipeline(bilm, lang=lang).to_disk(output)
     return output
 
 
-def pipeline_language(source: BiLMSource, model: Optional[Path]) -> str:
-    """The language a pipeline for this biLM gets without ``--lang``: what its source records
-    (a published name, an archive's meta.json), a pipeline directory's own language, English for
-    the shipped biLM. Everything else needs ``--lang``: a published pair given as files, a model
-    directory of ours (pretrained on any text), a zip whose meta.json records no language, an
-    ELMoForManyLangs directory and a TensorFlow checkpoint or SavedModel record none, and their
-    model may be for any language."""
+def pipeline_language(source: ModelSource) -> str:
+    """The language a pipeline for this biLM gets without ``--lang``: what its source records (a
+    published name, an archive's or folder's meta.json, a pipeline's config, English for the
+    shipped biLM). Everything else needs ``--lang``: a published pair given as files, a model
+    directory of ours (pretrained on any text), an ELMoForManyLangs model or a TensorFlow
+    checkpoint that records none: their model may be for any language."""
     if source.language:
         return source.language
-    if model is not None and (Path(model) / "config.cfg").is_file():
-        from spacy import util
-
-        return util.load_config(Path(model) / "config.cfg", interpolate=False)["nlp"]["lang"]
-    if source.directory is not None and source.directory.resolve() == shipped_model_dir().resolve():
-        return "en"
-    unknown = source.efml or source.archive or source.tf or source.directory or source.options
-    no_meta = "(no readable meta.json naming a language)"
-    what = (f"an ELMoForManyLangs model directory {no_meta}" if source.efml is not None
-            else f"the zip {no_meta}" if source.archive is not None
-            else "a TensorFlow checkpoint or SavedModel" if source.tf is not None
-            else "a model directory" if source.directory is not None
-            else "a published options.json + weights pair")
     raise ValueError(
-        f"{unknown}: {what} records no language; give it with --lang "
+        f"{source.description} records no language; give it with --lang "
         "(an ISO 639 code spaCy knows, e.g. en, de, ru, ar; or xx for spaCy's multi-language tokenizer)"
     )
 

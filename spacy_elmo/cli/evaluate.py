@@ -17,8 +17,9 @@ UNCUT = 10**9
 def evaluate_cli(
     model: Optional[str] = typer.Option(
         None, "--model", help="our model directory (pretrain/finetune output, with vocab.txt and softmax), a folder "
-        "or zip holding a published pair with softmax.hdf5 + vocab.txt, or a published name whose softmax was "
-        "published (original, original-5.5b); default: the shipped biLM"
+        "or zip holding a published pair with softmax.hdf5 + vocab.txt (or a bilm-tf checkpoint), a bilm-tf "
+        "checkpoint, or a published name whose softmax was published (original, original-5.5b); default: the "
+        "shipped biLM"
     ),
     data: str = typer.Option(..., "--data", help="held-out text: files, directories, globs (comma-separated)"),
     tokenizer: str = typer.Option("whitespace", "--tokenizer", help="'whitespace' or a spaCy language code"),
@@ -48,7 +49,7 @@ def evaluate_cli(
     from ..records.provenance import data_record, model_record, portable_path, provenance
     from ..training.corpus import resolve_paths
     from ..training.head import load_scoring_lm
-    from ..training.model_dir import trained_max_sentence_tokens
+    from ..training.model_dir import trained_segment_length
     from ..training.perplexity import corpus_perplexity
 
     try:
@@ -57,8 +58,8 @@ def evaluate_cli(
         raise typer.BadParameter(str(err)) from err
     lm.softmax.chunk_size = chunk_size
     if max_sentence_tokens is None:
-        directory = locate_bilm(model).directory
-        max_sentence_tokens = UNCUT if directory is None else trained_max_sentence_tokens(directory)
+        trained = locate_bilm(model).training_record()
+        max_sentence_tokens = UNCUT if trained is None else trained_segment_length(trained)
     perplexity, stats = corpus_perplexity(
         lm, vocab, data, fmt=fmt, tokenizer=tokenizer, max_sentence_tokens=max_sentence_tokens,
         max_segments=max_segments, batch_size=batch_size, carry_state=carry_state,

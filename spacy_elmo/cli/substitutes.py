@@ -12,7 +12,8 @@ def substitutes_cli(
     text: str = typer.Argument(..., help="the sentence"),
     model: Optional[str] = typer.Option(
         None, "--model", help="a model with its softmax: our model directory, a folder or zip with a published pair "
-        "+ softmax.hdf5 + vocab.txt, or original / original-5.5b (default: the shipped biLM)"
+        "+ softmax.hdf5 + vocab.txt (or a bilm-tf checkpoint), a bilm-tf checkpoint, or original / original-5.5b "
+        "(default: the shipped biLM)"
     ),
     top: int = typer.Option(5, "--top", min=1, help="words per list"),
     lang: str = typer.Option("en", "--lang", help="spaCy language whose tokenizer splits the text"),
@@ -22,7 +23,8 @@ def substitutes_cli(
     (from the right context) and both combined (mean of the two log-probabilities), with probabilities."""
     import spacy
 
-    from ..io.lm_head import UNK_TOKEN, load_lm_head
+    from ..io.lm_head import UNK_TOKEN
+    from ..io.loading import load_lm_head
     from ..probes.substitutes import BOUNDARIES, sentence_substitutes
 
     tokens = [t.text for t in spacy.blank(lang).tokenizer(text) if not t.is_space]

@@ -8,7 +8,7 @@ Our highway layers use bilm-tf's carry-gate convention, so highway weights map d
 """
 import json
 from pathlib import Path
-from typing import Callable, Iterator, List, NamedTuple, Tuple, Union
+from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ from .json_file import read_json_object
 
 PathLike = Union[str, Path]
 FORGET_BIAS = 1.0
+OPTIONS_NAME = "options.json"
+# the weights beside it: bilm-tf's (and our download cache's) name, then NLPL's
+WEIGHTS_NAMES = ("weights.hdf5", "model.hdf5")
 
 
 class Tensor(NamedTuple):
@@ -48,6 +51,42 @@ def read_options(path: PathLike) -> BiLMConfig:
         return BiLMConfig.from_options(options)
     except ValueError as err:
         raise ModelFileError(path, str(err)) from err
+
+
+def pair_candidates(names: Iterable[str]) -> Tuple[List[str], List[str]]:
+    """The files among ``names`` (base names: a folder's files, a zip's members) that may be a
+    published pair's options and weights: ``options.json`` and ``weights.hdf5`` / ``model.hdf5``
+    where present, else the names AllenNLP serves them under (``elmo_<shape>_options.json``, any
+    ``*options.json``; ``elmo_<shape>_weights.hdf5``, any ``*weights*.hdf5`` that is no softmax).
+
+    RETURNS (Tuple[List[str], List[str]]): the options candidates and the weights candidates, sorted.
+    """
+    names = sorted(set(names))
+    options = [OPTIONS_NAME] if OPTIONS_NAME in names else [n for n in names if n.endswith(OPTIONS_NAME)]
+    standard = [n for n in WEIGHTS_NAMES if n in names]
+    weights = standard[:1] or [n for n in names if n.endswith(".hdf5") and "weights" in n and "softmax" not in n]
+    return options, weights
+
+
+def find_pair(names: Iterable[str], where: PathLike) -> Optional[Tuple[str, str]]:
+    """The options and weights of the published pair among ``names`` (see ``pair_candidates``).
+
+    where (PathLike): the folder or zip they are in, for messages.
+    RETURNS (Optional[Tuple[str, str]]): the two names; None where there is no options file. An
+        options file without weights, or two candidates for either, is a ModelFileError.
+    """
+    options, weights = pair_candidates(names)
+    if not options:
+        return None
+    for found, what in ((options, "options files"), (weights, "weights files")):
+        if len(found) > 1:
+            raise ModelFileError(where, f"{len(found)} {what} ({', '.join(found)}): which pair is the model is "
+                                        "not clear; keep one, or give options and weights as two files")
+    if not weights:
+        raise ModelFileError(where, f"{options[0]} but no {' or '.join(WEIGHTS_NAMES)} beside it (nor an "
+                                    "elmo_..._weights.hdf5, as AllenNLP names it); name the weights so, or give options "
+                                    "and weights as two files")
+    return options[0], weights[0]
 
 
 def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:

@@ -20,10 +20,10 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from ..bilm import BiLM
-from .allennlp import load_allennlp
+from .allennlp import OPTIONS_NAME, WEIGHTS_NAMES, find_pair, load_allennlp, pair_candidates
 from ..files import cache_dir, file_sha256
 from .download import Transfer, ensure_file
 from .download_record import recorded_sha256
@@ -32,8 +32,6 @@ from .errors import ModelFileError
 from .registry import published_archive
 
 PathLike = Union[str, Path]
-OPTIONS = "options.json"
-WEIGHTS = ("model.hdf5", "weights.hdf5")
 META = "meta.json"
 ALLENNLP = "allennlp"
 EFML = "elmoformanylangs"
@@ -54,21 +52,23 @@ class ArchiveContents:
     family (str): "allennlp" (options.json + HDF5 weights) or "elmoformanylangs".
     members (Dict[str, str]): the members a model is read from, by base name -> name in the zip.
     language (Optional[str]): the language its ``meta.json`` records (an ISO 639 code), or None.
+    pair (Optional[Tuple[str, str]]): a zipped pair's options and weights, by base name.
     """
 
     family: str
     members: Dict[str, str]
     language: Optional[str]
+    pair: Optional[Tuple[str, str]] = None
 
     @property
     def options(self) -> Optional[str]:
-        """RETURNS (Optional[str]): the options.json member of a zipped pair."""
-        return self.members.get(OPTIONS)
+        """RETURNS (Optional[str]): the options member of a zipped pair."""
+        return self.members[self.pair[0]] if self.pair else None
 
     @property
     def weights(self) -> Optional[str]:
         """RETURNS (Optional[str]): the HDF5 weights member of a zipped pair."""
-        return next((self.members[name] for name in WEIGHTS if name in self.members), None)
+        return self.members[self.pair[1]] if self.pair else None
 
 
 def archive_contents(path: PathLike) -> ArchiveContents:
@@ -82,14 +82,15 @@ def archive_contents(path: PathLike) -> ArchiveContents:
     except (zipfile.BadZipFile, OSError) as error:
         raise ModelFileError(path, f"not a readable zip archive ({error})") from error
     names = {Path(info.filename).name for info in infos}
-    if OPTIONS in names and any(name in names for name in WEIGHTS):
-        family, wanted = ALLENNLP, [OPTIONS, next(name for name in WEIGHTS if name in names)]
+    pair = find_pair(names, path) if all(pair_candidates(names)) else None
+    if pair is not None:  # by base name, as a folder holding the same files is read (``loading``)
+        family, wanted = ALLENNLP, list(pair)
     elif all(name in names for name in EFML_REQUIRED):
         family, wanted = EFML, sorted(n for n in names if n in EFML_FILES or (n.endswith(".json") and n != EXTRACTED_RECORD))
     else:
         found = ", ".join(sorted(names)) or "nothing"
         raise ModelFileError(
-            path, f"a biLM archive holds {OPTIONS} and {' or '.join(WEIGHTS)} (a published pair, as NLPL's ELMo "
+            path, f"a biLM archive holds {OPTIONS_NAME} and {' or '.join(WEIGHTS_NAMES)} (a published pair, as NLPL's ELMo "
                   f"archives), or {', '.join(EFML_REQUIRED)} (an ELMoForManyLangs model); this one holds {found}"
         )
     members: Dict[str, str] = {}
@@ -99,7 +100,7 @@ def archive_contents(path: PathLike) -> ArchiveContents:
             raise ModelFileError(path, f"holds {len(found_as)} members named {name} ({', '.join(found_as)}): "
                                        "which one is the model's is not clear; unpack the one you mean")
         members[name] = found_as[0]
-    return ArchiveContents(family, members, _language(meta))
+    return ArchiveContents(family, members, _language(meta), pair)
 
 
 def load_archive(path: PathLike) -> BiLM:
@@ -110,8 +111,8 @@ def load_archive(path: PathLike) -> BiLM:
     contents = archive_contents(path)
     with tempfile.TemporaryDirectory(prefix="spacy-elmo-archive-") as work:
         extract_members(path, contents, Path(work))
-        if contents.family == ALLENNLP:
-            return load_allennlp(Path(work) / OPTIONS, Path(work) / Path(contents.weights).name)
+        if contents.pair is not None:
+            return load_allennlp(Path(work) / contents.pair[0], Path(work) / contents.pair[1])
         try:
             return load_efml(Path(work), label=path)
         except ModelFileError as error:  # name the zip and its member, not the private folder

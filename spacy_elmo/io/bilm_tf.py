@@ -38,8 +38,9 @@ from ..bilm import BiLM, BiLMConfig
 from ..bilm.softmax import WordSoftmax
 from .allennlp import _tensors
 from .errors import ModelFileError
+from .lm_head import LMHead, read_head_vocabulary
 from .tf_bundle import TensorBundle
-from .tf_layouts import INDEX_SUFFIX, ModelFiles, checkpoint_prefix, find_beside
+from .tf_layouts import INDEX_SUFFIX, ModelFiles, checkpoint_files, checkpoint_prefix, find_beside
 
 PathLike = Union[str, Path]
 OPTIONS_NAME = "options.json"
@@ -63,6 +64,7 @@ class TFModel:
     options (Optional[dict]): the options.json beside it, if any.
     vocab (Optional[str]): the vocabulary file's text, if any.
     source (str): what to name in messages.
+    vocab_name (Optional[str]): the vocabulary file's name in the folder or archive, if any.
     """
 
     bundle: TensorBundle
@@ -71,6 +73,7 @@ class TFModel:
     options: Optional[dict]
     vocab: Optional[str]
     source: str
+    vocab_name: Optional[str] = None
 
 
 @contextmanager
@@ -95,7 +98,7 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
         options = _read_options(files, options_name, path) if options_name else None
         vocab = _read_text(files, vocab_name, path) if vocab_name else None
         var_prefix, names = _canonical_names(bundle, source)
-        yield TFModel(bundle, var_prefix, names, options, vocab, source)
+        yield TFModel(bundle, var_prefix, names, options, vocab, source, vocab_name)
     finally:
         files.close()
 
@@ -153,17 +156,18 @@ def read_tf_softmax(path: PathLike) -> Tuple[WordSoftmax, Optional[str]]:
         return softmax.eval(), model.vocab
 
 
-def read_tf_head(path: PathLike):
+def read_tf_head(path: PathLike) -> Optional[LMHead]:
     """The language-model head of a bilm-tf checkpoint: its softmax and the words of the
     ``vocab.txt`` beside it, read as the published head vocabularies are (``lm_head``).
 
-    RETURNS (Optional[LMHead]): the head; None where the checkpoint holds no softmax (TF-Hub modules).
+    RETURNS (Optional[LMHead]): the head, whose ``files`` are the checkpoint's and the vocabulary's
+        (in a folder) or the archive; None where the checkpoint holds no softmax (TF-Hub modules).
     """
-    from .lm_head import LMHead, read_head_vocabulary  # lm_head imports the loader, which imports this
-
+    path = Path(path)
     with open_tf_model(path) as model:
         if model.prefix + "softmax/W" not in model.bundle:
             return None
+        vocab_file = (path / model.vocab_name,) if path.is_dir() and model.vocab_name else ()
     softmax, vocab = read_tf_softmax(path)
     if vocab is None:
         raise ModelFileError(path, f"no {VOCAB_NAME} beside the checkpoint: the softmax rows cannot be named")
@@ -174,7 +178,7 @@ def read_tf_head(path: PathLike):
             words = read_head_vocabulary(copy)
         except ModelFileError as err:
             raise ModelFileError(path, f"{VOCAB_NAME}: {err.problem}") from err
-    return LMHead(softmax, tuple(words), str(path), (Path(path),))
+    return LMHead(softmax, tuple(words), str(path), (*checkpoint_files(path), *vocab_file))
 
 
 def tf_config(model: TFModel) -> BiLMConfig:

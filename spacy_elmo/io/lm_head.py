@@ -11,15 +11,12 @@ one per line, stripped, a line ``!!!MAXTERMID`` skipped, ids in line order; a bl
 the file or a word listed twice is refused (it would leave a row no word names).
 
 Our directories (``pretrain``/``finetune`` output, the shipped ``en_small``) hold the same head as
-``vocab.txt`` + ``softmax.safetensors`` (checksummed in config.json). ``load_head`` finds the head
-of whatever ``loading.locate_bilm`` found: our directory, a folder or zip holding a published pair
-with ``softmax.hdf5`` (or one ``*softmax*.hdf5``) and ``vocab.txt`` (or one ``vocab*.txt``), or a
-published name whose softmax the registry lists (downloaded on first use, into the pair's folder).
+``vocab.txt`` + ``softmax.safetensors`` (checksummed in config.json). Which head goes with a biLM
+is its source's to say (``sources``: ``source.head()``); this module only reads the files, and
+imports no other reader, so that every reader (``bilm_tf`` too) can make an ``LMHead``.
 Nothing is unpickled; an HDF5 link that reads outside the file is refused.
 """
 import hashlib
-import tempfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -33,14 +30,8 @@ from ..bilm import BiLM
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.softmax import WordSoftmax
 from .allennlp import _own_dataset
-from .archive import MAX_MEMBER_BYTES, copy_member
-from .bilm_tf import read_tf_head
-from .download import Transfer, ensure_file
 from .errors import ModelFileError
-from .loading import BiLMSource, locate_bilm
 from .native import read_config
-from .registry import published_model
-from .tf_layouts import is_tf_model
 
 PathLike = Union[str, Path]
 UNK_TOKEN = "<UNK>"
@@ -213,58 +204,8 @@ def load_native_head(directory: PathLike) -> Optional[LMHead]:
     return LMHead(softmax, tuple(words), str(directory), (directory / VOCAB_NAME, directory / SOFTMAX_NAME))
 
 
-def load_head(source: BiLMSource, *, transfer: Optional[Transfer] = None) -> Optional[LMHead]:
-    """The head that goes with the biLM ``locate_bilm`` found, or None where there is none.
-
-    A published name with a listed softmax downloads it and its vocabulary on first use.
-    RETURNS (Optional[LMHead]): the head, not yet checked against the biLM (``check_fits``).
-    """
-    if source.directory is not None:
-        return load_native_head(source.directory)
-    if source.archive is not None:
-        return _archive_head(source.archive)
-    if source.tf is not None:
-        return read_tf_head(source.tf)
-    if source.options is None or source.weights is None:
-        return None  # an ELMoForManyLangs model: its files hold no word softmax
-    if source.name is not None:
-        fetch_published_head(source.name, source.weights.parent, transfer=transfer)
-    files = find_head_files(source.weights.parent)
-    return None if files is None else load_published_head(*files)
-
-
-def load_lm_head(model: Optional[PathLike] = None, *, what: str = "load_lm_head") -> Tuple[BiLM, LMHead]:
-    """A biLM with its head, from anything ``locate_bilm`` takes (none: the shipped biLM).
-
-    RETURNS (Tuple[BiLM, LMHead]): the biLM (plain computation, eval mode) and its head, checked to fit.
-    """
-    source = locate_bilm(model, what=what)
-    bilm = source.load()
-    head = load_head(source)
-    if head is None:
-        raise ModelFileError(
-            str(model or "the shipped biLM"), "no softmax with it: our directories hold vocab.txt + "
-            f"{SOFTMAX_NAME}; a published pair needs {HDF5_SOFTMAX_NAME} + {VOCAB_NAME} beside it (or a published "
-            "name whose softmax was published: original, original-5.5b); or fine-tune it first, which trains "
-            "a new softmax on your text"
-        )
-    return bilm, head.check_fits(bilm)
-
-
-def fetch_published_head(name: str, directory: Path, *, transfer: Optional[Transfer] = None) -> None:
-    """Download the softmax and vocabulary of the published model ``name`` into ``directory``
-    (beside its pair) as softmax.hdf5 and vocab.txt, unless there already; nothing for a model
-    whose softmax was not published."""
-    model = published_model(name)
-    if model.vocab_path is None:
-        return
-    ensure_file(model.vocab_url(), directory / VOCAB_NAME, sha256=model.vocab_sha256, check=read_head_vocabulary,
-                transfer=transfer)
-    ensure_file(model.softmax_url(), directory / HDF5_SOFTMAX_NAME, sha256=model.softmax_sha256,
-                check=_check_softmax_file, transfer=transfer)
-
-
-def _check_softmax_file(path: Path) -> None:
+def check_softmax_file(path: Path) -> None:
+    """Refuse a downloaded softmax file that is no readable HDF5 with ``softmax/W`` and ``softmax/b``."""
     import h5py
 
     try:
@@ -297,27 +238,3 @@ def _one(folder: Path, name: str, pattern: str) -> Optional[Path]:
         raise ModelFileError(folder, f"{len(found)} files match {pattern} ({', '.join(p.name for p in found)}); "
                                      f"name the one to use {name}")
     return found[0] if found else None
-
-
-def _archive_head(archive_path: Path) -> Optional[LMHead]:
-    """The head in a zip of a published pair: members ``softmax.hdf5`` (or one ``*softmax*.hdf5``)
-    and ``vocab.txt`` (or one ``vocab*.txt``), read by base name into a private temporary folder."""
-    try:
-        with zipfile.ZipFile(archive_path) as archive:
-            infos = [info for info in archive.infolist() if not info.is_dir()]
-            with tempfile.TemporaryDirectory(prefix="spacy-elmo-head-") as work:
-                for info in infos:
-                    base = Path(info.filename).name
-                    if not (base.endswith(".hdf5") and "softmax" in base or base.startswith("vocab") and base.endswith(".txt")):
-                        continue
-                    if info.file_size > MAX_MEMBER_BYTES:
-                        raise ModelFileError(archive_path, f"{info.filename} claims {info.file_size} bytes, more than a softmax")
-                    copy_member(archive, info, Path(work) / base, archive_path)
-                files = find_head_files(Path(work))
-                if files is None:  # an NLPL "full" zip keeps its softmax in the TF checkpoint
-                    return read_tf_head(archive_path) if is_tf_model(archive_path) else None
-                head = load_published_head(*files)
-    except (zipfile.BadZipFile, OSError) as err:
-        raise ModelFileError(archive_path, f"not a readable zip archive ({err})") from err
-    head.source, head.files = f"{archive_path} ({files[0].name} + {files[1].name})", (Path(archive_path),)
-    return head

@@ -1,97 +1,48 @@
 """Where a biLM comes from: the one place that decides, for every entry point.
 
-``locate_bilm`` is the decision; ``resolve_bilm`` loads what it found and ``load_bilm`` (the
-public function) adds the inference fast path. The ``elmo`` component's ``initialize``,
-``convert``, ``finetune`` (which also reads the vocabulary and softmax of one of our directories)
-and the fuzzers all start here. A biLM comes from one of our model directories, a spaCy pipeline
-directory holding one elmo component, a directory holding a published AllenNLP/bilm-tf pair
-(options.json beside weights.hdf5, or model.hdf5 as NLPL archives name it), an ELMoForManyLangs
-model directory (config.json beside token_embedder.pkl, encoder.pkl, char.dic: ``efml``; our
-directories have a config.json too, but a model.safetensors and no .pkl), the pair given as two
-files, a zip of a published model (NLPL's ELMo archives and the ELMoForManyLangs zips, as
-published: ``archive``), a TensorFlow checkpoint or SavedModel as a folder, zip or .tar.gz
-(bilm-tf's training folders, TF-Hub modules, DeepPavlov's archives: ``bilm_tf``), a published model by name
-("small", "original", ...; or an ELMoForManyLangs language by ISO 639 code, "de", "ru", ...: see
-``registry``), or, where nothing is given, the English biLM shipped inside the package. Where the
-source says which language its model is for, ``BiLMSource.language`` records it. An existing path always wins over a name;
-only a registered name downloads, once, into the cache (``download``); a path that does not exist
-is an error naming it, never a download. Nothing is unpickled.
+``locate_bilm`` is the decision: it returns a source (``sources``: one class per format, which
+loads the biLM, its head where there is one, and knows its files, language and description);
+``resolve_bilm`` loads what it found, ``load_bilm`` (the public function) adds the inference fast
+path and ``load_lm_head`` the head. The ``elmo`` component's ``initialize``, ``convert``,
+``finetune``, ``evaluate``, the run records and the fuzzers all start here. A biLM comes from one
+of our model directories, a spaCy pipeline directory holding one elmo component, a folder or zip
+holding a published AllenNLP/bilm-tf pair (options.json beside weights.hdf5, or model.hdf5 as NLPL
+archives name it, or the names AllenNLP serves them under: ``allennlp.find_pair``), an
+ELMoForManyLangs model directory or zip (config.json beside token_embedder.pkl, encoder.pkl,
+char.dic: ``efml``; our directories have a config.json too, but a model.safetensors and no .pkl),
+the pair given as two files, a TensorFlow checkpoint or SavedModel as a folder, zip or .tar.gz
+(bilm-tf's training folders, TF-Hub modules, DeepPavlov's archives: ``bilm_tf``), a published
+model by name ("small", "original", ...; or an ELMoForManyLangs language by ISO 639 code, "de",
+"ru", ...: see ``registry``), or, where nothing is given, the English biLM shipped inside the
+package. An existing path always wins over a name; only a registered name downloads, once, into
+the cache (``download``); a path that does not exist is an error naming it, never a download.
+Nothing is unpickled.
 """
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
-from .allennlp import load_allennlp
-from .archive import archive_contents, fetch_archive, folder_language, load_archive
-from .bilm_tf import load_bilm_tf
+from .allennlp import OPTIONS_NAME, find_pair
+from .archive import ALLENNLP, archive_contents, fetch_archive
 from .contributed import fetch_contributed
-from .download import OPTIONS_NAME, WEIGHTS_NAME, fetch_published
-from .efml import is_efml_directory, load_efml
+from .download import fetch_published
+from .efml import is_efml_directory
 from .errors import ModelFileError
+from .lm_head import HDF5_SOFTMAX_NAME, SOFTMAX_NAME, VOCAB_NAME, LMHead
 from .native import CONFIG_NAME
 from .native import WEIGHTS_NAME as NATIVE_WEIGHTS_NAME
-from .native import load_native
 from .registry import PUBLISHED_ARCHIVES, PUBLISHED_CONTRIBUTED, PUBLISHED_MODELS, PUBLISHED_TF_MODELS, published_names
+from .sources import (
+    PIPELINE_CONFIG_NAME, SHIPPED_NAME, EFMLSource, ModelSource, NativeSource, PairBundleSource, PairSource,
+    PublishedPairSource, TensorFlowSource,
+)
 from .tf_layouts import fetch_tf_model, needs_tf_reader
 
 PathLike = Union[str, Path]
-SHIPPED_NAME = "en_small"
 SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / SHIPPED_NAME
 PIPELINE_FACTORY = "elmo"
-PIPELINE_CONFIG_NAME = "config.cfg"
-# the weights of a published pair's directory: our cache's and bilm-tf's name, then NLPL's
-PAIR_WEIGHTS_NAMES = (WEIGHTS_NAME, "model.hdf5")
-
-
-@dataclass(frozen=True)
-class BiLMSource:
-    """Where a biLM comes from, as ``locate_bilm`` decided it: one of our directories, a
-    published pair, or an ELMoForManyLangs directory.
-
-    directory (Optional[Path]): our model directory (config.json + model.safetensors); one written
-        by training also holds the vocabulary and softmax that continue language-model training.
-    options (Optional[Path]): a published options.json, where there is no directory of ours.
-    weights (Optional[Path]): the HDF5 weights that go with ``options``.
-    efml (Optional[Path]): an ELMoForManyLangs model directory.
-    archive (Optional[Path]): a zip of a published model (a pair, as NLPL's ELMo archives, or an
-        ELMoForManyLangs model).
-    language (Optional[str]): the language the model is for, where its source says (a published
-        name's registry entry, an archive's meta.json); None where nothing says.
-    name (Optional[str]): the published name the pair was fetched for (its softmax, where
-        published, is fetched by ``lm_head.load_head`` when asked for); not compared: the files
-        decide which biLM it is.
-    tf (Optional[Path]): a TensorFlow checkpoint or SavedModel without HDF5 weights beside it (a
-        folder, .zip or .tar.gz: ``bilm_tf``).
-    """
-
-    directory: Optional[Path] = None
-    options: Optional[Path] = None
-    weights: Optional[Path] = None
-    efml: Optional[Path] = None
-    archive: Optional[Path] = None
-    language: Optional[str] = None
-    name: Optional[str] = field(default=None, compare=False)
-    tf: Optional[Path] = None
-
-    def load(self) -> BiLM:
-        """RETURNS (BiLM): the model on CPU in eval mode, with the plain computation."""
-        if self.directory is not None:
-            return load_native(self.directory)
-        if self.efml is not None:
-            return load_efml(self.efml)
-        if self.archive is not None:
-            return load_archive(self.archive)
-        if self.tf is not None:
-            return load_bilm_tf(self.tf)
-        return load_allennlp(self.options, self.weights)
-
-
-def shipped_model_dir() -> Path:
-    """RETURNS (Path): the directory of the shipped English biLM (our safetensors format)."""
-    return SHIPPED_MODEL_DIR
 
 
 def locate_bilm(
@@ -100,7 +51,7 @@ def locate_bilm(
     options: Optional[PathLike] = None,
     weights: Optional[PathLike] = None,
     what: str = "load_bilm",
-) -> BiLMSource:
+) -> ModelSource:
     """Decide where the biLM the arguments name comes from. Nothing is loaded, but a published model
     asked for by name is downloaded into the cache on first use (``download.fetch_published``).
 
@@ -113,7 +64,7 @@ def locate_bilm(
     weights (Optional[PathLike]): a published HDF5 weights file (with ``options``).
     With none of them, the English biLM shipped with the package.
     what (str): who asks, for the error messages (e.g. "[initialize.components.elmo]").
-    RETURNS (BiLMSource): our directory, the published pair, or the EFML directory.
+    RETURNS (ModelSource): one of the classes of ``sources``, which loads the biLM and its head.
     """
     if path is not None:
         if options is not None or weights is not None:
@@ -121,13 +72,13 @@ def locate_bilm(
         local = Path(path).expanduser()
         return _local_source(local) if local.exists() else _published_source(str(path))
     if options is not None and weights is not None:
-        return BiLMSource(options=Path(options), weights=Path(weights))
+        return PairSource(Path(options), Path(weights))
     if options is not None or weights is not None:
         raise ValueError(f"{what}: options and weights must both be given, together")
     return _shipped_source()
 
 
-def _shipped_source() -> BiLMSource:
+def _shipped_source() -> NativeSource:
     """The English biLM shipped inside the package (no argument, or its name ``SHIPPED_NAME``)."""
     if not (shipped_model_dir() / NATIVE_WEIGHTS_NAME).is_file():
         raise ModelFileError(
@@ -135,7 +86,7 @@ def _shipped_source() -> BiLMSource:
             "the shipped English biLM is not installed with this copy of spacy-elmo; give weights "
             "explicitly ([initialize.components.elmo] options + weights, or model)",
         )
-    return BiLMSource(directory=shipped_model_dir())
+    return NativeSource.of(shipped_model_dir(), shipped=True)
 
 
 def resolve_bilm(
@@ -189,6 +140,29 @@ def load_bilm(
     return bilm
 
 
+def shipped_model_dir() -> Path:
+    """RETURNS (Path): the directory of the shipped English biLM (our safetensors format)."""
+    return SHIPPED_MODEL_DIR
+
+
+def load_lm_head(model: Optional[PathLike] = None, *, what: str = "load_lm_head") -> Tuple[BiLM, LMHead]:
+    """A biLM with its head, from anything ``locate_bilm`` takes (none: the shipped biLM).
+
+    RETURNS (Tuple[BiLM, LMHead]): the biLM (plain computation, eval mode) and its head, checked to fit.
+    """
+    source = locate_bilm(model, what=what)
+    bilm = source.load()
+    head = source.head()
+    if head is None:
+        raise ModelFileError(
+            str(model or "the shipped biLM"), "no softmax with it: our directories hold vocab.txt + "
+            f"{SOFTMAX_NAME}; a published pair needs {HDF5_SOFTMAX_NAME} + {VOCAB_NAME} beside it (or a published "
+            "name whose softmax was published: original, original-5.5b; or a bilm-tf checkpoint); or fine-tune it "
+            "first, which trains a new softmax on your text"
+        )
+    return bilm, head.check_fits(bilm)
+
+
 def find_bilm_directory(path: PathLike) -> Path:
     """The spacy-elmo model directory at ``path``: the path itself, or, for a spaCy pipeline
     directory, the ``model`` directory its single elmo component saved."""
@@ -207,15 +181,17 @@ def find_bilm_directory(path: PathLike) -> Path:
     return path / names[0] / "model"
 
 
-def _local_source(path: Path) -> BiLMSource:
-    """The biLM in an existing directory: an EFML one (its config.json has .pkl files or char.dic
-    beside it, and no model.safetensors), ours, a pipeline's, then a published pair."""
+def _local_source(path: Path) -> ModelSource:
+    """The biLM at an existing path: a TensorFlow archive or a zip of a published model; a
+    directory: an EFML one (its config.json has .pkl files or char.dic beside it, and no
+    model.safetensors), ours, a pipeline's, a TensorFlow layout, then a published pair."""
     if path.is_file():
         if needs_tf_reader(path):  # a .tar.gz or zip of a TensorFlow checkpoint or SavedModel
-            return BiLMSource(tf=path)
+            return TensorFlowSource(path)
         if zipfile.is_zipfile(path) or path.suffix.lower() == ".zip":
             # a zip that is no model says what it holds (or why it is no readable zip)
-            return BiLMSource(archive=path, language=archive_contents(path).language)
+            family = archive_contents(path).family
+            return PairBundleSource.of(path) if family == ALLENNLP else EFMLSource.of(path)
         raise ModelFileError(
             path, "a file, not a model directory or a zip of a published model; give a published pair as "
                   "options and weights"
@@ -223,42 +199,36 @@ def _local_source(path: Path) -> BiLMSource:
     if not path.is_dir():
         raise ModelFileError(path, "neither a file nor a directory")
     if is_efml_directory(path) and not (path / NATIVE_WEIGHTS_NAME).is_file():
-        # a published zip unpacked by hand keeps NLPL's meta.json, which may name the language
-        return BiLMSource(efml=path, language=folder_language(path))
+        return EFMLSource.of(path)  # a published zip unpacked by hand keeps NLPL's meta.json
     if (path / CONFIG_NAME).is_file() or (path / PIPELINE_CONFIG_NAME).is_file():
-        return BiLMSource(directory=find_bilm_directory(path))
+        directory = find_bilm_directory(path)
+        shipped = directory.resolve() == shipped_model_dir().resolve()
+        return NativeSource.of(directory, pipeline=path if directory != path else None, shipped=shipped)
     if needs_tf_reader(path):
-        return BiLMSource(tf=path)
-    if (path / OPTIONS_NAME).is_file():
-        for name in PAIR_WEIGHTS_NAMES:
-            if (path / name).is_file():
-                return BiLMSource(options=path / OPTIONS_NAME, weights=path / name)
-        raise ModelFileError(
-            path, f"{OPTIONS_NAME} but no {' or '.join(PAIR_WEIGHTS_NAMES)} beside it; name the weights so, "
-                  "or give options and weights as two files"
-        )
+        return TensorFlowSource(path)
+    if find_pair((p.name for p in path.iterdir() if p.is_file()), path) is not None:
+        return PairBundleSource.of(path)
     raise ModelFileError(
         path, f"not a biLM: no {CONFIG_NAME} (a spacy-elmo model directory, or with .pkl files an "
               f"ELMoForManyLangs one), {PIPELINE_CONFIG_NAME} (a spaCy pipeline with an elmo component) or "
-              f"{OPTIONS_NAME} + {WEIGHTS_NAME} (a published pair) in it",
+              f"{OPTIONS_NAME} + weights.hdf5 (a published pair; or AllenNLP's elmo_..._options.json + "
+              "elmo_..._weights.hdf5) in it",
     )
 
 
-def _published_source(name: str) -> BiLMSource:
-    """The published pair of a registered name, downloaded on first use. Nothing else downloads:
-    a path that does not exist, or a name nobody published, is refused naming it."""
+def _published_source(name: str) -> ModelSource:
+    """The source of a registered name, downloaded on first use. Nothing else downloads: a path
+    that does not exist, or a name nobody published, is refused naming it."""
     if name == SHIPPED_NAME:
         return _shipped_source()
     if name in PUBLISHED_MODELS:
-        options, weights = fetch_published(name)
-        return BiLMSource(options=options, weights=weights, language="en", name=name)
+        return PublishedPairSource(*fetch_published(name), language="en", name=name)
     if name in PUBLISHED_ARCHIVES:
-        return BiLMSource(efml=fetch_archive(name), language=name)
+        return EFMLSource(fetch_archive(name), language=name, name=name)
     if name in PUBLISHED_TF_MODELS:
-        return BiLMSource(tf=fetch_tf_model(name), language=PUBLISHED_TF_MODELS[name].language)
+        return TensorFlowSource(fetch_tf_model(name), language=PUBLISHED_TF_MODELS[name].language, name=name)
     if name in PUBLISHED_CONTRIBUTED:
-        options, weights = fetch_contributed(name)
-        return BiLMSource(options=options, weights=weights, language=PUBLISHED_CONTRIBUTED[name].language, name=name)
+        return PairSource(*fetch_contributed(name), language=PUBLISHED_CONTRIBUTED[name].language, name=name)
     names = f"{SHIPPED_NAME} (shipped); {published_names()}"
     if _looks_like_path(name):
         raise ModelFileError(

@@ -11,9 +11,10 @@ import re
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Dict, List, Optional, Union
+from typing import BinaryIO, Dict, List, Optional, Tuple, Union
 
 from ..files import cache_dir
+from .allennlp import pair_candidates
 from .archive import MAX_MEMBER_BYTES
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
@@ -23,9 +24,6 @@ PathLike = Union[str, Path]
 CHECKPOINT_NAME = "checkpoint"
 INDEX_SUFFIX = ".index"
 MAX_DEPTH = 4
-# a published pair, which ``allennlp`` / ``archive`` read where it is present
-PAIR_OPTIONS = "options.json"
-PAIR_WEIGHTS = ("model.hdf5", "weights.hdf5")
 
 
 class ModelFiles:
@@ -99,8 +97,8 @@ def is_tf_model(path: PathLike) -> bool:
 
 def needs_tf_reader(path: PathLike) -> bool:
     """Whether ``path`` holds a TensorFlow checkpoint and no published pair that the HDF5 readers
-    take: ``options.json`` + ``model.hdf5`` (or ``weights.hdf5``) at a folder's top, or anywhere in a
-    zip (as ``archive`` finds them). Where there are both (an NLPL "full" zip, a folder after
+    take (``allennlp.pair_candidates``: options.json + model.hdf5 or weights.hdf5, or AllenNLP's
+    file names) at a folder's top, or anywhere in a zip (as ``archive`` finds them). Where there are both (an NLPL "full" zip, a folder after
     ``dump_weights``), the pair gives the biLM and the checkpoint the softmax (``read_tf_head``); a
     .tar.gz is always read here."""
     names = _tf_files(path)
@@ -112,7 +110,26 @@ def needs_tf_reader(path: PathLike) -> bool:
         pair_names = {PurePosixPath(n).name for n in names}
     else:
         return True
-    return not (PAIR_OPTIONS in pair_names and any(w in pair_names for w in PAIR_WEIGHTS))
+    options, weights = pair_candidates(pair_names)
+    return not (options and weights)
+
+
+def checkpoint_files(path: PathLike) -> Tuple[Path, ...]:
+    """The files a TensorFlow biLM's tensors are read from, for records and checksums: in a folder,
+    the checkpoint's data shards and its index; an archive is one file.
+
+    RETURNS (Tuple[Path, ...]): the files, the first data shard first.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return (path,)
+    files = ModelFiles(path)
+    try:
+        prefix = checkpoint_prefix(files)
+    finally:
+        files.close()
+    shards = sorted(n for n in files.sizes if n.startswith(prefix + ".data-"))
+    return tuple(path / name for name in (*shards, prefix + INDEX_SUFFIX))
 
 
 def _tf_files(path: PathLike) -> List[str]:

@@ -19,7 +19,7 @@ Patterns" (github.com/asafamr/SymPatternWSI), with one change that makes it dete
 
 Each sense is described by its most weighted substitutes and by example uses. simple_elmo's
 ``get_elmo_substitutes`` gives the same forward and backward lists per token (with raw logits).
-It works with any head ``io.lm_head.load_lm_head`` loads: our models' softmax and the published ones.
+It works with any head ``io.loading.load_lm_head`` loads: our models' softmax and the published ones.
 """
 import math
 from collections import Counter

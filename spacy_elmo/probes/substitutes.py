@@ -72,7 +72,7 @@ def sentence_substitutes(
     """The substitutes of every token of every sentence (see the module docstring).
 
     bilm (BiLM): the model (as it is: its runner decides the path, the plain one being exact).
-    head (LMHead): its softmax and vocabulary (``io.lm_head.load_head``).
+    head (LMHead): its softmax and vocabulary (a model source's ``head()``, ``io.loading.load_lm_head``).
     sentences (Sequence[Sequence[str]]): tokenized sentences.
     top (int): words per list.
     exclude (Sequence[str]): words never offered (they still count in the normalizer); default

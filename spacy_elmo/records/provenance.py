@@ -35,10 +35,8 @@ relative to it, a path in a datasets folder as ``assets/datasets/...`` (project.
 ``vars.datasets``), and any other by its last three parts, ``.../GRANDPARENT/PARENT/NAME``.
 """
 import datetime
-import json
 import os
 import platform
-import re
 import shlex
 import subprocess
 import sys
@@ -159,48 +157,30 @@ def model_record(
         path), version (the shipped model's as its model card gives it, a training output's stage
         and step, a pipeline's version, a published model's shape; "unversioned" where the files
         say none: the digest identifies them), weights (the weights file: our directory's
-        model.safetensors, a pipeline's elmo component's, a published pair's HDF5, a zip, or
-        ELMoForManyLangs' encoder.pkl) and weights_sha256 (its SHA-256).
+        model.safetensors, a pipeline's elmo component's, a published pair's HDF5, a zip or tar,
+        ELMoForManyLangs' encoder.pkl, a TensorFlow checkpoint's data shard: the first of the
+        source's ``files()``) and weights_sha256 (its SHA-256); also_sha256 the digests of its other
+        weight files by name (ELMoForManyLangs' token_embedder.pkl, a checkpoint's index).
     """
-    from ..io.loading import locate_bilm, shipped_model_dir
-    from ..io.registry import PUBLISHED_MODELS
+    from ..io.loading import locate_bilm
 
     source = locate_bilm(path, options=options, weights=weights, what="model_record")
     given = None if path is None else Path(path).expanduser()
-    name, version, others = portable_path(given) if given is not None else "", UNVERSIONED, {}
-    if source.directory is not None:
-        directory = Path(source.directory)
-        file = directory / "model.safetensors"
-        if directory.resolve() == shipped_model_dir().resolve():
-            name, version = directory.name, _card_version(directory)
-        elif given is not None and (given / "meta.json").is_file():  # a spaCy pipeline
-            meta = json.loads((given / "meta.json").read_text(encoding="utf-8"))
-            name = f"{meta.get('lang', 'xx')}_{meta.get('name', 'pipeline')}"
-            version = str(meta.get("version") or UNVERSIONED)
-        else:
-            extra = _read_json(directory / "config.json").get("extra", {})
-            if extra.get("stage") and extra.get("step") is not None:
-                version = f"{extra['stage']} step {extra['step']}"
-    elif source.efml is not None:
-        file = Path(source.efml) / "encoder.pkl"
-        embedder = Path(source.efml) / "token_embedder.pkl"
-        others = {embedder.name: file_sha256(embedder)} if embedder.is_file() else {}
-        if given is not None and not given.exists():
-            name = str(path)
-    elif source.archive is not None:
-        file = Path(source.archive)
-    else:
-        file = Path(source.weights)
-        if given is not None and not given.exists() and str(path) in PUBLISHED_MODELS:
-            name, version = str(path), PUBLISHED_MODELS[str(path)].shape
-        elif given is None:
-            name = portable_path(file.parent)
+    file, *also = source.files()
+    if source.name is not None:
+        name = source.name
+    elif given is not None:
+        name = portable_path(given)
+    else:  # a pair given as two files: the folder holding them
+        name = portable_path(file.parent)
+    version = source.version() or UNVERSIONED
+    others = {extra.name: file_sha256(extra) for extra in also}
     base = given if given is not None and given.is_dir() else file.parent
     try:  # below the folder the model is named by, so that the two read alike
         written = f"{portable_path(base)}/{file.resolve().relative_to(base.resolve()).as_posix()}"
     except ValueError:
         written = portable_path(file)
-    record = {"name": name or portable_path(file), "version": version, "weights": written,
+    record = {"name": name, "version": version, "weights": written,
               "weights_sha256": file_sha256(file)}
     if others:
         record["also_sha256"] = others
@@ -321,21 +301,6 @@ def _checkout_state() -> tuple:
     commit = _git("rev-parse", "HEAD")
     changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *RESULTS_EXCLUDED)
     return commit, None if changed is None else bool(changed)
-
-
-def _card_version(directory: Path) -> str:
-    """The version a shipped model's card names in its heading: ``# NAME: ... (X.Y.Z)``."""
-    card = directory / "MODEL_CARD.md"
-    heading = card.read_text(encoding="utf-8").splitlines()[0] if card.is_file() else ""
-    found = re.search(r"\((\d+\.\d+\.\d+)\)", heading)
-    return found.group(1) if found else UNVERSIONED
-
-
-def _read_json(path: Path) -> Dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
 
 
 def _is_below(path: Path, root: Path) -> bool:

@@ -10,8 +10,8 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from ..bilm.softmax import WordSoftmax
-from ..io.lm_head import LMHead, load_lm_head
-from ..io.loading import PathLike
+from ..io.lm_head import LMHead
+from ..io.loading import PathLike, load_lm_head
 from .lm import LanguageModel
 from .vocab import Vocab
 
@@ -47,7 +47,7 @@ def head_softmax(head: LMHead, *, n_samples: int = 0) -> Tuple[Vocab, WordSoftma
 def load_scoring_lm(model: Optional[PathLike] = None, *, what: str = "evaluate") -> Tuple[LanguageModel, Vocab, LMHead]:
     """The language model of ``model`` (anything ``locate_bilm`` takes: our directory, a folder or
     zip with a published pair, softmax and vocabulary, a published name whose softmax was published;
-    none: the shipped biLM) with its own softmax, full, no dropout (``io.lm_head.load_lm_head``).
+    none: the shipped biLM) with its own softmax, full, no dropout (``io.loading.load_lm_head``).
 
     RETURNS (Tuple[LanguageModel, Vocab, LMHead]): the model, its vocabulary, and the head as read.
     """

@@ -17,12 +17,12 @@ from ..files import write_atomic
 from ..bilm import BiLM
 from ..bilm.softmax import WordSoftmax
 from ..io import save_bilm
-from ..io.lm_head import SOFTMAX_NAME, load_head
+from ..io.lm_head import SOFTMAX_NAME
 from ..io.loading import PathLike, locate_bilm
 from ..io.native import read_config
 from .head import head_vocab
 from .lm import LanguageModel
-from .vocab import VOCAB_NAME, Vocab
+from .vocab import Vocab
 
 # the segment length assumed for a model directory that does not record its training config
 DEFAULT_MAX_SENTENCE_TOKENS = 64
@@ -97,22 +97,21 @@ def load_lm_parts(
 ) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]:
     """The biLM ``io.loading.locate_bilm`` finds for the arguments (our directory, a pipeline, a
     published pair or name, or with none the shipped biLM) and its head where it has one
-    (``io.lm_head.load_head``: our directory's vocabulary and softmax, checksum verified, or a
-    published softmax and vocabulary), in training's vocabulary order (``head.head_vocab``).
+    (the source's ``head()``: our directory's vocabulary and softmax, checksum verified, a
+    published softmax and vocabulary, a bilm-tf checkpoint's), in training's vocabulary order
+    (``head.head_vocab``); without one, the vocabulary our training wrote beside the weights.
 
     RETURNS (Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]): the biLM, the
         vocabulary or None, and the softmax's float32 state dict or None.
     """
     source = locate_bilm(start, options=options, weights=weights, what=what)
     bilm = source.load()
-    head = load_head(source)  # ours, or a published softmax + vocabulary beside the pair
+    head = source.head()
     if head is not None:
         vocab, softmax = head_vocab(head.check_fits(bilm))
         return bilm, vocab, softmax
-    path = source.directory
-    if path is None or not (path / VOCAB_NAME).is_file():
-        return bilm, None, None
-    return bilm, Vocab.from_disk(path), None
+    vocabulary = source.training_vocabulary()
+    return bilm, None if vocabulary is None else Vocab.from_disk(vocabulary), None
 
 
 def load_lm(path: PathLike) -> Tuple[LanguageModel, Vocab]:
@@ -133,5 +132,11 @@ def load_lm(path: PathLike) -> Tuple[LanguageModel, Vocab]:
 
 def trained_max_sentence_tokens(path: Path) -> int:
     """The segment length the model in ``path`` was trained with (its config's [corpus] max_sentence_tokens)."""
-    trained = read_config(Path(path)).get("extra", {}).get("training_config", {})
+    return trained_segment_length(read_config(Path(path)).get("extra", {}))
+
+
+def trained_segment_length(record: Dict[str, Any]) -> int:
+    """The segment length a model was trained with, from what its training recorded (a source's
+    ``training_record()``: config.json's extra), the default where it records no training config."""
+    trained = record.get("training_config", {})
     return int(trained.get("corpus", {}).get("max_sentence_tokens", DEFAULT_MAX_SENTENCE_TOKENS))

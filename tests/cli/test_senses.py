@@ -4,7 +4,7 @@ import json
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.io.lm_head import load_lm_head
+from spacy_elmo.io.loading import load_lm_head
 from spacy_elmo.probes.senses import SenseSettings, induce_senses
 
 from ..published_head import write_published_head

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from spacy_elmo import load_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.io import ModelFileError
-from spacy_elmo.io.lm_head import load_lm_head
-from spacy_elmo.io.loading import locate_bilm
+from spacy_elmo.io.loading import load_lm_head, locate_bilm
+from spacy_elmo.io.sources import PairBundleSource, TensorFlowSource
 from spacy_elmo.io.registry import TF_BASE_URL_ENV, PUBLISHED_TF_MODELS
 
 from .test_download import FixtureServer
@@ -38,16 +38,17 @@ def _assert_reference_layers(per_sentence):
 @pytest.mark.parametrize(
     "layout, kind",
     [
-        ("checkpoint_folder", "tf"),
-        ("nlpl_full.zip", "archive"),  # its model.hdf5 gives the biLM, its checkpoint the softmax
-        ("nlpl_no_vocab.zip", "archive"),
-        ("tfhub_module", "tf"),
-        ("deeppavlov_lm.tar.gz", "tf"),
-        ("deeppavlov_hub.tar.gz", "tf"),
+        ("checkpoint_folder", TensorFlowSource),
+        ("nlpl_full.zip", PairBundleSource),  # its model.hdf5 gives the biLM, its checkpoint the softmax
+        ("nlpl_no_vocab.zip", PairBundleSource),
+        ("tfhub_module", TensorFlowSource),
+        ("deeppavlov_lm.tar.gz", TensorFlowSource),
+        ("deeppavlov_hub.tar.gz", TensorFlowSource),
     ],
 )
 def test_load_bilm_reads_every_layout(layout, kind):
-    assert getattr(locate_bilm(DATA / layout), kind) == DATA / layout
+    source = locate_bilm(DATA / layout)
+    assert type(source) is kind and source.path == DATA / layout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TF-Hub modules say their options are bilm-tf's published ones
         bilm = load_bilm(DATA / layout)
@@ -134,10 +135,10 @@ def test_hdf5_dumps_beside_a_checkpoint_do_not_hide_it(tmp_path):
     with tarfile.open(packed, "w:gz") as tar:
         tar.add(folder, "lm")
     for path in (folder, packed):
-        assert locate_bilm(path).tf == path
+        assert locate_bilm(path) == TensorFlowSource(path)
         _assert_reference_layers(load_bilm(path).embed(SENTENCES))
     shutil.copy(DATA / "model.hdf5", folder / "model.hdf5")
-    assert locate_bilm(folder).weights == folder / "model.hdf5"
+    assert locate_bilm(folder).files() == (folder / "model.hdf5",)
 
 
 def test_the_tfhub_module_downloads_under_a_file_name_of_its_own(tmp_path, tf_server):

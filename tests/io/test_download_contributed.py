@@ -114,7 +114,7 @@ def test_seqvec_by_name_downloads_the_zip_once_and_embeds_residues_as_the_plain_
     assert (folder / "seqvec.zip.sha256.json").is_file() and not (folder / "notes.txt").exists()
     assert json.loads((folder / "extracted.json").read_text())["name"] == "seqvec"
     source = locate_bilm("seqvec")  # from the cache: no second request
-    assert contributed.count("seqvec.zip") == 1 and source.language is None and source.weights == folder / "weights.hdf5"
+    assert contributed.count("seqvec.zip") == 1 and source.language is None and source.files() == (folder / "weights.hdf5",)
 
 
 @pytest.mark.parametrize("name", ARCHIVES)
@@ -166,7 +166,7 @@ def test_allennlps_contributed_pairs_come_from_their_paths_in_the_bucket(contrib
     contributed.files.update({model.options_path: OPTIONS, model.weights_path: WEIGHTS})
     source = locate_bilm(name)
     assert source.language == model.language and source.name == name
-    assert source.weights.read_bytes() == WEIGHTS
+    assert source.files()[0].read_bytes() == WEIGHTS
     assert contributed.count(model.weights_path) == 1
 
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from spacy_elmo.io import ModelFileError, load_bilm, load_efml, load_native, save_bilm
-from spacy_elmo.io.loading import BiLMSource, locate_bilm, resolve_bilm
+from spacy_elmo.io.loading import locate_bilm, resolve_bilm
+from spacy_elmo.io.sources import EFMLSource, NativeSource
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "elmoformanylangs"
 MODEL = DATA / "model"
@@ -65,7 +66,7 @@ def test_empty_sentence_gives_no_tokens_of_every_layer(efml_bilm):
 
 @pytest.mark.parametrize("optimize", [False, True])
 def test_load_bilm_reads_an_efml_directory_and_matches_efml(golden, optimize):
-    assert locate_bilm(MODEL) == BiLMSource(efml=MODEL)
+    assert locate_bilm(MODEL) == EFMLSource(MODEL)
     bilm = load_bilm(MODEL, optimize=optimize)
     _assert_matches_golden(bilm.embed(SENTENCES), golden)
     _assert_matches_golden(bilm.embed(SENTENCES), golden)  # again, with the char-CNN cache warm
@@ -186,7 +187,7 @@ def test_byte_ids_given_to_an_efml_model_are_refused(efml_bilm):
 
 def test_our_directory_keeps_the_character_vocabulary(efml_bilm, tmp_path, golden):
     save_bilm(efml_bilm, tmp_path / "ours")
-    assert locate_bilm(tmp_path / "ours") == BiLMSource(directory=tmp_path / "ours")
+    assert locate_bilm(tmp_path / "ours") == NativeSource(tmp_path / "ours")
     _assert_matches_golden(load_native(tmp_path / "ours").embed(SENTENCES), golden)
 
 

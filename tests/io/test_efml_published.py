@@ -19,7 +19,8 @@ from spacy_elmo.io.efml_architecture import (
     describe,
     shape_values,
 )
-from spacy_elmo.io.loading import BiLMSource, locate_bilm
+from spacy_elmo.io.loading import locate_bilm
+from spacy_elmo.io.sources import EFMLSource
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "elmoformanylangs"
 PUBLISHED = DATA / "published"
@@ -111,7 +112,7 @@ def test_a_published_zip_loads_and_gives_efmls_layers_and_ids(name, capfd):
 def test_the_zip_is_located_with_the_language_its_meta_json_records():
     with_meta = [n for n in ZIPS if "meta.json" in INDEX["zips"][n]["members"]][0]
     without = [n for n in ZIPS if n != with_meta][0]
-    assert locate_bilm(PUBLISHED / f"{with_meta}.zip") == BiLMSource(archive=PUBLISHED / f"{with_meta}.zip",
+    assert locate_bilm(PUBLISHED / f"{with_meta}.zip") == EFMLSource(PUBLISHED / f"{with_meta}.zip",
                                                                      language="de")
     assert locate_bilm(PUBLISHED / f"{without}.zip").language is None
     assert archive_contents(PUBLISHED / f"{without}.zip").family == "elmoformanylangs"
@@ -120,7 +121,7 @@ def test_the_zip_is_located_with_the_language_its_meta_json_records():
 def test_a_zip_unpacked_by_hand_keeps_the_language_of_its_meta_json(tmp_path):
     with_meta = [n for n in ZIPS if "meta.json" in INDEX["zips"][n]["members"]][0]
     folder = _unpack(with_meta, tmp_path / "de.model")
-    assert locate_bilm(folder) == BiLMSource(efml=folder, language="de")
+    assert locate_bilm(folder) == EFMLSource(folder, language="de")
     (folder / "meta.json").write_text("{damaged", encoding="utf-8")
     assert locate_bilm(folder).language is None
     (folder / "meta.json").unlink()

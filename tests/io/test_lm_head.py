@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from spacy_elmo.io import ModelFileError
-from spacy_elmo.io import lm_head
-from spacy_elmo.io.lm_head import load_head, load_lm_head, read_head_vocabulary
-from spacy_elmo.io.loading import BiLMSource, shipped_model_dir
+from spacy_elmo.io import sources
+from spacy_elmo.io.lm_head import read_head_vocabulary
+from spacy_elmo.io.loading import load_lm_head, shipped_model_dir
+from spacy_elmo.io.sources import PairSource, PublishedPairSource
 from spacy_elmo.io.registry import PUBLISHED_MODELS
 from spacy_elmo.training.head import head_vocab
 from spacy_elmo.training.model_dir import load_lm_parts
@@ -69,7 +70,7 @@ def test_a_pair_without_a_softmax_has_no_head_and_says_so(tmp_path, tiny_paths):
     folder.mkdir()
     for path in tiny_paths:
         shutil.copy(path, folder / path.name)
-    assert load_head(BiLMSource(options=folder / "options.json", weights=folder / "weights.hdf5")) is None
+    assert PairSource(folder / "options.json", folder / "weights.hdf5").head() is None
     with pytest.raises(ModelFileError, match="no softmax with it"):
         load_lm_head(folder)
 
@@ -129,8 +130,8 @@ def test_a_published_name_fetches_its_softmax_and_vocabulary_beside_its_pair(tmp
         check(target)
         return target
 
-    monkeypatch.setattr(lm_head, "ensure_file", ensure_file)
-    head = load_head(BiLMSource(options=cache / "options.json", weights=cache / "weights.hdf5", name="original"))
+    monkeypatch.setattr(sources, "ensure_file", ensure_file)
+    head = PublishedPairSource(cache / "options.json", cache / "weights.hdf5", name="original").head()
     base = "https://allennlp.s3.amazonaws.com/models/elmo/"
     assert asked == [
         f"{base}vocab-2016-09-10.txt",
@@ -142,7 +143,8 @@ def test_a_published_name_fetches_its_softmax_and_vocabulary_beside_its_pair(tmp
     )
     # a published model without a published softmax asks for nothing
     asked.clear()
-    assert load_head(BiLMSource(options=cache / "options.json", weights=tmp_path / "x" / "weights.hdf5", name="small")) is None
+    (tmp_path / "x").mkdir()
+    assert PublishedPairSource(cache / "options.json", tmp_path / "x" / "weights.hdf5", name="small").head() is None
     assert asked == []
 
 

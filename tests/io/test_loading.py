@@ -11,7 +11,8 @@ import torch
 from spacy_elmo.architectures import bilm_model_config
 from spacy_elmo.io import ModelFileError, load_allennlp, load_bilm, save_bilm
 from spacy_elmo.io import loading
-from spacy_elmo.io.loading import BiLMSource, locate_bilm, resolve_bilm
+from spacy_elmo.io.loading import locate_bilm, resolve_bilm
+from spacy_elmo.io.sources import EFMLSource, NativeSource, PairBundleSource, PublishedPairSource
 from spacy_elmo.io.registry import PUBLISHED_MODELS
 from spacy_elmo.pipeline import create_pipeline, initial_bilm
 
@@ -99,12 +100,12 @@ def test_an_unknown_name_lists_the_published_names(no_download):
 def test_a_registered_name_is_the_only_thing_that_downloads(monkeypatch, tiny_paths):
     asked = []
     monkeypatch.setattr(loading, "fetch_published", lambda name: asked.append(name) or tiny_paths)
-    assert locate_bilm("original-5.5b") == BiLMSource(options=tiny_paths[0], weights=tiny_paths[1], language="en")
+    assert locate_bilm("original-5.5b") == PublishedPairSource(*tiny_paths, language="en")
     assert asked == ["original-5.5b"]
     # an ELMoForManyLangs language by its ISO code: the unpacked archive, with its language
     unpacked = []
     monkeypatch.setattr(loading, "fetch_archive", lambda name: unpacked.append(name) or Path("/cache/de/model"))
-    assert locate_bilm("de") == BiLMSource(efml=Path("/cache/de/model"), language="de")
+    assert locate_bilm("de") == EFMLSource(Path("/cache/de/model"), language="de")
     assert unpacked == ["de"] and asked == ["original-5.5b"]
 
 
@@ -117,7 +118,7 @@ def test_a_zip_of_a_published_pair_is_located_with_its_language(no_download, tmp
         archive.write(tiny_paths[0], "options.json")
         archive.write(tiny_paths[1], "model.hdf5")
         archive.writestr("meta.json", json.dumps({"corpus": [{"language": "nb"}]}))
-    assert locate_bilm(path) == BiLMSource(archive=path, language="nb")
+    assert locate_bilm(path) == PairBundleSource(path, language="nb")
     assert _same_weights(load_bilm(path, optimize=False), load_allennlp(*tiny_paths))
 
 
@@ -145,7 +146,7 @@ def test_a_directory_holding_a_published_pair_loads_as_the_pair(no_download, tmp
     shutil.copy(options, tmp_path / "options.json")
     shutil.copy(weights, tmp_path / weights_name)
     (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nthe\n", encoding="utf-8")  # as NLPL ships it
-    assert locate_bilm(tmp_path) == BiLMSource(options=tmp_path / "options.json", weights=tmp_path / weights_name)
+    assert locate_bilm(tmp_path) == PairBundleSource(tmp_path) and locate_bilm(tmp_path).files() == (tmp_path / weights_name,)
     assert _same_weights(load_bilm(tmp_path, optimize=False), load_allennlp(options, weights))
 
 
@@ -162,9 +163,9 @@ def test_our_directory_wins_over_a_published_name(no_download, tmp_path, monkeyp
     bilm = random_bilm(seed=5)
     save_bilm(bilm, tmp_path / "small")
     monkeypatch.chdir(tmp_path)
-    assert locate_bilm("small") == BiLMSource(directory=Path("small"))
+    assert locate_bilm("small") == NativeSource(Path("small"))
     assert _same_weights(resolve_bilm("small"), bilm)
 
 
 def test_nothing_given_is_the_shipped_biLM():
-    assert locate_bilm() == BiLMSource(directory=loading.shipped_model_dir())
+    assert locate_bilm() == NativeSource(loading.shipped_model_dir(), language="en", shipped=True)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from spacy_elmo.io.lm_head import load_lm_head
+from spacy_elmo.io.loading import load_lm_head
 from spacy_elmo.probes.senses import (
     SenseSettings, describe_senses, induce_senses, substitute_bags, tfidf_matrix,
 )
