@@ -1,14 +1,19 @@
-"""`evaluate` on a published model with its own softmax: fresh and carried state, the record it writes."""
+"""`evaluate` on a published model with its own softmax: fresh and carried state, the record it
+writes; a bilm-tf checkpoint folder, and an NLPL zip against the same files unpacked."""
 import json
+import zipfile
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
+from spacy_elmo.files import file_sha256
+from spacy_elmo.records.provenance import portable_path
 from spacy_elmo.training.head import load_scoring_lm
 from spacy_elmo.training.perplexity import evaluate_perplexity
 
-from ..published_head import write_published_head
+from ..published_head import BILM_TF, bilm_tf_reference, write_published_head
 
 LINES = ["the cat sees a bird .", "a big dog likes fish", "red zebra"]
 
@@ -59,3 +64,51 @@ def test_evaluate_refuses_a_model_without_a_softmax_and_a_head_of_another_model(
     wide = write_published_head(tmp_path / "wide", width=32)
     result = _evaluate("--model", str(wide), "--data", str(data))
     assert result.exit_code == 2 and "projection_dim is 16" in _said(result)
+
+
+def _bilm_tf_dev(tmp_path):
+    """The bilm-tf fixture's held-out sentences as a text file, and the perplexity bilm-tf's own
+    graph gives them from a fresh state (tests/data/bilm_tf/README.md)."""
+    _, reference, _ = bilm_tf_reference()
+    data = tmp_path / "dev.txt"
+    data.write_text("\n".join(reference["sentences"]) + "\n", encoding="utf-8")
+    fresh = reference["token_nll"]["fresh"]
+    nll = 0.5 * (np.array(fresh["forward"]) + np.array(fresh["backward"]))
+    return data, float(np.exp(nll.mean()))
+
+
+def test_evaluate_a_bilm_tf_checkpoint_folder_writes_its_report_with_the_checkpoints_files(tmp_path):
+    folder = BILM_TF / "checkpoint_folder"
+    data, expected = _bilm_tf_dev(tmp_path)
+    out = tmp_path / "report.json"
+    result = _evaluate("--model", str(folder), "--data", str(data), "--output", str(out))
+    assert result.exit_code == 0, result.output
+    record = json.loads(out.read_text())
+    assert record["ppl"] == pytest.approx(expected, rel=1e-4) and record["max_sentence_tokens"] is None
+    # the head's digests are of files: the checkpoint's shard and index and the vocabulary beside them
+    named = {path.rsplit("/", 1)[-1]: digest for path, digest in record["head"].items()}
+    assert named == {name: file_sha256(folder / name) for name in (
+        "model.ckpt-24.data-00000-of-00001", "model.ckpt-24.index", "vocab.txt")}
+    model = record["provenance"]["model"]
+    assert model["weights"].endswith("checkpoint_folder/model.ckpt-24.data-00000-of-00001")
+    assert model["weights_sha256"] == file_sha256(folder / "model.ckpt-24.data-00000-of-00001")
+
+
+def test_an_nlpl_zip_and_its_files_unpacked_score_the_same_with_the_checkpoints_softmax(tmp_path):
+    """NLPL's "full" zip keeps the softmax in the bilm-tf checkpoint beside model.hdf5: the zip and
+    the folder it unpacks to give bilm-tf's perplexity, equal to the last bit."""
+    zipped = BILM_TF / "nlpl_full.zip"
+    folder = tmp_path / "nlpl"
+    with zipfile.ZipFile(zipped) as archive:
+        archive.extractall(folder)
+    data, expected = _bilm_tf_dev(tmp_path)
+    records = {}
+    for name, model in (("zip", zipped), ("folder", folder)):
+        out = tmp_path / f"{name}.json"
+        result = _evaluate("--model", str(model), "--data", str(data), "--output", str(out))
+        assert result.exit_code == 0, result.output
+        records[name] = json.loads(out.read_text())
+    for key in ("ppl", "forward_ppl", "backward_ppl", "tokens", "oov_rate", "vocab_size"):
+        assert records["zip"][key] == records["folder"][key], key
+    assert records["zip"]["ppl"] == pytest.approx(expected, rel=1e-4)
+    assert list(records["zip"]["head"]) == [portable_path(zipped)]

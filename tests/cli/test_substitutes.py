@@ -1,5 +1,6 @@
 """`substitutes`: one JSON line per token with the forward, backward and combined top words."""
 import json
+import zipfile
 
 from typer.testing import CliRunner
 
@@ -7,7 +8,7 @@ from spacy_elmo.cli import app
 from spacy_elmo.io.loading import load_lm_head
 from spacy_elmo.probes.substitutes import sentence_substitutes
 
-from ..published_head import write_published_head
+from ..published_head import BILM_TF, write_published_head
 
 
 def test_substitutes_prints_a_json_line_per_token_from_the_models_softmax(tmp_path):
@@ -36,3 +37,20 @@ def test_substitutes_of_a_model_without_a_softmax_is_refused(tmp_path, tiny_path
     result = CliRunner().invoke(app, ["substitutes", "a cat", "--model", str(bare)])
     said = " ".join(result.output.replace("│", " ").split())
     assert result.exit_code == 2 and "no softmax with it" in said
+
+
+def test_an_nlpl_zip_and_its_files_unpacked_give_the_same_substitutes_from_the_checkpoints_softmax(tmp_path):
+    zipped = BILM_TF / "nlpl_full.zip"
+    folder = tmp_path / "nlpl"
+    with zipfile.ZipFile(zipped) as archive:
+        archive.extractall(folder)
+    printed = {}
+    for name, model in (("zip", zipped), ("folder", folder)):
+        result = CliRunner().invoke(app, ["substitutes", "the cat ran to the bank .", "--model", str(model)])
+        assert result.exit_code == 0, result.output
+        printed[name] = result.stdout
+    assert printed["zip"] == printed["folder"]
+    lines = [json.loads(line) for line in printed["zip"].splitlines()]
+    assert [line["token"] for line in lines] == ["the", "cat", "ran", "to", "the", "bank", "."]
+    words = set((BILM_TF / "vocab.txt").read_text(encoding="utf-8").split())
+    assert all(s["word"] in words for line in lines for s in line["combined"])

@@ -4,6 +4,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import spacy
 import torch
@@ -11,12 +12,13 @@ import torch
 from spacy_elmo.architectures import bilm_model_config
 from spacy_elmo.io import ModelFileError, load_allennlp, load_bilm, save_bilm
 from spacy_elmo.io import loading
-from spacy_elmo.io.loading import locate_bilm, resolve_bilm
+from spacy_elmo.io.loading import load_lm_head, locate_bilm, resolve_bilm
 from spacy_elmo.io.sources import EFMLSource, NativeSource, PairBundleSource, PublishedPairSource
 from spacy_elmo.io.registry import PUBLISHED_MODELS
 from spacy_elmo.pipeline import create_pipeline, initial_bilm
 
 from ..conftest import random_bilm
+from ..published_head import write_published_head
 
 
 def _same_weights(a, b) -> bool:
@@ -148,6 +150,57 @@ def test_a_directory_holding_a_published_pair_loads_as_the_pair(no_download, tmp
     (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nthe\n", encoding="utf-8")  # as NLPL ships it
     assert locate_bilm(tmp_path) == PairBundleSource(tmp_path) and locate_bilm(tmp_path).files() == (tmp_path / weights_name,)
     assert _same_weights(load_bilm(tmp_path, optimize=False), load_allennlp(options, weights))
+
+
+SHAPE = "elmo_2x1024_128_2048cnn_1xhighway"
+# a standard name -> the name AllenNLP serves the file under (the vocabulary: bilm-tf's README's)
+ALLENNLP_NAMES = {
+    "options.json": f"{SHAPE}_options.json", "weights.hdf5": f"{SHAPE}_weights.hdf5",
+    "tiny_softmax_weights.hdf5": f"{SHAPE}_softmax_weights.hdf5", "vocab.txt": "vocab-2016-09-10.txt",
+}
+
+
+def test_a_folder_of_allennlps_download_names_is_the_pair_with_its_softmax_zipped_or_not(no_download, tmp_path):
+    standard = write_published_head(tmp_path / "standard")
+    folder = tmp_path / "downloaded"
+    folder.mkdir()
+    for name, served in ALLENNLP_NAMES.items():
+        shutil.copy(standard / name, folder / served)
+    zipped = tmp_path / "downloaded.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        for file in folder.iterdir():
+            archive.write(file, f"elmo/{file.name}")
+    sentences = [["the", "cat", "sees", "a", "bird", "."], ["red", "zebra"]]
+    bilm, head = load_lm_head(standard)
+    for model in (folder, zipped):
+        assert type(locate_bilm(model)) is PairBundleSource
+        renamed, renamed_head = load_lm_head(model)
+        assert _same_weights(renamed, bilm) and _same_weights(load_bilm(model, optimize=False), bilm)
+        for mine, theirs in zip(renamed.embed(sentences), bilm.embed(sentences)):
+            assert np.array_equal(mine, theirs)
+        assert renamed_head.words == head.words and torch.equal(renamed_head.softmax.weight, head.softmax.weight)
+        assert torch.equal(renamed_head.softmax.bias, head.softmax.bias)
+    assert locate_bilm(folder).files() == (folder / f"{SHAPE}_weights.hdf5",)
+    # without its softmax: the biLM alone
+    (folder / f"{SHAPE}_softmax_weights.hdf5").unlink()
+    assert _same_weights(resolve_bilm(folder), bilm) and locate_bilm(folder).head() is None
+
+
+def test_a_folder_with_two_candidate_pairs_says_which_files_it_cannot_choose_between(no_download, tmp_path, tiny_paths):
+    options, weights = tiny_paths
+    shutil.copy(options, tmp_path / f"{SHAPE}_options.json")
+    shutil.copy(weights, tmp_path / f"{SHAPE}_weights.hdf5")
+    shutil.copy(weights, tmp_path / "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
+    with pytest.raises(ModelFileError, match=r"2 weights files \(elmo_2x1024.*, elmo_2x4096.*\)"):
+        load_bilm(tmp_path)
+    (tmp_path / "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5").unlink()
+    shutil.copy(options, tmp_path / "elmo_other_options.json")
+    with pytest.raises(ModelFileError, match="2 options files"):
+        load_bilm(tmp_path)
+    (tmp_path / "elmo_other_options.json").unlink()
+    (tmp_path / f"{SHAPE}_weights.hdf5").unlink()
+    with pytest.raises(ModelFileError, match=f"{SHAPE}_options.json but no weights.hdf5 or model.hdf5"):
+        load_bilm(tmp_path)
 
 
 def test_a_directory_with_options_but_no_weights_says_what_it_expected(no_download, tmp_path, tiny_paths):

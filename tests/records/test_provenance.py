@@ -23,7 +23,7 @@ from spacy_elmo.records.provenance import (
 
 import lab.records.check as record_check
 
-from ..conftest import TINY
+from ..conftest import DATA, TINY
 
 
 @pytest.fixture(autouse=True)
@@ -156,6 +156,20 @@ def test_model_record_of_a_published_pair_and_of_a_training_output(tmp_path, tin
     record = model_record(trained)
     assert record["version"] == "pretrain step 300" and record["weights_sha256"] == _sha(trained / "model.safetensors")
     assert record["name"] == record["weights"].rsplit("/", 1)[0] == f".../{tmp_path.name}/run/model-best"
+
+
+def test_model_record_of_a_tensorflow_checkpoint_names_its_data_shard_and_index():
+    folder = DATA / "bilm_tf" / "checkpoint_folder"
+    record = model_record(folder)
+    assert record == {
+        "name": "tests/data/bilm_tf/checkpoint_folder", "version": "unversioned",
+        "weights": "tests/data/bilm_tf/checkpoint_folder/model.ckpt-24.data-00000-of-00001",
+        "weights_sha256": _sha(folder / "model.ckpt-24.data-00000-of-00001"),
+        "also_sha256": {"model.ckpt-24.index": _sha(folder / "model.ckpt-24.index")},
+    }
+    packed = model_record(DATA / "bilm_tf" / "deeppavlov_lm.tar.gz")  # an archive is one file
+    assert packed["weights"] == "tests/data/bilm_tf/deeppavlov_lm.tar.gz"
+    assert packed["weights_sha256"] == _sha(DATA / "bilm_tf" / "deeppavlov_lm.tar.gz") and "also_sha256" not in packed
 
 
 def test_data_record_hashes_each_file_read_by_its_portable_path(tmp_path, monkeypatch):

@@ -1,0 +1,120 @@
+"""Model sources: one class per format; a zip and the same files unpacked behave the same; nothing
+outside io/ asks which class it holds; io/ has no import circle."""
+import ast
+import shutil
+import tarfile
+import warnings
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import spacy_elmo
+from spacy_elmo.io.loading import locate_bilm
+from spacy_elmo.io.sources import EFMLSource, ModelSource, NativeSource, PairBundleSource, TensorFlowSource
+
+from ..conftest import DATA
+
+PACKAGE = Path(spacy_elmo.__file__).parent
+BILM_TF = DATA / "bilm_tf"
+EFML_ZIP = DATA / "elmoformanylangs" / "published" / "relative-config-path.zip"
+
+
+def _unpack(archive: Path, folder: Path) -> Path:
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as packed:
+            packed.extractall(folder)
+    else:
+        with tarfile.open(archive) as packed:
+            packed.extractall(folder, filter="data")
+    inner = [p for p in folder.iterdir()]
+    return inner[0] if len(inner) == 1 and inner[0].is_dir() else folder
+
+
+@pytest.mark.parametrize("archive, kind", [
+    (BILM_TF / "nlpl_full.zip", PairBundleSource),
+    (BILM_TF / "nlpl_no_vocab.zip", PairBundleSource),
+    (BILM_TF / "deeppavlov_lm.tar.gz", TensorFlowSource),
+    (BILM_TF / "deeppavlov_hub.tar.gz", TensorFlowSource),
+    (EFML_ZIP, EFMLSource),
+])
+def test_an_archive_and_its_files_unpacked_are_one_source_with_the_same_model_head_and_language(tmp_path, archive, kind):
+    folder = _unpack(archive, tmp_path / "unpacked")
+    packed, unpacked = locate_bilm(archive), locate_bilm(folder)
+    assert type(packed) is type(unpacked) is kind
+    assert packed.language == unpacked.language
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a TF-Hub module's options are bilm-tf's published values
+        a, b = packed.load(), unpacked.load()
+    assert a.state_dict().keys() == b.state_dict().keys()
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+    heads = packed.head(), unpacked.head()
+    assert (heads[0] is None) == (heads[1] is None)
+    if heads[0] is not None:
+        assert heads[0].words == heads[1].words and torch.equal(heads[0].softmax.weight, heads[1].softmax.weight)
+    for source in (packed, unpacked):
+        assert all(path.is_file() for path in source.files())
+        assert str(source.path) in source.description and "\n" not in source.description
+
+
+def test_our_directory_the_shipped_model_and_a_pipeline_say_what_they_are(tmp_path):
+    shipped = locate_bilm()
+    assert isinstance(shipped, NativeSource) and shipped.language == "en" and shipped.name == "en_small"
+    assert shipped.version() and shipped.files()[0].name == "model.safetensors" and shipped.head() is not None
+    assert shipped.training_record() is not None and shipped.training_vocabulary().name == "vocab.txt"
+    pair = locate_bilm(DATA / "allennlp" / "tiny")
+    assert pair.training_record() is None and pair.training_vocabulary() is None and pair.version() is None
+
+
+def _imports(path: Path):
+    """Every ``from X import`` of a module, function-level ones included, as module names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = f"{base}.{node.module}" if base and node.module else (node.module or base)
+            yield module, [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+
+
+def test_io_has_no_import_circle_counting_imports_inside_functions():
+    modules = {p.stem: p for p in (PACKAGE / "io").glob("*.py") if p.stem != "__init__"}
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        for module, names in _imports(path):
+            if module == "spacy_elmo.io":
+                graph[name].update(n for n in names if n in modules)
+            elif module.startswith("spacy_elmo.io."):
+                graph[name].add(module.split(".")[2])
+    done, path = set(), []
+
+    def visit(name):
+        assert name not in path, f"import circle: {' -> '.join(path[path.index(name):] + [name])}"
+        if name in done:
+            return
+        path.append(name)
+        for other in sorted(graph[name]):
+            visit(other)
+        path.pop()
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name)
+    # the head types are below every reader: lm_head reads no model format but the HDF5 and ours
+    assert graph["lm_head"] <= {"errors", "allennlp", "native"}
+
+
+def test_no_module_outside_io_asks_which_kind_of_source_it_holds():
+    kinds = {cls.__name__ for cls in (EFMLSource, NativeSource, PairBundleSource, TensorFlowSource)}
+    kinds |= {cls.__name__ for cls in ModelSource.__subclasses__()} | {"PairSource", "PublishedPairSource"}
+    asking = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.parent == PACKAGE / "io":
+            continue
+        for module, names in _imports(path):
+            asking += [f"{path.relative_to(PACKAGE)}: {n}" for n in names if n in kinds]
+    assert asking == []
