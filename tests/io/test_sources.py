@@ -1,7 +1,6 @@
 """Model sources: one class per format; a zip and the same files unpacked behave the same; nothing
 outside io/ asks which class it holds; io/ has no import circle."""
 import ast
-import shutil
 import tarfile
 import warnings
 import zipfile
