@@ -1,7 +1,8 @@
 """Model files: the published AllenNLP/bilm-tf pair, our safetensors directory, ELMoForManyLangs
-model directories (``efml``), TensorFlow checkpoints and SavedModels (``bilm_tf``), and the one
+model directories (``efml``), TensorFlow checkpoints and SavedModels (``bilm_tf``), one source
+type per format (``sources``: its biLM, its head, its files, language and description), and the one
 loader that decides where a biLM comes from (``loading``: ``load_bilm``, and ``locate_bilm`` for
-the package's own entry points)."""
+the package's own entry points, which returns a source)."""
 from .allennlp import export_allennlp, load_allennlp, read_options
 from .bilm_tf import load_bilm_tf
 from .efml import load_efml
