@@ -137,12 +137,15 @@ class NativeSource(ModelSource):
     def version(self) -> Optional[str]:
         if self.shipped:  # the version its model card names in its heading: "# NAME: ... (X.Y.Z)"
             card = self.directory / MODEL_CARD_NAME
-            found = re.search(r"\((\d+\.\d+\.\d+)\)", card.read_text(encoding="utf-8").split("\n")[0]) if card.is_file() else None
+            heading = card.read_text(encoding="utf-8").split("\n")[0] if card.is_file() else ""
+            found = re.search(r"\((\d+\.\d+\.\d+)\)", heading)
             return found.group(1) if found else None
         if self.pipeline is not None and (self.pipeline / PIPELINE_META_NAME).is_file():
             return str(_read_json(self.pipeline / PIPELINE_META_NAME).get("version") or "") or None
         extra = self.training_record() or {}
-        return f"{extra['stage']} step {extra['step']}" if extra.get("stage") and extra.get("step") is not None else None
+        if extra.get("stage") and extra.get("step") is not None:
+            return f"{extra['stage']} step {extra['step']}"
+        return None
 
     def training_record(self) -> Optional[Dict[str, Any]]:
         try:
@@ -308,7 +311,8 @@ def _zip_head(path: Path) -> Optional[LMHead]:
         with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(prefix="spacy-elmo-head-") as work:
             for info in archive.infolist():
                 base = Path(info.filename).name
-                if info.is_dir() or not (base.endswith(".hdf5") and "softmax" in base or base.startswith("vocab") and base.endswith(".txt")):
+                softmax = base.endswith(".hdf5") and "softmax" in base
+                if info.is_dir() or not (softmax or base.startswith("vocab") and base.endswith(".txt")):
                     continue
                 if info.file_size > MAX_MEMBER_BYTES:
                     raise ModelFileError(path, f"{info.filename} claims {info.file_size} bytes, more than a softmax")

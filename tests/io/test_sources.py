@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import spacy_elmo
+from spacy_elmo.pipeline import create_pipeline
 from spacy_elmo.io.loading import locate_bilm
 from spacy_elmo.io.sources import EFMLSource, ModelSource, NativeSource, PairBundleSource, TensorFlowSource
 
-from ..conftest import DATA
+from ..conftest import DATA, random_bilm
 
 PACKAGE = Path(spacy_elmo.__file__).parent
 BILM_TF = DATA / "bilm_tf"
@@ -62,6 +63,10 @@ def test_our_directory_the_shipped_model_and_a_pipeline_say_what_they_are(tmp_pa
     assert isinstance(shipped, NativeSource) and shipped.language == "en" and shipped.name == "en_small"
     assert shipped.version() and shipped.files()[0].name == "model.safetensors" and shipped.head() is not None
     assert shipped.training_record() is not None and shipped.training_vocabulary().name == "vocab.txt"
+    create_pipeline(random_bilm(seed=2), lang="de").to_disk(tmp_path / "pipeline")
+    pipeline = locate_bilm(tmp_path / "pipeline")
+    assert pipeline.language == "de" and pipeline.name == "de_pipeline" and pipeline.version() == "0.0.0"
+    assert "a spaCy pipeline" in pipeline.description and pipeline.files()[0].parent.name == "model"
     pair = locate_bilm(DATA / "allennlp" / "tiny")
     assert pair.training_record() is None and pair.training_vocabulary() is None and pair.version() is None
 
