@@ -121,4 +121,9 @@ def test_no_module_outside_io_asks_which_kind_of_source_it_holds():
             continue
         for module, names in _imports(path):
             asking += [f"{path.relative_to(PACKAGE)}: {n}" for n in names if n in kinds]
+        # nor reaches a class through its module (``sources.NativeSource``, ``isinstance(s, ...)``)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if named in kinds:
+                asking.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {named}")
     assert asking == []
