@@ -11,8 +11,10 @@ vocabulary (ELMoForManyLangs) also gets it beside the file (``chars_path``), as
 """
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -127,7 +129,9 @@ def export_bilm(
     """
     output = Path(output)
     check_request(fmt, output, precision, opset)
-    scripted = torch.jit.script(ExportGraph(bilm).eval())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit's deprecation notice: TorchScript is the format asked for
+        scripted = torch.jit.script(ExportGraph(bilm).eval())
     ids, lengths = bilm.batch_ids(CHECK_SENTENCES)
     example = (torch.from_numpy(ids), torch.from_numpy(lengths))
     record: Dict[str, Any] = {
@@ -167,8 +171,6 @@ def export_bilm(
 
 
 def _write_onnx(scripted: torch.jit.ScriptModule, example, path: Path, opset: int) -> None:
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
         torch.onnx.export(
@@ -200,7 +202,11 @@ def _quantize_int8(path: Path, bilm: BiLM, work: Path) -> Dict[str, Any]:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quantized = work / "int8.onnx"
-    quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
+    logging.getLogger().disabled, was = True, logging.getLogger().disabled  # its pre-processing advice
+    try:
+        quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
+    finally:
+        logging.getLogger().disabled = was
     ids, lengths = bilm.batch_ids(CHECK_SENTENCES)
     reference = run_onnx(path, ids, lengths)
     reduced = run_onnx(quantized, ids, lengths)

@@ -5,6 +5,7 @@ char ids by the convention it names (the published byte ids, or the learned voca
 beside the file) and gives what ``BiLM.embed`` gives: per sentence, every layer at its tokens.
 """
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -44,7 +45,9 @@ class ExportedBiLM:
             options.inter_op_num_threads = 1
             self._session = onnxruntime.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
         else:
-            self._module = torch.jit.load(str(self.path), map_location="cpu").eval()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch.jit's deprecation notice
+                self._module = torch.jit.load(str(self.path), map_location="cpu").eval()
 
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[np.ndarray, np.ndarray]:
         """The char ids and lengths of a batch, sentence boundaries added (``BiLM.batch_ids``)."""
