@@ -1,4 +1,5 @@
-"""`export`: a biLM as an ONNX or TorchScript file of the reference computation, with its record beside it."""
+"""`export`: a biLM as an ONNX or TorchScript file of the reference computation, with its record beside it;
+`serve`: a pipeline's `doc._.elmo` over HTTP."""
 from pathlib import Path
 from typing import Optional
 
@@ -34,3 +35,35 @@ def export_cli(
         raise typer.Exit(code=2)
     typer.echo(f"Wrote {output} ({record['format']}, {record['precision']}, char ids: {record['char_ids']['name']}) "
                f"and its record {output.name}.json")
+
+
+@app.command("serve")
+def serve_cli(
+    pipeline: Optional[Path] = typer.Option(
+        None, "--pipeline", help="a spaCy pipeline with an elmo component; default: blank English + the shipped biLM"),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port"),
+    max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="longest text accepted (413 beyond)"),
+    max_batch: int = typer.Option(32, "--max-batch", min=1, help="most texts run in one nlp.pipe batch"),
+    wait_ms: float = typer.Option(5.0, "--wait-ms", min=0.0, help="how long a batch waits for more requests"),
+) -> None:
+    """Serve doc._.elmo (its layers and mixed vector) over HTTP: POST /embed {"text": ...} (docs/export.md)."""
+    import spacy
+
+    try:
+        import uvicorn
+
+        from ..export.serve import make_app
+    except ImportError as err:
+        typer.echo(f"serve: {err.name} is not installed: pip install 'spacy-elmo[serve]'", err=True)
+        raise typer.Exit(code=2)
+    if pipeline is not None and not pipeline.is_dir():
+        typer.echo(f"serve: {pipeline}: pipeline folder not found", err=True)
+        raise typer.Exit(code=2)
+    if pipeline is None:
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo")
+        nlp.initialize()
+    else:
+        nlp = spacy.load(pipeline)
+    uvicorn.run(make_app(nlp, max_chars=max_chars, max_batch=max_batch, wait_ms=wait_ms), host=host, port=port)
