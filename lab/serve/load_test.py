@@ -5,31 +5,42 @@ at 1, 8 and 32 concurrent clients, every response checked against the offline re
         --texts sample/ewt/train.conllu --json results/export/serve-load.json
     python -m lab.serve.load_test --quick     # seconds: the suite's version
 
-The served pipeline and the offline one are two instances of ``spacy.blank("en")`` + the ``elmo``
-component (the shipped biLM), so no response can come from the offline one's layer cache. Each
-request sends a text not sent before in the run (the CoNLL-U file's ``# text`` lines, in order),
-so the server's own cache of layers per segment never answers either. At each level, ``clients``
-clients send requests one after another until ``requests`` are sent or ``time_limit`` seconds
-have passed; the run stops by itself. A response "equals" the offline result when its tokens are
-the same and every value of its layers and mixed vector is within ``--tolerance`` (1e-5) of
-``nlp(text)`` alone (batched with other texts, float32 sums may round differently); how many are
-bitwise equal is recorded too. Then malformed and oversized requests are sent, each must get a
-4xx with an error message, and a well-formed one after them must still be answered.
+The server runs ``python -m spacy_elmo serve`` in a process of its own (``--server thread``: in a
+thread of this process, as the suite's short test does), and the offline pipeline is another
+instance of ``spacy.blank("en")`` + the ``elmo`` component (the shipped biLM), so no response can
+come from the offline one's layer cache. Each request sends a text not sent before in the run (the
+CoNLL-U file's ``# text`` lines, in order), so the server's own cache of layers per segment never
+answers either. At each level, ``clients`` clients send requests one after another until
+``requests`` are sent or ``time_limit`` seconds have passed; the run stops by itself. A response
+equals the offline result when its tokens are the same and every value of its layers and mixed
+vector is within ``TOLERANCE`` of ``nlp(text)`` alone; how many are bitwise equal is recorded, and so
+is how far the offline pipeline's own batched results (``nlp.pipe``, 32 at a time) lie from its
+results alone: batching changes float32 rounding by itself, server or not. Then malformed and
+oversized requests are sent, each must get a 4xx with an error message, and a well-formed one after
+them must still be answered.
 """
 import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from spacy_elmo.export.serve import LocalServer, doc_payload, make_app
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
+
+# A response equals the offline result when its tokens are the same and every value is within this
+# of nlp(text) alone: texts batched together round their float32 sums differently from a text alone
+# (the offline pipeline's own batched-vs-alone difference is recorded beside the responses').
+TOLERANCE = 1e-4
 
 
 def conllu_texts(path: Path) -> List[str]:
@@ -137,33 +148,97 @@ def bad_requests(url: str, max_chars: int) -> List[Dict[str, Any]]:
     return answers
 
 
-def load_test(served: Any, offline: Any, texts: List[str], *, levels: List[int], requests: int,
-              time_limit: float, tolerance: float = 1e-5, max_chars: int = 2000, max_batch: int = 32,
+def offline_results(pipeline: Callable[[], Any], texts: List[str]) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, Any]]:
+    """Each text's payload from ``nlp(text)`` alone, and how far the same texts batched through
+    ``nlp.pipe`` (32 at a time) of another instance differ from that (each instance caches the layers of
+    the texts it has seen): the float32 rounding batching brings by itself."""
+    offline = pipeline()
+    started = time.time()
+    expected = {t: doc_payload(offline(t)) for t in texts}
+    seconds = time.time() - started
+    del offline
+    docs = pipeline().pipe(texts, batch_size=32)
+    batched = [compare(doc_payload(doc), expected[t]) for t, doc in zip(texts, docs)]
+    return expected, {"seconds_alone": seconds, "batched_vs_alone_max_abs_diff": max(c["max_abs_diff"] for c in batched),
+                      "batched_bitwise_equal_to_alone": sum(c["bitwise"] for c in batched), "texts": len(texts)}
+
+
+def run_levels(url: str, texts: List[str], expected: Dict[str, Dict[str, Any]], *, levels: List[int], requests: int,
+               time_limit: float, tolerance: float, max_chars: int) -> Dict[str, Any]:
+    """Every level against the server at ``url``, each with its own texts, then the bad requests."""
+    import httpx
+
+    report: Dict[str, Any] = {"levels": []}
+    for k, clients in enumerate(levels):
+        chunk = texts[k * requests: (k + 1) * requests]
+        before = httpx.get(f"{url}/health").json()
+        level = asyncio.run(run_level(url, chunk, expected, clients, time_limit, tolerance))
+        after = httpx.get(f"{url}/health").json()
+        batches = after["batches"] - before["batches"]
+        level["batches"] = {"count": batches, "mean_size": (after["texts"] - before["texts"]) / max(batches, 1)}
+        report["levels"].append(level)
+    report["bad_requests"] = bad_requests(url, max_chars)
+    return report
+
+
+def load_test(pipeline: Callable[[], Any], texts: List[str], *, levels: List[int], requests: int,
+              time_limit: float, tolerance: float = TOLERANCE, max_chars: int = 2000, max_batch: int = 32,
               wait_ms: float = 5.0) -> Dict[str, Any]:
-    """Serve ``served`` on 127.0.0.1, run every level, then the bad requests; check against ``offline``.
+    """Serve ``pipeline()`` on 127.0.0.1 in this process, run every level, then the bad requests; the
+    offline results come from other instances of ``pipeline()``.
 
     texts (List[str]): distinct texts, at least ``requests * len(levels) + 1``; level k sends its own.
-    RETURNS (Dict[str, Any]): the offline time, each level's numbers, the bad requests' answers.
+    RETURNS (Dict[str, Any]): the offline results' numbers, each level's numbers, the bad requests' answers.
     """
-    needed = requests * len(levels) + 1
+    run_texts = needed_texts(texts, requests * len(levels) + 1)
+    expected, offline_record = offline_results(pipeline, run_texts)
+    report: Dict[str, Any] = {"server": {"where": "a thread of this process", "max_batch": max_batch,
+                                         "wait_ms": wait_ms, "max_chars": max_chars},
+                              "tolerance": tolerance, "offline": offline_record}
+    with LocalServer(make_app(pipeline(), max_chars=max_chars, max_batch=max_batch, wait_ms=wait_ms)) as url:
+        report.update(run_levels(url, run_texts, expected, levels=levels, requests=requests, time_limit=time_limit,
+                                 tolerance=tolerance, max_chars=max_chars))
+    return report
+
+
+def needed_texts(texts: List[str], needed: int) -> List[str]:
     if len(texts) < needed:
         raise SystemExit(f"{len(texts)} distinct texts, the run needs {needed}: ask for fewer requests")
-    started = time.time()
-    run_texts = texts[:needed]
-    expected = {t: doc_payload(doc) for t, doc in zip(run_texts, (offline(t) for t in run_texts))}
-    report: Dict[str, Any] = {"server": {"max_batch": max_batch, "wait_ms": wait_ms, "max_chars": max_chars},
-                              "tolerance": tolerance, "offline_seconds": time.time() - started, "levels": []}
-    app = make_app(served, max_chars=max_chars, max_batch=max_batch, wait_ms=wait_ms)
-    with LocalServer(app) as url:
-        for k, clients in enumerate(levels):
-            chunk = run_texts[k * requests: (k + 1) * requests]
-            app.state.batcher.batches.clear()
-            level = asyncio.run(run_level(url, chunk, expected, clients, time_limit, tolerance))
-            batches = app.state.batcher.batches or [0]
-            level["batch_sizes"] = {"mean": statistics.fmean(batches), "max": max(batches)}
-            report["levels"].append(level)
-        report["bad_requests"] = bad_requests(url, max_chars)
-    return report
+    return texts[:needed]
+
+
+@contextmanager
+def server_process(args: argparse.Namespace) -> Iterator[str]:
+    """``python -m spacy_elmo serve`` in a process of its own on a free port of 127.0.0.1; ended on exit."""
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "spacy_elmo", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--max-chars", str(args.max_chars), "--max-batch", str(args.max_batch), "--wait-ms", str(args.wait_ms),
+               "--threads", str(args.threads)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"the server exited: {process.stderr.read().decode(errors='replace')[-500:]}")
+            try:
+                httpx.get(f"{url}/health", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the server did not answer /health within 300 s")
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -171,19 +246,33 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     command = "python -m lab.serve.load_test " + " ".join(argv if argv is not None else sys.argv[1:])
     mark_start(command)
     load_before = os.getloadavg()
+    levels = [int(x) for x in args.levels.split(",")]
     report: Dict[str, Any] = {"command": command, "note": args.load, "torch_threads": args.threads}
-    report.update(load_test(
-        elmo_pipeline(args.threads), elmo_pipeline(args.threads), conllu_texts(args.texts),
-        levels=[int(x) for x in args.levels.split(",")], requests=args.requests, time_limit=args.time_limit,
-        tolerance=args.tolerance, max_chars=args.max_chars, max_batch=args.max_batch, wait_ms=args.wait_ms))
+    if args.server == "thread":
+        report.update(load_test(
+            lambda: elmo_pipeline(args.threads), conllu_texts(args.texts), levels=levels,
+            requests=args.requests, time_limit=args.time_limit, tolerance=args.tolerance, max_chars=args.max_chars,
+            max_batch=args.max_batch, wait_ms=args.wait_ms))
+    else:
+        run_texts = needed_texts(conllu_texts(args.texts), args.requests * len(levels) + 1)
+        expected, report["offline"] = offline_results(lambda: elmo_pipeline(args.threads), run_texts)
+        report["server"] = {"where": "python -m spacy_elmo serve, a process of its own", "max_batch": args.max_batch,
+                            "wait_ms": args.wait_ms, "max_chars": args.max_chars}
+        report["tolerance"] = args.tolerance
+        with server_process(args) as url:
+            report.update(run_levels(url, run_texts, expected, levels=levels, requests=args.requests,
+                                     time_limit=args.time_limit, tolerance=args.tolerance, max_chars=args.max_chars))
     report["load_average"] = {"before": load_before, "after": os.getloadavg()}
     report["provenance"] = provenance(command, model=[model_record()], data=data_record([args.texts]))
+    offline = report["offline"]
+    print(f"offline: {offline['texts']} texts alone in {offline['seconds_alone']:.1f} s; batched vs alone: max abs diff "
+          f"{offline['batched_vs_alone_max_abs_diff']:.2e}, bitwise equal {offline['batched_bitwise_equal_to_alone']}")
     for level in report["levels"]:
         print(f"{level['clients']:3d} clients: {level['requests']} requests, {level['requests_per_s']:.1f} req/s, "
               f"{level['tokens_per_s']:.0f} tokens/s, p50 {level['latency_ms']['p50']:.0f} ms, "
-              f"p99 {level['latency_ms']['p99']:.0f} ms, differing from offline: "
-              f"{level['responses_differing_from_offline']}, bitwise equal: {level['responses_bitwise_equal']}, "
-              f"max abs diff {level['max_abs_diff_to_offline']:.2e}")
+              f"p99 {level['latency_ms']['p99']:.0f} ms, mean batch {level['batches']['mean_size']:.1f}, "
+              f"differing from offline: {level['responses_differing_from_offline']}, "
+              f"bitwise equal: {level['responses_bitwise_equal']}, max abs diff {level['max_abs_diff_to_offline']:.2e}")
     for answer in report["bad_requests"]:
         print(f"{answer['request']}: {answer['status']} {answer['error'] or ''}")
     if args.json:
@@ -202,7 +291,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--max-batch", type=int, default=32)
     parser.add_argument("--wait-ms", type=float, default=5.0)
     parser.add_argument("--max-chars", type=int, default=2000)
-    parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--tolerance", type=float, default=TOLERANCE)
+    parser.add_argument("--server", choices=("process", "thread"), default="process",
+                        help="the server in a process of its own (the clients' JSON work does not share its GIL), "
+                             "or in a thread of this one")
     parser.add_argument("--quick", action="store_true", help="levels 1,8,32 with 8 requests each: seconds")
     parser.add_argument("--load", default="a 2-core machine shared with other jobs (load average recorded)")
     parser.add_argument("--json")

@@ -46,6 +46,7 @@ def serve_cli(
     max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="longest text accepted (413 beyond)"),
     max_batch: int = typer.Option(32, "--max-batch", min=1, help="most texts run in one nlp.pipe batch"),
     wait_ms: float = typer.Option(5.0, "--wait-ms", min=0.0, help="how long a batch waits for more requests"),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads (default: torch's)"),
 ) -> None:
     """Serve doc._.elmo (its layers and mixed vector) over HTTP: POST /embed {"text": ...} (docs/export.md)."""
     import spacy
@@ -60,6 +61,10 @@ def serve_cli(
     if pipeline is not None and not pipeline.is_dir():
         typer.echo(f"serve: {pipeline}: pipeline folder not found", err=True)
         raise typer.Exit(code=2)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     if pipeline is None:
         nlp = spacy.blank("en")
         nlp.add_pipe("elmo")

@@ -8,7 +8,7 @@
 ``POST /embed`` with ``{"text": "..."}`` answers ``{"tokens": [...], "mixed": [[...]], "layers": [[[...]]]}``:
 ``doc._.elmo.mixed`` (n_tokens, width) and, unless ``"layers": false``, ``doc._.elmo.layers``
 (L+1, n_tokens, width), float32 values as JSON numbers (exact: a float32 survives the round trip).
-``GET /health`` answers ``{"status": "ok"}``. A body that is not that JSON gets 422, a text over
+``GET /health`` answers ``{"status": "ok", "batches": B, "texts": N}`` (the batches run so far, and their texts). A body that is not that JSON gets 422, a text over
 ``max_chars`` 413, each with ``{"error": "one line"}``; the server goes on serving.
 
 Batching (``Batcher``): requests wait in an asyncio queue; one task takes the first and whatever
@@ -130,8 +130,8 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
         return JSONResponse(status_code=422, content={"error": message})
 
     @app.get("/health")
-    async def health() -> Dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> Dict[str, Any]:
+        return {"status": "ok", "batches": len(batcher.batches), "texts": sum(batcher.batches)}
 
     @app.post("/embed")
     async def embed(request: EmbedRequest):
