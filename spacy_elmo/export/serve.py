@@ -18,6 +18,7 @@ runs one batch at a time. This module needs the ``serve`` extra (fastapi, uvicor
 ``nlp`` whose Docs get ``doc._.elmo`` and imports nothing else of the package.
 """
 import asyncio
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +59,8 @@ class Batcher:
             self._task.cancel()
         self._worker.shutdown(wait=False)
 
-    async def embed(self, text: str, layers: bool) -> Dict[str, Any]:
+    async def embed(self, text: str, layers: bool) -> bytes:
+        """The JSON body of ``doc_payload(nlp(text), layers)``, the text batched with others."""
         assert self._queue is not None, "Batcher.start() first"
         future = asyncio.get_running_loop().create_future()
         await self._queue.put((text, layers, future))
@@ -90,9 +92,11 @@ class Batcher:
                 if not future.done():
                     future.set_result(payload)
 
-    def _pipe(self, batch: List[Tuple[str, bool, Any]]) -> List[Dict[str, Any]]:
+    def _pipe(self, batch: List[Tuple[str, bool, Any]]) -> List[bytes]:
+        """The batch's response bodies, JSON-encoded here in the worker thread: encoding thousands of
+        floats a response on the event loop would hold back the requests arriving meanwhile."""
         docs = self.nlp.pipe([text for text, _, _ in batch], batch_size=len(batch))
-        return [doc_payload(doc, layers) for doc, (_, layers, _) in zip(docs, batch)]
+        return [json.dumps(doc_payload(doc, layers)).encode("utf-8") for doc, (_, layers, _) in zip(docs, batch)]
 
 
 def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH, wait_ms: float = WAIT_MS):
@@ -101,7 +105,7 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
 
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
     from pydantic import BaseModel, StrictBool, StrictStr
 
     batcher = Batcher(nlp, max_batch=max_batch, wait_ms=wait_ms)
@@ -138,8 +142,8 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
         if len(request.text) > max_chars:
             return JSONResponse(status_code=413, content={
                 "error": f"text of {len(request.text)} characters is over the limit of {max_chars}"})
-        # a Response as is: FastAPI's encoder would walk every float of the layers again
-        return JSONResponse(content=await batcher.embed(request.text, request.layers))
+        # the body as the worker encoded it: FastAPI's encoder would walk every float again, on the loop
+        return Response(content=await batcher.embed(request.text, request.layers), media_type="application/json")
 
     return app
 
