@@ -42,24 +42,26 @@ def exported(request, tmp_path_factory):
     files = {fmt: folder / f"model.{fmt}" for fmt in ("onnx", "torchscript")}
     for fmt, file in files.items():
         export_model(path, file, fmt, options=options, weights=weights)
-    reference = load_bilm(path, options=options, weights=weights, optimize=False)
-    return request.param, reference, files
+    # the default (optimized) path and the plain reference the file was compiled from
+    references = [load_bilm(path, options=options, weights=weights, optimize=o) for o in (True, False)]
+    return request.param, references, files
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
 @pytest.mark.parametrize("sentences", [RAGGED, ONE], ids=["ragged batch", "one sentence"])
 def test_an_exported_file_gives_the_layers_load_bilm_embeds(exported, fmt, sentences):
-    name, reference, files = exported
-    expected = reference.embed(sentences)
+    name, references, files = exported
     got = ExportedBiLM(files[fmt]).embed(sentences)
-    assert [g.shape for g in got] == [e.shape for e in expected]
-    worst = max(float(np.abs(g - e).max()) if e.size else 0.0 for g, e in zip(got, expected))
-    assert worst <= 1e-5, f"{name} {fmt}: max abs diff {worst}"
+    for reference in references:
+        expected = reference.embed(sentences)
+        assert [g.shape for g in got] == [e.shape for e in expected]
+        worst = max(float(np.abs(g - e).max()) if e.size else 0.0 for g, e in zip(got, expected))
+        assert worst <= 1e-5, f"{name} {fmt}: max abs diff {worst}"
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
 def test_padding_positions_of_an_exported_file_are_zero_and_rows_do_not_depend_on_the_batch(exported, fmt):
-    _, reference, files = exported
+    files = exported[2]
     model = ExportedBiLM(files[fmt])
     ids, lengths = model.batch_ids(RAGGED)
     batched = model.layers(ids, lengths)
@@ -70,7 +72,7 @@ def test_padding_positions_of_an_exported_file_are_zero_and_rows_do_not_depend_o
 
 
 def test_the_record_names_the_model_its_weights_digest_and_the_char_ids(exported):
-    name, reference, files = exported
+    name, (_, reference), files = exported
     record = json.loads(record_path(files["onnx"]).read_text(encoding="utf-8"))
     path, options, weights = SOURCES[name]
     weights_file = weights or (path / "weights.hdf5" if path == TINY else None)
