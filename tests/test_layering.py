@@ -26,6 +26,8 @@ ALLOWED = {
     "training": {"bilm", "fast", "io", "probes", "records"} | HELPERS,
     # corpus embedding runs the spaCy component on Ray actors or Spark tasks
     "embed": {"pipeline", "layers", "io", "fast", "bilm"} | HELPERS,
+    # exported files of the reference biLM, and a pipeline served over HTTP
+    "export": {"bilm", "fast", "io", "records"} | HELPERS,
 }
 # the spaCy component's top-level modules
 COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "v1_settings"}

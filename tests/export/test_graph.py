@@ -1,0 +1,57 @@
+"""ExportGraph computes BiLM.forward's layers with shapes that follow the input's only."""
+import numpy as np
+import pytest
+import torch
+
+from spacy_elmo.export import ExportedBiLM, export_bilm
+from spacy_elmo.fast import optimize_for_inference
+
+from ..conftest import random_bilm
+
+VARIANTS = {
+    "clipped, skip connections": {},
+    "no clips, no skips, tanh": dict(cell_clip=None, proj_clip=None, use_skip_connections=False, activation="tanh"),
+    "one layer, two highways": dict(n_layers=1, n_highway=2),
+}
+SENTENCES = [["a", "b", "c"], ["longer", "than", "the", "others", "by", "far", "and", "then", "some", "more"], ["z"]]
+
+
+def _forward(bilm, sentences):
+    ids, lengths = bilm.batch_ids(sentences)
+    with torch.no_grad():
+        return bilm(torch.from_numpy(ids), torch.from_numpy(lengths)).layers.numpy(), ids, lengths
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_every_architecture_variant_exports_to_the_reference_layers(tmp_path, variant, fmt):
+    pytest.importorskip("onnxruntime")
+    bilm = random_bilm(**VARIANTS[variant])
+    export_bilm(bilm, tmp_path / "m", fmt, model={"name": variant})
+    expected, ids, lengths = _forward(bilm, SENTENCES)
+    got = ExportedBiLM(tmp_path / "m").layers(ids, lengths)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_exporting_an_optimized_biLM_exports_its_reference_computation(tmp_path):
+    pytest.importorskip("onnxruntime")
+    bilm = random_bilm()
+    optimize_for_inference(bilm)
+    assert bilm.runner is not None
+    record = export_bilm(bilm, tmp_path / "m.onnx", "onnx", model={"name": "random"})
+    assert bilm.runner is None  # detached: the reference computation was compiled
+    assert "reference" in record["compiled_with"]
+    expected, ids, lengths = _forward(bilm, SENTENCES)
+    np.testing.assert_allclose(ExportedBiLM(tmp_path / "m.onnx").layers(ids, lengths), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_one_file_runs_batch_sizes_and_lengths_other_than_the_example_it_was_compiled_with(tmp_path, fmt):
+    pytest.importorskip("onnxruntime")
+    bilm = random_bilm()
+    export_bilm(bilm, tmp_path / "m", fmt, model={"name": "random"})
+    model = ExportedBiLM(tmp_path / "m")
+    for sentences in ([["x"] * 40], [["y"]] * 9, [[]], [["q", "r"], ["s"] * 33]):
+        expected, ids, lengths = _forward(bilm, sentences)
+        np.testing.assert_allclose(model.layers(ids, lengths), expected, atol=1e-5)
