@@ -107,5 +107,5 @@ def test_the_pair_in_lockstep_computes_what_each_directions_int8_layers_compute(
     monkeypatch.setattr(dispatch.Runner, "stack_path", lambda self, *a: paths.append(chosen(self, *a)) or paths[-1])
     in_lockstep = layers(fast).layers
     assert paths == ["lockstep_int8"]  # both directions' products in one call each
-    monkeypatch.setattr(dispatch, "lockstep_precision", lambda pairs: None)  # one direction after the other
+    monkeypatch.setattr(dispatch, "runs_in_lockstep", lambda pairs, precision: False)  # one direction after the other
     assert torch.equal(layers(fast).layers, in_lockstep) and paths[-1] is None

@@ -10,8 +10,8 @@ from spacy_elmo.bilm import batch_char_ids
 from spacy_elmo.fast import forget_derived_weights, optimize_for_inference
 from spacy_elmo.fast import int8_rows
 from spacy_elmo.fast import precision as quantize
-from spacy_elmo.fast.lockstep import lockstep_precision
-from spacy_elmo.fast.precision import ReducedPrecisionLinear, reduce_precision
+from spacy_elmo.fast.lockstep import runs_in_lockstep
+from spacy_elmo.fast.precision import BF16, INT8, ReducedPrecisionLinear, reduce_precision
 
 from ..conftest import random_bilm
 from ..bilm.sentences import SENTENCES, layers
@@ -50,7 +50,7 @@ def test_reduced_precision_linear_follows_weight_updates():
     reduce_precision(holder, "int8")
     holder.eval()  # in training mode the layer runs in float32
     layer = holder[0]
-    assert isinstance(layer, ReducedPrecisionLinear) and layer.precision == "int8"
+    assert isinstance(layer, ReducedPrecisionLinear) and layer.precision == INT8
     x = torch.randn(3, 16)
     with torch.no_grad():
         before = layer(x)
@@ -69,7 +69,7 @@ def test_bf16_runs_both_directions_in_lockstep_on_bf16_weight_copies(bf16_cpu):
     reference = layers(plain).layers
     fast = optimize_for_inference(random_bilm(seed=4, dim=64, projection_dim=32), precision="bf16")
     pairs = list(zip(fast.forward_lstm.layers, fast.backward_lstm.layers))
-    assert lockstep_precision(pairs) == "bf16"
+    assert fast.runner.precision == BF16 and runs_in_lockstep(pairs, BF16)
     got = layers(fast).layers
     valid = reference.abs().sum(-1) > 0
     cos = nn.functional.cosine_similarity(got[valid], reference[valid], dim=-1)
@@ -88,7 +88,7 @@ def test_bf16_runs_both_directions_in_lockstep_on_bf16_weight_copies(bf16_cpu):
     assert not hasattr(first, "_bf16_paired")
     # a mix of precisions (or anything else) runs the directions one after the other
     reduce_precision(fast.backward_lstm.layers[0], "int8")
-    assert lockstep_precision(pairs) is None
+    assert not runs_in_lockstep(pairs, BF16)
 
 
 def test_bf16_without_hardware_support_warns_and_runs_fp32(monkeypatch):
@@ -136,8 +136,8 @@ def test_int8_keeps_the_token_projection_in_fp32_and_stays_close_with_outlier_in
     reference = layers(_highway_outliers(seed)).layers
     fast = optimize_for_inference(_highway_outliers(seed), precision="int8")
     assert type(fast.token_encoder.projection) is nn.Linear
-    assert fast.token_encoder.highway.transform[0].precision == "int8"
-    assert all(layer.precision == "int8" for lstm in (fast.forward_lstm, fast.backward_lstm) for pair in lstm.layers
+    assert fast.token_encoder.highway.transform[0].precision == INT8
+    assert all(layer.precision == INT8 for lstm in (fast.forward_lstm, fast.backward_lstm) for pair in lstm.layers
                for layer in (pair.input_linearity, pair.state_linearity, pair.projection))
     valid = reference.abs().sum(-1) > 0
     got = layers(fast).layers
