@@ -11,7 +11,8 @@ from spacy_elmo.fast import forget_derived_weights, optimize_for_inference
 from spacy_elmo.fast import int8_rows
 from spacy_elmo.fast import precision as quantize
 from spacy_elmo.fast.lockstep import runs_in_lockstep
-from spacy_elmo.fast.precision import BF16, INT8, ReducedPrecisionLinear, reduce_precision
+from spacy_elmo.fast.plan import InferencePlan, adopt, prepare_pass
+from spacy_elmo.fast.precision import BF16, FP16, FP32, INT8, ReducedPrecisionLinear, reduce_precision
 
 from ..conftest import random_bilm
 from ..bilm.sentences import SENTENCES, layers
@@ -206,3 +207,29 @@ def test_an_engine_failing_the_saturation_probe_says_so_once_and_keeps_7_bits(mo
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert quantize.int8_full_range() is False  # decided once per engine: said once
+
+
+def test_the_users_word_is_read_once_into_a_precision_that_the_plan_and_the_runner_hold():
+    assert [quantize.choose_precision(word) for word in quantize.PRECISIONS] == [FP32, BF16, FP16, INT8]
+    assert quantize.choose_precision(INT8) is INT8  # a Precision is given back as it is
+    with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'bf16', 'fp16', 'int8'\), not 'float16'"):
+        quantize.choose_precision("float16")
+    plan = InferencePlan(optimize=True, precision="int8")
+    bilm = random_bilm(seed=6)
+    adopt(bilm, plan)
+    prepare_pass(bilm, plan, is_train=False, trains_weights=False, need_version=False)
+    assert plan.precision is INT8 and bilm.runner.precision == INT8 and plan.settings()["precision"] == "int8"
+    assert bilm.forward_lstm.layers[0].state_linearity.precision == INT8
+    assert INT8.float32_layers == quantize.INT8_FP32_LAYERS and not FP32.reduced and INT8.cpu_only
+
+
+def test_whether_a_precision_pays_and_where_it_runs_are_the_precisions_to_say(monkeypatch):
+    monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: False)
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert not BF16.pays_on(cpu) and BF16.pays_on(gpu) and INT8.pays_on(cpu) and FP32.pays_on(cpu)
+    monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: True)
+    assert BF16.pays_on(cpu)
+    with pytest.raises(ValueError, match='precision "int8" runs on CPU only'):
+        INT8.check_device(gpu)
+    FP16.check_device(cpu)
+    BF16.check_device(gpu)
