@@ -150,7 +150,7 @@ class ReducedPrecisionLinear(nn.Linear):
         kernels = self.precision.kernels
         if kernels is Kernels.BF16:
             weight, bias = packed
-            y = nn.functional.linear(flat.to(torch.bfloat16), weight, bias).to(x.dtype)
+            y = nn.functional.linear(flat.to(self.precision.products), weight, bias).to(x.dtype)
         elif kernels is Kernels.FP16:
             y = torch.ops.quantized.linear_dynamic_fp16(flat.float().contiguous(), packed)
         elif isinstance(packed[0], int8_rows.Int8Weights):  # each row quantized on its own (int8_rows.py)
@@ -181,7 +181,8 @@ class ReducedPrecisionLinear(nn.Linear):
 
 def _pack(weight: torch.Tensor, bias: Optional[torch.Tensor], precision: Precision) -> Any:
     if precision.kernels is Kernels.BF16:
-        return weight.to(torch.bfloat16).contiguous(), None if bias is None else bias.to(torch.bfloat16)
+        low = precision.products
+        return weight.to(low).contiguous(), None if bias is None else bias.to(low)
     if weight.device.type != "cpu":
         raise ValueError(f'precision "{precision.name}" runs on CPU only; use "bf16" on {weight.device.type}')
     weight = weight.float().contiguous()
