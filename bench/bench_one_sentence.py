@@ -34,6 +34,7 @@ import torch
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.fast import bf16_rows, int8_rows, optimize_for_inference, payoff
 from spacy_elmo.fast.lockstep import paired_weights
+from spacy_elmo.fast.precision import BF16, FP32, choose_precision
 from spacy_elmo.io.loading import load_bilm
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
@@ -200,13 +201,14 @@ def step_products(models: Dict[str, BiLM], repeats: int) -> Dict[str, Dict[str, 
     ops: Dict[str, Callable[[], object]] = {}
     for name in ("bf16", "int8"):
         pairs = list(zip(models[name].forward_lstm.layers, models[name].backward_lstm.layers))
-        products = payoff.step_products(pairs, name, 1)
-        ops.setdefault("fp32 products (baddbmm, bmm)", products["fp32"])
+        chosen = choose_precision(name)
+        products = payoff.step_products(pairs, chosen, 1)
+        ops.setdefault("fp32 products (baddbmm, bmm)", products[FP32])
         label = {"bf16": "bf16 products, packed kernel" if bf16_rows.native() else "bf16 products, portable kernel",
                  "int8": "int8 products, VNNI kernel" if int8_rows.native() else "int8 products, portable kernel"}[name]
-        ops[label] = products[name]
+        ops[label] = products[chosen]
     with products_of(TORCH_BF16):  # torch's bf16 products, as before the kernel
-        ops["bf16 products, torch (bmm, with the conversions)"] = payoff.step_products(pairs_of(models["bf16"]), "bf16", 1)["bf16"]
+        ops["bf16 products, torch (bmm, with the conversions)"] = payoff.step_products(pairs_of(models["bf16"]), BF16, 1)[BF16]
     proj, dim = models["fp32"].config.projection_dim, models["fp32"].config.dim
     h, hidden, p = torch.randn(2, 1, proj), torch.randn(2, 1, dim), torch.randn(2, 1, 4 * dim)
     gates, low = torch.empty(2, 1, 4 * dim), torch.empty(2, 1, 4 * dim, dtype=torch.bfloat16)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, portable_args, provenance
-from spacy_elmo.training.config import load_lm_config
+from spacy_elmo.training.config import AUTOCAST_WAS, load_lm_config
 from spacy_elmo.training.finetune import finetune
 
 # lab/campaign/campaign.sh continue's recipe, less the run length (training.max_steps here)
@@ -39,7 +39,7 @@ def run_window(args: argparse.Namespace, precision: str, round_index: int) -> Di
         raise SystemExit(f"{output} is not empty: give --work a new folder")
     overrides = {
         **RECIPE, "paths.train": str(args.train), "paths.dev": str(args.dev), "training.max_steps": args.steps,
-        "training.precision": precision, "system.threads": args.threads,
+        "training.autocast": AUTOCAST_WAS[precision], "system.threads": args.threads,
     }
     finetune(load_lm_config(Path(args.config), overrides), output, model=str(args.model))
     report = json.loads((output / "finetune-report.json").read_text(encoding="utf-8"))

@@ -168,7 +168,7 @@ class Elmo(TrainablePipe):
 
     @property
     def precision(self) -> str:
-        return self.model.attrs["inference"].precision
+        return self.model.attrs["inference"].precision.name
 
     @property
     def char_cache_size(self) -> int:

@@ -140,7 +140,7 @@ def test_bilm_v2_called_from_python_fills_v1s_defaults_and_refuses_other_names()
     model = v2(dim=64, projection_dim=16, precision="int8")
     bilm = get_bilm(model)
     assert (bilm.config.dim, bilm.config.projection_dim, bilm.config.n_layers) == (64, 16, SMALL.n_layers)
-    assert model.attrs["max_window"] == 200 and model.attrs["inference"].precision == "int8"
+    assert model.attrs["max_window"] == 200 and model.attrs["inference"].precision.name == "int8"
     with pytest.raises(TypeError, match="dimension"):
         v2(dimension=64)
 
@@ -186,7 +186,7 @@ def test_bilm_v2_with_precision_int8_runs_int8_layers(tiny_paths, tiny_sentences
     nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
     bilm = nlp.get_pipe("elmo").bilm
     assert not bilm.runner.exact
-    assert bilm.forward_lstm.layers[0].state_linearity.precision == "int8"
+    assert bilm.forward_lstm.layers[0].state_linearity.precision.name == "int8"
 
 
 def test_component_settings_that_disagree_with_bilm_v2_are_an_error_naming_both(tiny_paths):

@@ -1,5 +1,5 @@
 from spacy_elmo.files import cache_dir
-from spacy_elmo.fast import compiled
+from spacy_elmo.fast import kernel_library
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
@@ -11,8 +11,8 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
 
 
 def test_built_kernels_go_in_the_cache_folder_unless_given_their_own(monkeypatch, tmp_path):
-    monkeypatch.delenv(compiled.DIR_ENV, raising=False)
+    monkeypatch.delenv(kernel_library.DIR_ENV, raising=False)
     monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
-    assert compiled.kernel_dir() == cache_dir() / "kernels"
-    monkeypatch.setenv(compiled.DIR_ENV, str(tmp_path / "kernels"))
-    assert compiled.kernel_dir() == tmp_path / "kernels"
+    assert kernel_library.kernel_dir() == cache_dir() / "kernels"
+    monkeypatch.setenv(kernel_library.DIR_ENV, str(tmp_path / "kernels"))
+    assert kernel_library.kernel_dir() == tmp_path / "kernels"

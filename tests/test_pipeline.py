@@ -290,7 +290,7 @@ def test_inference_settings_are_applied_and_keep_outputs(tiny_paths, tiny_senten
     for a, b in zip(_elmo_layers(int8, tiny_sentences), expected):
         cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
         assert cosine.mean() > 0.99
-    assert int8.get_pipe("elmo").bilm.forward_lstm.layers[0].state_linearity.precision == "int8"
+    assert int8.get_pipe("elmo").bilm.forward_lstm.layers[0].state_linearity.precision.name == "int8"
 
 
 def test_inference_settings_survive_serialization(tiny_paths, tiny_sentences, tmp_path):
@@ -306,7 +306,7 @@ def test_inference_settings_survive_serialization(tiny_paths, tiny_sentences, tm
         for a, b in zip(_elmo_layers(loaded, tiny_sentences), expected):
             np.testing.assert_allclose(a, b, atol=1e-5)
         assert all(_paired(elmo.bilm)) and elmo.bilm.runner.char_cache.max_size == 77
-        assert elmo.bilm.forward_lstm.layers[1].projection.precision == "fp16"
+        assert elmo.bilm.forward_lstm.layers[1].projection.precision.name == "fp16"
 
 
 def test_inference_settings_need_optimize(tiny_paths):

@@ -106,7 +106,7 @@ def test_a_pipeline_saved_with_bilm_v1_loads_and_predicts_as_before(tiny_paths, 
     for a, b, c in zip(_layers(loaded, tiny_sentences), expected, _layers(v2, tiny_sentences)):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
-    assert elmo.bilm.forward_lstm.layers[1].projection.precision == "fp16"
+    assert elmo.bilm.forward_lstm.layers[1].projection.precision.name == "fp16"
     assert elmo.bilm.runner.char_cache.max_size == 77
 
 

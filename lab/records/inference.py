@@ -3,7 +3,7 @@ records name beside the machine, so that two numbers are compared only when the 
 from pathlib import Path
 from typing import Any, Dict
 
-from spacy_elmo.fast import compiled
+from spacy_elmo.fast import kernel_library
 
 
 def inference_path() -> Dict[str, Any]:
@@ -16,7 +16,7 @@ def inference_path() -> Dict[str, Any]:
         and compiled_library (the library's file name, which hashes its sources, torch, the
         compiler and the CPU).
     """
-    state = compiled.status()
+    state = kernel_library.status()
     if not state["enabled"]:
         loop = "switched off"
     elif state["loaded"]:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids
-from spacy_elmo.fast import compiled, optimize_for_inference, python_step
+from spacy_elmo.fast import kernel_library, optimize_for_inference, python_step
 from spacy_elmo.records.provenance import mark_start, portable_path, provenance
 
 WORDS = "the bank raised its rates while we sat on the river bank all afternoon and talked of money .".split()
@@ -87,7 +87,7 @@ def main() -> None:
         "models_per_row": args.models,
         # file names only: where the cache and the compiler lie is the machine's business
         "compiled_loop": {k: Path(v).name if k in ("library", "record", "compiler") and v else v
-                          for k, v in compiled.status().items()},
+                          for k, v in kernel_library.status().items()},
         "table": table,
         "provenance": provenance(
             model=None, model_note="random published-format models built by the script (seeds 0..models-1 per row)",

@@ -23,7 +23,8 @@ def embed_corpus_cli(
     actors: Optional[int] = typer.Option(None, "--actors", min=1, help="actors, each loading the model once; default: one per GPU, or per --cpus-per-actor CPUs"),
     cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1),
     layers: str = typer.Option("all", "--layers", help="all: every biLM layer; mix: the component's mix"),
-    precision: str = typer.Option("float32", "--precision", help="the layers as stored: float32 or float16"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="the layers as stored: float32 (default) or float16"),
+    precision: Optional[str] = typer.Option(None, "--precision", hidden=True, help="former name of --dtype (deprecated)"),
     shard_rows: int = typer.Option(500, "--shard-rows", min=1, help="input rows per shard (the unit of resuming)"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="sentences per forward pass; default: 32 per actor CPU, 256 on a GPU"),
     strict_utf8: bool = typer.Option(False, "--strict-utf8", help="stop at a line that is not UTF-8 instead of replacing its bytes and counting it"),
@@ -37,8 +38,9 @@ def embed_corpus_cli(
     """
     if layers not in LAYER_CHOICES:
         raise typer.BadParameter(f"--layers must be one of {', '.join(LAYER_CHOICES)}")
-    if precision not in DTYPES:
-        raise typer.BadParameter(f"--precision must be one of {', '.join(DTYPES)}")
+    dtype = storage_dtype(dtype, precision)
+    if dtype not in DTYPES:
+        raise typer.BadParameter(f"--dtype must be one of {', '.join(DTYPES)}")
     if engine not in ("ray", "spark"):
         raise typer.BadParameter("--engine must be ray or spark")
     try:
@@ -46,13 +48,13 @@ def embed_corpus_cli(
             from ..embed.spark import embed_corpus_spark
 
             report = embed_corpus_spark(
-                input, output, model, master=master, layers=layers, dtype=precision, shard_rows=shard_rows,
+                input, output, model, master=master, layers=layers, dtype=dtype, shard_rows=shard_rows,
                 batch_size=batch_size, strict_utf8=strict_utf8,
             )
         else:
             report = embed_corpus(
                 input, output, model, address=address, actors=actors, cpus_per_actor=cpus_per_actor,
-                layers=layers, dtype=precision, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
+                layers=layers, dtype=dtype, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
             )
     except (ImportError, ValueError, RuntimeError, OSError) as err:
         typer.echo(str(err), err=True)
@@ -70,3 +72,15 @@ def embed_corpus_cli(
             f"{report.undecodable} lines held bytes that are not UTF-8, replaced by U+FFFD "
             "(counted per shard in shard-*.json; --strict-utf8 stops at the first)", err=True,
         )
+
+
+def storage_dtype(dtype: Optional[str], precision: Optional[str]) -> str:
+    """The storage dtype from ``--dtype``, or from its former name ``--precision`` (read until the next
+    release, with a note on stderr); float32 where neither is given."""
+    if precision is None:
+        return dtype or "float32"
+    if dtype is not None and dtype != precision:
+        raise typer.BadParameter(f"--dtype {dtype} and --precision {precision} (its former name) disagree: give --dtype only")
+    typer.echo("embed-corpus: --precision is deprecated and will be removed in the next release; use --dtype "
+               f"(the layers' storage dtype): --dtype {precision}", err=True)
+    return precision

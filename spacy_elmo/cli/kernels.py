@@ -1,11 +1,12 @@
-"""`kernels`: the compiled LSTM step for this machine (fast/compiled.py): where it is, whether it
-is built, verified against its build record and loaded, or why not; `--build` builds it now where
-it is missing or does not verify (again in any case with `--force`)."""
+"""`kernels`: the kernel library for this machine (fast/kernel_library.py: the compiled LSTM step
+and the bf16 and int8 products): where it is, whether it is built, verified against its build record
+and loaded, or why not; `--build` builds it now where it is missing or does not verify (again in any
+case with `--force`)."""
 import json
 
 import typer
 
-from ..fast import compiled
+from ..fast import kernel_library
 from ._app import app
 
 
@@ -16,12 +17,12 @@ def kernels_cli(
 ) -> None:
     """Show (or build) the compiled LSTM step that the optimized inference path uses on this CPU."""
     if build:
-        path = compiled.library_path()
-        stale = not path.exists() or compiled.refusal(path) is not None
+        path = kernel_library.library_path()
+        stale = not path.exists() or kernel_library.refusal(path) is not None
         try:
-            compiled.load(build=True, force=force or stale)
-        except compiled.KernelBuildError as error:
-            typer.echo(json.dumps(compiled.status(), indent=2))
+            kernel_library.load(build=True, force=force or stale)
+        except kernel_library.KernelBuildError as error:
+            typer.echo(json.dumps(kernel_library.status(), indent=2))
             typer.echo(f"build failed: {error}", err=True)
             raise typer.Exit(1)
-    typer.echo(json.dumps(compiled.status(), indent=2))
+    typer.echo(json.dumps(kernel_library.status(), indent=2))

@@ -4,7 +4,9 @@
 parity tests check. This package holds the optimisations, each tested against it:
 ``dispatch.py`` (the one place a run path is chosen, and ``attach``), ``in_place.py`` (the
 timesteps on preallocated buffers), ``lockstep.py`` (both directions at once on paired weights),
-``compiled.py`` + ``csrc/`` (that loop in C++), ``precision.py`` (bf16, fp16, int8),
+``compiled.py`` (that loop in C++), ``kernel_library.py`` + ``csrc/`` (the C++ kernels, built,
+verified and loaded), ``precision.py`` (the ``Precision`` chosen once from the user's word, and the
+bf16, fp16 and int8 linear layers),
 ``bf16_rows.py`` (bf16 products of a few rows, one sentence at a time), ``payoff.py`` (a
 reduced precision slower than fp32 says so once),
 ``char_cache.py`` (token encodings kept across calls), ``train_step.py`` (one autograd node per
@@ -16,15 +18,17 @@ from .char_cache import DEFAULT_CHAR_CACHE_SIZE
 from .dispatch import Runner, attach, detach, op_by_op, python_step
 from .optimize import forget_derived_weights, optimize_for_inference
 from .plan import InferencePlan
-from .precision import CPU_ONLY, PRECISIONS, cpu_has_bf16
+from .precision import CPU_ONLY, PRECISIONS, Precision, choose_precision, cpu_has_bf16
 
 __all__ = [
     "CPU_ONLY",
     "DEFAULT_CHAR_CACHE_SIZE",
     "InferencePlan",
     "PRECISIONS",
+    "Precision",
     "Runner",
     "attach",
+    "choose_precision",
     "cpu_has_bf16",
     "detach",
     "forget_derived_weights",

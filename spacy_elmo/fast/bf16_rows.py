@@ -3,8 +3,8 @@
 torch's bf16 products of one row read the weights slower than its float32 ones on a CPU without
 AMX (docs/speed.md "bf16 one sentence at a time": on an AMD EPYC with AVX512-BF16 the recurrent
 product of the full model took longer in bf16 than in fp32), so one sentence in bf16 ran slower
-than in fp32 although it reads half the bytes. ``csrc/bf16_rows.cpp`` (built with the compiled
-LSTM step, ``compiled.py``) reads weights packed once per weights version (``pack``) in one pass,
+than in fp32 although it reads half the bytes. ``csrc/bf16_rows.cpp`` (in the kernel library,
+``kernel_library.py``) reads weights packed once per weights version (``pack``) in one pass,
 with AVX512-BF16's ``vdpbf16ps`` where the compiler targets it and a portable loop elsewhere.
 
 It computes what torch's bf16 product computes, ``bf16(bf16(x) @ bf16(W))`` with float32 sums
@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 import torch
 
-from . import compiled
+from . import kernel_library
 
 # Rows up to which a timestep's products take the packed kernel: it reads the weights once per
 # block for all rows (the block stays in L2), while torch's products (AMX, oneDNN) win on many rows.
@@ -26,9 +26,8 @@ BLOCK = 64  # outputs per packed block (csrc/bf16_rows.cpp)
 
 def rows_op() -> Optional[Callable]:
     """``torch.ops.spacy_elmo.bf16_rows`` where the compiled library is available, else None."""
-    if compiled.compiled_step() is None:
-        return None
-    return torch.ops.spacy_elmo.bf16_rows
+    ops = kernel_library.library()
+    return None if ops is None else ops.bf16_rows
 
 
 def native() -> bool:

@@ -5,7 +5,8 @@ A biLM from ``spacy_elmo.bilm`` runs its reference loop (``LSTMPLayer.steps``). 
 (through its char-CNN cache, if it has one) and to run both stacks, and the runner hands each
 layer its own timestep loop (``run_steps``) where the directions run one after the other. It picks
 a path for every call, from what the call needs (autograd, autocast), how the weights are laid
-out (paired or not, which precision) and its one setting, ``exact``:
+out (paired or not) and its two settings, ``exact`` and the ``Precision`` that ``optimize_for_inference``
+chose (``precision.py``):
 
 | path | when | where |
 |---|---|---|
@@ -13,8 +14,8 @@ out (paired or not, which precision) and its one setting, ``exact``:
 | ``train_step`` | autograd, float32/float64 | ``train_step.py`` (one autograd node a layer) |
 | ``compiled`` | no autograd, paired float32 weights, not ``exact``, the library loads | ``compiled.py`` |
 | ``lockstep`` | as ``compiled``, where it is not available or inside ``python_step()`` | ``lockstep.py`` |
-| ``lockstep_bf16`` | no autograd, paired weights with bf16 stand-ins | ``lockstep.py`` |
-| ``lockstep_int8`` | no autograd, paired weights with int8 stand-ins, ``int8_rows`` built | ``lockstep.py`` |
+| ``lockstep_bf16`` | no autograd, precision ``BF16``, paired weights with its stand-ins | ``lockstep.py`` |
+| ``lockstep_int8`` | no autograd, precision ``INT8``, paired weights with its stand-ins, ``int8_rows`` built | ``lockstep.py`` |
 | ``in_place`` | no autograd otherwise: one direction at a time | ``in_place.py`` |
 
 ``exact`` runners (the elmo component with ``optimize = false``, training) take only paths whose
@@ -30,7 +31,8 @@ from ..bilm.model import TokenLayout
 from ..bilm.token_encoder import CharCNNEncoder
 from . import compiled, payoff, train_step
 from .in_place import run_in_place
-from .lockstep import lockstep_precision, paired_weights, run_lockstep
+from .lockstep import paired_weights, run_lockstep, runs_in_lockstep
+from .precision import FP32, Precision
 from .switches import ThreadSwitch
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
@@ -56,16 +58,19 @@ class Runner:
 
     exact (bool): take only paths bitwise equal to the reference in float32 (no lockstep pair, no
         tanh through sigmoid, no compiled loop).
+    precision (Precision): what the linear layers run in (``optimize_for_inference`` chose it and put
+        its stand-ins in place); layers that carry anything else run one direction at a time.
     char_cache (Optional[CharCNNCache]): token encodings kept across calls at inference
         (``char_cache.py``; ``optimize_for_inference`` sets it), or None.
     """
 
-    def __init__(self, *, exact: bool) -> None:
+    def __init__(self, *, exact: bool, precision: Precision = FP32) -> None:
         self.exact = exact
+        self.precision = precision
         self.char_cache = None
 
     def __repr__(self) -> str:
-        return f"Runner(exact={self.exact})"
+        return f"Runner(exact={self.exact}, precision={self.precision.name})"
 
     def encode_tokens(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """``encoder.encode_distinct(char_ids)``, through the char cache at inference (eval mode, no
@@ -92,11 +97,10 @@ class Runner:
         if torch.is_grad_enabled() and (any(x.requires_grad for x in inputs) or any(p.requires_grad for p in parameters)):
             return None
         pairs = list(zip(forward.layers, backward.layers))
-        precision = lockstep_precision(pairs)
-        if precision is None or any(paired_weights(*pair) is None for pair in pairs):
+        if not runs_in_lockstep(pairs, self.precision) or any(paired_weights(*pair) is None for pair in pairs):
             return None
-        if precision in ("bf16", "int8"):
-            return f"lockstep_{precision}"
+        if self.precision.reduced:
+            return f"lockstep_{self.precision.name}"
         if not _PYTHON_STEP.active and compiled.usable(inputs[0]):
             return "compiled"
         return "lockstep"
@@ -130,17 +134,17 @@ class Runner:
             layer's input projections are then computed once per distinct token.
         """
         if not self.exact and not torch.is_grad_enabled() and len(batch_sizes):
-            payoff.check_pass(forward, backward, int(batch_sizes[0]))  # a reduced precision slower than fp32: say so once
+            # a reduced precision slower than fp32: say so once
+            payoff.check_pass(forward, backward, int(batch_sizes[0]), self.precision)
         path = self.stack_path(forward, backward, inputs)
         if path is None:
             return (
                 forward(inputs[0], batch_sizes, states[0], self.run_layer),
                 backward(inputs[1], batch_sizes, states[1], self.run_layer),
             )
-        precision = path[len("lockstep_"):] if path in ("lockstep_bf16", "lockstep_int8") else "fp32"
         first_inputs = None if layout is None else distinct_inputs(layout)
         return run_lockstep(
-            forward, backward, inputs, batch_sizes, states, precision, path == "compiled", first_inputs=first_inputs
+            forward, backward, inputs, batch_sizes, states, self.precision, path == "compiled", first_inputs=first_inputs
         )
 
 
@@ -153,9 +157,13 @@ def distinct_inputs(layout: TokenLayout) -> Tuple[torch.Tensor, Tuple[torch.Tens
     return layout.distinct, (sorted_slots, sorted_slots.gather(1, layout.reverse))
 
 
-def attach(bilm: BiLM, *, exact: bool = True) -> Runner:
-    """Give ``bilm`` a runner; RETURNS (Runner) it."""
-    runner = Runner(exact=exact)
+def attach(bilm: BiLM, *, exact: bool = True, precision: Precision = FP32) -> Runner:
+    """Give ``bilm`` a runner; RETURNS (Runner) it.
+
+    precision (Precision): what its linear layers run in (``optimize_for_inference`` puts the
+        stand-ins in place; ``attach`` alone does not).
+    """
+    runner = Runner(exact=exact, precision=precision)
     bilm.runner = runner
     return runner
 

@@ -7,7 +7,7 @@ time, docs/speed.md). Here every row has its own range, symmetric 8 bits (``q = 
 ``s = max|x| / 127``), every output its own weight scale, and the sums are exact in int32, so a row's
 result depends on that row alone: the same alone, in any batch, and whichever code computes it.
 
-``csrc/int8_rows.cpp`` (built with the compiled LSTM step, ``compiled.py``) reads weights packed once
+``csrc/int8_rows.cpp`` (in the kernel library, ``kernel_library.py``) reads weights packed once
 per weights version (``pack``) in one pass, four AVX512-VNNI ``vpdpbusd`` per 256-byte line (a
 portable loop elsewhere), any number of rows (four at a time share each line). ``reference`` is the
 same math in torch: the definition the kernel is held to, bit for bit (tests/fast/test_int8_rows.py).
@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from . import compiled
+from . import kernel_library
 
 BLOCK = 64  # outputs per packed block (csrc/int8_rows.cpp)
 GROUP = 4  # inputs per vpdpbusd lane
@@ -33,9 +33,8 @@ class Int8Weights(NamedTuple):
 
 def rows_op():
     """``torch.ops.spacy_elmo.int8_rows`` where the compiled library is available, else None."""
-    if compiled.compiled_step() is None:
-        return None
-    return torch.ops.spacy_elmo.int8_rows
+    ops = kernel_library.library()
+    return None if ops is None else ops.int8_rows
 
 
 def native() -> bool:

@@ -30,7 +30,7 @@ from torch import nn
 from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
 from . import bf16_rows, compiled, int8_rows
 from .in_place import run_in_place
-from .precision import ReducedPrecisionLinear
+from .precision import Kernels, Precision, ReducedPrecisionLinear
 from .versions import tensors_version
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
@@ -99,14 +99,14 @@ def run_lockstep(
     inputs: Tuple[torch.Tensor, torch.Tensor],
     batch_sizes: Sequence[int],
     states: Tuple[List[State], List[State]],
-    precision: str,
+    precision: Precision,
     use_compiled: bool,
     first_inputs: Optional[Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
 ) -> Tuple[StackResult, StackResult]:
     """Run both stacks in lockstep, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` would,
     on paired weights without autograd (``dispatch.run_stacks`` checks that they are).
 
-    precision (str): "fp32", "bf16" or "int8" (``lockstep_precision``).
+    precision (Precision): the runner's, one that ``runs_in_lockstep`` accepted for these layers.
     use_compiled (bool): take the compiled timestep loop for float32 (``dispatch.Runner`` asks
         ``compiled.usable`` first; the projections buffer is then float32, contiguous, on CPU).
     first_inputs (Optional[Tuple[Tensor, Tuple[Tensor, Tensor]]]): the inputs as a table of
@@ -122,9 +122,10 @@ def run_lockstep(
         paired = paired_weights(*pair)
         if paired is None:
             raise ValueError(f"layer pair {k} is not paired: call pair_directions (dispatch.Runner does) first")
-        if precision == "bf16":
+        bf16 = precision.kernels is Kernels.BF16
+        if bf16:
             paired = bf16_weights(pair, paired)
-        quantized = int8_weights(pair) if precision == "int8" else None
+        quantized = int8_weights(pair) if precision.kernels is Kernels.INT8 else None
         gates = paired[0].shape[-1]
         # Running positions only, timestep after timestep (no padding rows), both directions in one
         # batched product (MKL then gives each direction its own thread), bias added afterwards
@@ -141,10 +142,10 @@ def run_lockstep(
             _input_products(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], quantized, out=projected)
             projected.add_(bias)
         pair_states = [states[0][k], states[1][k]]
-        if precision == "fp32" and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
+        if not precision.reduced and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
             out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:])
         else:
-            packed_rows = bf16_row_weights(pair, paired_weights(*pair)) if precision == "bf16" else None
+            packed_rows = bf16_row_weights(pair, paired_weights(*pair)) if bf16 else None
             out, finals = run_in_place(
                 pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True, row_weights=packed_rows,
                 int8=None if quantized is None else quantized[1:],
@@ -157,27 +158,26 @@ def run_lockstep(
     return results
 
 
-def lockstep_precision(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]]) -> Optional[str]:
-    """The precision the layer pairs run in lockstep: "fp32" (plain linear layers), "bf16" (all of
-    them bf16 stand-ins: the pair's products then run on bfloat16 copies of the paired weights),
-    "int8" (all of them int8 stand-ins, where ``int8_rows``' kernel is built), or None (anything
-    else, or module hooks: the directions then run one after the other)."""
-    kinds = set()
+def runs_in_lockstep(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: Precision) -> bool:
+    """Whether the layer pairs can step in lockstep in ``precision`` (the runner's): its products
+    have a lockstep form (``Precision.lockstep``; int8's where ``int8_rows``' kernel is built) and every
+    linear map of every layer runs in it (plain linear layers for ``FP32``, its stand-ins otherwise:
+    bf16's products then run on bfloat16 copies of the paired weights). Not with module hooks, or
+    layers in another precision: the directions then run one after the other."""
+    if not precision.lockstep or (precision.kernels is Kernels.INT8 and int8_rows.rows_op() is None):
+        return False
     for pair in pairs:
         for layer in pair:
             if layer._forward_hooks or layer._forward_pre_hooks:
-                return None
+                return False
             for name in LINEARS:
                 linear = getattr(layer, name)
-                if type(linear) is nn.Linear:
-                    kinds.add("fp32")
-                elif isinstance(linear, ReducedPrecisionLinear) and linear.precision == "bf16":
-                    kinds.add("bf16")
-                elif isinstance(linear, ReducedPrecisionLinear) and linear.precision == "int8" and int8_rows.rows_op():
-                    kinds.add("int8")
-                else:
-                    return None
-    return kinds.pop() if len(kinds) == 1 else None
+                if isinstance(linear, ReducedPrecisionLinear):
+                    if linear.precision != precision:
+                        return False
+                elif type(linear) is not nn.Linear or precision.reduced:
+                    return False
+    return True
 
 
 def bf16_weights(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> PairedWeights:

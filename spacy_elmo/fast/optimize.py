@@ -12,47 +12,44 @@ it: GNU OpenMP does not survive a fork); more threads than cores makes the per-t
 products much slower, not faster.
 """
 import warnings
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 import torch
 
 from ..bilm import BiLM
-from . import precision as precisions
 from .char_cache import CharCNNCache
 from .dispatch import attach
 from .lockstep import forget_bf16_weights, pair_directions, unpair_directions
-from .precision import CPU_ONLY, INT8_FP32_LAYERS, PRECISIONS, ReducedPrecisionLinear, reduce_precision
+from .precision import FP32, Precision, ReducedPrecisionLinear, choose_precision, reduce_precision
 
 
 def check_inference_settings(
-    *, optimize: bool = True, precision: str, char_cache_size: int, device: Optional[torch.device] = None
+    *, optimize: bool = True, precision: Precision, char_cache_size: int, device: Optional[torch.device] = None
 ) -> None:
     """Refuse inference settings that cannot run: the one check of them, for
     ``optimize_for_inference`` and for the settings a model is configured with.
 
     optimize (bool): whether ``optimize_for_inference`` is to run at all; without it the biLM runs
-        as loaded, so ``precision`` must be "fp32" and ``char_cache_size`` 0.
-    precision (str): one of ``PRECISIONS``; "fp16" and "int8" on CPU only.
+        as loaded, so ``precision`` must be ``FP32`` and ``char_cache_size`` 0.
+    precision (Precision): from ``choose_precision``; ``FP16`` and ``INT8`` on CPU only.
     char_cache_size (int): >= 0.
     device (Optional[torch.device]): where the biLM runs, when known.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
     if char_cache_size < 0:
         raise ValueError(f"char_cache_size must be >= 0, not {char_cache_size}")
-    if not optimize and (precision != "fp32" or char_cache_size):
+    if not optimize and (precision.reduced or char_cache_size):
         raise ValueError(
-            f"precision {precision!r} and char_cache_size {char_cache_size} need optimize = true; "
+            f"precision {precision.name!r} and char_cache_size {char_cache_size} need optimize = true; "
             "set optimize = true, or precision = \"fp32\" and char_cache_size = 0"
         )
-    if precision in CPU_ONLY and device is not None and device.type != "cpu":
-        raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" or "fp32" on {device.type}')
+    if device is not None:
+        precision.check_device(device)
 
 
 def optimize_for_inference(
     bilm: BiLM,
     *,
-    precision: str = "fp32",
+    precision: Union[str, Precision] = "fp32",
     char_cache_size: int = 0,
     vocab: Optional[Iterable[str]] = None,
     exact: bool = False,
@@ -60,13 +57,14 @@ def optimize_for_inference(
     """Prepare a biLM for fast inference, in place. Training still works afterwards (in float32).
 
     bilm (BiLM): the model; put in eval mode.
-    precision (str): "fp32" (outputs equal to the plain model to about 1e-6), or a fast mode:
+    precision (Union[str, Precision]): "fp32" (outputs equal to the plain model to about 1e-6), or a fast mode:
         "fp16" (float16 weights, CPU), "int8" (dynamic quantization, CPU) or "bf16" (for hardware
         with bf16 arithmetic: on a CPU without AVX512-BF16 or AMX this warns and runs fp32).
         Applies to every linear layer of the LSTMs and the token encoder's highway and projection
         (with "int8" not the projection, whose input's range is set by a few large values:
         ``precision.INT8_FP32_LAYERS``); the reduced-precision copies are made on first use and
-        remade when the weights change. "fp32" also undoes an earlier fast mode.
+        remade when the weights change. "fp32" also undoes an earlier fast mode. The word is read
+        by ``precision.choose_precision``; the runner holds the ``Precision`` that runs.
     char_cache_size (int): keep the token encodings of up to this many tokens across calls
         (0 disables). 20000 tokens take about 50 MB with the published models.
     vocab (Optional[Iterable[str]]): tokens, most frequent first, to encode into the cache now
@@ -85,20 +83,21 @@ def optimize_for_inference(
     RETURNS (BiLM): the same model. (copy.deepcopy copies parameters one by one, which undoes the
         pairing of the directions: call this again on a copy.)
     """
+    precision = choose_precision(precision)
     check_inference_settings(precision=precision, char_cache_size=char_cache_size, device=bilm.device)
-    if precision == "bf16" and bilm.device.type == "cpu" and not precisions.cpu_has_bf16():
+    if not precision.pays_on(bilm.device):
         warnings.warn(
-            'precision "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which this one '
+            f'precision "{precision.name}" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which this one '
             'lacks (torch would emulate it, several times slower than fp32): running in fp32 instead',
             RuntimeWarning,
             stacklevel=2,
         )
-        precision = "fp32"
+        precision = FP32
     bilm.eval()
-    reduce_precision(bilm, precision, keep=INT8_FP32_LAYERS if precision == "int8" else ())
+    reduce_precision(bilm, precision, keep=precision.float32_layers)
     encoder = bilm.token_encoder
     current = None if bilm.runner is None else bilm.runner.char_cache
-    runner = attach(bilm, exact=exact)
+    runner = attach(bilm, exact=exact, precision=precision)
     if exact:
         unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
     else:

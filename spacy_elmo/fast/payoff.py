@@ -34,7 +34,7 @@ import torch
 from ..bilm.lstm import LSTMPLayer, LSTMPStack
 from . import bf16_rows, int8_rows
 from .lockstep import bf16_row_weights, bf16_weights, int8_weights, paired_weights
-from .precision import ReducedPrecisionLinear
+from .precision import FP32, Kernels, Precision
 
 ENV = "SPACY_ELMO_PRECISION_CHECK"  # "0": never measure, never warn
 ROUNDS = 7
@@ -44,17 +44,10 @@ MARGIN = 1.25
 _SAID: Set[Tuple] = set()
 
 
-def stack_precision(forward: LSTMPStack) -> str:
-    """The precision of a stack's recurrent products: "fp32", or a ``ReducedPrecisionLinear``'s."""
-    linear = forward.layers[0].state_linearity
-    return linear.precision if isinstance(linear, ReducedPrecisionLinear) else "fp32"
-
-
-def check_pass(forward: LSTMPStack, backward: LSTMPStack, rows: int) -> None:
+def check_pass(forward: LSTMPStack, backward: LSTMPStack, rows: int, precision: Precision) -> None:
     """Before a pass whose first timestep has ``rows`` rows: measure (once per precision, regime and
-    shape) and warn where the stacks' precision is slower than fp32 (see the module docstring)."""
-    precision = stack_precision(forward)
-    if precision == "fp32" or os.environ.get(ENV, "1") == "0":
+    shape) and warn where ``precision`` (the runner's) is slower than fp32 (see the module docstring)."""
+    if not precision.reduced or os.environ.get(ENV, "1") == "0":
         return
     layer = forward.layers[0]
     regime = "one sentence" if rows == 1 else "batch"
@@ -77,7 +70,7 @@ def slower(fp32_us: Sequence[float], precision_us: Sequence[float]) -> bool:
 
 
 def warn_if_slower(
-    precision: str, regime: str, *, rows: int, fp32_us: Sequence[float], precision_us: Sequence[float]
+    precision: Precision, regime: str, *, rows: int, fp32_us: Sequence[float], precision_us: Sequence[float]
 ) -> bool:
     """Warn where ``slower`` (the two lists: the rounds' microseconds, round by round).
 
@@ -87,7 +80,7 @@ def warn_if_slower(
         return False
     speeds = sorted(f / p for f, p in zip(fp32_us, precision_us))
     warnings.warn(
-        f'precision "{precision}" is slower than fp32 here, {regime} at a time: a timestep\'s products '
+        f'precision "{precision.name}" is slower than fp32 here, {regime} at a time: a timestep\'s products '
         f"({rows} row{'s' if rows > 1 else ''}, every layer, both directions) took {min(precision_us):.0f} us "
         f"against {min(fp32_us):.0f} us in fp32 at best ({min(fp32_us) / min(precision_us):.2f}x fp32), "
         f"{statistics.median(speeds):.2f}x fp32 in the median round (range {speeds[0]:.2f}-{speeds[-1]:.2f}; "
@@ -100,7 +93,7 @@ def warn_if_slower(
 
 
 def time_products(
-    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: str, rows: int
+    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: Precision, rows: int
 ) -> Tuple[List[float], List[float]]:
     """One timestep's products for ``rows`` rows in fp32 and in ``precision``, ``ROUNDS`` rounds, each
     timing both (the first of the two alternating between rounds).
@@ -108,8 +101,8 @@ def time_products(
     RETURNS (Tuple[List[float], List[float]]): the rounds' microseconds of each, fp32 first.
     """
     products = step_products(pairs, precision, rows)
-    names = ["fp32", precision]
-    times: Dict[str, List[float]] = {name: [] for name in names}
+    names = [FP32, precision]
+    times: Dict[Precision, List[float]] = {name: [] for name in names}
     with torch.no_grad():
         for name in names:
             products[name]()  # warm-up: reduced-precision copies are made on first use
@@ -118,18 +111,18 @@ def time_products(
                 start = time.perf_counter()
                 products[name]()
                 times[name].append((time.perf_counter() - start) * 1e6)
-    return times["fp32"], times[precision]
+    return times[FP32], times[precision]
 
 
 def step_products(
-    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: str, rows: int
-) -> Dict[str, Callable[[], None]]:
+    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: Precision, rows: int
+) -> Dict[Precision, Callable[[], None]]:
     """One timestep's recurrent products and projections on paired layer pairs, for ``rows`` rows of
-    random inputs: "fp32" (the paired float32 weights) and ``precision``, as the runner computes them
-    ("bf16": the packed kernel up to ``bf16_rows.ROWS`` rows where it is built, else torch's bf16
-    products; "int8": ``int8_rows``' kernel on both directions at once where it is built; "fp16" and
+    random inputs: ``FP32`` (the paired float32 weights) and ``precision``, as the runner computes them
+    (bf16: the packed kernel up to ``bf16_rows.ROWS`` rows where it is built, else torch's bf16
+    products; int8: ``int8_rows``' kernel on both directions at once where it is built; fp16 and
     int8 elsewhere: the layers' reduced-precision stand-ins, one direction at a time).
-    RETURNS (Dict[str, Callable[[], None]]): each runs the products once."""
+    RETURNS (Dict[Precision, Callable[[], None]]): each runs the products once."""
     paired = [paired_weights(*pair) for pair in pairs]
     proj, gates = paired[0][1].shape[1], paired[0][1].shape[2]
     h, hidden = torch.randn(2, rows, proj), torch.randn(2, rows, gates // 4)
@@ -140,22 +133,22 @@ def step_products(
             torch.baddbmm(p, h, weights[1], out=out_gates)
             torch.bmm(hidden, weights[2], out=out)
 
-    products: Dict[str, Callable[[], None]] = {"fp32": fp32}
-    if precision == "bf16":
+    products: Dict[Precision, Callable[[], None]] = {FP32: fp32}
+    if precision.kernels is Kernels.BF16:
         packed = [bf16_row_weights(pair, weights) for pair, weights in zip(pairs, paired)]
         low = [bf16_weights(pair, weights) for pair, weights in zip(pairs, paired)]
         if packed[0] is not None and rows <= bf16_rows.ROWS:
-            products["bf16"] = lambda: [
+            products[precision] = lambda: [
                 (bf16_rows.product(h, w[0], out_gates, add=p), bf16_rows.product(hidden, w[1], out)) for w in packed
             ]
         else:
-            products["bf16"] = lambda: [
+            products[precision] = lambda: [
                 (out_gates.copy_(torch.bmm(h.bfloat16(), w[1])).add_(p), out.copy_(torch.bmm(hidden.bfloat16(), w[2])))
                 for w in low
             ]
-    elif precision == "int8" and int8_rows.rows_op() is not None:
+    elif precision.kernels is Kernels.INT8 and int8_rows.rows_op() is not None:
         quantized = [int8_weights(pair) for pair in pairs]
-        products["int8"] = lambda: [
+        products[precision] = lambda: [
             (int8_rows.product(h, q[1][0], out_gates, bias=q[1][1], add=p), int8_rows.product(hidden, q[2][0], out, bias=q[2][1]))
             for q in quantized
         ]

@@ -1,19 +1,20 @@
 """How a held biLM runs each pass: the one place that decides its layout and inference settings.
 
 A model layer that holds a biLM (``layers/bilm_model.py``) keeps an ``InferencePlan`` (the
-``optimize``, ``precision`` and ``char_cache_size`` it was configured with) and, before every pass,
+``optimize``, ``Precision`` and ``char_cache_size`` it was configured with) and, before every pass,
 calls ``prepare_pass``; when it is given a biLM it calls ``adopt``. Everything else follows from
 here: a new biLM gets an exact runner (the in-place loop and the training step, bitwise the
 reference's); a pass that trains the weights runs on the plain layout of a freshly built model;
 a prediction applies the plan's settings (``optimize_for_inference``) once per version of the
 weights, not at every call.
 """
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
 from ..bilm import BiLM
 from .dispatch import attach
 from .lockstep import unpair_directions
 from .optimize import check_inference_settings, optimize_for_inference
+from .precision import Precision, choose_precision
 from .versions import WeightsVersion, weights_version
 
 
@@ -22,7 +23,8 @@ class InferencePlan:
     weights they were last applied to.
 
     optimize (bool): apply ``optimize_for_inference`` (False: the plain computation, bit for bit).
-    precision (str): "fp32", "bf16", "fp16" or "int8" (needs ``optimize``).
+    precision (Union[str, Precision]): the user's word, "fp32", "bf16", "fp16" or "int8" (needs
+        ``optimize``), read here once (``choose_precision``): the plan holds the ``Precision``.
     char_cache_size (int): char-CNN cache entries, 0 for none (needs ``optimize``).
     from_architecture (bool): the settings are arguments of the model's architecture
         (``spacy-elmo.BiLM.v2``), so the elmo component's own arguments may not change them.
@@ -33,11 +35,16 @@ class InferencePlan:
     """
 
     def __init__(
-        self, *, optimize: bool = False, precision: str = "fp32", char_cache_size: int = 0, from_architecture: bool = False
+        self,
+        *,
+        optimize: bool = False,
+        precision: Union[str, Precision] = "fp32",
+        char_cache_size: int = 0,
+        from_architecture: bool = False,
     ) -> None:
-        check_inference_settings(optimize=optimize, precision=precision, char_cache_size=char_cache_size)
+        self.precision = choose_precision(precision)
+        check_inference_settings(optimize=optimize, precision=self.precision, char_cache_size=char_cache_size)
         self.optimize = bool(optimize)
-        self.precision = precision
         self.char_cache_size = int(char_cache_size)
         self.from_architecture = from_architecture
         self._applied_to: Optional[Tuple[int, WeightsVersion]] = None
@@ -46,8 +53,9 @@ class InferencePlan:
         return InferencePlan(**self.settings(), from_architecture=self.from_architecture)
 
     def settings(self) -> Dict[str, Any]:
-        """RETURNS (Dict[str, Any]): ``optimize``, ``precision`` and ``char_cache_size``."""
-        return {"optimize": self.optimize, "precision": self.precision, "char_cache_size": self.char_cache_size}
+        """RETURNS (Dict[str, Any]): ``optimize``, ``precision`` (the user's word) and ``char_cache_size``,
+        as a config gives them."""
+        return {"optimize": self.optimize, "precision": self.precision.name, "char_cache_size": self.char_cache_size}
 
     def apply(self, bilm: BiLM, version: Optional[WeightsVersion] = None) -> Optional[WeightsVersion]:
         """Put the settings into effect on ``bilm`` unless they already are for its current weights.

@@ -1,4 +1,9 @@
-"""Reduced-precision linear layers for fast inference: bf16, fp16 weights, or dynamic int8.
+"""The precision of the biLM's products at inference, chosen once; and its reduced-precision linear layers.
+
+``choose_precision`` is the one place that reads the user's word ("fp32", "bf16", "fp16", "int8"):
+it gives a ``Precision``, which the inference plan and the runner hold, and which says what the
+products run in, on which kernels, where it runs, which layers it leaves in float32 and whether it
+pays on this CPU. Nothing after it compares the word.
 
 ``ReducedPrecisionLinear`` is an ``nn.Linear`` that shares its parameters with the layer it
 replaces, so ``state_dict()``, saving, moving and training are unchanged. Only in eval mode
@@ -19,8 +24,10 @@ first use and remade whenever the weight changes (storage, in-place version, dev
   Ranges set by a few large values lose the small ones: ``INT8_FP32_LAYERS`` are kept in
   float32 for that reason.
 """
+import enum
 import warnings
-from typing import Any, Container, Dict, Iterable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Container, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -28,8 +35,6 @@ from torch import nn
 from . import int8_rows
 from .versions import tensors_version
 
-PRECISIONS = ("fp32", "bf16", "fp16", "int8")
-CPU_ONLY = ("fp16", "int8")
 # Linear layers (by name below the biLM) that precision "int8" leaves in float32. The token
 # encoder's projection reads the highway's output: unbounded ReLU features whose range is set by
 # a few large values (0 to 49 on the shipped en_small 0.6.0, median 0.29), so one 8-bit range for
@@ -42,16 +47,87 @@ CPU_ONLY = ("fp16", "int8")
 INT8_FP32_LAYERS = ("token_encoder.projection",)
 
 
+class Kernels(enum.Enum):
+    """The products a precision runs on."""
+
+    FLOAT32 = "torch's float32 products, or the compiled timestep loop (compiled.py)"
+    BF16 = "torch's bfloat16 products; bf16_rows' kernel for a few rows"
+    FP16 = "fbgemm's products of float16 weights, in float32"
+    INT8 = "int8_rows' kernel, each input row quantized on its own; else torch's dynamic int8 products"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A precision of the biLM's linear layers at inference: one of ``FP32``, ``BF16``, ``FP16``,
+    ``INT8``, given by ``choose_precision``.
+
+    name (str): the user's word for it ("fp32", "bf16", "fp16", "int8"), for configs and messages.
+    products (torch.dtype): what the weights are multiplied in (int8: ``torch.int8``).
+    kernels (Kernels): the products it runs on.
+    cpu_only (bool): it runs on CPU only.
+    needs_bf16_arithmetic (bool): on a CPU it pays only with bf16 arithmetic (``cpu_has_bf16``);
+        elsewhere torch emulates it, slower than fp32 (``pays_on``).
+    lockstep (bool): the two directions may step in lockstep on its layers (lockstep.py).
+    float32_layers (Tuple[str, ...]): linear layers (names below the biLM) it leaves in float32.
+    """
+
+    name: str
+    products: torch.dtype
+    kernels: Kernels
+    cpu_only: bool = False
+    needs_bf16_arithmetic: bool = False
+    lockstep: bool = True
+    float32_layers: Tuple[str, ...] = ()
+
+    @property
+    def reduced(self) -> bool:
+        """Whether it is a reduced precision (anything but float32)."""
+        return self.kernels is not Kernels.FLOAT32
+
+    def check_device(self, device: torch.device) -> None:
+        """Refuse a device it cannot run on, with the user's word in the message."""
+        if self.cpu_only and device.type != "cpu":
+            raise ValueError(f'precision "{self.name}" runs on CPU only; use "bf16" or "fp32" on {device.type}')
+
+    def pays_on(self, device: torch.device) -> bool:
+        """Whether its products are worth running on ``device`` at all: not where a CPU would emulate
+        them (bf16 without bf16 arithmetic: several times slower than fp32)."""
+        return not (self.needs_bf16_arithmetic and device.type == "cpu" and not cpu_has_bf16())
+
+
+FP32 = Precision("fp32", torch.float32, Kernels.FLOAT32)
+BF16 = Precision("bf16", torch.bfloat16, Kernels.BF16, needs_bf16_arithmetic=True)
+FP16 = Precision("fp16", torch.float16, Kernels.FP16, cpu_only=True, lockstep=False)
+INT8 = Precision("int8", torch.int8, Kernels.INT8, cpu_only=True, float32_layers=INT8_FP32_LAYERS)
+_CHOICES = {precision.name: precision for precision in (FP32, BF16, FP16, INT8)}
+PRECISIONS = tuple(_CHOICES)  # the user's words
+CPU_ONLY = tuple(name for name, precision in _CHOICES.items() if precision.cpu_only)
+
+
+def choose_precision(precision: Union[str, Precision]) -> Precision:
+    """The one place that reads the user's word for a precision.
+
+    precision (Union[str, Precision]): "fp32", "bf16", "fp16" or "int8" (or a ``Precision``, given back).
+    RETURNS (Precision): the precision it names. Raises ValueError for any other word.
+    """
+    if isinstance(precision, Precision):
+        return precision
+    if not isinstance(precision, str) or precision not in _CHOICES:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    return _CHOICES[precision]
+
+
 class ReducedPrecisionLinear(nn.Linear):
     """A linear layer that runs in reduced precision at inference time.
 
     linear (nn.Linear): the layer whose parameters are shared (not copied).
-    precision (str): "bf16", "fp16" or "int8".
+    precision (Union[str, Precision]): a reduced precision: ``BF16``, ``FP16`` or ``INT8`` (or its word).
     """
 
-    def __init__(self, linear: nn.Linear, precision: str) -> None:
-        if precision not in PRECISIONS[1:]:
-            raise ValueError(f"precision must be one of {PRECISIONS[1:]}, not {precision!r}")
+    def __init__(self, linear: nn.Linear, precision: Union[str, Precision]) -> None:
+        precision = choose_precision(precision)
+        if not precision.reduced:
+            raise ValueError(f"a reduced-precision layer needs a reduced precision, not {precision.name!r}")
         nn.Module.__init__(self)
         self.in_features = linear.in_features
         self.out_features = linear.out_features
@@ -63,7 +139,7 @@ class ReducedPrecisionLinear(nn.Linear):
         self._packed_for: Optional[Tuple] = None
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", precision={self.precision}"
+        return super().extra_repr() + f", precision={self.precision.name}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training or torch.is_grad_enabled():
@@ -71,10 +147,11 @@ class ReducedPrecisionLinear(nn.Linear):
         packed = self._current()
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
-        if self.precision == "bf16":
+        kernels = self.precision.kernels
+        if kernels is Kernels.BF16:
             weight, bias = packed
-            y = nn.functional.linear(flat.to(torch.bfloat16), weight, bias).to(x.dtype)
-        elif self.precision == "fp16":
+            y = nn.functional.linear(flat.to(self.precision.products), weight, bias).to(x.dtype)
+        elif kernels is Kernels.FP16:
             y = torch.ops.quantized.linear_dynamic_fp16(flat.float().contiguous(), packed)
         elif isinstance(packed[0], int8_rows.Int8Weights):  # each row quantized on its own (int8_rows.py)
             weights, bias = packed
@@ -94,7 +171,7 @@ class ReducedPrecisionLinear(nn.Linear):
     def _current(self) -> Any:
         weight, bias = self.weight, self.bias
         key = tensors_version(weight, bias)
-        if self.precision == "int8":  # packed for, and run with the input range of, one engine
+        if self.precision.kernels is Kernels.INT8:  # packed for, and run with the input range of, one engine
             key += (torch.backends.quantized.engine,)
         if key != self._packed_for:
             self._packed = _pack(weight.detach(), None if bias is None else bias.detach(), self.precision)
@@ -102,14 +179,15 @@ class ReducedPrecisionLinear(nn.Linear):
         return self._packed
 
 
-def _pack(weight: torch.Tensor, bias: Optional[torch.Tensor], precision: str) -> Any:
-    if precision == "bf16":
-        return weight.to(torch.bfloat16).contiguous(), None if bias is None else bias.to(torch.bfloat16)
+def _pack(weight: torch.Tensor, bias: Optional[torch.Tensor], precision: Precision) -> Any:
+    if precision.kernels is Kernels.BF16:
+        low = precision.products
+        return weight.to(low).contiguous(), None if bias is None else bias.to(low)
     if weight.device.type != "cpu":
-        raise ValueError(f'precision "{precision}" runs on CPU only; use "bf16" on {weight.device.type}')
+        raise ValueError(f'precision "{precision.name}" runs on CPU only; use "bf16" on {weight.device.type}')
     weight = weight.float().contiguous()
     bias = None if bias is None else bias.float().contiguous()
-    if precision == "fp16":
+    if precision.kernels is Kernels.FP16:
         return torch.ops.quantized.linear_prepack_fp16(weight, bias)
     if int8_rows.rows_op() is not None:
         return int8_rows.pack(weight[None]), None if bias is None else bias[None].contiguous()
@@ -202,21 +280,21 @@ def _probe_full_range(engine: str) -> bool:
             torch.backends.quantized.engine = current
 
 
-def reduce_precision(module: nn.Module, precision: str, keep: Container[str] = ()) -> int:
-    """Replace every ``nn.Linear`` below ``module`` by a ``ReducedPrecisionLinear`` (or back, for "fp32").
+def reduce_precision(module: nn.Module, precision: Union[str, Precision], keep: Container[str] = ()) -> int:
+    """Replace every ``nn.Linear`` below ``module`` by a ``ReducedPrecisionLinear`` (or back, for ``FP32``).
 
+    precision (Union[str, Precision]): the precision (or its word, read by ``choose_precision``).
     keep (Container[str]): names of linear layers below ``module`` (as ``named_modules`` gives them)
         to leave in (or bring back to) float32.
     RETURNS (int): the number of layers replaced.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    precision = choose_precision(precision)
     count = 0
     for prefix, parent in list(module.named_modules()):
         for name, child in list(parent.named_children()):
             if not isinstance(child, nn.Linear):
                 continue
-            if precision == "fp32" or f"{prefix}.{name}".lstrip(".") in keep:
+            if not precision.reduced or f"{prefix}.{name}".lstrip(".") in keep:
                 if isinstance(child, ReducedPrecisionLinear):
                     setattr(parent, name, _plain(child))
                     count += 1

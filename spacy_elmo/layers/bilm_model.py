@@ -46,7 +46,7 @@ INFERENCE_ATTR = "inference"
 
 @serialize_attr.register(InferencePlan)
 def _serialize_plan(_: InferencePlan, value: InferencePlan, name: str, model: Model) -> bytes:
-    return serialize_attr(value.precision, value.precision, name, model)
+    return serialize_attr(value.precision.name, value.precision.name, name, model)
 
 
 @deserialize_attr.register(InferencePlan)

@@ -1,4 +1,5 @@
 """The pretraining config: a spaCy-style .cfg file, with `--section.key value` overrides as `spacy train`."""
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
@@ -9,6 +10,9 @@ from ..bilm import BiLMConfig
 from ..probes import TASKS
 
 SECTIONS = ("paths", "system", "corpus", "vocab", "model", "softmax", "training", "finetune", "probe")
+AUTOCASTS = ("off", "bf16")
+# [training] autocast was named precision, with "fp32" for "off": read until the next release, with a warning
+AUTOCAST_WAS = {"fp32": "off", "bf16": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,10 @@ class TrainingSettings:
     # linear warm-up from 0 over this many steps, then "constant" or "inverse_sqrt" (lr * sqrt(warmup / step))
     warmup_steps: int = 0
     lr_schedule: str = "constant"
-    # "fp32", or "bf16": the forward pass under CPU/GPU autocast (weights, optimizer and loss stay fp32);
-    # a CPU without bf16 arithmetic emulates it, slower than fp32, and the run warns (setup.py)
-    precision: str = "fp32"
+    # "off", or "bf16": the forward pass under CPU/GPU autocast to bfloat16 (weights, optimizer and
+    # loss stay fp32); a CPU without bf16 arithmetic emulates it, slower than fp32, and the run warns
+    # (setup.py). Formerly "precision" ("fp32" or "bf16"), still read with a DeprecationWarning.
+    autocast: str = "off"
     grad_clip: float = 10.0
     dropout: float = 0.1
     max_epochs: int = 10
@@ -75,8 +80,8 @@ class TrainingSettings:
             problems.append(f"training.optimizer must be 'adagrad' or 'adam', not {self.optimizer!r}")
         if self.lr_schedule not in ("constant", "inverse_sqrt"):
             problems.append(f"training.lr_schedule must be 'constant' or 'inverse_sqrt', not {self.lr_schedule!r}")
-        if self.precision not in ("fp32", "bf16"):
-            problems.append(f"training.precision must be 'fp32' or 'bf16', not {self.precision!r}")
+        if self.autocast not in AUTOCASTS:
+            problems.append(f"training.autocast must be 'off' or 'bf16', not {self.autocast!r}")
         if self.warmup_steps < 0:
             problems.append("training.warmup_steps must be >= 0")
         if not 0.0 <= self.dropout < 1.0:
@@ -175,11 +180,29 @@ def lm_config_from_dict(config: Dict[str, Any]) -> LMConfig:
         vocab=_section(VocabSettings, dict(config.get("vocab", {})), "vocab"),
         model=_section(BiLMConfig, model, "model"),
         softmax=_section(SoftmaxSettings, dict(config.get("softmax", {})), "softmax"),
-        training=_section(TrainingSettings, dict(config.get("training", {})), "training"),
+        training=_section(TrainingSettings, _autocast_renamed(dict(config.get("training", {}))), "training"),
         finetune=_section(FinetuneSettings, dict(config.get("finetune", {})), "finetune"),
         probe=_section(ProbeSettings, dict(config.get("probe", {})), "probe"),
         raw=_plain(config),
     )
+
+
+def _autocast_renamed(training: Dict[str, Any]) -> Dict[str, Any]:
+    """[training] with its old key ``precision`` ("fp32" or "bf16") read as ``autocast`` ("off" or
+    "bf16"), saying so with a DeprecationWarning; both at once are refused."""
+    if "precision" not in training:
+        return training
+    if "autocast" in training:
+        raise ValueError("[training] sets both autocast and precision (its former name): keep autocast only")
+    warnings.warn(
+        '[training] precision is now named autocast ("off" or "bf16"; precision "fp32" is autocast "off"); '
+        "precision is still read, until the next release",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    old = training.pop("precision")
+    training["autocast"] = AUTOCAST_WAS.get(old, old)
+    return training
 
 
 def _optional_str(value: Any) -> Optional[str]:

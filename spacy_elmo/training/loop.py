@@ -142,7 +142,7 @@ def train_step(
     module (Optional[nn.Module]): what runs the forward pass: ``lm`` itself, or its DistributedDataParallel wrapper.
     RETURNS (Tuple[dict, torch.Tensor]): the model's outputs and the loss reported (mean token NLL of both directions).
     """
-    with torch.autocast(lm.bilm.device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16"):
+    with torch.autocast(lm.bilm.device.type, dtype=torch.bfloat16, enabled=settings.autocast == "bf16"):
         out = lm.run_batch(batch, initial, module=module)
     # bilm-tf differentiates the mean token loss times unroll_steps, i.e. the summed loss of
     # a row's window averaged over rows; with sentences, the summed loss of each sentence

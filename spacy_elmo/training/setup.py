@@ -9,7 +9,7 @@ from typing import Callable, Iterable, List, Optional, Tuple
 import numpy as np
 import torch
 
-from ..fast import precision as precisions
+from ..fast.precision import BF16
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, split_long
 from .distributed import DistInfo, barrier, init_distributed
@@ -19,9 +19,9 @@ from .memory import keep_freed_memory
 
 def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo]:
     """Threads, device, process group and seeds (identical on all ranks, so the initial weights are);
-    freed memory kept for reuse (``memory.py``); a warning where bf16 would run emulated."""
+    freed memory kept for reuse (``memory.py``); a warning where bf16 autocast would run emulated."""
     keep_freed_memory()
-    warn_if_bf16_is_emulated(config.training.precision, torch.device(device))
+    warn_if_bf16_is_emulated(config.training.autocast, torch.device(device))
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     torch_device = torch.device(device)
@@ -35,13 +35,14 @@ def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo
     return torch_device, info
 
 
-def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:
-    """Warn where ``training.precision = "bf16"`` meets a CPU without bf16 arithmetic, as inference
-    does. Training keeps bf16 there (the run asked for its numerics) rather than switching to fp32."""
-    if precision == "bf16" and device.type == "cpu" and not precisions.cpu_has_bf16():
+def warn_if_bf16_is_emulated(autocast: str, device: torch.device) -> None:
+    """Warn where ``training.autocast = "bf16"`` meets a CPU without bf16 arithmetic, as inference
+    does (``BF16.pays_on``). Training keeps bf16 there (the run asked for its numerics) rather than
+    switching to fp32."""
+    if autocast == "bf16" and not BF16.pays_on(device):
         warnings.warn(
-            'training.precision "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which '
-            'this one lacks: torch emulates it, several times slower than fp32; set training.precision = "fp32" '
+            'training.autocast "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which '
+            'this one lacks: torch emulates it, several times slower than fp32; set training.autocast = "off" '
             "to train faster here",
             RuntimeWarning,
             stacklevel=3,

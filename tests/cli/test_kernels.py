@@ -5,24 +5,24 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from spacy_elmo.fast import compiled
+from spacy_elmo.fast import kernel_library
 from spacy_elmo.cli import app
 
 runner = CliRunner()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(compiled._compiler() is None, reason="no C++ compiler here")
+@pytest.mark.skipif(kernel_library._compiler() is None, reason="no C++ compiler here")
 def test_kernels_builds_says_so_and_builds_a_refused_library_again(monkeypatch, tmp_path):
-    monkeypatch.setenv(compiled.DIR_ENV, str(tmp_path / "kernels"))
+    monkeypatch.setenv(kernel_library.DIR_ENV, str(tmp_path / "kernels"))
     result = runner.invoke(app, ["kernels", "--build"])
     assert result.exit_code == 0, result.output
     assert "compiling the LSTM step for this CPU" in result.stderr and "compiled lstmp_steps-" in result.stderr
     status = json.loads(result.stdout)
     assert status["built"] and status["verified"] and status["refused"] is None and status["failed"] is None
-    assert status["library"] == str(compiled.library_path()) and status["loaded"]
-    assert compiled.library_path().parent == compiled.kernel_dir()
-    library = compiled.library_path()
+    assert status["library"] == str(kernel_library.library_path()) and status["loaded"]
+    assert kernel_library.library_path().parent == kernel_library.kernel_dir()
+    library = kernel_library.library_path()
     library.write_bytes(library.read_bytes() + b"\0")
     status = json.loads(runner.invoke(app, ["kernels"]).stdout)
     assert status["built"] and not status["verified"] and "SHA-256" in status["refused"]

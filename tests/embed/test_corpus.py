@@ -94,7 +94,7 @@ def test_a_local_ray_started_by_the_function_matches_dump(corpus, dumped, tmp_pa
 def test_float16_mix_through_the_command(corpus, dumped, tmp_path):
     pipeline, text = corpus
     args = ["embed-corpus", "--input", str(text), "--output", str(tmp_path / "out"), "--model", str(pipeline),
-            "--layers", "mix", "--precision", "float16", "--shard-rows", "16", "--batch-size", "5"]
+            "--layers", "mix", "--dtype", "float16", "--shard-rows", "16", "--batch-size", "5"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "2 written" in result.output and "batches of 5" in result.output
@@ -102,7 +102,7 @@ def test_float16_mix_through_the_command(corpus, dumped, tmp_path):
     for (_, _, mixed), expected in zip(rows, dumped):
         assert mixed.dtype == np.float16 and mixed.shape == expected.shape[1:]
         np.testing.assert_allclose(mixed.astype(np.float32), expected.mean(axis=0), rtol=1e-3, atol=1e-3)
-    other = CliRunner().invoke(app, args[:-6] + ["--precision", "float32", "--shard-rows", "16"])
+    other = CliRunner().invoke(app, args[:-6] + ["--dtype", "float32", "--shard-rows", "16"])
     assert other.exit_code == 1 and "other settings or input files (dtype)" in other.output
     # without --model the shipped biLM, by its name: another model than this folder's
     default = CliRunner().invoke(app, args[:5] + args[7:])

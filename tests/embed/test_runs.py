@@ -53,7 +53,7 @@ def test_a_rerun_of_a_finished_run_returns_before_ray_or_spark_is_imported(finis
     for report in (on_ray, on_spark):
         assert (report.shards, report.skipped, report.written, report.rows, report.actors) == (3, 3, 0, 0, 0)
     args = ["embed-corpus", "--input", str(inputs), "--output", str(output), "--model", str(pipeline),
-            "--layers", "mix", "--precision", "float16", "--shard-rows", "4"]
+            "--layers", "mix", "--dtype", "float16", "--shard-rows", "4"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "3 shards under" in result.output and "all already done and verified" in result.output

@@ -3,13 +3,13 @@ import pytest
 import torch
 from torch import nn
 
-from spacy_elmo.fast import bf16_rows, compiled, optimize_for_inference
+from spacy_elmo.fast import bf16_rows, kernel_library, optimize_for_inference
 from spacy_elmo.fast import precision as quantize
 
 from ..bilm.sentences import SENTENCES, layers
 from ..conftest import random_bilm
 
-pytestmark = pytest.mark.skipif(compiled._compiler() is None, reason="no C++ compiler here")
+pytestmark = pytest.mark.skipif(kernel_library._compiler() is None, reason="no C++ compiler here")
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def kernel(monkeypatch):
     compiled library loaded."""
     monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: True)
     if bf16_rows.rows_op() is None:
-        pytest.fail(f"the compiled library did not build: {compiled.status()}")
+        pytest.fail(f"the compiled library did not build: {kernel_library.status()}")
 
 
 @pytest.mark.parametrize("shape", [(2, 1, 512, 256), (2, 3, 7, 70), (1, 4, 130, 64)])

@@ -1,19 +1,10 @@
-"""The compiled timestep loop: the Python loop's results, used by the optimized path only, a
-clear fallback where it cannot be built or loaded, and no library loaded that anyone else could
-have put in place."""
-import json
-import os
-from pathlib import Path
-import shutil
-import subprocess
-import sys
-import warnings
-
+"""The compiled timestep loop: the Python loop's results, used by the optimized path only, and
+switched off by the environment or ``python_step``."""
 import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.fast import compiled, dispatch
+from spacy_elmo.fast import compiled, dispatch, kernel_library
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.bilm.lstm import LSTMPLayer
 from spacy_elmo.fast.in_place import run_in_place
@@ -21,7 +12,7 @@ from spacy_elmo.fast.in_place import run_in_place
 from ..conftest import load_tiny_bilm, random_bilm
 from ..bilm.sentences import layers
 
-needs_compiler = pytest.mark.skipif(compiled._compiler() is None, reason="no C++ compiler here")
+needs_compiler = pytest.mark.skipif(kernel_library._compiler() is None, reason="no C++ compiler here")
 
 
 def pair_inputs(batch_sizes, dim=16, proj=8, clip=3.0, scale=1.0, seed=0):
@@ -87,156 +78,9 @@ def test_the_optimized_model_takes_the_compiled_loop_and_the_exact_one_does_not(
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
     optimize_for_inference(bilm, exact=True)
     layers(bilm, tiny_sentences)
-    monkeypatch.setenv(compiled.ENV, "0")
+    monkeypatch.setenv(kernel_library.ENV, "0")
     layers(optimize_for_inference(random_bilm(seed=3)))
     assert len(calls) == 2
-
-
-def test_a_failed_build_warns_once_falls_back_and_is_not_retried(monkeypatch, broken_compiler, capsys):
-    monkeypatch.setattr(compiled, "_STATE", {"op": None, "tried": False, "error": None})
-    with pytest.warns(RuntimeWarning, match="compiled LSTM step is not available"):
-        assert compiled.compiled_step() is None
-    said = capsys.readouterr().err  # the first use says what it does, and how to avoid the wait
-    assert f"compiling the LSTM step for this CPU into {compiled.kernel_dir()}" in said
-    assert "kernels --build" in said and "SPACY_ELMO_COMPILED=0" in said
-    assert compiled.kernel_dir().stat().st_mode & 0o777 == 0o700
-    failed = compiled.library_path().with_suffix(".failed")
-    assert broken_compiler in failed.read_text(encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert compiled.compiled_step() is None  # remembered: no second warning
-        # the model still runs, on the Python loop, with the plain model's results
-        bilm = random_bilm(seed=5)
-        expected = layers(bilm).layers
-        torch.testing.assert_close(layers(optimize_for_inference(bilm)).layers, expected, atol=1e-5, rtol=0)
-    with pytest.raises(compiled.KernelBuildError, match="earlier build failed"):
-        compiled.load()  # a new process would not retry either
-    assert compiled.status()["failed"] is not None
-
-
-def load_in_a_fresh_process(folder, marker=None):
-    """compiled_step(build=False) in a new process (this one may have loaded a library already):
-    whether it gave the op, the error it kept, and the warnings it printed."""
-    env = dict(os.environ, SPACY_ELMO_KERNELS=str(folder), MARKER=str(marker or folder / "no-marker"))
-    code = (
-        "import json, warnings; from spacy_elmo.fast import compiled as c; warnings.simplefilter('always');"
-        "op = c.compiled_step(build=False); print(json.dumps([op is not None, c._STATE['error']]))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    loaded, error = json.loads(done.stdout)
-    return loaded, error, done.stderr
-
-
-@pytest.fixture(scope="module")
-def built_library():
-    """The library built (once) in the tests' shared kernel folder, with its record."""
-    if compiled._compiler() is None:
-        pytest.skip("no C++ compiler here")
-    path = compiled.library_path()
-    if not path.exists() or compiled.refusal(path) is not None:
-        compiled._build(path, path.with_suffix(".failed"), force=True)
-    return path
-
-
-@pytest.fixture()
-def kernels(tmp_path, monkeypatch, built_library):
-    """A private kernel folder under tmp_path holding a copy of the built library and its record."""
-    folder = tmp_path / "kernels"
-    folder.mkdir(mode=0o700)
-    for path in (built_library, compiled.record_path(built_library)):
-        shutil.copy2(path, folder / path.name)
-    monkeypatch.setenv(compiled.DIR_ENV, str(folder))
-    return folder / built_library.name
-
-
-def marker_library(tmp_path):
-    """A library that creates the file $MARKER as it is loaded: what a swapped kernel could do."""
-    source = tmp_path / "marker.cpp"
-    source.write_text(
-        '#include <cstdio>\n#include <cstdlib>\n'
-        '__attribute__((constructor)) static void mark() { std::fclose(std::fopen(std::getenv("MARKER"), "w")); }\n',
-        encoding="utf-8",
-    )
-    library = tmp_path / "marker.so"
-    subprocess.run([compiled._compiler(), "-shared", "-fPIC", str(source), "-o", str(library)], check=True, timeout=120)
-    return library
-
-
-def test_a_verified_library_loads_in_a_fresh_process(kernels):
-    assert compiled.refusal(kernels) is None
-    loaded, error, stderr = load_in_a_fresh_process(kernels.parent)
-    assert loaded and error is None and "RuntimeWarning" not in stderr
-    record = json.loads(compiled.record_path(kernels).read_text(encoding="utf-8"))
-    assert record["library_sha256"] == compiled._sha256(kernels)
-    assert record["sources"] == compiled._source_hashes() and record["torch"] == torch.__version__
-    assert record["compiler"] and record["compiler_version"] and record["built"]
-
-
-def test_a_swapped_library_is_refused_with_a_warning_and_never_loaded(kernels, tmp_path):
-    swapped = marker_library(tmp_path)
-    marker = tmp_path / "ran"
-    code = "import ctypes, sys; ctypes.CDLL(sys.argv[1])"  # the swap would run code, were it loaded
-    subprocess.run([sys.executable, "-c", code, str(swapped)], check=True, env=dict(os.environ, MARKER=str(marker)))
-    assert marker.exists()
-    marker.unlink()
-    shutil.copyfile(swapped, kernels)
-    loaded, error, stderr = load_in_a_fresh_process(kernels.parent, marker)
-    assert not loaded and not marker.exists()
-    assert error.startswith(f"refused {kernels}: its SHA-256") and "kernels --build --force" in error
-    assert "RuntimeWarning" in stderr and "running the Python step" in stderr
-    assert kernels.exists()  # not deleted: the user decides, after a look, what to do with it
-    assert compiled.status()["verified"] is False and "SHA-256" in compiled.status()["refused"]
-
-
-def test_a_record_of_other_sources_is_refused(kernels):
-    record = compiled.record_path(kernels)
-    built = json.loads(record.read_text(encoding="utf-8"))
-    built["sources"]["cell_math.cpp"] = "0" * 64
-    record.write_text(json.dumps(built), encoding="utf-8")
-    loaded, error, _ = load_in_a_fresh_process(kernels.parent)
-    assert not loaded and "names other sources than the installed ones" in error
-
-
-def test_a_damaged_library_without_a_record_is_refused_and_kept(kernels):
-    kernels.write_bytes(b"not a library")
-    compiled.record_path(kernels).unlink()
-    loaded, error, stderr = load_in_a_fresh_process(kernels.parent)
-    assert not loaded and "there is no build record" in error and "running the Python step" in stderr
-    assert kernels.read_bytes() == b"not a library"
-
-
-def test_a_library_without_a_record_is_built_again_where_building_is_allowed(kernels, monkeypatch):
-    compiled.record_path(kernels).unlink()
-    calls = []
-
-    def build(path, failed, *, force=False):
-        calls.append((path, force))
-        raise compiled.KernelBuildError("not built in this test")
-
-    monkeypatch.setattr(compiled, "_build", build)
-    with pytest.raises(compiled.KernelBuildError, match="not built in this test"):
-        compiled.load(build=True)
-    assert calls == [(kernels, True)]
-
-
-def test_a_folder_others_may_write_to_is_refused_for_loading_and_building(kernels):
-    kernels.parent.chmod(0o770)
-    loaded, error, _ = load_in_a_fresh_process(kernels.parent)
-    assert not loaded and f"{kernels.parent} may be written by others (mode 770)" in error
-    assert f"chmod go-w {kernels.parent}" in error
-    with pytest.raises(compiled.KernelBuildError, match="not building into"):
-        compiled._build(kernels, kernels.with_suffix(".failed"), force=True)
-    kernels.parent.chmod(0o700)
-    compiled.record_path(kernels).chmod(0o666)
-    assert "may be written by others (mode 666)" in compiled.refusal(kernels)
-
-
-@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="changing a file's owner needs root")
-def test_a_library_owned_by_another_user_is_refused(kernels):
-    os.chown(kernels, 65534, 65534)
-    loaded, error, _ = load_in_a_fresh_process(kernels.parent)
-    assert not loaded and f"{kernels} belongs to another user (uid 65534)" in error
 
 
 def test_switched_off_by_the_environment_or_python_step(monkeypatch):
@@ -247,47 +91,10 @@ def test_switched_off_by_the_environment_or_python_step(monkeypatch):
         with torch.no_grad():
             return bilm.runner.stack_path(bilm.forward_lstm, bilm.backward_lstm, inputs)
 
-    monkeypatch.setenv(compiled.ENV, "0")
-    assert compiled.compiled_step() is None and not compiled.enabled() and path() == "lockstep"
-    monkeypatch.setenv(compiled.ENV, "1")
-    assert compiled.enabled()
+    monkeypatch.setenv(kernel_library.ENV, "0")
+    assert compiled.compiled_step() is None and not kernel_library.enabled() and path() == "lockstep"
+    monkeypatch.setenv(kernel_library.ENV, "1")
+    assert kernel_library.enabled()
     assert path() == ("compiled" if compiled.compiled_step() is not None else "lockstep")
     with dispatch.python_step():
         assert path() == "lockstep"
-
-
-def test_an_unwritable_kernel_folder_is_a_build_error_not_a_crash(monkeypatch, tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder", encoding="utf-8")
-    monkeypatch.setenv(compiled.DIR_ENV, str(blocker / "kernels"))  # a folder inside a file
-    monkeypatch.setattr(compiled, "_compiler", lambda: "/bin/true")
-    with pytest.raises(compiled.KernelBuildError, match="could not build into"):
-        compiled._build(compiled.library_path(), compiled.library_path().with_suffix(".failed"))
-
-
-def test_build_commands_need_no_setuptools_and_name_torchs_own_paths(tmp_path):
-    """The build commands come without importing setuptools (torch.utils.cpp_extension does, and
-    setuptools' distutils shim can raise an AssertionError in a process that imported the standard
-    library's distutils first): here setuptools cannot be imported at all."""
-    script = (
-        "import json, sys; sys.modules['setuptools'] = None\n"
-        "from pathlib import Path\n"
-        "from spacy_elmo.fast import compiled\n"
-        "commands = compiled.build_commands('c++', Path(sys.argv[1]), Path(sys.argv[1]) / 'x.so')\n"
-        "print(json.dumps(commands))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    commands_json = done.stdout.strip().splitlines()[-1]
-    # torch's own lists, from a fresh process (where this one imported distutils, setuptools may raise)
-    listed = subprocess.run(
-        [sys.executable, "-c", "import json; from torch.utils import cpp_extension as c; "
-         "print(json.dumps([c.include_paths(), c.library_paths()]))"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert listed.returncode == 0, listed.stderr[-2000:]
-    include_paths, library_paths = json.loads(listed.stdout.strip().splitlines()[-1])
-    flags = {flag for command in json.loads(commands_json) for flag in command}
-    resolved = {str(Path(p[2:]).resolve()) for p in flags if p.startswith("-I")}
-    assert {str(Path(p).resolve()) for p in include_paths} <= resolved
-    assert {f"-L{Path(p).resolve()}" for p in library_paths} <= {f"-L{Path(p[2:]).resolve()}" for p in flags if p.startswith("-L")}

@@ -4,18 +4,18 @@ import pytest
 import torch
 from torch import nn
 
-from spacy_elmo.fast import compiled, dispatch, int8_rows, optimize_for_inference
+from spacy_elmo.fast import dispatch, int8_rows, kernel_library, optimize_for_inference
 
 from ..bilm.sentences import SENTENCES, layers
 from ..conftest import random_bilm
 
-pytestmark = pytest.mark.skipif(compiled._compiler() is None, reason="no C++ compiler here")
+pytestmark = pytest.mark.skipif(kernel_library._compiler() is None, reason="no C++ compiler here")
 
 
 @pytest.fixture
 def kernel():
     if int8_rows.rows_op() is None:
-        pytest.fail(f"the compiled library did not build: {compiled.status()}")
+        pytest.fail(f"the compiled library did not build: {kernel_library.status()}")
 
 
 @pytest.mark.parametrize("shape", [(2, 1, 512, 256), (2, 3, 7, 70), (1, 5, 130, 64), (2, 9, 33, 129)])
@@ -107,5 +107,5 @@ def test_the_pair_in_lockstep_computes_what_each_directions_int8_layers_compute(
     monkeypatch.setattr(dispatch.Runner, "stack_path", lambda self, *a: paths.append(chosen(self, *a)) or paths[-1])
     in_lockstep = layers(fast).layers
     assert paths == ["lockstep_int8"]  # both directions' products in one call each
-    monkeypatch.setattr(dispatch, "lockstep_precision", lambda pairs: None)  # one direction after the other
+    monkeypatch.setattr(dispatch, "runs_in_lockstep", lambda pairs, precision: False)  # one direction after the other
     assert torch.equal(layers(fast).layers, in_lockstep) and paths[-1] is None

@@ -14,6 +14,7 @@ from spacy_elmo.fast.lockstep import (
 from spacy_elmo.fast import compiled
 from spacy_elmo.fast.dispatch import Runner
 from spacy_elmo.fast.in_place import run_in_place
+from spacy_elmo.fast.precision import FP32
 
 from ..conftest import random_bilm
 
@@ -148,7 +149,7 @@ def test_first_layer_from_a_table_of_distinct_rows_equals_the_full_inputs():
         # the table must be what is read: poison the positional inputs of the first layer
         poisoned = tuple(x.clone().fill_(1e3) for x in inputs)
         got = run_lockstep(
-            bilm.forward_lstm, bilm.backward_lstm, poisoned, batch_sizes, states, "fp32",
+            bilm.forward_lstm, bilm.backward_lstm, poisoned, batch_sizes, states, FP32,
             compiled.usable(poisoned[0]), first_inputs=(table, slots),
         )
     for (exp_out, _), (got_out, _) in zip(expected, got):

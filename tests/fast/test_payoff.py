@@ -6,6 +6,7 @@ import torch
 
 from spacy_elmo.fast import optimize_for_inference, payoff
 from spacy_elmo.fast import precision as quantize
+from spacy_elmo.fast.precision import FP32, INT8
 
 from ..bilm.sentences import SENTENCES, layers
 from ..conftest import random_bilm
@@ -19,7 +20,7 @@ def measured(monkeypatch):
     calls = []
 
     def fixed(pairs, precision, rows):
-        calls.append((precision, rows))
+        calls.append((precision.name, rows))
         return [100.0, 104.0, 180.0, 100.0, 101.0, 99.0, 100.0], [250.0, 260.0, 240.0, 300.0, 250.0, 255.0, 251.0]
 
     monkeypatch.setattr(payoff, "time_products", fixed)
@@ -61,12 +62,13 @@ def test_the_measurement_times_both_products_on_the_models_weights(monkeypatch, 
     monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: True)
     fast = optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16), precision=precision)
     pairs = list(zip(fast.forward_lstm.layers, fast.backward_lstm.layers))
-    products = payoff.step_products(pairs, precision, rows)
-    assert sorted(products) == sorted({"fp32", precision})
-    fp32_us, precision_us = payoff.time_products(pairs, precision, rows)
+    chosen = fast.runner.precision  # what the runner holds, and the check measures
+    assert chosen.name == precision and chosen.reduced
+    products = payoff.step_products(pairs, chosen, rows)
+    assert set(products) == {FP32, chosen}
+    fp32_us, precision_us = payoff.time_products(pairs, chosen, rows)
     assert len(fp32_us) == len(precision_us) == payoff.ROUNDS  # round by round, interleaved
     assert min(fp32_us) > 0 and min(precision_us) > 0
-    assert payoff.stack_precision(fast.forward_lstm) == precision
 
 
 @pytest.mark.parametrize(
@@ -85,5 +87,5 @@ def test_only_slowness_that_holds_across_rounds_counts(fp32_us, precision_us, sl
     assert payoff.slower(fp32_us, precision_us) is slower
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        assert payoff.warn_if_slower("int8", "one sentence", rows=1, fp32_us=fp32_us, precision_us=precision_us) is slower
+        assert payoff.warn_if_slower(INT8, "one sentence", rows=1, fp32_us=fp32_us, precision_us=precision_us) is slower
     assert len(said) == int(slower)

@@ -10,8 +10,9 @@ from spacy_elmo.bilm import batch_char_ids
 from spacy_elmo.fast import forget_derived_weights, optimize_for_inference
 from spacy_elmo.fast import int8_rows
 from spacy_elmo.fast import precision as quantize
-from spacy_elmo.fast.lockstep import lockstep_precision
-from spacy_elmo.fast.precision import ReducedPrecisionLinear, reduce_precision
+from spacy_elmo.fast.lockstep import runs_in_lockstep
+from spacy_elmo.fast.plan import InferencePlan, adopt, prepare_pass
+from spacy_elmo.fast.precision import BF16, FP16, FP32, INT8, ReducedPrecisionLinear, reduce_precision
 
 from ..conftest import random_bilm
 from ..bilm.sentences import SENTENCES, layers
@@ -50,7 +51,7 @@ def test_reduced_precision_linear_follows_weight_updates():
     reduce_precision(holder, "int8")
     holder.eval()  # in training mode the layer runs in float32
     layer = holder[0]
-    assert isinstance(layer, ReducedPrecisionLinear) and layer.precision == "int8"
+    assert isinstance(layer, ReducedPrecisionLinear) and layer.precision == INT8
     x = torch.randn(3, 16)
     with torch.no_grad():
         before = layer(x)
@@ -69,7 +70,7 @@ def test_bf16_runs_both_directions_in_lockstep_on_bf16_weight_copies(bf16_cpu):
     reference = layers(plain).layers
     fast = optimize_for_inference(random_bilm(seed=4, dim=64, projection_dim=32), precision="bf16")
     pairs = list(zip(fast.forward_lstm.layers, fast.backward_lstm.layers))
-    assert lockstep_precision(pairs) == "bf16"
+    assert fast.runner.precision == BF16 and runs_in_lockstep(pairs, BF16)
     got = layers(fast).layers
     valid = reference.abs().sum(-1) > 0
     cos = nn.functional.cosine_similarity(got[valid], reference[valid], dim=-1)
@@ -88,7 +89,7 @@ def test_bf16_runs_both_directions_in_lockstep_on_bf16_weight_copies(bf16_cpu):
     assert not hasattr(first, "_bf16_paired")
     # a mix of precisions (or anything else) runs the directions one after the other
     reduce_precision(fast.backward_lstm.layers[0], "int8")
-    assert lockstep_precision(pairs) is None
+    assert not runs_in_lockstep(pairs, BF16)
 
 
 def test_bf16_without_hardware_support_warns_and_runs_fp32(monkeypatch):
@@ -136,8 +137,8 @@ def test_int8_keeps_the_token_projection_in_fp32_and_stays_close_with_outlier_in
     reference = layers(_highway_outliers(seed)).layers
     fast = optimize_for_inference(_highway_outliers(seed), precision="int8")
     assert type(fast.token_encoder.projection) is nn.Linear
-    assert fast.token_encoder.highway.transform[0].precision == "int8"
-    assert all(layer.precision == "int8" for lstm in (fast.forward_lstm, fast.backward_lstm) for pair in lstm.layers
+    assert fast.token_encoder.highway.transform[0].precision == INT8
+    assert all(layer.precision == INT8 for lstm in (fast.forward_lstm, fast.backward_lstm) for pair in lstm.layers
                for layer in (pair.input_linearity, pair.state_linearity, pair.projection))
     valid = reference.abs().sum(-1) > 0
     got = layers(fast).layers
@@ -206,3 +207,29 @@ def test_an_engine_failing_the_saturation_probe_says_so_once_and_keeps_7_bits(mo
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert quantize.int8_full_range() is False  # decided once per engine: said once
+
+
+def test_the_users_word_is_read_once_into_a_precision_that_the_plan_and_the_runner_hold():
+    assert [quantize.choose_precision(word) for word in quantize.PRECISIONS] == [FP32, BF16, FP16, INT8]
+    assert quantize.choose_precision(INT8) is INT8  # a Precision is given back as it is
+    with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'bf16', 'fp16', 'int8'\), not 'float16'"):
+        quantize.choose_precision("float16")
+    plan = InferencePlan(optimize=True, precision="int8")
+    bilm = random_bilm(seed=6)
+    adopt(bilm, plan)
+    prepare_pass(bilm, plan, is_train=False, trains_weights=False, need_version=False)
+    assert plan.precision is INT8 and bilm.runner.precision == INT8 and plan.settings()["precision"] == "int8"
+    assert bilm.forward_lstm.layers[0].state_linearity.precision == INT8
+    assert INT8.float32_layers == quantize.INT8_FP32_LAYERS and not FP32.reduced and INT8.cpu_only
+
+
+def test_whether_a_precision_pays_and_where_it_runs_are_the_precisions_to_say(monkeypatch):
+    monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: False)
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert not BF16.pays_on(cpu) and BF16.pays_on(gpu) and INT8.pays_on(cpu) and FP32.pays_on(cpu)
+    monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: True)
+    assert BF16.pays_on(cpu)
+    with pytest.raises(ValueError, match='precision "int8" runs on CPU only'):
+        INT8.check_device(gpu)
+    FP16.check_device(cpu)
+    BF16.check_device(gpu)

@@ -22,10 +22,21 @@ def test_warmup_rises_linearly_then_inverse_sqrt_decays():
     assert learning_rate_at(7, TrainingSettings(learning_rate=0.2)) == 0.2
 
 
-@pytest.mark.parametrize("bad", [{"lr_schedule": "cosine"}, {"precision": "fp16"}, {"warmup_steps": -1}])
-def test_bad_schedule_or_precision_settings_are_refused(bad):
+@pytest.mark.parametrize("bad", [{"lr_schedule": "cosine"}, {"autocast": "fp16"}, {"warmup_steps": -1}])
+def test_bad_schedule_or_autocast_settings_are_refused(bad):
     with pytest.raises(ValueError, match="training\\."):
         TrainingSettings(**bad)
+
+
+def test_the_former_training_precision_key_is_read_as_autocast_with_a_deprecation_warning(tmp_path):
+    train = write_corpus(tmp_path / "train.txt", 5)
+    for old, new in (("bf16", "bf16"), ("fp32", "off")):
+        with pytest.warns(DeprecationWarning, match=r"\[training\] precision is now named autocast"):
+            assert tiny_config(train, training__precision=old).training.autocast == new
+    with pytest.raises(ValueError, match="both autocast and precision"):
+        tiny_config(train, training__precision="bf16", training__autocast="bf16")
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="training.autocast must be 'off' or 'bf16', not 'fp16'"):
+        tiny_config(train, training__precision="fp16")
 
 
 def _train_records(out):
@@ -36,20 +47,20 @@ def test_bf16_autocast_training_learns_like_fp32(tmp_path):
     """The bf16 step trains the same tiny model to a loss close to the fp32 one (weights stay fp32)."""
     train, dev = write_corpus(tmp_path / "train.txt", 300, seed=1), write_corpus(tmp_path / "dev.txt", 40, seed=2)
     losses = {}
-    for precision in ("fp32", "bf16"):
+    for autocast in ("off", "bf16"):
         config = tiny_config(
             train, dev, training__max_epochs=2, training__dropout=0.0, training__eval_frequency=1000,
-            training__log_frequency=1, training__precision=precision, training__optimizer="adam",
+            training__log_frequency=1, training__autocast=autocast, training__optimizer="adam",
             training__learning_rate=0.01, training__warmup_steps=5,
         )
-        summary = pretrain(config, tmp_path / precision)
-        records = _train_records(tmp_path / precision)
+        summary = pretrain(config, tmp_path / autocast)
+        records = _train_records(tmp_path / autocast)
         assert all(math.isfinite(r["loss"]) for r in records)
-        losses[precision] = (records[0]["loss"], records[-1]["loss"], summary.best_dev["ppl"])
+        losses[autocast] = (records[0]["loss"], records[-1]["loss"], summary.best_dev["ppl"])
     assert losses["bf16"][1] < losses["bf16"][0] - 0.5
-    assert losses["bf16"][2] == pytest.approx(losses["fp32"][2], rel=0.25)
+    assert losses["bf16"][2] == pytest.approx(losses["off"][2], rel=0.25)
     # the setting took effect: bf16 rounding moves the losses
-    assert losses["bf16"] != losses["fp32"]
+    assert losses["bf16"] != losses["off"]
 
 
 def test_the_loop_steps_with_the_scheduled_rate_and_a_checkpoint_keeps_it(tmp_path):

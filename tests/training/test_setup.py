@@ -42,9 +42,9 @@ def test_bf16_training_on_a_cpu_without_bf16_arithmetic_warns_and_fp32_or_bf16_h
 ):
     monkeypatch.setenv("SPACY_ELMO_MALLOC", "0")  # leave the test process's allocator as it is
     train = write_corpus(tmp_path / "train.txt", 5)
-    bf16, fp32 = tiny_config(train, training__precision="bf16"), tiny_config(train)
+    bf16, fp32 = tiny_config(train, training__autocast="bf16"), tiny_config(train)
     monkeypatch.setattr(quantize, "cpu_has_bf16", lambda: False)
-    with pytest.warns(RuntimeWarning, match=r'needs a CPU with bf16 arithmetic.*training.precision = "fp32"'):
+    with pytest.warns(RuntimeWarning, match=r'needs a CPU with bf16 arithmetic.*training.autocast = "off"'):
         setup_process(bf16, "cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from spacy_elmo.fast import compiled
+from spacy_elmo.fast import kernel_library
 
 from ...conftest import TINY
 from ...training_runs import ROOT
@@ -38,7 +38,7 @@ def _assert_names_the_model_and_the_loop(record, loop):
     assert set(record["model_files"]["sha256"]) >= {"options.json", "weights.hdf5"}
     assert record["data"] == {} and record["data_note"] and record["start_commit"] == record["commit"]
     assert record["inference"]["compiled_loop"] == loop
-    assert record["inference"]["compiled_library"] == compiled.library_path().name
+    assert record["inference"]["compiled_library"] == kernel_library.library_path().name
     assert record["commit"] is None or len(record["commit"]) == 40
 
 
@@ -50,11 +50,11 @@ def test_the_long_soak_and_fuzz_runs_name_the_model_and_the_loop():
     assert summary["docs"] == 60 and summary["samples"][-1] == [60, summary["rss_mb_final"]]
     assert summary["max_growth_pct"] == 1000 and summary["peak_growth_pct"] >= summary["growth_pct"]
     # the default path takes the compiled loop unless its library was refused or cannot be built here
-    state = compiled.status()
+    state = kernel_library.status()
     default_loop = "refused" if state.get("refused") else "failed" if state["failed"] else "loaded"
     _assert_names_the_model_and_the_loop(summary["provenance"], default_loop)
     fuzz = _run("lab.reliability.fuzz_long", "--docs", 5, "--examples-per-round", 3, "--bilm", TINY,
-                env={compiled.ENV: "0"})
+                env={kernel_library.ENV: "0"})
     assert fuzz.returncode == 0, fuzz.stderr
     summary = json.loads(fuzz.stdout.strip().splitlines()[-1])
     assert summary["errors"] == 0
