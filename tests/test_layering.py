@@ -204,3 +204,76 @@ def test_the_map_names_every_module_of_the_package_and_the_lab():
             if not named:
                 unnamed.append(f"{top}/{below.as_posix()}")
     assert unnamed == []
+
+
+def _named_modules(name: str) -> set:
+    """The spacy_elmo modules that module ``name`` names in its imports, at any depth of its code
+    (function-level imports too): ``from .x import y`` names ``x`` (and ``x.y`` where that is a
+    module), not the packages above ``x``, whose ``__init__`` only runs first."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    named = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        named |= {target for target in targets if target in MODULES and target != name}
+    return named
+
+
+def _circles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_module_of_the_package_imports_itself_through_others():
+    """No import circle, function-level imports included: a lazy import that closes a circle hides
+    a module in the wrong place."""
+    assert _circles({name: _named_modules(name) for name in MODULES}) == []
+
+
+def test_the_circle_check_finds_a_lazy_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [["a", "b", "c"]]

@@ -1,5 +1,5 @@
 """Model sources: one class per format; a zip and the same files unpacked behave the same; nothing
-outside io/ asks which class it holds; io/ has no import circle."""
+outside io/ asks which class it holds; the head types are a leaf of io/."""
 import ast
 import tarfile
 import warnings
@@ -85,31 +85,16 @@ def _imports(path: Path):
                 yield alias.name, []
 
 
-def test_io_has_no_import_circle_counting_imports_inside_functions():
-    modules = {p.stem: p for p in (PACKAGE / "io").glob("*.py") if p.stem != "__init__"}
-    graph = {name: set() for name in modules}
-    for name, path in modules.items():
-        for module, names in _imports(path):
-            if module == "spacy_elmo.io":
-                graph[name].update(n for n in names if n in modules)
-            elif module.startswith("spacy_elmo.io."):
-                graph[name].add(module.split(".")[2])
-    done, path = set(), []
-
-    def visit(name):
-        assert name not in path, f"import circle: {' -> '.join(path[path.index(name):] + [name])}"
-        if name in done:
-            return
-        path.append(name)
-        for other in sorted(graph[name]):
-            visit(other)
-        path.pop()
-        done.add(name)
-
-    for name in sorted(graph):
-        visit(name)
-    # the head types are below every reader: lm_head reads no model format but the HDF5 and ours
-    assert graph["lm_head"] <= {"errors", "allennlp", "native"}
+def test_the_head_types_are_a_leaf_of_io():
+    """lm_head reads no model format but the HDF5 and ours (tests/test_layering.py finds no import
+    circle anywhere in the package)."""
+    imported = set()
+    for module, names in _imports(PACKAGE / "io" / "lm_head.py"):
+        if module == "spacy_elmo.io":
+            imported.update(names)
+        elif module.startswith("spacy_elmo.io."):
+            imported.add(module.split(".")[2])
+    assert imported <= {"errors", "allennlp", "native"}
 
 
 def test_no_module_outside_io_asks_which_kind_of_source_it_holds():
