@@ -107,22 +107,28 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 
-def _imported_modules(name: str) -> set:
-    """The spacy_elmo modules that module ``name`` imports (packages whose __init__ runs included)."""
+def _imports_of(name: str):
+    """Each import statement of module ``name``, at any depth of its code: (the module it imports
+    from, absolute, or None for ``import a.b``; the names it imports)."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            yield None, [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(up + ([base] if base else []))
-            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]  # `from . import x`: a module
-        else:
-            continue
+            yield base, [alias.name for alias in node.names]
+
+
+def _imported_modules(name: str) -> set:
+    """The spacy_elmo modules that module ``name`` imports (packages whose __init__ runs included)."""
+    found = set()
+    for base, names in _imports_of(name):
+        # `from . import x`: a module
+        targets = names if base is None else [base] + [f"{base}.{n}" for n in names]
         for target in targets:
             parts = target.split(".")
             found |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)} & set(MODULES)
@@ -210,20 +216,9 @@ def _named_modules(name: str) -> set:
     """The spacy_elmo modules that module ``name`` names in its imports, at any depth of its code
     (function-level imports too): ``from .x import y`` names ``x`` (and ``x.y`` where that is a
     module), not the packages above ``x``, whose ``__init__`` only runs first."""
-    path = MODULES[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     named = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(up + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
-        else:
-            continue
+    for base, names in _imports_of(name):
+        targets = names if base is None else [f"{base}.{n}" if f"{base}.{n}" in MODULES else base for n in names]
         named |= {target for target in targets if target in MODULES and target != name}
     return named
 
