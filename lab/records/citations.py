@@ -360,7 +360,10 @@ def documents(root: Path) -> List[Path]:
     return [p for p in found if p.is_file()]
 
 
-def check_all(root: Path) -> Tuple[int, List[str]]:
-    """RETURNS (Tuple[int, List[str]]): how many documents were read, and their problems."""
-    found = documents(root)
+def check_all(root: Path, only: Optional[Sequence[str]] = None) -> Tuple[int, List[str]]:
+    """RETURNS (Tuple[int, List[str]]): how many documents were read, and their problems.
+
+    only (Optional[Sequence[str]]): the documents to read (relative to ``root``); all of ``documents``
+        where None."""
+    found = documents(root) if only is None else [root / name for name in only]
     return len(found), [p for doc in found for p in check_document(doc, root=root)]

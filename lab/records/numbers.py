@@ -42,10 +42,6 @@ class Row:
     runs: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None
 
 
-def _mode(data: Dict[str, Any], shape: str, part: str, mode: str, key: str) -> float:
-    return data["shapes"][shape][part]["modes"][mode][key]
-
-
 def _scores(data: Dict[str, Any], task: str, pct: int, *, elmo: bool) -> List[float]:
     """The test scores (in points) of a downstream report's runs of one task, fraction and setting;
     with ELMo only the runs of the report's last model (the newest it compares)."""
@@ -72,26 +68,6 @@ def _probe(data: Dict[str, Any], task: str, key: str) -> float:
     return next(t for t in data["tasks"] if t["task"] == task)["scores"][key]
 
 
-def _batch(data: Dict[str, Any], shape: str, mode: str = "ours_opt") -> str:
-    rate = _mode(data, shape, "batch", mode, "tokens_per_s")
-    return f"{rate:,.1f} tokens/s, {_mode(data, shape, 'batch', mode, 'speedup_vs_baseline'):.2f}x the original algorithm"
-
-
-def _single(data: Dict[str, Any], shape: str) -> str:
-    return f"{_mode(data, shape, 'single', 'ours_opt', 'speedup_vs_baseline'):.2f}x the original algorithm"
-
-
-def _bf16(data: Dict[str, Any], shape: str) -> str:
-    bf16, fp32 = (_mode(data, shape, "batch", m, "tokens_per_s") for m in ("bf16", "ours_opt"))
-    return f"{bf16:,.1f} tokens/s, {bf16 / fp32:.2f}x fp32"
-
-
-def _one_sentence(data: Dict[str, Any], mode: str) -> str:
-    rounds = data["modes"][mode]["x_fp32_per_round"]
-    return (f"{data['modes'][mode]['tokens_per_s']:,.1f} tokens/s, {data['modes'][mode]['x_fp32_median']:.2f}x fp32 "
-            f"(median of {len(rounds)} rounds, {min(rounds):.2f}-{max(rounds):.2f}x)")
-
-
 HEADLINES: Sequence[Row] = (
     Row("Parity: largest difference from AllenNLP's, bilm-tf's and ELMoForManyLangs' outputs (contract: 1e-5)",
         "results/parity.json", lambda d: f"{d['max_abs_diff']:.1e}".replace("e-0", "e-"), "their test models"),
@@ -111,16 +87,6 @@ HEADLINES: Sequence[Row] = (
         lambda d: _gain(d, "upos", 10), runs=_newest),
     Row("CoNLL-2003 NER (F1), 10% of train", f"{CAMPAIGN}/downstream-10pct-metrics.json",
         lambda d: _gain(d, "ner", 10), runs=_newest),
-    Row("Speed, batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
-        lambda d: _batch(d, "full"), "random weights of `original`'s shape"),
-    Row("Speed, one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
-        lambda d: _single(d, "full"), "random weights of `original`'s shape"),
-    Row("Speed, batch of 64 sentences, fp32, the shipped biLM", f"{RELEASE}/bilm-shipped.json",
-        lambda d: _batch(d, "shipped")),
-    Row("Speed, one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
-        lambda d: _one_sentence(d, "int8"), "random weights of `original`'s shape"),
-    Row("Speed, batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
-        lambda d: _bf16(d, "full"), "random weights of `original`'s shape"),
     Row("Fuzzed Docs of messy Unicode: errors", "results/reliability/fuzz.json",
         lambda d: f"{d['errors']} in {d['docs']:,} Docs", "a tiny test model"),
     Row("RSS growth over Docs after warm-up, frozen-output cache off", "results/reliability/soak.json",
@@ -161,6 +127,96 @@ def headline_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class SpeedRow:
+    """One line of the speed table: a figure at the median round, with what the run needed.
+
+    what (str): what was measured. record (str): the JSON record, relative to the checkout.
+    figure (Callable[[Dict[str, Any]], str]): the figure, written from the record's JSON.
+    isa (str): the instructions the mode needs (its kernel's). model (Optional[str]): what stood in
+    for a model, where the timed run ran none of those its record names.
+    """
+
+    what: str
+    record: str
+    figure: Callable[[Dict[str, Any]], str]
+    isa: str
+    model: Optional[str] = None
+
+
+def _rate(data: Dict[str, Any], shape: str, part: str, mode: str) -> float:
+    """RETURNS (float): tokens/s of a bench_bilm mode at its median round."""
+    timed = data["shapes"][shape][part]
+    return timed["tokens"] / timed["modes"][mode]["median_seconds"]
+
+
+def _median_batch(data: Dict[str, Any], shape: str, part: str = "batch", mode: str = "ours_opt", against: str = "baseline") -> str:
+    rounds = _repeats(data)
+    times = _rate(data, shape, part, mode) / _rate(data, shape, part, against)
+    what = "the original algorithm" if against == "baseline" else "fp32"
+    return f"{_rate(data, shape, part, mode):,.1f} tokens/s, {times:.2f}x {what} (medians of {rounds} rounds)"
+
+
+def _repeats(data: Dict[str, Any]) -> int:
+    return int(re.search(r"--repeats (\d+)", data["provenance"]["command"]).group(1))
+
+
+def _median_sentence(data: Dict[str, Any], mode: str) -> str:
+    """One sentence at a time (bench_one_sentence): tokens/s and x fp32 at the median round, with
+    the range over the rounds."""
+    timed = data["modes"][mode]
+    rates = sorted(data["tokens"] / s for s in timed["round_seconds"])
+    times = timed["x_fp32_per_round"]
+    return (f"{data['tokens'] / timed['median_seconds']:,.1f} tokens/s ({rates[0]:,.1f}-{rates[-1]:,.1f}), "
+            f"{timed['x_fp32_median']:.2f}x fp32 ({min(times):.2f}-{max(times):.2f}x), median of {len(times)} rounds")
+
+
+def needs_label(data: Dict[str, Any], isa: str) -> str:
+    """RETURNS (str): what a speed record's run needed: the instructions, the compiled timestep loop,
+    the char cache, the threads and the load beside it."""
+    run = data["provenance"]
+    compiled = (data.get("machine") or {}).get("compiled_step")
+    loop = {True: "compiled loop (C++ compiler)", False: "Python loop"}.get(compiled, "loop not recorded")
+    if "cache" in data:
+        cache = f"char cache pre-filled with {data['cache']['vocab_tokens']:,} frequent words"
+    else:
+        cache = f"char cache warm ({data['sentences']['count']} sentences, each round again)"
+    load = (data.get("load_average") or {}).get("before") or (data.get("memory") or {}).get("before", {}).get("load_average")
+    threads = run["torch_threads"]
+    busy = f"load {load[0]:.1f} on {run['cpu_count']} cores at the start" if load else "load not recorded"
+    return f"{isa}; {loop}; {cache}; {threads} thread{'s' * (threads != 1)}; {busy}"
+
+
+RANDOM = "random weights of `original`'s shape"
+SPEED: Sequence[SpeedRow] = (
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+             lambda d: _median_batch(d, "full"), "AVX-512 (AMD EPYC)", RANDOM),
+    SpeedRow("one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+             lambda d: _median_batch(d, "full", "single"), "AVX-512 (AMD EPYC)", RANDOM),
+    SpeedRow("batch of 64 sentences, fp32, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
+             lambda d: _median_batch(d, "shipped"), "AVX-512 (AMD EPYC)"),
+    SpeedRow("batch of 64 sentences, `precision=\"int8\"`, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
+             lambda d: _median_batch(d, "shipped", mode="int8", against="ours_opt"), "AVX512-VNNI (AMD EPYC)"),
+    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
+             lambda d: _median_sentence(d, "int8"), "AVX512-VNNI (AMD EPYC)", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
+             lambda d: _median_batch(d, "full", mode="bf16", against="ours_opt"), "AMX and AVX512-BF16 (Intel Xeon)", RANDOM),
+)
+
+
+def speed_table(root: Path) -> str:
+    """RETURNS (str): the speed table: each figure at its record's median round, what the run needed."""
+    lines = ["| measured | figure (median round) | needed | model | date | record |", "|---|---|---|---|---|---|"]
+    for row in SPEED:
+        data = json.loads((root / row.record).read_text(encoding="utf-8"))
+        model = model_label(data["provenance"], row.model)
+        link = f"[{Path(row.record).name}]({row.record})"
+        lines.append(f"| {row.what} | {row.figure(data)} | {needs_label(data, row.isa)} | {model} | "
+                     f"{str(data['provenance'].get('date'))[:10]} | {link} |")
+    return "\n".join(lines) + "\n"
+
+
+
 def probe_table(root: Path) -> str:
     """RETURNS (str): the shipped model's layer probes (``python -m spacy_elmo probe``), one row per
     representation."""
@@ -177,7 +233,7 @@ def probe_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table}
+BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table}
 # the shipped model's releases by their weights' SHA-256 (``git log -- spacy_elmo/models/en_small``):
 # a record of a training output names its folder, and these say which release it became
 SHIPPED = {
