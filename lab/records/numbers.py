@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from .card import TABLES
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "results/bench"
 CAMPAIGN = "results/campaign-third/after-part4"
@@ -233,7 +235,7 @@ def probe_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table}
+BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table, **TABLES}
 # the shipped model's releases by their weights' SHA-256 (``git log -- spacy_elmo/models/en_small``):
 # a record of a training output names its folder, and these say which release it became
 SHIPPED = {
