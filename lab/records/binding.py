@@ -43,18 +43,18 @@ from .numbers import _BLOCK, render
 # the documents held to this module; every other document of ``citations.documents`` is held to the
 # older check of ``lab.records.citations`` until it is converted (``NOT_CONVERTED``)
 BOUND = (
-    "README.md", "spacy_elmo/models/en_small/MODEL_CARD.md",
+    "README.md", "spacy_elmo/models/en_small/MODEL_CARD.md", "docs/speed.md",
 )
 # the documents still held only to ``lab.records.citations`` (a number passes where any value of a
 # record its block cites matches it): each leaves this list when its numbers are bound
 NOT_CONVERTED = (
     "docs/ARCHITECTURE.md", "docs/commands.md", "docs/datasets.md", "docs/distributed.md", "docs/download.md", "docs/downstream.md", "docs/formats.md",
     "docs/lm-head.md", "docs/neighbors.md", "docs/pretraining.md", "docs/probes.md", "docs/reliability.md",
-    "docs/semantic-change.md", "docs/speed.md", "docs/textcat.md",
+    "docs/semantic-change.md", "docs/textcat.md",
 )
 _DECLARE = re.compile(r"^<!--\s*record\s+([\w.-]+):\s*(\S+)\s*-->\s*$", re.M)
 _MARK = re.compile(r"<!--\s*(.*?)\s*-->", re.S)
-_FIELD = re.compile(r"^(?P<record>[^\s#=]+)#(?:L(?P<line>\d+))?(?P<pointer>/[^=]*?|)(?:\s+(?P<op>[*/])\s*(?P<k>[\d.]+(?:e[-+]?\d+)?))?$")
+_FIELD = re.compile(r"^(?P<record>[^\s#=]+)#(?:L(?P<line>\d+))?(?P<pointer>/.*?|)(?:\s+(?P<op>[*/])\s*(?P<k>[\d.]+(?:e[-+]?\d+)?))?$", re.S)
 _DERIVED = re.compile(r"^(?P<record>[^\s#=]+)(?:#L(?P<line>\d+))?\s*=\s*(?P<expr>.+)$", re.S)
 # numbers that name something: a standard (ISO 639), a licence's or format's version (CC BY 4.0, v2.0)
 _NAMED = re.compile(r"\b1B Word\b|\bISO \d+|\bCC BY(?:-[A-Z]+)* \d+\.\d+|\bv\d+(?:\.\d+)+")
@@ -109,8 +109,11 @@ def written_numbers(text: str) -> List[Written]:
         exponent = int(plain.split("e")[1]) if "e" in plain else 0
         unit = citations._SUFFIX.get(suffix, 1.0)
         sign = match.group(0)[0]
-        value = float(plain) * unit * (-1 if sign in "-\u2212" else 1)
-        found.append(Written(match.group(0).strip(), value, 0.5 * 10 ** (exponent - decimals) * unit,
+        if sign == "-" and text[:match.start()].endswith("-->"):
+            sign = ""  # a range after a bound number: 0.92<!-- ... -->-1.11
+        value = float(plain) * unit * (-1 if sign in ("-", "\u2212") else 1)
+        written = match.group(0).strip()
+        found.append(Written(written.lstrip("-") if not sign else written, value, 0.5 * 10 ** (exponent - decimals) * unit,
                              mark.group(1) if mark else None, match.start(), sign == "\u00b1"))
     return found
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .card import TABLES
+from .card import TABLES as CARD
+from .speed_guide import TABLES as GUIDE
+from .speed_guide import needs_label, repeats
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "results/bench"
@@ -153,14 +155,10 @@ def _rate(data: Dict[str, Any], shape: str, part: str, mode: str) -> float:
 
 
 def _median_batch(data: Dict[str, Any], shape: str, part: str = "batch", mode: str = "ours_opt", against: str = "baseline") -> str:
-    rounds = _repeats(data)
+    rounds = repeats(data)
     times = _rate(data, shape, part, mode) / _rate(data, shape, part, against)
     what = "the original algorithm" if against == "baseline" else "fp32"
     return f"{_rate(data, shape, part, mode):,.1f} tokens/s, {times:.2f}x {what} (medians of {rounds} rounds)"
-
-
-def _repeats(data: Dict[str, Any]) -> int:
-    return int(re.search(r"--repeats (\d+)", data["provenance"]["command"]).group(1))
 
 
 def _median_sentence(data: Dict[str, Any], mode: str) -> str:
@@ -171,22 +169,6 @@ def _median_sentence(data: Dict[str, Any], mode: str) -> str:
     times = timed["x_fp32_per_round"]
     return (f"{data['tokens'] / timed['median_seconds']:,.1f} tokens/s ({rates[0]:,.1f}-{rates[-1]:,.1f}), "
             f"{timed['x_fp32_median']:.2f}x fp32 ({min(times):.2f}-{max(times):.2f}x), median of {len(times)} rounds")
-
-
-def needs_label(data: Dict[str, Any], isa: str) -> str:
-    """RETURNS (str): what a speed record's run needed: the instructions, the compiled timestep loop,
-    the char cache, the threads and the load beside it."""
-    run = data["provenance"]
-    compiled = (data.get("machine") or {}).get("compiled_step")
-    loop = {True: "compiled loop (C++ compiler)", False: "Python loop"}.get(compiled, "loop not recorded")
-    if "cache" in data:
-        cache = f"char cache pre-filled with {data['cache']['vocab_tokens']:,} frequent words"
-    else:
-        cache = f"char cache warm ({data['sentences']['count']} sentences, each round again)"
-    load = (data.get("load_average") or {}).get("before") or (data.get("memory") or {}).get("before", {}).get("load_average")
-    threads = run["torch_threads"]
-    busy = f"load {load[0]:.1f} on {run['cpu_count']} cores at the start" if load else "load not recorded"
-    return f"{isa}; {loop}; {cache}; {threads} thread{'s' * (threads != 1)}; {busy}"
 
 
 RANDOM = "random weights of `original`'s shape"
@@ -235,7 +217,7 @@ def probe_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table, **TABLES}
+BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table, **CARD, **GUIDE}
 # the shipped model's releases by their weights' SHA-256 (``git log -- spacy_elmo/models/en_small``):
 # a record of a training output names its folder, and these say which release it became
 SHIPPED = {
