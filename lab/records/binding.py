@@ -37,8 +37,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import citations
+from .check import is_dirty
 from .derivation import derive
 from .numbers import _BLOCK, render
+from .reading import READ
 
 # the documents held to this module; every other document of ``citations.documents`` is held to the
 # older check of ``lab.records.citations`` until it is converted (``NOT_CONVERTED``)
@@ -234,9 +236,11 @@ def check_text(text: str, where: str, *, root: Path) -> Tuple[List[str], int]:
         if _text(root, path) is None:
             problems.append(f"{where}: record {name}: {path} does not exist")
     if _BLOCK.search(text):
+        READ.clear()
         if render(text, root) != text:
             problems.append(f"{where}: a generated block differs from its records; run python -m lab.records.numbers --document {where}")
         bound += sum(len(written_numbers(m.group("body"))) for m in _BLOCK.finditer(text))
+        used.update(READ)
     for line, block in _blocks(text):
         for number in written_numbers(block):
             at = f"{where}:{line + block[:number.start].count(chr(10))}"
@@ -295,12 +299,26 @@ def record_problems(root: Path, name: str) -> List[str]:
     if citations._COMMITTED.fullmatch(name):
         return []
     if not name.endswith(".jsonl"):
-        return citations.record_state(citations.Record(root, name))
+        return citations.record_state(citations.Record(root, name)) + _unspecific(root, name)
     folder = PurePosixPath(name).parent
     beside = [p for p in sorted((root / folder).glob("*.json")) if "provenance" in json.loads(p.read_text(encoding="utf-8"))]
     if not beside:
         return [f"{name}: no JSON record with a provenance beside it"]
-    return [p for path in beside for p in citations.record_state(citations.Record(root, path.relative_to(root).as_posix()))]
+    return [p for path in beside for name in [path.relative_to(root).as_posix()]
+            for p in citations.record_state(citations.Record(root, name)) + _unspecific(root, name)]
+
+
+# what a dirty_note says when it does not know what differed: such a record backs no bound number
+UNSPECIFIC = "not which"
+
+
+def _unspecific(root: Path, name: str) -> List[str]:
+    """RETURNS (List[str]): a problem where a record started from a tree with uncommitted changes and
+    its ``dirty_note`` does not say what they were."""
+    run = json.loads((root / name).read_text(encoding="utf-8")).get("provenance") or {}
+    if is_dirty(run) and UNSPECIFIC in str(run.get("dirty_note")):
+        return [f"{name}: run from a tree with uncommitted changes, and its dirty_note does not say what differed"]
+    return []
 
 
 def check_all(root: Path) -> Tuple[Dict[str, int], List[str]]:

@@ -2,10 +2,11 @@
 --document spacy_elmo/models/en_small/MODEL_CARD.md`` (blocks ``card-perplexity``, ``card-probes``,
 ``card-downstream``, ``card-training``): the held-out perplexity, the layer probes and the downstream
 gains of each release, and each training stage's report."""
-import json
 import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
+
+from .reading import read_record
 
 # each release's evaluation folder (the continued/pretrained and the fine-tuned model's eval-*.json)
 EVALUATED: Sequence[Tuple[str, str]] = (
@@ -18,7 +19,7 @@ TEXTS: Sequence[Tuple[str, str]] = (
     ("UD EWT dev raw text (chose the fine-tuned model)", "domain_ewt-dev"),
     ("campaign pretraining dev (chose 0.6.0's pretrained model)", "pretrain_dev"),
 )
-PROBED = ("0.9.0", "0.8.0", "0.1.0")
+PROBED = ("0.9.0", "0.8.0")
 # each release's downstream reports (1% and 10% of train): the gains of the newest model of each
 DOWNSTREAM: Sequence[Tuple[str, str]] = (
     ("0.9.0", "results/campaign-third/after-part4"), ("0.8.0", "results/campaign-third"),
@@ -39,19 +40,15 @@ STAGES: Sequence[Tuple[str, str]] = (
 )
 
 
-def _read(root: Path, path: str) -> Any:
-    return json.loads((root / path).read_text(encoding="utf-8"))
-
-
 def perplexity_table(root: Path) -> str:
     """RETURNS (str): each release's perplexity on each held-out text, before and after its fine-tuning."""
     head = "| text | OOV | " + " | ".join(f"{v} before / after fine-tuning" for v, _ in EVALUATED) + " |"
     lines = [head, "|---|---:|" + "---:|" * len(EVALUATED)]
     for label, text in TEXTS:
-        newest = _read(root, f"{EVALUATED[0][1]}/eval-finetune-ewt_model-best-{text}.json")
+        newest = read_record(root, f"{EVALUATED[0][1]}/eval-finetune-ewt_model-best-{text}.json")
         cells = []
         for _, folder in EVALUATED:
-            before, after = (_read(root, f"{folder}/eval-{stage}_model-best-{text}.json")["ppl"] for stage in ("pretrain", "finetune-ewt"))
+            before, after = (read_record(root, f"{folder}/eval-{stage}_model-best-{text}.json")["ppl"] for stage in ("pretrain", "finetune-ewt"))
             cells.append(f"{before:.1f} / {after:.1f}")
         lines.append(f"| {label} | {100 * newest['oov_rate']:.1f}% | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -61,8 +58,8 @@ def probes_table(root: Path) -> str:
     """RETURNS (str): the layer probes of the shipped release and of earlier ones."""
     scores: Dict[str, Dict[str, Dict[str, float]]] = {}
     for version in PROBED:
-        tasks = {t["task"]: t["scores"] for t in _read(root, f"results/en_small/{version}/probe/probe.json")["tasks"]}
-        tasks["wic dev"] = next(t["scores"] for t in _read(root, f"results/en_small/{version}/probe-wic-dev/probe.json")["tasks"])
+        tasks = {t["task"]: t["scores"] for t in read_record(root, f"results/en_small/{version}/probe/probe.json")["tasks"]}
+        tasks["wic dev"] = next(t["scores"] for t in read_record(root, f"results/en_small/{version}/probe-wic-dev/probe.json")["tasks"])
         scores[version] = tasks
     columns = [(v, task) for v in PROBED for task in ("upos", "wsd", "wic", "wic dev")]
     names = {"upos": "UPOS", "wsd": "WSD", "wic": "WiC test", "wic dev": "WiC dev"}
@@ -95,7 +92,7 @@ def downstream_table(root: Path) -> str:
              + " | ".join(f"{v}'s gain" for v, _ in DOWNSTREAM[1:]) + " |", "|---|---|---:|---:|---:|" + "---:|" * (len(DOWNSTREAM) - 1)]
     for task, label in (("upos", "UPOS accuracy"), ("ner", "NER F1")):
         for pct in (1, 10):
-            reports = [_read(root, f"{folder}/downstream-{pct}pct-metrics.json") for _, folder in DOWNSTREAM]
+            reports = [read_record(root, f"{folder}/downstream-{pct}pct-metrics.json") for _, folder in DOWNSTREAM]
             plain, elmo = _runs(reports[0], task, pct, elmo=False), _runs(reports[0], task, pct, elmo=True)
             gains = [statistics.mean(_runs(r, task, pct, elmo=True)) - statistics.mean(_runs(r, task, pct, elmo=False)) for r in reports]
             listed = [f"{statistics.mean(s):.2f} ({', '.join(f'{x:.2f}' for x in s)})" for s in (plain, elmo)]
@@ -109,7 +106,7 @@ def training_table(root: Path) -> str:
     lines = ["| stage | last step | tokens | minutes | tokens/s | dev perplexity of the kept model (step) | record |",
              "|---|---:|---:|---:|---:|---:|---|"]
     for stage, path in STAGES:
-        report = _read(root, path)
+        report = read_record(root, path)
         best = report["after_best"]
         lines.append(f"| {stage} | {report['steps']:,} | {report['tokens']:,} | "
                      f"{report['seconds'] / 60:.0f} | {report['tokens'] / report['seconds']:,.0f} | "

@@ -8,7 +8,6 @@ its row links, and the row names the model the record says made it (version and 
 hex digits of its weights' SHA-256), or what the record says stood in for one.
 """
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .card import TABLES as CARD
+from .reading import read_record
 from .speed_guide import TABLES as GUIDE
 from .speed_guide import needs_label, repeats
 
@@ -123,7 +123,7 @@ def headline_table(root: Path) -> str:
     """RETURNS (str): the headline table, each figure read from the record its row links."""
     lines = ["| measured | figure | model | machine, date | record |", "|---|---|---|---|---|"]
     for row in HEADLINES:
-        data = json.loads((root / row.record).read_text(encoding="utf-8"))
+        data = read_record(root, row.record)
         record = data["provenance"]
         model = model_label(row.runs(data) if row.runs else record, row.model)
         link = f"[{Path(row.record).name}]({row.record})"
@@ -192,7 +192,7 @@ def speed_table(root: Path) -> str:
     """RETURNS (str): the speed table: each figure at its record's median round, what the run needed."""
     lines = ["| measured | figure (median round) | needed | model | date | record |", "|---|---|---|---|---|---|"]
     for row in SPEED:
-        data = json.loads((root / row.record).read_text(encoding="utf-8"))
+        data = read_record(root, row.record)
         model = model_label(data["provenance"], row.model)
         link = f"[{Path(row.record).name}]({row.record})"
         lines.append(f"| {row.what} | {row.figure(data)} | {needs_label(data, row.isa)} | {model} | "
@@ -204,7 +204,7 @@ def speed_table(root: Path) -> str:
 def probe_table(root: Path) -> str:
     """RETURNS (str): the shipped model's layer probes (``python -m spacy_elmo probe``), one row per
     representation."""
-    data = json.loads((root / RELEASE / "probe" / "probe.json").read_text(encoding="utf-8"))
+    data = read_record(root, f"{RELEASE}/probe/probe.json")
     tasks = data["tasks"]
     lines = ["| representation | " + " | ".join(f"{t['task']} ({t['metric']})" for t in tasks) + " |",
              "|---|" + "---:|" * len(tasks)]

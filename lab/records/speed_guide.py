@@ -1,10 +1,11 @@
 """The tables of docs/speed.md, written from the benchmark records by ``python -m lab.records.numbers
 --document docs/speed.md`` (blocks ``speed-choice``, ``speed-accuracy``, ``speed-one-thread``): each
 precision's speed against fp32 by CPU and model size, at the median round, with what the run needed."""
-import json
 import re
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
+
+from .reading import read_record
 
 BENCH = "results/bench"
 SHIPPED_RECORD = "results/en_small/0.9.0/bilm-shipped.json"
@@ -21,10 +22,6 @@ CHOICES: Sequence[Tuple[str, str, str, str]] = (
     ("`original` (random weights)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm.json", "full"),
 )
 PRECISIONS = ("int8", "fp16", "bf16")
-
-
-def _read(root: Path, path: str) -> Any:
-    return json.loads((root / path).read_text(encoding="utf-8"))
 
 
 def _median_rate(timed: Dict[str, Any], mode: str) -> Optional[float]:
@@ -60,7 +57,7 @@ def choice_table(root: Path) -> str:
             "| rounds; needed | record |")
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for model, cpu, path, shape in CHOICES:
-        data = _read(root, path)
+        data = read_record(root, path)
         cells = []
         for part in ("batch", "single"):
             timed = data["shapes"][shape][part]
@@ -76,7 +73,7 @@ def choice_table(root: Path) -> str:
 
 def accuracy_table(root: Path) -> str:
     """RETURNS (str): how close each precision's outputs are to fp32 on the shipped model."""
-    modes = _read(root, SHIPPED_RECORD)["shapes"]["shipped"]["batch"]["modes"]
+    modes = read_record(root, SHIPPED_RECORD)["shapes"]["shipped"]["batch"]["modes"]
     lines = ["| precision | cosine to fp32: mean | lowest | largest difference from the plain model |", "|---|---:|---:|---:|"]
     for mode, label in (("ours_opt", "fp32 (optimized)"), *((m, m) for m in PRECISIONS)):
         row = modes[mode]
@@ -88,7 +85,7 @@ def one_thread_table(root: Path) -> str:
     """RETURNS (str): ``original``'s shape one sentence at a time on one thread, each precision at its
     median round with the range over the rounds."""
     path = f"{BENCH}/epyc-avx512/one-sentence-one-thread.json"
-    data = _read(root, path)
+    data = read_record(root, path)
     lines = ["| precision | tokens/s: median (range) | x fp32: median (range) |", "|---|---:|---:|"]
     for mode in ("fp32", "bf16", "int8"):
         timed = data["modes"][mode]

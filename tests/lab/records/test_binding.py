@@ -132,3 +132,15 @@ def test_a_changed_or_swapped_decimal_number_is_found_in_at_least_95_percent_of_
     rate = mutation_rate(seed=0, draws=200)
     print(f"mutation rate: {rate:.3f} of 200 draws")
     assert rate >= 0.95
+
+
+def test_a_record_whose_dirty_note_does_not_say_what_differed_backs_no_number(checkout):
+    record = json.loads((checkout / "results" / "eval.json").read_text(encoding="utf-8"))
+    record["provenance"].update(start_clean=False, dirty=True,
+                                dirty_note="some tracked files differed from the commit, not which")
+    (checkout / "results" / "eval.json").write_text(json.dumps(record), encoding="utf-8")
+    assert problems_of(checkout, "Perplexity 114.2<!-- e#/ppl -->.\n") == [
+        "page.md: results/eval.json: run from a tree with uncommitted changes, and its dirty_note does not say what differed"]
+    record["provenance"]["dirty_note"] = "only docs/speed.md differed (text); the measured code was as committed"
+    (checkout / "results" / "eval.json").write_text(json.dumps(record), encoding="utf-8")
+    assert problems_of(checkout, "Perplexity 114.2<!-- e#/ppl -->.\n") == []
