@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .card import TABLES as CARD
+from .doc_tables import TABLES as DOCS
 from .reading import read_record
 from .speed_guide import TABLES as GUIDE
 from .speed_guide import needs_label, repeats
@@ -217,7 +218,7 @@ def probe_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table, **CARD, **GUIDE}
+BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table, **CARD, **GUIDE, **DOCS}
 # the shipped model's releases by their weights' SHA-256 (``git log -- spacy_elmo/models/en_small``):
 # a record of a training output names its folder, and these say which release it became
 SHIPPED = {

@@ -1,0 +1,40 @@
+"""Tables of the user docs other than the README, the model card and docs/speed.md, written from
+their records by ``python -m lab.records.numbers --document docs/NAME.md``: the sense neighbours of
+the shipped model (``neighbors``)."""
+from pathlib import Path
+from typing import Any, Dict, List
+
+from .reading import read_record
+
+NEIGHBORS = "results/en_small/0.9.0/neighbors"
+QUERIES = ("play-sport", "play-theatre", "bank-money", "bank-river")
+
+
+def _query(data: Dict[str, Any]) -> str:
+    words: List[str] = data["query"]
+    return " ".join(f"*{w}*" if w == data["word"] else w for w in words).replace(" .", ".")
+
+
+def neighbors_table(root: Path) -> str:
+    """RETURNS (str): each query's nearest uses of its word (cosine on the mean of the layers) and
+    its nearest words by layer 0 alone, from the shipped model's ``neighbors`` records."""
+    lines = ["| query | ELMo's nearest uses (cosine) | layer 0 alone (static, cosine) | record |", "|---|---|---|---|"]
+    for name in QUERIES:
+        path = f"{NEIGHBORS}/{name}.json"
+        data = read_record(root, path)
+        uses = "; ".join(f"{n['score']:.3f} \"{_cut(n['sentence'], data['word'])}\"" for n in data["neighbors"])
+        static = ", ".join(f"{n['word']} {n['score']:.3f}" for n in data["static_neighbors"])
+        lines.append(f"| {_query(data)} | {uses} | {static} | [{name}.json](../{path}) |")
+    return "\n".join(lines) + "\n"
+
+
+def _cut(sentence: str, word: str, width: int = 8) -> str:
+    """RETURNS (str): the words around the first use of ``word``, the word in italics."""
+    words = sentence.split()
+    at = words.index(word) if word in words else 0
+    start, end = max(0, at - width), min(len(words), at + width + 1)
+    shown = " ".join(f"*{w}*" if i == at else w for i, w in enumerate(words[start:end], start))
+    return ("..." if start else "") + shown + ("..." if end < len(words) else "")
+
+
+TABLES = {"neighbors": neighbors_table}
