@@ -1,6 +1,6 @@
 """Tables of the user docs other than the README, the model card and docs/speed.md, written from
 their records by ``python -m lab.records.numbers --document docs/NAME.md``: the sense neighbours of
-the shipped model (``neighbors``)."""
+the shipped model (``neighbors``), the long soaks of docs/reliability.md (``soak``)."""
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -37,4 +37,22 @@ def _cut(sentence: str, word: str, width: int = 8) -> str:
     return ("..." if start else "") + shown + ("..." if end < len(words) else "")
 
 
-TABLES = {"neighbors": neighbors_table}
+SOAKS = (("frozen-output cache off", "results/reliability/soak.json"),
+         ("frozen-output cache capped at 16 MB", "results/reliability/soak-frozen-cache-16mb.json"))
+
+
+def soak_table(root: Path) -> str:
+    """RETURNS (str): each long soak's RSS after the warm-up and since, and what it leaked
+    (``lab/reliability/soak_long.py`` records)."""
+    lines = ["| run | RSS after the warm-up | last sample | largest | growth to the last sample | intervals rising / flat / falling "
+             "| live torch tensors (after warm-up / end) | Docs holding torch objects |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for what, path in SOAKS:
+        d = read_record(root, path)
+        lines.append(f"| {what}, {d['docs']:,} Docs (warm-up {d['warmup_docs']:,}) ([{Path(path).name}](../{path})) | "
+                     f"{d['rss_mb_after_warmup']:.1f} MB | {d['rss_mb_final']:.1f} MB | {d['rss_mb_max_after_warmup']:.1f} MB | "
+                     f"{d['growth_pct']:+.2f}% | {d['intervals_rising']} / {d['intervals_flat']} / {d['intervals_falling']} | "
+                     f"{d['torch_tensors_after_warmup']} / {d['torch_tensors_final']} | {d['docs_with_torch_objects']} |")
+    return "\n".join(lines) + "\n"
+
+
+TABLES = {"neighbors": neighbors_table, "soak": soak_table}
