@@ -1,6 +1,7 @@
 """Tables of the user docs other than the README, the model card and docs/speed.md, written from
 their records by ``python -m lab.records.numbers --document docs/NAME.md``: the sense neighbours of
-the shipped model (``neighbors``), the long soaks of docs/reliability.md (``soak``)."""
+the shipped model (``neighbors``), the long soaks of docs/reliability.md (``soak``), the
+parity checks of docs/formats.md (``parity``)."""
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -55,4 +56,16 @@ def soak_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLES = {"neighbors": neighbors_table, "soak": soak_table}
+def parity_table(root: Path) -> str:
+    """RETURNS (str): every check of ``results/parity.json`` against a reference implementation and
+    its largest absolute difference."""
+    checks = read_record(root, "results/parity.json")["checks"]
+    lines = ["| reference | check | largest absolute difference |", "|---|---|---:|"]
+    for reference, found in checks.items():
+        for i, (check, result) in enumerate(found.items()):
+            lines.append(f"| {reference if i == 0 else ''} | {check.replace('<', '`<').replace('>', '>`')} | "
+                         f"{result['max_abs_diff']:.1e} |".replace("e-0", "e-"))
+    return "\n".join(lines) + "\n"
+
+
+TABLES = {"neighbors": neighbors_table, "soak": soak_table, "parity": parity_table}
