@@ -1,7 +1,7 @@
 """Tables of the user docs other than the README, the model card and docs/speed.md, written from
 their records by ``python -m lab.records.numbers --document docs/NAME.md``: the sense neighbours of
 the shipped model (``neighbors``), the long soaks of docs/reliability.md (``soak``), the
-parity checks of docs/formats.md (``parity``)."""
+parity checks of docs/formats.md (``parity``), the "bank" pairs of docs/probes.md (``bank-pairs``)."""
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -68,4 +68,16 @@ def parity_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLES = {"neighbors": neighbors_table, "soak": soak_table, "parity": parity_table}
+def bank_pairs_table(root: Path) -> str:
+    """RETURNS (str): the cosine of each pair of the README's "bank" sentences, with the mean of the
+    layers and with the shipped model's default vectors (``sense_example`` of its sense-vectors record)."""
+    example = read_record(root, "results/en_small/0.9.0/sense-vectors.json")["sense_example"]
+    texts = [s["text"] for s in example["sentences"]]
+    lines = ['| pair of "bank"s | before (`vectors = "plain"`) | the default |', "|---|---:|---:|"]
+    for before, after in zip(example["before"]["pairs"], example["after"]["pairs"]):
+        same = " (same sense)" if before["same_sense"] else ""
+        lines.append(f"| *{texts[before['first']]}* / *{texts[before['second']]}*{same} | {before['similarity']:.4f} | {after['similarity']:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+TABLES = {"bank-pairs": bank_pairs_table, "neighbors": neighbors_table, "soak": soak_table, "parity": parity_table}
