@@ -1,7 +1,8 @@
 """Tables of the user docs other than the README, the model card and docs/speed.md, written from
 their records by ``python -m lab.records.numbers --document docs/NAME.md``: the sense neighbours of
 the shipped model (``neighbors``), the long soaks of docs/reliability.md (``soak``), the
-parity checks of docs/formats.md (``parity``), the "bank" pairs of docs/probes.md (``bank-pairs``)."""
+parity checks of docs/formats.md (``parity``), the "bank" pairs of docs/probes.md (``bank-pairs``), and any downstream report's
+runs (``report:PATH``)."""
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -80,4 +81,29 @@ def bank_pairs_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLES = {"bank-pairs": bank_pairs_table, "neighbors": neighbors_table, "soak": soak_table, "parity": parity_table}
+def _mean(runs: List[Dict[str, Any]], key: str) -> float:
+    """RETURNS (float): the mean of a score over runs, in points."""
+    return 100 * sum(r[key] for r in runs) / len(runs)
+
+
+def report_table(root: Path, path: str) -> str:
+    """RETURNS (str): a downstream report's runs (``lab.campaign.report_results --records``) by task
+    and share of train: the mean test score without and with ELMo, their difference and the dev
+    scores of model-best; ``<!-- numbers:report:PATH -->`` names the record."""
+    runs = read_record(root, path)["runs"]
+    lines = ["| task | train % | train docs | without ELMo | with ELMo | ELMo - plain | dev without / with | runs without / with |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    cells = list(dict.fromkeys((r["task"], r["fraction_pct"]) for r in runs))
+    for task, pct in cells:
+        found = [r for r in runs if (r["task"], r["fraction_pct"]) == (task, pct)]
+        plain = [r for r in found if r["setting"] == "plain"]
+        elmo = [r for r in found if r["setting"] != "plain"]
+        if not plain or not elmo:
+            continue
+        dev = " / ".join(f"{_mean(rs, 'dev_score'):.2f}" if all("dev_score" in r for r in rs) else "not recorded" for rs in (plain, elmo))
+        lines.append(f"| {task} | {pct} | {found[0]['train_docs']:,} | {_mean(plain, 'score'):.2f} | {_mean(elmo, 'score'):.2f} | "
+                     f"{_mean(elmo, 'score') - _mean(plain, 'score'):+.2f} | {dev} | {len(plain)} / {len(elmo)} |")
+    return "\n".join(lines) + f"\n\n([{Path(path).name}](../{path}))\n"
+
+
+TABLES = {"report": report_table, "bank-pairs": bank_pairs_table, "neighbors": neighbors_table, "soak": soak_table, "parity": parity_table}

@@ -26,7 +26,7 @@ BENCH = "results/bench"
 CAMPAIGN = "results/campaign-third/after-part4"
 # the shipped release the README describes
 RELEASE = "results/en_small/0.9.0"
-_BLOCK = re.compile(r"(<!-- numbers:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /numbers:(?P=name) -->)", re.S)
+_BLOCK = re.compile(r"(<!-- numbers:(?P<name>[\w-]+)(?::(?P<arg>[\w./-]+))? -->\n)(?P<body>.*?)(<!-- /numbers:(?P=name) -->)", re.S)
 
 
 @dataclass
@@ -245,7 +245,8 @@ def render(text: str, root: Path) -> str:
         name = match.group("name")
         if name not in BLOCKS:
             raise ValueError(f"<!-- numbers:{name} -->: no such generated block (known: {', '.join(BLOCKS)})")
-        return match.group(1) + BLOCKS[name](root) + match.group(4)
+        arg = match.group("arg")
+        return match.group(1) + (BLOCKS[name](root, arg) if arg else BLOCKS[name](root)) + match.group(5)
 
     return _BLOCK.sub(fill, text)
 
