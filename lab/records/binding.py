@@ -111,21 +111,15 @@ def written_numbers(text: str) -> List[Written]:
         before = prose[:match.start()].rstrip()
         if re.fullmatch(r"1e-?\d+", plain) or before.endswith(("<", ">", "<=", ">=", "\u2264", "\u2265")):
             continue
-        if not suffix and "." not in plain and "e" not in plain and not mark:
-            year = "," not in digits and 1900 <= int(plain) <= 2100
-            if int(plain) < 100 or int(plain) % 100 == 0 or year:
-                continue
-        mantissa = plain.split("e")[0]
-        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-        exponent = int(plain.split("e")[1]) if "e" in plain else 0
-        unit = citations._SUFFIX.get(suffix, 1.0)
+        if not suffix and not mark and citations.is_plain_integer(digits):
+            continue
+        value, step = citations.magnitude(plain, suffix)
         sign = match.group(0)[0]
         if sign == "-" and text[:match.start()].endswith("-->"):
             sign = ""  # a range after a bound number: 0.92<!-- ... -->-1.11
-        value = float(plain) * unit * (-1 if sign in ("-", "\u2212") else 1)
         written = match.group(0).strip()
-        found.append(Written(written.lstrip("-") if not sign else written, value, 0.5 * 10 ** (exponent - decimals) * unit,
-                             mark.group(1) if mark else None, match.start(), sign == "\u00b1"))
+        found.append(Written(written.lstrip("-") if not sign else written, value * (-1 if sign in ("-", "\u2212") else 1),
+                             step, mark.group(1) if mark else None, match.start(), sign == "\u00b1"))
     return found
 
 

@@ -62,6 +62,8 @@ def test_an_unbound_measurement_fails_and_settings_sources_and_small_integers_do
 def test_a_range_upper_end_and_a_signed_number_are_numbers():
     assert [(n.text, n.value) for n in written_numbers("4.87-7.68x, -0.60 and +8.29")] == [
         ("4.87", 4.87), ("7.68x", 7.68), ("-0.60", -0.6), ("+8.29", 8.29)]
+    # a range whose lower end is bound: the hyphen after the comment is no minus sign
+    assert [(n.text, n.value) for n in written_numbers("0.92<!-- a#/x -->-1.11")] == [("0.92", 0.92), ("1.11", 1.11)]
 
 
 def test_a_missing_field_line_or_record_is_named(checkout):
@@ -145,3 +147,17 @@ def test_a_record_whose_dirty_note_does_not_say_what_differed_backs_no_number(ch
     record["provenance"]["dirty_note"] = "only docs/speed.md differed (text); the measured code was as committed"
     (checkout / "results" / "eval.json").write_text(json.dumps(record), encoding="utf-8")
     assert problems_of(checkout, "Perplexity 114.2<!-- e#/ppl -->.\n") == []
+
+
+def test_a_report_block_is_written_from_the_record_it_names(tmp_path):
+    from lab.records.doc_tables import report_table
+    from lab.records.numbers import render
+    path = "results/en_small/0.9.0/textcat-metrics.json"
+    text = f"<!-- numbers:report:{path} -->\n<!-- /numbers:report -->\n"
+    written = render(text, ROOT)
+    assert report_table(ROOT, path) in written
+    runs = json.loads((ROOT / path).read_text(encoding="utf-8"))["runs"]
+    gain = 100 * (runs[0]["score"] - runs[1]["score"])
+    assert f"| {gain:+.2f} |" in written
+    assert check_text(written, "page.md", root=ROOT)[0] == []
+    assert check_text(written.replace(f"{gain:+.2f}", f"{gain + 1:+.2f}"), "page.md", root=ROOT)[0]
