@@ -1,8 +1,8 @@
 """Tables of the user docs other than the README, the model card and docs/speed.md, written from
 their records by ``python -m lab.records.numbers --document docs/NAME.md``: the sense neighbours of
 the shipped model (``neighbors``), the long soaks of docs/reliability.md (``soak``), the
-parity checks of docs/formats.md (``parity``), the "bank" pairs of docs/probes.md (``bank-pairs``), and any downstream report's
-runs (``report:PATH``)."""
+parity checks of docs/formats.md (``parity``), the "bank" pairs of docs/probes.md (``bank-pairs``), any downstream report's
+runs (``report:PATH``), and the semantic-change benchmark's scores (``change``, ``induction``)."""
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -106,4 +106,36 @@ def report_table(root: Path, path: str) -> str:
     return "\n".join(lines) + f"\n\n([{Path(path).name}](../{path}))\n"
 
 
-TABLES = {"report": report_table, "bank-pairs": bank_pairs_table, "neighbors": neighbors_table, "soak": soak_table, "parity": parity_table}
+CHANGE = "results/en_small/0.9.0/semantic-change.json"
+
+
+def _spread(cell: Dict[str, Any]) -> str:
+    return "n/a" if cell["mean"] is None else f"{cell['mean']:.2f} ± {cell['sd']:.2f}"
+
+
+def change_table(root: Path) -> str:
+    """RETURNS (str): each change score on each layer against the gold ranking (Spearman, mean ± sd
+    over the seeds), for the shipped model and random weights of its shape, by kind of target."""
+    spearman = read_record(root, CHANGE)["spearman"]
+    groups = ("sense shift", "pseudo-word")
+    lines = ["| score@layer | " + " | ".join(f"{m}: {g}" for g in groups for m in ("shipped", "random")) + " |",
+             "|---|" + "---|" * 4]
+    for score in spearman["shipped"]:
+        cells = [_spread(spearman[m][score][g]) for g in groups for m in ("shipped", "random")]
+        lines.append(f"| {score} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def induction_table(root: Path) -> str:
+    """RETURNS (str): sense induction against the Senseval senses (adjusted Rand index, mean ± sd over
+    the seeds) by model, method and word."""
+    ari = read_record(root, CHANGE)["ari"]
+    words = list(ari["shipped"]["substitutes"])
+    lines = ["| model | method | " + " | ".join(w.split("-")[0] for w in words) + " |", "|---|---|" + "---|" * len(words)]
+    for model, methods in ari.items():
+        for method, found in methods.items():
+            lines.append(f"| {model} | {method} | " + " | ".join(_spread(found[w]) for w in words) + " |")
+    return "\n".join(lines) + "\n"
+
+
+TABLES = {"change": change_table, "induction": induction_table, "report": report_table, "bank-pairs": bank_pairs_table, "neighbors": neighbors_table, "soak": soak_table, "parity": parity_table}
