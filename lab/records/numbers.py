@@ -1,11 +1,16 @@
-"""The README's headline numbers, written from the records they cite: ``python -m lab.records.numbers``
-rewrites each generated block of README.md, ``--check`` exits 1 where the README differs from what
-the records give (``tests/lab/records/test_numbers.py`` runs it).
+"""The generated tables of the README, the model card and the docs, written from the records they
+cite: ``python -m lab.records.numbers`` rewrites each generated block of README.md (``--document``
+another document), ``--check`` exits 1 where the document differs from what the records give
+(``tests/lab/records/test_numbers.py`` runs it for the README, ``test_binding.py`` for every bound
+document).
 
-A generated block sits between ``<!-- numbers:NAME -->`` and ``<!-- /numbers:NAME -->``; ``BLOCKS``
-maps each NAME to the function that writes it from the records. Each figure is read from the record
-its row links, and the row names the model the record says made it (version and the first 12
-hex digits of its weights' SHA-256), or what the record says stood in for one.
+A generated block sits between ``<!-- numbers:NAME -->`` and ``<!-- /numbers:NAME -->`` (or
+``<!-- numbers:NAME:PATH -->`` for a table of the record at PATH); ``BLOCKS`` maps each NAME to the
+function that writes it from the records (the README's here, the model card's in ``card``,
+docs/speed.md's in ``speed_guide``, the other docs' in ``doc_tables``). Each figure of the headline
+is read from the record its row links, and the row names the model the record says made it
+(version and the first 12 hex digits of its weights' SHA-256), or what the record says stood in for
+one; a speed row gives its median round and what the run needed.
 """
 import argparse
 import re
