@@ -47,7 +47,7 @@ _ITEM = re.compile(r"^(\s*)([-*+]|\d+\.)\s+")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _CODE = re.compile(r"`([^`]+)`")
 # a block ``python -m lab.records.numbers`` writes from its records (and checks with ``--check``)
-_GENERATED = re.compile(r"^<!-- /?numbers:[\w-]+ -->$")
+_GENERATED = re.compile(r"^<!-- /?numbers:[\w-]+(?::[\w./-]+)? -->$")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 # a record as committed: ``COMMIT:PATH`` (7 to 40 hex digits)
 _COMMITTED = re.compile(r"([0-9a-f]{7,40}):([\w./-]+)")
@@ -207,17 +207,31 @@ def numbers(text: str) -> List[Number]:
         bound = prose[:match.start()].rstrip().endswith(("<", ">", "<=", ">=", "\u2264", "\u2265"))
         if _SOURCED.match(text, match.end()) or re.fullmatch(r"1e-?\d+", plain) or bound:
             continue  # quoted from a named source outside the repository, or a bound (1e-5, <= 250)
-        if not suffix and "." not in plain and "e" not in plain and not derived:
-            year = "," not in digits and 1900 <= int(plain) <= 2100
-            if int(plain) < 100 or int(plain) % 100 == 0 or year:
-                continue
-        mantissa = plain.split("e")[0]
-        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-        exponent = int(plain.split("e")[1]) if "e" in plain else 0
-        unit = _SUFFIX.get(suffix, 1.0)
-        step = 0.5 * 10 ** (exponent - decimals) * unit
-        found.append(Number(match.group(0).strip(), float(plain) * unit, step, derived.group(1) if derived else None))
+        if not suffix and not derived and is_plain_integer(digits):
+            continue
+        value, step = magnitude(plain, suffix)
+        found.append(Number(match.group(0).strip(), value, step, derived.group(1) if derived else None))
     return found
+
+
+def is_plain_integer(digits: str) -> bool:
+    """RETURNS (bool): whether a figure written without a unit is an integer that is no measured
+    number by itself: under 100, a round hundred, or a year."""
+    plain = digits.replace(",", "")
+    if "." in plain or "e" in plain:
+        return False
+    year = "," not in digits and 1900 <= int(plain) <= 2100
+    return int(plain) < 100 or int(plain) % 100 == 0 or year
+
+
+def magnitude(plain: str, suffix: str) -> Tuple[float, float]:
+    """RETURNS (Tuple[float, float]): a figure's value in its own unit (``50M`` is 50e6) and half of
+    its last written digit (a value within it rounds to the figure)."""
+    mantissa = plain.split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    exponent = int(plain.split("e")[1]) if "e" in plain else 0
+    unit = _SUFFIX.get(suffix, 1.0)
+    return float(plain) * unit, 0.5 * 10 ** (exponent - decimals) * unit
 
 
 def _blank(pattern: "re.Pattern[str]", text: str) -> str:
@@ -360,7 +374,10 @@ def documents(root: Path) -> List[Path]:
     return [p for p in found if p.is_file()]
 
 
-def check_all(root: Path) -> Tuple[int, List[str]]:
-    """RETURNS (Tuple[int, List[str]]): how many documents were read, and their problems."""
-    found = documents(root)
+def check_all(root: Path, only: Optional[Sequence[str]] = None) -> Tuple[int, List[str]]:
+    """RETURNS (Tuple[int, List[str]]): how many documents were read, and their problems.
+
+    only (Optional[Sequence[str]]): the documents to read (relative to ``root``); all of ``documents``
+        where None."""
+    found = documents(root) if only is None else [root / name for name in only]
     return len(found), [p for doc in found for p in check_document(doc, root=root)]

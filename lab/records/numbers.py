@@ -1,14 +1,18 @@
-"""The README's headline numbers, written from the records they cite: ``python -m lab.records.numbers``
-rewrites each generated block of README.md, ``--check`` exits 1 where the README differs from what
-the records give (``tests/lab/records/test_numbers.py`` runs it).
+"""The generated tables of the README, the model card and the docs, written from the records they
+cite: ``python -m lab.records.numbers`` rewrites each generated block of README.md (``--document``
+another document), ``--check`` exits 1 where the document differs from what the records give
+(``tests/lab/records/test_numbers.py`` runs it for the README, ``test_binding.py`` for every bound
+document).
 
-A generated block sits between ``<!-- numbers:NAME -->`` and ``<!-- /numbers:NAME -->``; ``BLOCKS``
-maps each NAME to the function that writes it from the records. Each figure is read from the record
-its row links, and the row names the model the record says made it (version and the first 12
-hex digits of its weights' SHA-256), or what the record says stood in for one.
+A generated block sits between ``<!-- numbers:NAME -->`` and ``<!-- /numbers:NAME -->`` (or
+``<!-- numbers:NAME:PATH -->`` for a table of the record at PATH); ``BLOCKS`` maps each NAME to the
+function that writes it from the records (the README's here, the model card's in ``card``,
+docs/speed.md's in ``speed_guide``, the other docs' in ``doc_tables``). Each figure of the headline
+is read from the record its row links, and the row names the model the record says made it
+(version and the first 12 hex digits of its weights' SHA-256), or what the record says stood in for
+one; a speed row gives its median round and what the run needed.
 """
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -16,12 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from .card import TABLES as CARD
+from .doc_tables import TABLES as DOCS
+from .reading import read_record
+from .speed_guide import TABLES as GUIDE
+from .speed_guide import needs_label, repeats
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "results/bench"
 CAMPAIGN = "results/campaign-third/after-part4"
 # the shipped release the README describes
 RELEASE = "results/en_small/0.9.0"
-_BLOCK = re.compile(r"(<!-- numbers:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /numbers:(?P=name) -->)", re.S)
+_BLOCK = re.compile(r"(<!-- numbers:(?P<name>[\w-]+)(?::(?P<arg>[\w./-]+))? -->\n)(?P<body>.*?)(<!-- /numbers:(?P=name) -->)", re.S)
 
 
 @dataclass
@@ -40,10 +50,6 @@ class Row:
     figure: Callable[[Dict[str, Any]], str]
     model: Optional[str] = None
     runs: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None
-
-
-def _mode(data: Dict[str, Any], shape: str, part: str, mode: str, key: str) -> float:
-    return data["shapes"][shape][part]["modes"][mode][key]
 
 
 def _scores(data: Dict[str, Any], task: str, pct: int, *, elmo: bool) -> List[float]:
@@ -72,26 +78,6 @@ def _probe(data: Dict[str, Any], task: str, key: str) -> float:
     return next(t for t in data["tasks"] if t["task"] == task)["scores"][key]
 
 
-def _batch(data: Dict[str, Any], shape: str, mode: str = "ours_opt") -> str:
-    rate = _mode(data, shape, "batch", mode, "tokens_per_s")
-    return f"{rate:,.1f} tokens/s, {_mode(data, shape, 'batch', mode, 'speedup_vs_baseline'):.2f}x the original algorithm"
-
-
-def _single(data: Dict[str, Any], shape: str) -> str:
-    return f"{_mode(data, shape, 'single', 'ours_opt', 'speedup_vs_baseline'):.2f}x the original algorithm"
-
-
-def _bf16(data: Dict[str, Any], shape: str) -> str:
-    bf16, fp32 = (_mode(data, shape, "batch", m, "tokens_per_s") for m in ("bf16", "ours_opt"))
-    return f"{bf16:,.1f} tokens/s, {bf16 / fp32:.2f}x fp32"
-
-
-def _one_sentence(data: Dict[str, Any], mode: str) -> str:
-    rounds = data["modes"][mode]["x_fp32_per_round"]
-    return (f"{data['modes'][mode]['tokens_per_s']:,.1f} tokens/s, {data['modes'][mode]['x_fp32_median']:.2f}x fp32 "
-            f"(median of {len(rounds)} rounds, {min(rounds):.2f}-{max(rounds):.2f}x)")
-
-
 HEADLINES: Sequence[Row] = (
     Row("Parity: largest difference from AllenNLP's, bilm-tf's and ELMoForManyLangs' outputs (contract: 1e-5)",
         "results/parity.json", lambda d: f"{d['max_abs_diff']:.1e}".replace("e-0", "e-"), "their test models"),
@@ -111,16 +97,6 @@ HEADLINES: Sequence[Row] = (
         lambda d: _gain(d, "upos", 10), runs=_newest),
     Row("CoNLL-2003 NER (F1), 10% of train", f"{CAMPAIGN}/downstream-10pct-metrics.json",
         lambda d: _gain(d, "ner", 10), runs=_newest),
-    Row("Speed, batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
-        lambda d: _batch(d, "full"), "random weights of `original`'s shape"),
-    Row("Speed, one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
-        lambda d: _single(d, "full"), "random weights of `original`'s shape"),
-    Row("Speed, batch of 64 sentences, fp32, the shipped biLM", f"{RELEASE}/bilm-shipped.json",
-        lambda d: _batch(d, "shipped")),
-    Row("Speed, one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
-        lambda d: _one_sentence(d, "int8"), "random weights of `original`'s shape"),
-    Row("Speed, batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
-        lambda d: _bf16(d, "full"), "random weights of `original`'s shape"),
     Row("Fuzzed Docs of messy Unicode: errors", "results/reliability/fuzz.json",
         lambda d: f"{d['errors']} in {d['docs']:,} Docs", "a tiny test model"),
     Row("RSS growth over Docs after warm-up, frozen-output cache off", "results/reliability/soak.json",
@@ -153,7 +129,7 @@ def headline_table(root: Path) -> str:
     """RETURNS (str): the headline table, each figure read from the record its row links."""
     lines = ["| measured | figure | model | machine, date | record |", "|---|---|---|---|---|"]
     for row in HEADLINES:
-        data = json.loads((root / row.record).read_text(encoding="utf-8"))
+        data = read_record(root, row.record)
         record = data["provenance"]
         model = model_label(row.runs(data) if row.runs else record, row.model)
         link = f"[{Path(row.record).name}]({row.record})"
@@ -161,10 +137,80 @@ def headline_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class SpeedRow:
+    """One line of the speed table: a figure at the median round, with what the run needed.
+
+    what (str): what was measured. record (str): the JSON record, relative to the checkout.
+    figure (Callable[[Dict[str, Any]], str]): the figure, written from the record's JSON.
+    isa (str): the instructions the mode needs (its kernel's). model (Optional[str]): what stood in
+    for a model, where the timed run ran none of those its record names.
+    """
+
+    what: str
+    record: str
+    figure: Callable[[Dict[str, Any]], str]
+    isa: str
+    model: Optional[str] = None
+
+
+def _rate(data: Dict[str, Any], shape: str, part: str, mode: str) -> float:
+    """RETURNS (float): tokens/s of a bench_bilm mode at its median round."""
+    timed = data["shapes"][shape][part]
+    return timed["tokens"] / timed["modes"][mode]["median_seconds"]
+
+
+def _median_batch(data: Dict[str, Any], shape: str, part: str = "batch", mode: str = "ours_opt", against: str = "baseline") -> str:
+    rounds = repeats(data)
+    times = _rate(data, shape, part, mode) / _rate(data, shape, part, against)
+    what = "the original algorithm" if against == "baseline" else "fp32"
+    return f"{_rate(data, shape, part, mode):,.1f} tokens/s, {times:.2f}x {what} (medians of {rounds} rounds)"
+
+
+def _median_sentence(data: Dict[str, Any], mode: str) -> str:
+    """One sentence at a time (bench_one_sentence): tokens/s and x fp32 at the median round, with
+    the range over the rounds."""
+    timed = data["modes"][mode]
+    rates = sorted(data["tokens"] / s for s in timed["round_seconds"])
+    times = timed["x_fp32_per_round"]
+    return (f"{data['tokens'] / timed['median_seconds']:,.1f} tokens/s ({rates[0]:,.1f}-{rates[-1]:,.1f}), "
+            f"{timed['x_fp32_median']:.2f}x fp32 ({min(times):.2f}-{max(times):.2f}x), median of {len(times)} rounds")
+
+
+RANDOM = "random weights of `original`'s shape"
+SPEED: Sequence[SpeedRow] = (
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+             lambda d: _median_batch(d, "full"), "AVX-512 (AMD EPYC)", RANDOM),
+    SpeedRow("one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+             lambda d: _median_batch(d, "full", "single"), "AVX-512 (AMD EPYC)", RANDOM),
+    SpeedRow("batch of 64 sentences, fp32, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
+             lambda d: _median_batch(d, "shipped"), "AVX-512 (AMD EPYC)"),
+    SpeedRow("batch of 64 sentences, `precision=\"int8\"`, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
+             lambda d: _median_batch(d, "shipped", mode="int8", against="ours_opt"), "AVX512-VNNI (AMD EPYC)"),
+    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
+             lambda d: _median_sentence(d, "int8"), "AVX512-VNNI (AMD EPYC)", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
+             lambda d: _median_batch(d, "full", mode="bf16", against="ours_opt"), "AMX and AVX512-BF16 (Intel Xeon)", RANDOM),
+)
+
+
+def speed_table(root: Path) -> str:
+    """RETURNS (str): the speed table: each figure at its record's median round, what the run needed."""
+    lines = ["| measured | figure (median round) | needed | model | date | record |", "|---|---|---|---|---|---|"]
+    for row in SPEED:
+        data = read_record(root, row.record)
+        model = model_label(data["provenance"], row.model)
+        link = f"[{Path(row.record).name}]({row.record})"
+        lines.append(f"| {row.what} | {row.figure(data)} | {needs_label(data, row.isa)} | {model} | "
+                     f"{str(data['provenance'].get('date'))[:10]} | {link} |")
+    return "\n".join(lines) + "\n"
+
+
+
 def probe_table(root: Path) -> str:
     """RETURNS (str): the shipped model's layer probes (``python -m spacy_elmo probe``), one row per
     representation."""
-    data = json.loads((root / RELEASE / "probe" / "probe.json").read_text(encoding="utf-8"))
+    data = read_record(root, f"{RELEASE}/probe/probe.json")
     tasks = data["tasks"]
     lines = ["| representation | " + " | ".join(f"{t['task']} ({t['metric']})" for t in tasks) + " |",
              "|---|" + "---:|" * len(tasks)]
@@ -177,7 +223,7 @@ def probe_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table}
+BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table, **CARD, **GUIDE, **DOCS}
 # the shipped model's releases by their weights' SHA-256 (``git log -- spacy_elmo/models/en_small``):
 # a record of a training output names its folder, and these say which release it became
 SHIPPED = {
@@ -204,7 +250,8 @@ def render(text: str, root: Path) -> str:
         name = match.group("name")
         if name not in BLOCKS:
             raise ValueError(f"<!-- numbers:{name} -->: no such generated block (known: {', '.join(BLOCKS)})")
-        return match.group(1) + BLOCKS[name](root) + match.group(4)
+        arg = match.group("arg")
+        return match.group(1) + (BLOCKS[name](root, arg) if arg else BLOCKS[name](root)) + match.group(5)
 
     return _BLOCK.sub(fill, text)
 

@@ -1,5 +1,5 @@
-"""Every number README.md, docs/*.md and the shipped model's card cite beside a record appears in that
-record, and the record stands behind it: a clean run (or a ``dirty_note`` saying why not) naming the
+"""The older check, which the documents not yet bound to their fields are held to (``NOT_CONVERTED`` of
+lab/records/binding.py): every number a block cites beside a record appears in that record, and the record stands behind it: a clean run (or a ``dirty_note`` saying why not) naming the
 model and its weights' SHA-256 (lab/records/citations.py)."""
 import json
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.records.citations import Number, Record, appears, blocks, check_all, check_document, numbers, record_state
+from lab.records.citations import Number, Record, appears, blocks, check_document, numbers, record_state
 from lab.records.derivation import derive
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -104,12 +104,6 @@ def test_a_markdown_report_is_read_with_the_json_beside_it(checkout):
     (checkout / "results" / "table.md").write_text("| upos | +7.73 |\n", encoding="utf-8")
     problems = problems_of(checkout, "UPOS +7.73 against 81.74 ([t](../results/table.md))\n")
     assert len(problems) == 1 and "dirty_note" in problems[0]
-
-
-def test_readme_docs_and_model_card_cite_only_numbers_their_records_hold():
-    count, problems = check_all(ROOT)
-    assert count >= 15
-    assert not problems, "\n".join(problems)
 
 
 def test_no_report_prints_an_unfilled_project_variable():

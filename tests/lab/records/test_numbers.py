@@ -46,3 +46,16 @@ def test_a_document_without_blocks_is_an_error(tmp_path):
     doc = tmp_path / "page.md"
     doc.write_text("No generated numbers here.\n", encoding="utf-8")
     assert main(["--check", "--document", str(doc), "--root", str(ROOT)]) == 1
+
+
+def test_every_speed_row_gives_its_median_round_and_what_the_run_needed():
+    from lab.records.numbers import SPEED
+    for row in SPEED:
+        assert (ROOT / row.record).is_file(), row.record
+    table = render("<!-- numbers:speed -->\n<!-- /numbers:speed -->\n", ROOT)
+    rows = table.splitlines()[3:-1]
+    assert len(rows) == len(SPEED)
+    # one statistic: the median round (with the range where the record keeps every round), and the
+    # instructions, loop, char cache, threads and load the run had
+    assert all("median" in line and "thread" in line and "char cache" in line and "load" in line for line in rows)
+    assert all(re.search(r"AVX|AMX", line) for line in rows)

@@ -1,0 +1,99 @@
+"""The tables of docs/speed.md, written from the benchmark records by ``python -m lab.records.numbers
+--document docs/speed.md`` (blocks ``speed-choice``, ``speed-accuracy``, ``speed-one-thread``): each
+precision's speed against fp32 by CPU and model size, at the median round, with what the run needed."""
+import re
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from .reading import read_record
+
+BENCH = "results/bench"
+SHIPPED_RECORD = "results/en_small/0.9.0/bilm-shipped.json"
+# (model, CPU, record, shape): every model size on every CPU a bench_bilm record timed
+CHOICES: Sequence[Tuple[str, str, str, str]] = (
+    ("en_small 0.9.0", "AMD EPYC, AVX-512 with VNNI and BF16", SHIPPED_RECORD, "shipped"),
+    ("en_small 0.3.0", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/xeon-amx/bilm-shipped.json", "shipped"),
+    ("en_small (release not recorded)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm-shipped.json", "shipped"),
+    ("`small` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/epyc-avx512/bilm.json", "small"),
+    ("`small` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/xeon-amx/bilm.json", "small"),
+    ("`small` (random weights)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm.json", "small"),
+    ("`original` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/epyc-avx512/bilm.json", "full"),
+    ("`original` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/xeon-amx/bilm.json", "full"),
+    ("`original` (random weights)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm.json", "full"),
+)
+PRECISIONS = ("int8", "fp16", "bf16")
+
+
+def _median_rate(timed: Dict[str, Any], mode: str) -> Optional[float]:
+    seconds = timed["modes"].get(mode, {}).get("median_seconds")
+    return timed["tokens"] / seconds if seconds else None
+
+
+def repeats(data: Dict[str, Any]) -> int:
+    """RETURNS (int): the rounds a bench_bilm run timed each mode (its ``--repeats``)."""
+    return int(re.search(r"--repeats (\d+)", data["provenance"]["command"] or data["command"]).group(1))
+
+
+def needs_label(data: Dict[str, Any], isa: Optional[str] = None) -> str:
+    """RETURNS (str): what a speed record's run needed: the instructions, the compiled timestep loop,
+    the char cache, the threads and the load beside it."""
+    run = data["provenance"]
+    compiled = (data.get("machine") or {}).get("compiled_step")
+    loop = {True: "compiled loop (C++ compiler)", False: "Python loop"}.get(compiled, "loop not recorded")
+    if "cache" in data:
+        cache = f"char cache pre-filled with {data['cache']['vocab_tokens']:,} frequent words"
+    else:
+        cache = f"char cache warm ({data['sentences']['count']} sentences, each round again)"
+    load = (data.get("load_average") or {}).get("before") or (data.get("memory") or {}).get("before", {}).get("load_average")
+    threads = run["torch_threads"]
+    busy = f"load {load[0]:.1f} on {run['cpu_count']} cores at the start" if load else "load not recorded"
+    return "; ".join(x for x in (isa, loop, cache, f"{threads} thread{'s' * (threads != 1)}", busy) if x)
+
+
+def choice_table(root: Path) -> str:
+    """RETURNS (str): fp32's median rate and each precision's median rate against it, batch and one
+    sentence at a time, for every model size on every CPU."""
+    head = ("| model | CPU | batch: fp32 tokens/s | int8 | fp16 | bf16 | one sentence: fp32 tokens/s | int8 | fp16 | bf16 "
+            "| rounds; needed | record |")
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for model, cpu, path, shape in CHOICES:
+        data = read_record(root, path)
+        cells = []
+        for part in ("batch", "single"):
+            timed = data["shapes"][shape][part]
+            fp32 = _median_rate(timed, "ours_opt")
+            cells.append(f"{fp32:,.1f}")
+            for mode in PRECISIONS:
+                rate = _median_rate(timed, mode)
+                cells.append(f"{rate / fp32:.2f}x" if rate else "–")
+        link = f"[{Path(path).parent.name}/{Path(path).name}](../{path})"
+        lines.append(f"| {model} | {cpu} | " + " | ".join(cells) + f" | {repeats(data)}; {needs_label(data)} | {link} |")
+    return "\n".join(lines) + "\n"
+
+
+def accuracy_table(root: Path) -> str:
+    """RETURNS (str): how close each precision's outputs are to fp32 on the shipped model."""
+    modes = read_record(root, SHIPPED_RECORD)["shapes"]["shipped"]["batch"]["modes"]
+    lines = ["| precision | cosine to fp32: mean | lowest | largest difference from the plain model |", "|---|---:|---:|---:|"]
+    for mode, label in (("ours_opt", "fp32 (optimized)"), *((m, m) for m in PRECISIONS)):
+        row = modes[mode]
+        lines.append(f"| {label} | {row['cosine_mean']:.6f} | {row['cosine_min']:.6f} | {row['max_abs_diff_vs_baseline']:.1e} |")
+    return "\n".join(lines) + "\n"
+
+
+def one_thread_table(root: Path) -> str:
+    """RETURNS (str): ``original``'s shape one sentence at a time on one thread, each precision at its
+    median round with the range over the rounds."""
+    path = f"{BENCH}/epyc-avx512/one-sentence-one-thread.json"
+    data = read_record(root, path)
+    lines = ["| precision | tokens/s: median (range) | x fp32: median (range) |", "|---|---:|---:|"]
+    for mode in ("fp32", "bf16", "int8"):
+        timed = data["modes"][mode]
+        rates = sorted(data["tokens"] / s for s in timed["round_seconds"])
+        times = timed["x_fp32_per_round"]
+        lines.append(f"| {mode} | {data['tokens'] / timed['median_seconds']:,.1f} ({rates[0]:,.1f}-{rates[-1]:,.1f}) | "
+                     f"{timed['x_fp32_median']:.2f} ({min(times):.2f}-{max(times):.2f}) |")
+    return "\n".join(lines) + f"\n\n{len(data['modes']['fp32']['round_seconds'])} rounds; {needs_label(data, 'AVX512-VNNI, AVX512-BF16')} ([{Path(path).name}](../{path})).\n"
+
+
+TABLES = {"speed-choice": choice_table, "speed-accuracy": accuracy_table, "speed-one-thread": one_thread_table}
