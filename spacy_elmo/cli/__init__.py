@@ -9,5 +9,6 @@ from . import kernels  # noqa: F401  (the compiled LSTM step)
 from . import embed_corpus  # noqa: F401  (a corpus on Ray actors)
 from . import substitutes  # noqa: F401  (the LM's own words at each position)
 from . import change, senses, usages  # noqa: F401  (word usages, semantic change, induced senses)
+from . import downstream  # noqa: F401  (components trained with and without ELMo)
 
 __all__ = ["app"]
