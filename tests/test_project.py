@@ -102,7 +102,8 @@ def test_the_users_project_stands_alone_in_its_folder(project):
 
 def test_every_path_the_users_project_writes_lies_in_a_folder_git_ignores(project):
     # so that running `main` (twice, or before the tests) leaves every tracked file as it was
-    paths = sorted({path for command in project["commands"] for path in written_paths(command)} | set(project["directories"]))
+    written = {path for command in project["commands"] for path in written_paths(command)}
+    paths = sorted(written | set(project["directories"]) | {"project.lock"})
     assert "metrics/sample.md" in paths and "packages/dist" in paths
     checked = subprocess.run(["git", "check-ignore", "--verbose", "--non-matching", *paths], cwd=ROOT,
                              capture_output=True, text=True, check=False)
