@@ -11,11 +11,13 @@ from pip's own sources first (a local wheel or mirror, without network) and from
 index otherwise (``SPACY_ELMO_TORCH_INDEX`` sets another). Standard library only: this runs
 before anything is installed.
 
-After a successful ``main``, ``results/main-run.json`` records how long it took: the set-up (0 when
+After a successful ``main``, ``metrics/main-run.json`` records how long it took: the set-up (0 when
 ``.venv`` was reused; whether it was created, refreshed or reused), the job's wall time, the
 command, and the results record of ``spacy_elmo.records.provenance`` (asked of the environment's Python,
 which has the package): the commit the job started from, the shipped biLM the workflow starts from,
-the sample files it reads, the machine and the date. ``tests`` records nothing.
+the sample files it reads, the machine and the date. ``tests`` records nothing. ``metrics/`` is
+project.yml's ``vars.metrics``, an ignored folder like every output of ``main``: running it leaves
+the checkout's tracked files as they were.
 """
 import datetime
 import hashlib
@@ -39,7 +41,8 @@ COMMANDS = {
     "main": ["-m", "spacy", "project", "run", "main"],
     "tests": ["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
 }
-RECORDED = ("main",)  # the jobs whose timing is written to results/JOB-run.json
+RECORDED = ("main",)  # the jobs whose timing is written to RECORDS/JOB-run.json
+RECORDS = "metrics"  # project.yml's vars.metrics (ignored by git)
 # asked of the environment's Python: the record every results file carries. The main workflow
 # (project.yml) starts from the shipped biLM and reads the bundled sample's folders below.
 MAIN_DATA = ("corpus_sample/domain", "corpus_sample/eval", "sample/ewt", "sample/wnut17")
@@ -104,7 +107,7 @@ def set_up() -> None:
 
 
 def record_path(job: str) -> Path:
-    return ROOT / "results" / f"{job}-run.json"
+    return ROOT / RECORDS / f"{job}-run.json"
 
 
 def start_record() -> Optional[Dict[str, Any]]:

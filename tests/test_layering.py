@@ -24,6 +24,8 @@ ALLOWED = {
     "layers": {"bilm", "fast", "data_classes"} | HELPERS,
     "probes": {"bilm", "fast", "io", "records"} | HELPERS,
     "training": {"bilm", "fast", "io", "probes", "records"} | HELPERS,
+    # the downstream experiment trains spaCy pipelines (the component comes through spaCy's registry)
+    "downstream": {"records"} | HELPERS,
     # corpus embedding runs the spaCy component on Ray actors or Spark tasks
     "embed": {"pipeline", "layers", "io", "fast", "bilm"} | HELPERS,
     # exported files of the reference biLM, and a pipeline served over HTTP

@@ -3,6 +3,7 @@
 repo is there, and the user's project names no campaign."""
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,23 +39,23 @@ def test_every_workflow_step_is_a_command(folder):
 
 
 def test_main_starts_from_the_shipped_model(project):
-    from spacy_elmo.io.loading import shipped_model_dir
+    from spacy_elmo.io.loading import SHIPPED_NAME, locate_bilm, shipped_model_dir
 
-    assert (ROOT / project["vars"]["base_model"]).resolve() == shipped_model_dir().resolve()
+    # by name, as the installed package knows it: a copy of the project needs no path into the package
+    assert project["vars"]["base_model"] == SHIPPED_NAME
+    assert locate_bilm(project["vars"]["base_model"]).directory.resolve() == shipped_model_dir().resolve()
     steps = project["workflows"]["main"]
     assert "pretrain" not in steps and steps[0] == "finetune-shipped"
     finetune = next(c for c in project["commands"] if c["name"] == "finetune-shipped")
     assert f"--model {project['vars']['base_model']}" in finetune["script"][0]
 
 
-def test_scripts_lab_modules_and_configs_the_commands_use_exist(project):
+def test_scripts_and_configs_the_commands_use_exist(project):
     for command in project["commands"]:
         for words in script_words(command):
             for before, word in zip(["", *words], words):
                 if word.startswith(("scripts/", "configs/")):
                     assert (ROOT / word).is_file(), f"{command['name']}: {word} is missing"
-                if before == "-m" and word.startswith("lab."):  # the lab's modules, run from the checkout
-                    assert (ROOT / f"{word.replace('.', '/')}.py").is_file(), f"{command['name']}: {word} is missing"
         for dep in command.get("deps", []):
             # deps inside the repo that no command of the project makes must be committed files
             if dep.startswith(("configs/", "scripts/", "lab/", "sample/", "corpus_sample/", "spacy_elmo/")):
@@ -70,6 +71,44 @@ def test_the_users_project_names_no_campaign(project, lab_project):
     assert not [v for v in project["vars"] if v.startswith(("campaign", "wide", "full", "release"))]
     text = (ROOT / "project.yml").read_text(encoding="utf-8")
     assert "campaign.sh" not in text and "lab/project.yml" in text  # and it says where they went
+
+
+# what the user's project may read that no command of it writes: the folders it ships with
+PROJECT_FILES = ("project.yml", "configs", "sample", "corpus_sample")
+# the options through which a command of the project names a file or folder it writes
+WRITING_OPTIONS = ("--output", "--table", "--plot", "--records", "--wheel-dir")
+
+
+def written_paths(command):
+    """RETURNS (List[str]): every path a command says it writes: its outputs and its writing options' values."""
+    paths = list(command.get("outputs", []))
+    for words in script_words(command):
+        paths += [after for before, after in zip(words, words[1:]) if before in WRITING_OPTIONS]
+    return paths
+
+
+def test_the_users_project_stands_alone_in_its_folder(project):
+    # the installed package and the project's own files: nothing of the lab, the package's source or results/
+    text = (ROOT / "project.yml").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250 and "lab." not in text.replace("lab/project.yml", "")
+    made = {path for command in project["commands"] for path in written_paths(command)}
+    for command in project["commands"]:
+        for words in script_words(command):
+            assert words[:3] in (["python", "-m", "spacy_elmo"], ["python", "-m", "spacy"], ["python", "-m", "pip"]), words
+        for dep in command.get("deps", []):
+            shipped = dep.split("/")[0] in PROJECT_FILES and (ROOT / dep).exists()
+            assert shipped or any(dep == m or dep.startswith(m + "/") for m in made), f"{command['name']}: {dep}"
+
+
+def test_every_path_the_users_project_writes_lies_in_a_folder_git_ignores(project):
+    # so that running `main` (twice, or before the tests) leaves every tracked file as it was
+    written = {path for command in project["commands"] for path in written_paths(command)}
+    paths = sorted(written | set(project["directories"]) | {"project.lock"})
+    assert "metrics/sample.md" in paths and "packages/dist" in paths
+    checked = subprocess.run(["git", "check-ignore", "--verbose", "--non-matching", *paths], cwd=ROOT,
+                             capture_output=True, text=True, check=False)
+    not_ignored = [line.split("\t")[-1] for line in checked.stdout.splitlines() if line.startswith("::")]
+    assert not_ignored == [], f"written by the project but not ignored by git: {not_ignored}"
 
 
 def test_the_campaigns_run_from_the_checkout_and_their_scripts_exist(lab_project):

@@ -1,22 +1,16 @@
 """Labelled corpora -> spaCy's binary .spacy format, optionally a seeded fraction of the sentences.
 
-Three input formats:
+Three input formats: ``ud`` (CoNLL-U) and ``ner`` (CoNLL columns), read by the package's
+``spacy_elmo.downstream.corpus`` (which the user's project runs as ``python -m spacy_elmo
+downstream-corpus``), and ``textcat``: Pang & Lee's movie-review polarity corpus (v2.0, NLTK's ``movie_reviews.zip`` or a
+folder holding its ``pos/`` and ``neg/`` folders of ``.txt`` files): one Doc per review, its lines
+(one tokenized sentence each) as sentences, ``doc.cats`` {"pos": 1.0, "neg": 0.0} or the reverse.
+The reviews are split by a seeded shuffle per label into train / dev / test (80% / 10% / 10%, the
+same share of each label in every part); ``--part`` picks one. A fraction keeps that share of the
+part's reviews of each label, nested as below.
 
-- ``ud``: Universal Dependencies CoNLL-U. The syntactic words (rows with an integer ID; multiword-token
-  ranges and empty nodes skipped) become the tokens, UPOS goes to ``token.tag_`` (what spaCy's tagger
-  predicts) and ``token.pos_``, ``SpaceAfter=No`` to the whitespace.
-- ``ner``: CoNLL-2003 style columns (token first, IOB1 or IOB2 tag last; ``-DOCSTART-`` lines skipped),
-  also WNUT-17's tab-separated ``token<TAB>tag``.
-- ``textcat``: Pang & Lee's movie-review polarity corpus (v2.0, NLTK's ``movie_reviews.zip`` or a
-  folder holding its ``pos/`` and ``neg/`` folders of ``.txt`` files): one Doc per review, its lines
-  (one tokenized sentence each) as sentences, ``doc.cats`` {"pos": 1.0, "neg": 0.0} or the reverse.
-  The reviews are split by a seeded shuffle per label into train / dev / test (80% / 10% / 10%, the
-  same share of each label in every part); ``--part`` picks one. A fraction keeps that share of the
-  part's reviews of each label, nested as below.
-
-Sentences are grouped into Docs of ``--n-sents`` with sentence starts set. A fraction keeps the first
-``round(fraction * n)`` sentences of one seeded shuffle (at least one), so the 1% set is inside the 10%
-set, which is inside 100%; kept sentences stay in corpus order.
+Sentences are grouped into Docs of ``--n-sents``; fractions are seeded and nested (1% inside 10% inside
+100%), as ``spacy_elmo.downstream.corpus`` says.
 
     python -m lab.corpus.convert_corpus ud en_ewt-ud-train.conllu corpus/upos-train-{pct}.spacy --fraction 0.01 0.1 1
     python -m lab.corpus.convert_corpus textcat movie_reviews.zip corpus/textcat-train-{pct}.spacy --part train \\
@@ -26,61 +20,18 @@ import argparse
 import random
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc, DocBin
-from spacy.training import biluo_tags_to_spans, iob_to_biluo
 from spacy.vocab import Vocab
 
-# (words, spaces, tags): one sentence
-Sentence = Tuple[List[str], List[bool], List[str]]
+from spacy_elmo.downstream.corpus import READERS, read_conllu, select_fraction, write
+
+__all__ = ["READERS", "convert", "read_conllu", "read_polarity_reviews", "select_fraction", "split_reviews", "write"]
 # (label, tokenized sentences): one review
 Review = Tuple[str, List[List[str]]]
 POLARITY_LABELS = ("pos", "neg")
 PARTS = {"train": 0.8, "dev": 0.1, "test": 0.1}
-
-
-def read_conllu(text: str) -> Iterator[Sentence]:
-    """Sentences of a CoNLL-U file; tags are UPOS."""
-    words: List[str] = []
-    spaces: List[bool] = []
-    tags: List[str] = []
-    for line in text.splitlines():
-        if not line.strip():
-            if words:
-                yield words, spaces, tags
-            words, spaces, tags = [], [], []
-        elif not line.startswith("#"):
-            cols = line.split("\t")
-            if len(cols) != 10:
-                raise ValueError(f"CoNLL-U line has {len(cols)} columns, expected 10: {line!r}")
-            if not cols[0].isdigit():  # "3-4" multiword range or "5.1" empty node
-                continue
-            words.append(cols[1])
-            tags.append(cols[3])
-            spaces.append("SpaceAfter=No" not in cols[9].split("|"))
-    if words:
-        yield words, spaces, tags
-
-
-def read_conll_ner(text: str) -> Iterator[Sentence]:
-    """Sentences of a CoNLL NER file; tags are the last column's IOB tags (IOB1 or IOB2)."""
-    words: List[str] = []
-    tags: List[str] = []
-    for line in text.splitlines():
-        # Tab-separated files can hold tokens with spaces; the others are space-separated.
-        cols = line.split("\t") if "\t" in line else line.split(" ")
-        if not line.strip() or cols[0] == "-DOCSTART-":
-            if words:
-                yield words, [True] * len(words), tags
-            words, tags = [], []
-            continue
-        if len(cols) < 2:
-            raise ValueError(f"NER line needs a token and a tag: {line!r}")
-        words.append(cols[0])
-        tags.append(cols[-1])
-    if words:
-        yield words, [True] * len(words), tags
 
 
 def read_polarity_reviews(path: Path) -> List[Review]:
@@ -113,46 +64,6 @@ def split_reviews(reviews: Sequence[Review], part: str, seed: int) -> List[Revie
         k = list(PARTS).index(part)
         chosen += indices[bounds[k] : bounds[k + 1]]
     return [reviews[i] for i in sorted(chosen)]
-
-
-def select_fraction(n_items: int, fraction: float, seed: int) -> List[int]:
-    """Indices of a seeded ``fraction`` of ``n_items``, nested across fractions, in ascending order."""
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    order = list(range(n_items))
-    random.Random(seed).shuffle(order)
-    keep = max(1, round(fraction * n_items)) if n_items else 0
-    return sorted(order[:keep])
-
-
-def sentences_to_docs(vocab: Vocab, sentences: Sequence[Sentence], kind: str, n_sents: int) -> List[Doc]:
-    """Group sentences into Docs of ``n_sents``, with sentence starts and the gold tags or entities."""
-    docs = []
-    for start in range(0, len(sentences), n_sents):
-        group = sentences[start : start + n_sents]
-        words = [w for s in group for w in s[0]]
-        spaces = [sp for s in group for sp in s[1]]
-        # The last token of a sentence is followed by a space, so Doc.text separates sentences.
-        spaces = _space_after_sentences(group, spaces)
-        sent_starts = [i == 0 for s in group for i in range(len(s[0]))]
-        if kind == "ud":
-            tags = [t for s in group for t in s[2]]
-            doc = Doc(vocab, words=words, spaces=spaces, tags=tags, pos=tags, sent_starts=sent_starts)
-        else:
-            # BILUO per sentence: an entity never crosses a sentence boundary.
-            biluo = [t for s in group for t in iob_to_biluo(s[2])]
-            doc = Doc(vocab, words=words, spaces=spaces, sent_starts=sent_starts)
-            doc.ents = biluo_tags_to_spans(doc, biluo)
-        docs.append(doc)
-    return docs
-
-
-def _space_after_sentences(group: Sequence[Sentence], spaces: List[bool]) -> List[bool]:
-    end = 0
-    for words, _, _ in group:
-        end += len(words)
-        spaces[end - 1] = True
-    return spaces
 
 
 def _indices_by_label(reviews: Sequence[Review]) -> List[Tuple[str, List[int]]]:
@@ -208,21 +119,6 @@ def convert(
         raise ValueError(f"part is for the textcat corpus only, not {kind!r}")
     sentences = list(READERS[kind](Path(input_path).read_text(encoding="utf-8")))
     return write(sentences, kind, output_path, fraction=fraction, seed=seed, n_sents=n_sents)
-
-
-def write(
-    sentences: Sequence[Sentence], kind: str, output_path: Path, *, fraction: float, seed: int, n_sents: int
-) -> Tuple[int, int, int]:
-    """Write a seeded ``fraction`` of the sentences. RETURNS (Tuple[int, int, int]): docs, sentences, tokens."""
-    chosen = [sentences[i] for i in select_fraction(len(sentences), fraction, seed)]
-    docs = sentences_to_docs(Vocab(), chosen, kind, n_sents)
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    DocBin(docs=docs, store_user_data=False).to_disk(output_path)
-    return len(docs), len(chosen), sum(len(s[0]) for s in chosen)
-
-
-READERS = {"ud": read_conllu, "ner": read_conll_ner}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

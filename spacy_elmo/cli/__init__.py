@@ -10,5 +10,6 @@ from . import embed_corpus  # noqa: F401  (a corpus on Ray actors)
 from . import substitutes  # noqa: F401  (the LM's own words at each position)
 from . import change, senses, usages  # noqa: F401  (word usages, semantic change, induced senses)
 from . import export  # noqa: F401  (ONNX and TorchScript files of the biLM)
+from . import downstream  # noqa: F401  (components trained with and without ELMo)
 
 __all__ = ["app"]

@@ -1,5 +1,5 @@
 """scripts/run.py (lab/environment.py): the environment is set up in the right order once, and reused while nothing changed; `main`
-records its own timing in results/main-run.json, `tests` does not."""
+records its own timing in metrics/main-run.json (ignored by git), `tests` does not."""
 import json
 import shutil
 import subprocess
@@ -95,7 +95,7 @@ def test_main_records_its_timing_the_machine_and_the_date(checkout, monkeypatch)
     module = load_run(checkout, monkeypatch)
     fake_jobs(module, monkeypatch)
     assert module.main(["main"]) == 0
-    record = json.loads((checkout / "results" / "main-run.json").read_text(encoding="utf-8"))
+    record = json.loads((checkout / "metrics" / "main-run.json").read_text(encoding="utf-8"))
     assert record["command"] == "python scripts/run.py main"
     assert record["job"].startswith("python -c ")
     assert record["environment"] == "reused" and record["set_up_s"] == 0
@@ -113,10 +113,22 @@ def test_a_set_up_is_timed_and_named_and_a_failed_or_test_run_records_nothing(ch
     monkeypatch.setattr(module, "up_to_date", lambda: False)
     monkeypatch.setattr(module, "set_up", lambda: time.sleep(0.1))
     assert module.main(["main"]) == 0
-    record = json.loads((checkout / "results" / "main-run.json").read_text(encoding="utf-8"))
+    record = json.loads((checkout / "metrics" / "main-run.json").read_text(encoding="utf-8"))
     assert record["environment"] == "refreshed" and record["set_up_s"] >= 0.1
-    (checkout / "results" / "main-run.json").unlink()
+    (checkout / "metrics" / "main-run.json").unlink()
     assert module.main(["tests"]) == 0
     monkeypatch.setitem(module.COMMANDS, "main", ["-c", "raise SystemExit(3)"])
     assert module.main(["main"]) == 3
-    assert not (checkout / "results").joinpath("main-run.json").exists()
+    assert not (checkout / "metrics").joinpath("main-run.json").exists()
+
+
+def test_main_runs_the_projects_main_workflow_and_records_its_time_where_git_looks_away():
+    # the timing record of `main` is an output of the user's workflow like the others: in project.yml's
+    # metrics folder, which git ignores, so that `main` leaves the tracked files as they were
+    import srsly
+
+    assert environment.COMMANDS["main"] == ["-m", "spacy", "project", "run", "main"]
+    assert environment.RECORDS == srsly.read_yaml(ROOT / "project.yml")["vars"]["metrics"]
+    record = environment.record_path("main").relative_to(ROOT).as_posix()
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", record], cwd=ROOT, check=False)
+    assert ignored.returncode == 0, f"{record} is not ignored by git"
