@@ -99,21 +99,20 @@ class Elmo(TrainablePipe):
     gamma * sum_j softmax(mix_weights)_j * (layer_j - mean_j): by default the biLM's vector
     setting, else the mean of the layers; see ``vectors``) and ``span._.elmo`` (the mean of its
     tokens' mixes). With ``set_vector_hooks`` the Doc's user hooks make ``.vector`` and ``.similarity``
-    of Docs, Spans and Tokens use that mix; the hooks are functions on the Doc and
-    are not kept by ``Doc.to_bytes`` (call ``spacy_elmo.extensions.install_vector_hooks(doc)``
-    again).
+    of Docs, Spans and Tokens use that mix (not kept by ``Doc.to_bytes``: call
+    ``spacy_elmo.extensions.install_vector_hooks(doc)`` again).
 
-    Downstream components use the layers through listener layers (see
-    ``spacy_elmo.layers.listener_protocol``): during ``update`` this component
-    sends every listener the batch's outputs and a backprop callback.
+    Downstream components use the layers through listener layers (``layers.listener_protocol``):
+    during ``update`` this component sends every listener the batch's outputs and a backprop
+    callback. ``nlp.replace_listeners`` gives a listener its own copy (``layers.standalone``).
 
     The biLM (weights and shape) comes from the source the model block names (``name``; or the
     files of ``[initialize.components.NAME]``), loaded at ``initialize`` or at the first call, and
     is saved with the pipeline: the stored options decide the shape on loading.
 
     Inference settings (``optimize``, ``precision``, ``char_cache_size``) belong to the model
-    (the arguments of ``spacy-elmo.BiLM.v2`` and later; ``spacy_elmo.fast.plan`` applies them to whichever biLM
-    it holds when the weights are set or change, before a prediction), and are kept in the
+    (arguments of ``spacy-elmo.BiLM.v2`` and later; ``spacy_elmo.fast.plan`` applies them to whichever
+    biLM it holds when the weights are set or change, before a prediction), and are kept in the
     pipeline's config.cfg; training a trainable biLM runs the plain float32 computation. The
     component's own arguments of those names are for models of ``spacy-elmo.BiLM.v1``
     (``v1_settings.py``). The component only turns Docs into batches and sets annotations.
