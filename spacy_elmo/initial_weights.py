@@ -49,8 +49,10 @@ def initial_bilm(
     try:
         return resolve_bilm(path, options=options, weights=weights, what=what)
     except ModelFileError as err:
-        if path is not None or options is not None or weights is not None:
+        if from_initialize:
             raise
+        if path is not None:
+            raise ValueError(f"{what} = {str(path)!r}: {err}") from err
         # the shipped biLM is missing: say how a pipeline gives the component its weights
         raise ValueError(f"{NO_WEIGHTS.format(name=name)} ({err})") from err
 
