@@ -8,7 +8,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Maxout, Model, chain, with_array
-from thinc.types import Floats2d
+from thinc.types import Floats2d, Floats3d
 
 from .bilm import BiLM, BiLMConfig
 from .bilm.config import SMALL
@@ -27,6 +27,7 @@ SHAPED_BILM_ARCHITECTURES = ("spacy-elmo.BiLM.v1", "spacy-elmo.BiLM.v2")
 LISTENER_ARCHITECTURE = "spacy-elmo.ElmoListener.v1"
 STANDALONE_ARCHITECTURE = "spacy-elmo.StandaloneElmo.v1"
 TOK2VEC_ARCHITECTURE = "spacy-elmo.ElmoTok2Vec.v1"
+INFERENCE_SETTINGS = ("optimize", "precision", "char_cache_size")
 # what a spacy-elmo.BiLM.v3 model holds until its weights are loaded: the smallest biLM there is
 UNLOADED = BiLMConfig(char_embedding_dim=1, filters=((1, 1),), n_highway=0, dim=1, projection_dim=1, n_layers=1)
 
@@ -177,13 +178,8 @@ def bilm_v2(
     """
     arguments = inspect.signature(bilm_v1).bind(**v1_arguments)  # a name v1 lacks is a TypeError
     arguments.apply_defaults()
-    try:
-        inference = InferencePlan(
-            optimize=optimize, precision=precision, char_cache_size=char_cache_size, from_architecture=True
-        )
-    except ValueError as err:
-        raise ValueError(f"[spacy-elmo.BiLM.v2] {err}") from None
-    return _bilm_model(**arguments.arguments, inference=inference)
+    settings = {"optimize": optimize, "precision": precision, "char_cache_size": char_cache_size}
+    return _bilm_model(**arguments.arguments, inference=_inference_plan("spacy-elmo.BiLM.v2", **settings))
 
 
 def _v1_and_settings_signature() -> inspect.Signature:
@@ -224,21 +220,18 @@ def bilm_v3(
     ``char_cache_size``), with its defaults.
     RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
     """
+    arguments = dict(locals())  # the arguments
+    source = arguments.pop("name")
+    inference = _inference_plan(BILM_ARCHITECTURE, **{key: arguments.pop(key) for key in INFERENCE_SETTINGS})
+    return _bilm_model(**arguments, inference=inference, source=source)
+
+
+def _inference_plan(architecture: str, **settings: Any) -> InferencePlan:
+    """The inference settings of a biLM architecture, checked (an error names the architecture)."""
     try:
-        inference = InferencePlan(
-            optimize=optimize, precision=precision, char_cache_size=char_cache_size, from_architecture=True
-        )
+        return InferencePlan(**settings, from_architecture=True)
     except ValueError as err:
-        raise ValueError(f"[{BILM_ARCHITECTURE}] {err}") from None
-    return _bilm_model(
-        max_window=max_window,
-        batch_size=batch_size,
-        max_batch_items=max_batch_items,
-        trainable=trainable,
-        frozen_cache_mb=frozen_cache_mb,
-        inference=inference,
-        source=name,
-    )
+        raise ValueError(f"[{architecture}] {err}") from None
 
 
 @registry.architectures(LISTENER_ARCHITECTURE)
@@ -264,22 +257,22 @@ def elmo_listener_v1(
     RETURNS (Model[List[Doc], List[Floats2d]]): per Doc (n_tokens, biLM width).
     """
     listener = ElmoListener(upstream, grad_factor=grad_factor)
-    mix = ElmoMix(layer_norm=layer_norm, dropout=dropout, layer_dropout=layer_dropout, l2=l2)
-    model = chain(listener, mix)
-    model.set_ref("listener", listener)
+    return _then_mix(listener, layer_norm=layer_norm, dropout=dropout, layer_dropout=layer_dropout, l2=l2)
+
+
+def _then_mix(layers: Model[List[Doc], List[Floats3d]], **mix_settings: Any) -> Model[List[Doc], List[Floats2d]]:
+    """``layers`` (Docs -> biLM layers) and the component's own ``ElmoMix`` of them, with the refs
+    "listener" and "mix" that ``spacy-elmo.ElmoTok2Vec.v1`` takes apart."""
+    mix = ElmoMix(**mix_settings)
+    model = chain(layers, mix)
+    model.set_ref("listener", layers)
     model.set_ref("mix", mix)
     return model
 
 
 @registry.architectures(STANDALONE_ARCHITECTURE)
 def standalone_elmo_v1(
-    *,
-    bilm: Model[List[Doc], List[ElmoOutput]],
-    grad_factor: float = 1.0,
-    layer_norm: bool = False,
-    dropout: float = 0.0,
-    layer_dropout: float = 0.0,
-    l2: float = 0.0,
+    *, bilm: Model[List[Doc], List[ElmoOutput]], grad_factor: float = 1.0, **mix_settings: Any
 ) -> Model[List[Doc], List[Floats2d]]:
     """``spacy-elmo.ElmoListener.v1`` with the component's own biLM in place of the listener: what
     ``nlp.replace_listeners`` makes of a listening component (its config is written by
@@ -288,16 +281,26 @@ def standalone_elmo_v1(
 
     bilm (Model): built by a ``spacy-elmo.BiLM`` architecture; its weights load when the component
         is initialized or first called, unless they come from a saved pipeline.
-    The other arguments are those of ``spacy-elmo.ElmoListener.v1``.
+    grad_factor (float): scale of the gradient sent into the biLM (only fine-tuned when ``bilm``
+        has ``trainable = true``).
+    mix_settings: ``layer_norm``, ``dropout``, ``layer_dropout`` and ``l2``, as for
+        ``spacy-elmo.ElmoListener.v1`` (with its defaults).
     RETURNS (Model[List[Doc], List[Floats2d]]): per Doc (n_tokens, biLM width).
     """
     source = bilm.attrs["source"]
     own = StandaloneElmo(bilm, grad_factor=grad_factor, load_bilm=lambda: initial_bilm(source=source))
-    mix = ElmoMix(layer_norm=layer_norm, dropout=dropout, layer_dropout=layer_dropout, l2=l2)
-    model = chain(own, mix)
-    model.set_ref("listener", own)
-    model.set_ref("mix", mix)
-    return model
+    return _then_mix(own, **mix_settings)
+
+
+def _standalone_signature() -> inspect.Signature:
+    """The signature spaCy reads to fill and check a config: ``bilm``, then the listener's
+    arguments but ``upstream``, with their defaults (written once, in ``elmo_listener_v1``)."""
+    listener = [p for name, p in inspect.signature(elmo_listener_v1).parameters.items() if name != "upstream"]
+    bilm = inspect.signature(standalone_elmo_v1).parameters["bilm"]
+    return inspect.signature(standalone_elmo_v1).replace(parameters=[bilm, *listener])
+
+
+standalone_elmo_v1.__signature__ = _standalone_signature()  # type: ignore[attr-defined]
 
 
 def replace_listener_cfg(bilm_block: Dict[str, Any], tok2vec_block: Dict[str, Any]) -> Dict[str, Any]:
