@@ -117,7 +117,7 @@ def test_frozen_annotating_elmo_is_read_from_docs_during_training(data, frozen, 
 def test_saved_config_names_the_biLM_once_and_the_component_describes_it(data, frozen):
     # the configs name the biLM in the model block (spacy-elmo.BiLM.v3); the shape is the source's,
     # saved with the component's weights
-    config = load_config(data / "frozen" / "model-last" / "config.cfg")
+    config = load_config(data / "frozen" / "model-last" / "config.cfg", interpolate=True)
     saved = config["components"]["elmo"]["model"]
     assert saved["@architectures"] == "spacy-elmo.BiLM.v3" and saved["name"] == str(data / "bilm")
     assert "elmo" not in config["initialize"]["components"] and "projection_dim" not in saved

@@ -11,11 +11,12 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from spacy.tokens import Doc
 from thinc.api import Model
+from thinc.shims.shim import Shim
 from thinc.types import Floats3d
 
 from ..bilm import BiLM
 from ..data_classes import ElmoOutput
-from .bilm_model import clear_frozen_cache, get_bilm, set_bilm
+from .bilm_model import clear_frozen_cache, get_bilm, set_bilm, weights_updated
 
 NOT_READY = (
     "The '{name}' component's model has no biLM weights yet: replace its listeners after "
@@ -56,9 +57,14 @@ def replace_listener(copied: Model, listener: Model, upstream: Any) -> Model:
     weights and settings), with the listener's gradient factor."""
     if not upstream.cfg.get("has_weights"):
         raise ValueError(NOT_READY.format(name=upstream.name))
-    # the copy starts afresh: its own layer cache, inference settings applied again on first use
+    # the copy starts afresh: its own layer cache, inference settings applied again on first use,
+    # and its own optimizer state (thinc keys it by the shim's id, which a copied shim keeps)
     clear_frozen_cache(copied)
     set_bilm(copied, get_bilm(copied))
+    shim = copied.layers[0].shims[0]
+    with Shim.global_id_lock:
+        Shim.global_id += 1
+        shim.id = Shim.global_id
     return StandaloneElmo(copied, grad_factor=listener.attrs["grad_factor"], has_weights=True)
 
 
@@ -78,7 +84,15 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
     _ensure_weights(model)
-    outputs, backprop_bilm = model.layers[0](docs, is_train)
+    bilm_model = model.layers[0]
+    if is_train and bilm_model.attrs["trainable"]:
+        model.attrs["weights_moved"] = True
+    elif not is_train and model.attrs.get("weights_moved"):
+        # the component's optimizer step wrote the weights through numpy views, which torch's version
+        # counters miss (as the elmo component's finish_update says): drop what was derived from them
+        weights_updated(bilm_model)
+        model.attrs["weights_moved"] = False
+    outputs, backprop_bilm = bilm_model(docs, is_train)
     factor = model.attrs["grad_factor"]
 
     def backprop(d_layers: List[Floats3d]) -> List[Doc]:

@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 import spacy
 import srsly
+import torch
 from spacy.tokens import Doc
 from spacy.training import Example
 
+from spacy_elmo.initial_weights import pack_bilm, unpack_bilm
 from spacy_elmo.io import save_bilm
 from spacy_elmo.layers import get_bilm
 
@@ -57,14 +59,15 @@ def _annotations(kind, words):
     return {"cats": {"pos": float("river" in words), "neg": float("river" not in words)}}
 
 
-def _trained(kind, bilm_dir):
+def _examples(nlp, kind):
+    return [Example.from_dict(Doc(nlp.vocab, words=t.split()), _annotations(kind, t.split())) for t in TEXTS]
+
+
+def _trained(kind, bilm_dir, trainable=False):
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"name": str(bilm_dir)}})
+    nlp.add_pipe("elmo", config={"model": {"name": str(bilm_dir), "trainable": trainable}})
     nlp.add_pipe(kind, config={"model": MODELS[kind]})
-    examples = []
-    for text in TEXTS:
-        words = text.split()
-        examples.append(Example.from_dict(Doc(nlp.vocab, words=words), _annotations(kind, words)))
+    examples = _examples(nlp, kind)
     optimizer = nlp.initialize(lambda: examples)
     for _ in range(5):
         nlp.update(examples, sgd=optimizer)
@@ -142,6 +145,26 @@ def test_a_saved_copy_comes_back_in_its_own_shape_without_pickles(bilm_dir):
     assert not own.attrs["has_weights"]
     rebuilt.model.from_bytes(data)
     assert own.attrs["has_weights"] and get_bilm(own.layers[0]).config == nlp.get_pipe("elmo").bilm.config
+
+
+def test_a_trainable_copy_trains_alone_and_predicts_with_its_new_weights(bilm_dir):
+    nlp = _trained("tagger", bilm_dir, trainable=True)
+    nlp("warm up the inference settings on the weights before the copy trains")
+    nlp.replace_listeners("elmo", "tagger", ["model.tok2vec"])
+    own = next(n for n in nlp.get_pipe("tagger").model.walk() if n.name == "elmo_standalone")
+    upstream = {k: v.clone() for k, v in nlp.get_pipe("elmo").bilm.state_dict().items()}
+    copied = {k: v.clone() for k, v in get_bilm(own.layers[0]).state_dict().items()}
+    optimizer = nlp.resume_training()
+    for _ in range(3):
+        nlp.update(_examples(nlp, "tagger"), sgd=optimizer, exclude=["elmo"])
+    assert own.layers[0].layers[0].shims[0].id != nlp.get_pipe("elmo").model.layers[0].shims[0].id
+    trained = get_bilm(own.layers[0])
+    assert any(not torch.equal(v, copied[k]) for k, v in trained.state_dict().items())
+    assert all(torch.equal(v, upstream[k]) for k, v in nlp.get_pipe("elmo").bilm.state_dict().items())
+    words = TEXTS[0].split()
+    layers = own.predict([Doc(nlp.vocab, words=words)])[0]
+    fresh = unpack_bilm(None, pack_bilm(trained), "cpu").embed([words])[0]
+    np.testing.assert_allclose(layers, fresh, atol=1e-5)
 
 
 def test_replacing_before_the_weights_are_loaded_says_what_to_do(bilm_dir):
