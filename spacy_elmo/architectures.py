@@ -1,40 +1,63 @@
 """Registered, versioned model builders. A released version is never changed in place."""
+import copy
 import inspect
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
+from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Maxout, Model, chain, with_array
-from thinc.types import Floats2d
+from thinc.types import Floats2d, Floats3d
 
 from .bilm import BiLM, BiLMConfig
 from .bilm.config import SMALL
 from .data_classes import ElmoOutput
 from .fast import DEFAULT_CHAR_CACHE_SIZE
+from .initial_weights import initial_bilm, pack_bilm, unpack_bilm
 from .layers import ElmoBiLM, InferencePlan
 from .layers.listener import ElmoListener
 from .layers.mix import ElmoMix, mix_like
+from .layers.standalone import StandaloneElmo, replace_listener
 from .layers.tok2vec import ElmoTok2Vec
 
-BILM_ARCHITECTURE = "spacy-elmo.BiLM.v2"
-# every version of the biLM architecture, oldest first: they take the same shape arguments
-BILM_ARCHITECTURES = ("spacy-elmo.BiLM.v1", BILM_ARCHITECTURE)
+BILM_ARCHITECTURE = "spacy-elmo.BiLM.v3"
+# the versions of the biLM architecture that take the biLM's shape as arguments, oldest first
+SHAPED_BILM_ARCHITECTURES = ("spacy-elmo.BiLM.v1", "spacy-elmo.BiLM.v2")
+LISTENER_ARCHITECTURE = "spacy-elmo.ElmoListener.v1"
+STANDALONE_ARCHITECTURE = "spacy-elmo.StandaloneElmo.v1"
+TOK2VEC_ARCHITECTURE = "spacy-elmo.ElmoTok2Vec.v1"
+INFERENCE_SETTINGS = ("optimize", "precision", "char_cache_size")
+# what a spacy-elmo.BiLM.v3 model holds until its weights are loaded: the smallest biLM there is
+UNLOADED = BiLMConfig(char_embedding_dim=1, filters=((1, 1),), n_highway=0, dim=1, projection_dim=1, n_layers=1)
 
 
 def bilm_shape(config: BiLMConfig) -> Dict[str, Any]:
-    """The shape arguments of the biLM architectures (the fields of ``BiLMConfig``), as config values."""
+    """The shape arguments of ``spacy-elmo.BiLM.v1`` and ``.v2`` (the fields of ``BiLMConfig``), as config values."""
     shape = asdict(config)
     shape["filters"] = [list(f) for f in config.filters]
     return shape
 
 
 def bilm_model_config(config: BiLMConfig, **settings: Any) -> Dict[str, Any]:
-    """The ``[components.elmo.model]`` block that builds a biLM of this shape (``spacy-elmo.BiLM.v2``).
+    """A ``[components.elmo.model]`` block that builds a biLM of this shape (``spacy-elmo.BiLM.v2``).
 
     settings: other arguments of the architecture (max_window, batch_size, optimize, ...).
     """
-    return {"@architectures": BILM_ARCHITECTURE, **bilm_shape(config), **settings}
+    return {"@architectures": SHAPED_BILM_ARCHITECTURES[-1], **bilm_shape(config), **settings}
+
+
+def record_shape(nlp: Language, name: str, config: BiLMConfig) -> None:
+    """Write a biLM shape into the pipeline's config of the component ``name`` (its
+    ``[components.NAME.model]`` block, when that block builds ``spacy-elmo.BiLM.v1`` or ``.v2``,
+    which take the shape as arguments); the other settings of the block are kept. A
+    ``spacy-elmo.BiLM.v3`` block names its source instead and is left as it is."""
+    try:
+        block = nlp.get_pipe_config(name).get("model")
+    except ValueError:
+        return
+    if isinstance(block, dict) and block.get("@architectures") in SHAPED_BILM_ARCHITECTURES:
+        block.update(bilm_shape(config))
 
 
 @registry.architectures("spacy-elmo.BiLM.v1")
@@ -99,12 +122,15 @@ def _bilm_model(
     trainable: bool,
     frozen_cache_mb: float,
     inference: Optional[InferencePlan],
+    source: Optional[str] = None,
     **shape: Any,
 ) -> Model[List[Doc], List[ElmoOutput]]:
     """The model of the biLM architectures (their arguments: the shape, the fields of
-    ``BiLMConfig``, and the batching; ``inference``: see ``ElmoBiLM``)."""
-    config = BiLMConfig(**{**shape, "filters": tuple(tuple(f) for f in shape["filters"])})
-    return ElmoBiLM(
+    ``BiLMConfig``, or ``source``, the name of where the weights come from; the batching;
+    ``inference``: see ``ElmoBiLM``). Its ``replace_listener`` and ``replace_listener_cfg`` attrs
+    are spaCy's hooks for ``nlp.replace_listeners`` (spacy-transformers' contract)."""
+    config = BiLMConfig(**{**shape, "filters": tuple(tuple(f) for f in shape["filters"])}) if shape else UNLOADED
+    model = ElmoBiLM(
         BiLM(config).eval(),
         max_window=max_window,
         batch_size=batch_size,
@@ -112,10 +138,19 @@ def _bilm_model(
         trainable=trainable,
         frozen_cache_mb=frozen_cache_mb,
         inference=inference,
+        serialize_bilm=pack_bilm,
+        deserialize_bilm=unpack_bilm,
     )
+    if not shape:
+        # the shape is the source's, known once its weights are loaded (or read from saved bytes)
+        model.set_dim("nO", None, force=True)
+    model.attrs["source"] = source
+    model.attrs["replace_listener"] = replace_listener
+    model.attrs["replace_listener_cfg"] = replace_listener_cfg
+    return model
 
 
-@registry.architectures(BILM_ARCHITECTURE)
+@registry.architectures("spacy-elmo.BiLM.v2")
 def bilm_v2(
     *,
     optimize: bool = True,
@@ -143,13 +178,8 @@ def bilm_v2(
     """
     arguments = inspect.signature(bilm_v1).bind(**v1_arguments)  # a name v1 lacks is a TypeError
     arguments.apply_defaults()
-    try:
-        inference = InferencePlan(
-            optimize=optimize, precision=precision, char_cache_size=char_cache_size, from_architecture=True
-        )
-    except ValueError as err:
-        raise ValueError(f"[{BILM_ARCHITECTURE}] {err}") from None
-    return _bilm_model(**arguments.arguments, inference=inference)
+    settings = {"optimize": optimize, "precision": precision, "char_cache_size": char_cache_size}
+    return _bilm_model(**arguments.arguments, inference=_inference_plan("spacy-elmo.BiLM.v2", **settings))
 
 
 def _v1_and_settings_signature() -> inspect.Signature:
@@ -163,7 +193,48 @@ def _v1_and_settings_signature() -> inspect.Signature:
 bilm_v2.__signature__ = _v1_and_settings_signature()  # type: ignore[attr-defined]
 
 
-@registry.architectures("spacy-elmo.ElmoListener.v1")
+@registry.architectures(BILM_ARCHITECTURE)
+def bilm_v3(
+    *,
+    name: Optional[str] = None,
+    max_window: int = 200,
+    batch_size: int = 128,
+    max_batch_items: Optional[int] = 4096,
+    trainable: bool = False,
+    frozen_cache_mb: float = 512,
+    optimize: bool = True,
+    precision: str = "fp32",
+    char_cache_size: int = DEFAULT_CHAR_CACHE_SIZE,
+) -> Model[List[Doc], List[ElmoOutput]]:
+    """A character-level biLM that maps Docs to all their biLM layers, loaded from the source it names.
+
+    name (Optional[str]): where the weights come from, anything ``spacy_elmo.load_bilm`` takes: a
+        published model name ("small", "original", ...), a spacy-elmo model directory, a pipeline
+        with an elmo component, a folder holding a published options/weights pair (under its own
+        file names or AllenNLP's), a zip of a published model, ...; null: the English biLM shipped
+        with the package. The biLM's shape is the source's. The weights are loaded at
+        ``nlp.initialize()`` or at the first call, not when the pipeline is built, and saved with
+        the pipeline: a saved pipeline loads its own weights, not the source's.
+    The other arguments are those of ``spacy-elmo.BiLM.v2`` (batching, ``trainable``,
+    ``frozen_cache_mb``, and the inference settings ``optimize``, ``precision``,
+    ``char_cache_size``), with its defaults.
+    RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
+    """
+    arguments = dict(locals())  # the arguments
+    source = arguments.pop("name")
+    inference = _inference_plan(BILM_ARCHITECTURE, **{key: arguments.pop(key) for key in INFERENCE_SETTINGS})
+    return _bilm_model(**arguments, inference=inference, source=source)
+
+
+def _inference_plan(architecture: str, **settings: Any) -> InferencePlan:
+    """The inference settings of a biLM architecture, checked (an error names the architecture)."""
+    try:
+        return InferencePlan(**settings, from_architecture=True)
+    except ValueError as err:
+        raise ValueError(f"[{architecture}] {err}") from None
+
+
+@registry.architectures(LISTENER_ARCHITECTURE)
 def elmo_listener_v1(
     *,
     upstream: str = "*",
@@ -186,14 +257,78 @@ def elmo_listener_v1(
     RETURNS (Model[List[Doc], List[Floats2d]]): per Doc (n_tokens, biLM width).
     """
     listener = ElmoListener(upstream, grad_factor=grad_factor)
-    mix = ElmoMix(layer_norm=layer_norm, dropout=dropout, layer_dropout=layer_dropout, l2=l2)
-    model = chain(listener, mix)
-    model.set_ref("listener", listener)
+    return _then_mix(listener, layer_norm=layer_norm, dropout=dropout, layer_dropout=layer_dropout, l2=l2)
+
+
+def _then_mix(layers: Model[List[Doc], List[Floats3d]], **mix_settings: Any) -> Model[List[Doc], List[Floats2d]]:
+    """``layers`` (Docs -> biLM layers) and the component's own ``ElmoMix`` of them, with the refs
+    "listener" and "mix" that ``spacy-elmo.ElmoTok2Vec.v1`` takes apart."""
+    mix = ElmoMix(**mix_settings)
+    model = chain(layers, mix)
+    model.set_ref("listener", layers)
     model.set_ref("mix", mix)
     return model
 
 
-@registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
+@registry.architectures(STANDALONE_ARCHITECTURE)
+def standalone_elmo_v1(
+    *, bilm: Model[List[Doc], List[ElmoOutput]], grad_factor: float = 1.0, **mix_settings: Any
+) -> Model[List[Doc], List[Floats2d]]:
+    """``spacy-elmo.ElmoListener.v1`` with the component's own biLM in place of the listener: what
+    ``nlp.replace_listeners`` makes of a listening component (its config is written by
+    ``replace_listener_cfg``, its weights saved with the component), or a component that needs no
+    `elmo` component.
+
+    bilm (Model): built by a ``spacy-elmo.BiLM`` architecture; its weights load when the component
+        is initialized or first called, unless they come from a saved pipeline.
+    grad_factor (float): scale of the gradient sent into the biLM (only fine-tuned when ``bilm``
+        has ``trainable = true``).
+    mix_settings: ``layer_norm``, ``dropout``, ``layer_dropout`` and ``l2``, as for
+        ``spacy-elmo.ElmoListener.v1`` (with its defaults).
+    RETURNS (Model[List[Doc], List[Floats2d]]): per Doc (n_tokens, biLM width).
+    """
+    source = bilm.attrs["source"]
+    own = StandaloneElmo(bilm, grad_factor=grad_factor, load_bilm=lambda: initial_bilm(source=source))
+    return _then_mix(own, **mix_settings)
+
+
+def _standalone_signature() -> inspect.Signature:
+    """The signature spaCy reads to fill and check a config: ``bilm``, then the listener's
+    arguments but ``upstream``, with their defaults (written once, in ``elmo_listener_v1``)."""
+    listener = [p for name, p in inspect.signature(elmo_listener_v1).parameters.items() if name != "upstream"]
+    bilm = inspect.signature(standalone_elmo_v1).parameters["bilm"]
+    return inspect.signature(standalone_elmo_v1).replace(parameters=[bilm, *listener])
+
+
+standalone_elmo_v1.__signature__ = _standalone_signature()  # type: ignore[attr-defined]
+
+
+def replace_listener_cfg(bilm_block: Dict[str, Any], tok2vec_block: Dict[str, Any]) -> Dict[str, Any]:
+    """spaCy's ``replace_listener_cfg`` hook: the config that builds a listening component's model
+    with its own biLM (``spacy-elmo.StandaloneElmo.v1`` in place of ``spacy-elmo.ElmoListener.v1``).
+
+    bilm_block (Dict[str, Any]): the `elmo` component's model block.
+    tok2vec_block (Dict[str, Any]): the component's ``model.tok2vec`` block: an
+        ``spacy-elmo.ElmoTok2Vec.v1`` block with its listener under ``elmo``, or the listener's own.
+    RETURNS (Dict[str, Any]): the block to put where the listener's was.
+    """
+
+    def standalone(listener_block: Dict[str, Any]) -> Dict[str, Any]:
+        settings = {key: value for key, value in listener_block.items() if key not in ("@architectures", "upstream")}
+        return {"@architectures": STANDALONE_ARCHITECTURE, "bilm": copy.deepcopy(dict(bilm_block)), **settings}
+
+    if tok2vec_block.get("@architectures") == LISTENER_ARCHITECTURE:
+        return standalone(tok2vec_block)
+    elmo = tok2vec_block.get("elmo")
+    if tok2vec_block.get("@architectures") == TOK2VEC_ARCHITECTURE and isinstance(elmo, dict):
+        return {**copy.deepcopy(dict(tok2vec_block)), "elmo": standalone(elmo)}
+    raise ValueError(
+        f"Cannot replace the elmo listener of a model.tok2vec block built by {tok2vec_block.get('@architectures')!r}: "
+        f"replace_listeners knows {LISTENER_ARCHITECTURE} and {TOK2VEC_ARCHITECTURE} (with its listener under 'elmo')"
+    )
+
+
+@registry.architectures(TOK2VEC_ARCHITECTURE)
 def elmo_tok2vec_v1(
     *,
     elmo: Model[List[Doc], List[Floats2d]],

@@ -1,52 +1,77 @@
-"""The biLM an `elmo` component starts from: what ``Elmo.initialize`` imports (the files named in
-``[initialize.components.NAME]``, or the English biLM shipped with the package), and the shape it
-writes back into the pipeline's config."""
+"""The biLM a model starts from, and the bytes that carry it inside a saved pipeline.
+
+``initial_bilm`` is what an `elmo` component (or a component's own copy of the biLM) imports when
+it has no weights yet: the source named in its model block (``[components.NAME.model] name``), the
+files of ``[initialize.components.NAME]`` (pipelines configured before the model block took a
+name), or the English biLM shipped with the package. ``pack_bilm``/``unpack_bilm`` are how a biLM
+inside a downstream component's thinc model is saved and loaded: its shape, learned character
+vocabulary and safetensors weights, never a pickle, so a saved copy comes back in the shape it was
+saved in, whatever its config block builds first."""
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
-from spacy.language import Language
+import srsly
 
-from .architectures import BILM_ARCHITECTURES, bilm_shape
 from .bilm import BiLM, BiLMConfig
-from .io import ModelFileError
+from .bilm.char_vocab import CharVocabulary
+from .fast import attach
+from .io import ModelFileError, bilm_from_bytes, bilm_to_bytes
 from .io.loading import PIPELINE_FACTORY as FACTORY
 from .io.loading import resolve_bilm
 
 PathLike = Union[str, Path]
 NO_WEIGHTS = (
-    "The '{name}' component has no biLM weights. Set [initialize.components.{name}] "
-    "options = \"options.json\" and weights = \"weights.hdf5\" (a published AllenNLP/bilm-tf "
-    "pair) or model = \"DIR\" (a spacy-elmo model directory, a pipeline with an elmo component, a "
-    "directory holding a published pair, or a published model name) and call nlp.initialize(); or "
-    "call nlp.get_pipe('{name}').initialize(lambda: [], options=..., weights=...); or build a ready "
-    "pipeline with `python -m spacy_elmo convert`."
+    "The '{name}' component has no biLM weights. Name them in its model block: "
+    "[components.{name}.model] name = \"SOURCE\" (a published model name, a spacy-elmo model "
+    "directory, a pipeline with an elmo component, a directory holding a published pair, a zip) "
+    "and call nlp.initialize(); or build a ready pipeline with `python -m spacy_elmo convert`."
 )
 
 
 def initial_bilm(
-    *, name: str = FACTORY, options: Optional[PathLike], weights: Optional[PathLike], model: Optional[PathLike]
+    *,
+    name: str = FACTORY,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
+    model: Optional[PathLike] = None,
+    source: Optional[PathLike] = None,
 ) -> BiLM:
-    """The biLM that ``Elmo.initialize`` imports: whatever ``spacy_elmo.io.loading.resolve_bilm``
-    finds for the given files or, where none is given, the English biLM shipped with the package.
+    """The biLM a component imports: whatever ``spacy_elmo.io.loading.resolve_bilm`` finds for the
+    files of ``[initialize.components.NAME]`` (``options``/``weights``, or ``model``), else for
+    ``source`` (the model block's ``name``), else the English biLM shipped with the package.
 
+    name (str): the component's name, for the errors.
     RETURNS (BiLM): loaded on CPU, in eval mode.
     """
+    from_initialize = (model, options, weights) != (None, None, None)
+    what = f"[initialize.components.{name}]" if from_initialize else f"[components.{name}.model] name"
+    path = model if from_initialize else source
     try:
-        return resolve_bilm(model, options=options, weights=weights, what=f"[initialize.components.{name}]")
+        return resolve_bilm(path, options=options, weights=weights, what=what)
     except ModelFileError as err:
-        if (model, options, weights) != (None, None, None):
+        if from_initialize:
             raise
+        if path is not None:
+            raise ValueError(f"{what} = {str(path)!r}: {err}") from err
         # the shipped biLM is missing: say how a pipeline gives the component its weights
         raise ValueError(f"{NO_WEIGHTS.format(name=name)} ({err})") from err
 
 
-def record_shape(nlp: Language, name: str, config: BiLMConfig) -> None:
-    """Write a biLM shape into the pipeline's config of the component ``name`` (its
-    ``[components.NAME.model]`` block, when that block builds one of our biLM architectures);
-    the architecture and the other settings of the block are kept."""
-    try:
-        block = nlp.get_pipe_config(name).get("model")
-    except ValueError:
-        return
-    if isinstance(block, dict) and block.get("@architectures") in BILM_ARCHITECTURES:
-        block.update(bilm_shape(config))
+def pack_bilm(bilm: BiLM) -> bytes:
+    """A biLM as bytes: its options, learned character vocabulary (if any) and safetensors weights."""
+    char_vocab = None if bilm.char_vocab is None else bilm.char_vocab.to_json()
+    return srsly.msgpack_dumps({"options": bilm.config.to_options(), "char_vocab": char_vocab, "weights": bilm_to_bytes(bilm)})
+
+
+def unpack_bilm(current: Any, data: bytes, device: Any) -> BiLM:
+    """What ``pack_bilm`` wrote, rebuilt in its stored shape on ``device`` (thinc's
+    ``PyTorchShim`` deserializer: ``current`` is the module it replaces).
+
+    RETURNS (BiLM): in eval mode, with the exact runner the `elmo` component's biLM gets.
+    """
+    msg = srsly.msgpack_loads(data)
+    char_vocab = None if msg["char_vocab"] is None else CharVocabulary.from_json(msg["char_vocab"])
+    config = BiLMConfig.from_options(msg["options"])
+    bilm = bilm_from_bytes(config, msg["weights"], char_vocab=char_vocab, source="a component's own copy of the biLM")
+    attach(bilm)
+    return bilm.to(device)

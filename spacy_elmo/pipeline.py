@@ -17,11 +17,11 @@ from thinc.types import Floats3d
 from .bilm import BiLM, BiLMConfig, VectorSetting
 from .bilm.char_vocab import CharVocabulary
 from .architectures import BILM_ARCHITECTURE as ARCHITECTURE
-from .architectures import bilm_model_config
+from .architectures import record_shape
 from .bilm.scalar_mix import softmax_weights
 from .data_classes import ElmoOutput
 from .extensions import install_extensions, install_vector_hooks
-from .initial_weights import initial_bilm, record_shape
+from .initial_weights import initial_bilm
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .io.loading import PIPELINE_FACTORY
 from .io.vector_file import setting_from_json, setting_to_json
@@ -61,7 +61,7 @@ def make_elmo(
     char_cache_size: Optional[int],
 ) -> "Elmo":
     """Create an `elmo` component (see ``Elmo``; ``optimize``, ``precision`` and ``char_cache_size``
-    are for models of ``spacy-elmo.BiLM.v1``: ``spacy-elmo.BiLM.v2`` holds them itself)."""
+    are for models of ``spacy-elmo.BiLM.v1``: later versions hold them themselves)."""
     return Elmo(
         nlp.vocab,
         model,
@@ -79,13 +79,13 @@ def make_elmo(
 def create_pipeline(bilm: BiLM, *, lang: str = "en", config: Optional[Dict[str, Any]] = None) -> Language:
     """A blank pipeline of ``lang`` with an `elmo` component holding this biLM.
 
-    bilm (BiLM): the weights; the component's model block is written in its shape.
+    bilm (BiLM): the weights (and with them the shape), saved with the pipeline.
     config (Optional[Dict[str, Any]]): other settings of the component (``mix_weights``,
-        ``set_vector_hooks``, ...; ``model`` entries other than the shape, such as ``max_window``).
+        ``set_vector_hooks``, ...; ``model`` entries of ``spacy-elmo.BiLM.v3``, such as ``max_window``).
     RETURNS (Language): the pipeline, ready to run and to save.
     """
     config = dict(config or {})
-    config["model"] = bilm_model_config(bilm.config, **config.get("model", {}))
+    config["model"] = {"@architectures": ARCHITECTURE, **config.get("model", {})}
     nlp = spacy.blank(lang)
     nlp.add_pipe(FACTORY, config=config).use_bilm(bilm)
     return nlp
@@ -99,21 +99,20 @@ class Elmo(TrainablePipe):
     gamma * sum_j softmax(mix_weights)_j * (layer_j - mean_j): by default the biLM's vector
     setting, else the mean of the layers; see ``vectors``) and ``span._.elmo`` (the mean of its
     tokens' mixes). With ``set_vector_hooks`` the Doc's user hooks make ``.vector`` and ``.similarity``
-    of Docs, Spans and Tokens use that mix; the hooks are functions on the Doc and
-    are not kept by ``Doc.to_bytes`` (call ``spacy_elmo.extensions.install_vector_hooks(doc)``
-    again).
+    of Docs, Spans and Tokens use that mix (not kept by ``Doc.to_bytes``: call
+    ``spacy_elmo.extensions.install_vector_hooks(doc)`` again).
 
-    Downstream components use the layers through listener layers (see
-    ``spacy_elmo.layers.listener_protocol``): during ``update`` this component
-    sends every listener the batch's outputs and a backprop callback.
+    Downstream components use the layers through listener layers (``layers.listener_protocol``):
+    during ``update`` this component sends every listener the batch's outputs and a backprop
+    callback. ``nlp.replace_listeners`` gives a listener its own copy (``layers.standalone``).
 
-    The biLM shape and weights are imported at ``initialize`` and saved with the
-    pipeline: the stored options decide the shape on loading, whatever the
-    ``[components.elmo.model]`` block says.
+    The biLM (weights and shape) comes from the source the model block names (``name``; or the
+    files of ``[initialize.components.NAME]``), loaded at ``initialize`` or at the first call, and
+    is saved with the pipeline: the stored options decide the shape on loading.
 
     Inference settings (``optimize``, ``precision``, ``char_cache_size``) belong to the model
-    (``spacy-elmo.BiLM.v2``'s arguments; ``spacy_elmo.fast.plan`` applies them to whichever biLM
-    it holds when the weights are set or change, before a prediction), and are kept in the
+    (arguments of ``spacy-elmo.BiLM.v2`` and later; ``spacy_elmo.fast.plan`` applies them to whichever
+    biLM it holds when the weights are set or change, before a prediction), and are kept in the
     pipeline's config.cfg; training a trainable biLM runs the plain float32 computation. The
     component's own arguments of those names are for models of ``spacy-elmo.BiLM.v1``
     (``v1_settings.py``). The component only turns Docs into batches and sets annotations.
@@ -134,7 +133,7 @@ class Elmo(TrainablePipe):
         char_cache_size: Optional[int] = None,
     ) -> None:
         """vocab (Vocab): the shared vocabulary.
-        model (Model[List[Doc], List[ElmoOutput]]): e.g. built by "spacy-elmo.BiLM.v2".
+        model (Model[List[Doc], List[ElmoOutput]]): e.g. built by "spacy-elmo.BiLM.v3".
         name (str): the component instance name.
         mix_weights (Optional[Sequence[float]]): pre-softmax weight of each of the L+1 layers in
             ``token._.elmo``; None means the model's (``vectors``), else equal weights.
@@ -144,7 +143,7 @@ class Elmo(TrainablePipe):
         gamma (float): scale of the mix.
         set_vector_hooks (bool): make ``.vector`` and ``.similarity`` use ELMo.
         optimize, precision, char_cache_size: the inference settings of a model of
-            "spacy-elmo.BiLM.v1" (``v1_settings.give_inference_settings``); None with v2.
+            "spacy-elmo.BiLM.v1" (``v1_settings.give_inference_settings``); None with later versions.
         """
         give_inference_settings(model, name, optimize=optimize, precision=precision, char_cache_size=char_cache_size)
         if vectors not in VECTOR_CHOICES:
@@ -157,7 +156,7 @@ class Elmo(TrainablePipe):
         self.gamma = float(gamma)
         self.set_vector_hooks = set_vector_hooks
         self.listener_map: Dict[str, List[Model]] = {}
-        self.cfg: Dict[str, Any] = {"bilm_options": self.bilm.config.to_options(), "has_weights": False, "vector_setting": None}
+        self.cfg: Dict[str, Any] = {"bilm_options": get_bilm(model).config.to_options(), "has_weights": False, "vector_setting": None}
         install_extensions()
         one_thread_in_forked_workers()
 
@@ -176,7 +175,8 @@ class Elmo(TrainablePipe):
 
     @property
     def bilm(self) -> BiLM:
-        """The torch biLM (``.embed(sentences)`` works on it directly)."""
+        """The torch biLM (``.embed(sentences)`` works on it directly), its weights loaded first if need be."""
+        self._require_weights()
         return get_bilm(self.model)
 
     @property
@@ -301,12 +301,11 @@ class Elmo(TrainablePipe):
         weights: Optional[Path] = None,
         model: Optional[Path] = None,
     ) -> None:
-        """Import the biLM weights (and with them the biLM shape).
+        """Import the biLM weights (and with them the biLM shape) from the source the model block
+        names (``spacy-elmo.BiLM.v3``'s ``name``), unless they are loaded already (e.g. from disk).
 
-        Settings of ``[initialize.components.elmo]``: ``options`` and ``weights`` (a
-        published options.json + HDF5 pair), or ``model`` (a spacy-elmo model
-        directory, or a pipeline directory holding an elmo component). Without
-        settings, weights already loaded (e.g. from disk) are kept.
+        Settings of ``[initialize.components.elmo]`` (older configs; imported whenever given):
+        ``options`` and ``weights`` (a published pair), or ``model`` (any source ``name`` takes).
 
         get_examples (Callable[[], Iterable[Example]]): unused: the weights come from the files.
         nlp (Optional[Language]): the pipeline; its config of this component gets the imported
@@ -314,7 +313,8 @@ class Elmo(TrainablePipe):
         """
         if options is None and weights is None and model is None and self.cfg["has_weights"]:
             return
-        self.use_bilm(initial_bilm(name=self.name, options=options, weights=weights, model=model))
+        source = self.model.attrs.get("source")
+        self.use_bilm(initial_bilm(name=self.name, options=options, weights=weights, model=model, source=source))
         if nlp is not None:
             record_shape(nlp, self.name, self.bilm.config)
 
@@ -323,7 +323,7 @@ class Elmo(TrainablePipe):
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
             "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
-            "model": lambda: bilm_to_bytes(self.bilm),
+            "model": lambda: bilm_to_bytes(get_bilm(self.model)),
         }
         return util.to_bytes(serialize, exclude)
 
@@ -350,7 +350,7 @@ class Elmo(TrainablePipe):
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
-            "model": lambda p: save_bilm(self.bilm, p),
+            "model": lambda p: save_bilm(get_bilm(self.model), p),
         }
         util.to_disk(path, serialize, exclude)
 
@@ -391,9 +391,10 @@ class Elmo(TrainablePipe):
         # listeners learn the biLM's output shape from here (it changes when weights are imported).
         set_upstream_shape = getattr(listener, "set_upstream_shape", None)
         if callable(set_upstream_shape):
-            set_upstream_shape(self.bilm.config.n_output_layers, self.bilm.config.output_dim)
+            config = get_bilm(self.model).config
+            set_upstream_shape(config.n_output_layers, config.output_dim)
 
     def _require_weights(self) -> None:
-        # A component added without weights runs the shipped English biLM.
+        # A component called before initialize loads the source its model names (or the shipped biLM).
         if not self.cfg["has_weights"]:
-            self.use_bilm(initial_bilm(name=self.name, options=None, weights=None, model=None))
+            self.use_bilm(initial_bilm(name=self.name, source=self.model.attrs.get("source")))

@@ -1,9 +1,9 @@
 """The elmo component's inference arguments, an adapter for pipelines built with ``spacy-elmo.BiLM.v1``.
 
-``spacy-elmo.BiLM.v2`` takes ``optimize``, ``precision`` and ``char_cache_size`` itself (they belong
+``spacy-elmo.BiLM.v2`` (and v3) take ``optimize``, ``precision`` and ``char_cache_size`` themselves (they belong
 to the model, ``fast.plan.InferencePlan``). A model of ``spacy-elmo.BiLM.v1`` (pipelines saved
 before v2) has none: the component's arguments of those names give them, null meaning v1's
-defaults. With a v2 model those arguments are null ("the model's"); a value that differs from the
+defaults. With a later model those arguments are null ("the model's"); a value that differs from the
 model's is an error naming both places (one that agrees is accepted).
 """
 from typing import Any, Dict, Optional
@@ -11,7 +11,6 @@ from typing import Any, Dict, Optional
 import srsly
 from thinc.api import Model
 
-from .architectures import BILM_ARCHITECTURE
 from .fast import DEFAULT_CHAR_CACHE_SIZE, InferencePlan
 from .layers import set_inference
 
@@ -42,7 +41,7 @@ def give_inference_settings(
                 + ", ".join(f"{key} = {srsly.json_dumps(given[key])}" for key in conflicts)
                 + f" disagrees with [components.{name}.model] "
                 + ", ".join(f"{key} = {srsly.json_dumps(own[key])}" for key in conflicts)
-                + f": with {BILM_ARCHITECTURE} the inference settings belong to the model; set them in "
+                + ": from spacy-elmo.BiLM.v2 on, the inference settings belong to the model; set them in "
                 f"[components.{name}.model] and leave those of [components.{name}] null"
             )
         return

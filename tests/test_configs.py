@@ -1,3 +1,4 @@
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,10 @@ from thinc.api import Config
 from spacy_elmo.bilm import BiLMConfig
 from spacy_elmo.bilm.config import ORIGINAL, SMALL
 from spacy_elmo.io import load_allennlp
+from spacy_elmo.io.loading import load_bilm
 from spacy_elmo.layers import get_bilm
+
+from .training_runs import CONFIGS, make_data
 
 TINY_CONFIG = """
 [paths]
@@ -82,19 +86,91 @@ def _tiny_pipeline(tiny_paths, architecture="spacy-elmo.BiLM.v2", **overrides):
     return nlp
 
 
-def test_default_config_is_the_published_small_shape_and_frozen():
+def test_default_config_names_the_model_once_and_leaves_the_shape_to_it():
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo")
+    elmo = nlp.add_pipe("elmo")
     model = nlp.config["components"]["elmo"]["model"]
-    assert model["@architectures"] == "spacy-elmo.BiLM.v2"
+    assert model["@architectures"] == "spacy-elmo.BiLM.v3" and model["name"] is None
+    assert not set(asdict(SMALL)) & set(model)
     assert (model["optimize"], model["precision"], model["char_cache_size"]) == (True, "fp32", 20000)
     component = nlp.config["components"]["elmo"]
     assert (component["optimize"], component["precision"], component["char_cache_size"]) == (None, None, None)
-    assert (model["dim"], model["projection_dim"], model["n_layers"], model["n_highway"]) == (1024, 128, 2, 1)
-    assert sum(n for _, n in model["filters"]) == 2048
     assert model["trainable"] is False and model["max_window"] == 200
-    bilm = get_bilm(nlp.get_pipe("elmo").model)
-    assert bilm.config.output_dim == 256 and bilm.config.n_filters == 2048
+    assert "elmo" not in nlp.config["initialize"]["components"]
+    # nothing is loaded until the weights are needed: then the shipped English biLM
+    assert not elmo.cfg["has_weights"]
+    assert elmo.bilm.config == load_bilm().config and elmo.cfg["has_weights"]
+
+
+def _published_pair_folder(tiny_paths, folder):
+    folder.mkdir()
+    shutil.copy(tiny_paths[0], folder / "options.json")
+    shutil.copy(tiny_paths[1], folder / "weights.hdf5")
+    return folder
+
+
+def test_name_loads_its_source_at_initialize_and_the_saved_pipeline_keeps_it(tiny_paths, tiny_sentences, tmp_path):
+    source = _published_pair_folder(tiny_paths, tmp_path / "pair")
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"model": {"name": str(source)}})
+    assert not elmo.cfg["has_weights"]
+    nlp.initialize()
+    expected = load_bilm(str(source)).embed([tiny_sentences[0]])[0]
+    doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
+    np.testing.assert_allclose(doc._.elmo.layers, expected, atol=1e-5)
+    np.testing.assert_allclose(doc._.elmo.layers, load_allennlp(*tiny_paths).embed([tiny_sentences[0]])[0], atol=1e-5)
+    assert nlp.config["components"]["elmo"]["model"]["name"] == str(source)
+    nlp.to_disk(tmp_path / "nlp")
+    shutil.rmtree(source)
+    loaded = spacy.load(tmp_path / "nlp")
+    np.testing.assert_array_equal(loaded(Doc(loaded.vocab, words=tiny_sentences[0]))._.elmo.layers, doc._.elmo.layers)
+
+
+def test_name_loads_at_the_first_call_without_initialize(tiny_paths, tiny_sentences, tmp_path):
+    source = _published_pair_folder(tiny_paths, tmp_path / "pair")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"name": str(source)}})
+    doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
+    assert doc._.elmo.layers.shape == (3, len(tiny_sentences[0]), 32)
+
+
+def test_a_missing_source_is_an_error_naming_the_model_block(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": {"name": str(tmp_path / "nowhere")}})
+    with pytest.raises(Exception, match=r"\[components.elmo.model\] name"):
+        nlp.initialize()
+
+
+def test_initialize_settings_still_load_a_pipeline_configured_with_bilm_v2(tiny_paths, tiny_sentences):
+    nlp = _tiny_pipeline(tiny_paths, "spacy-elmo.BiLM.v2")
+    block = nlp.config["components"]["elmo"]["model"]
+    # the block said projection_dim = 4; the imported weights' shape is written back, as before
+    assert block["projection_dim"] == nlp.get_pipe("elmo").bilm.config.projection_dim != 4
+    doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
+    assert doc._.elmo.layers.shape[0] == 3
+
+
+@pytest.fixture(scope="module")
+def sample_corpus(tmp_path_factory):
+    return make_data(tmp_path_factory.mktemp("sample"))
+
+
+PIPELINE_CONFIGS = sorted(path.name for path in CONFIGS.glob("*.cfg") if not path.name.startswith("bilm-"))
+
+
+@pytest.mark.parametrize("name", PIPELINE_CONFIGS)
+def test_spacy_debug_config_validates_the_pipeline_config(name, sample_corpus):
+    text = (CONFIGS / name).read_text(encoding="utf-8")
+    assert "lab." not in text and "lab/" not in text
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "debug", "config", str(CONFIGS / name),
+         "--paths.train", str(sample_corpus / "train.spacy"), "--paths.dev", str(sample_corpus / "dev.spacy")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Config is valid" in result.stdout
 
 
 def test_config_string_round_trip():

@@ -107,7 +107,6 @@ def test_frozen_annotating_elmo_is_read_from_docs_during_training(data, frozen, 
     config["components"]["elmo"] = {"source": str(data / "frozen" / "model-last")}
     config["training"]["frozen_components"] = ["elmo"]
     config["training"]["annotating_components"] = ["elmo"]
-    del config["initialize"]["components"]["elmo"]
     config.to_disk(tmp_path / "frozen.cfg")
     nlp = train(tmp_path / "frozen.cfg", data, tmp_path / "out")
     assert _tag_accuracy(nlp, _gold(data, nlp, "train.spacy")) > 0.6
@@ -115,10 +114,13 @@ def test_frozen_annotating_elmo_is_read_from_docs_during_training(data, frozen, 
         assert torch.equal(value, _bilm_params(frozen)[name]), name
 
 
-def test_saved_config_describes_the_imported_biLM(data, frozen):
-    # the configs leave the shape to the imported weights; the saved config.cfg must state it
-    saved = load_config(data / "frozen" / "model-last" / "config.cfg")["components"]["elmo"]["model"]
+def test_saved_config_names_the_biLM_once_and_the_component_describes_it(data, frozen):
+    # the configs name the biLM in the model block (spacy-elmo.BiLM.v3); the shape is the source's,
+    # saved with the component's weights
+    config = load_config(data / "frozen" / "model-last" / "config.cfg", interpolate=True)
+    saved = config["components"]["elmo"]["model"]
+    assert saved["@architectures"] == "spacy-elmo.BiLM.v3" and saved["name"] == str(data / "bilm")
+    assert "elmo" not in config["initialize"]["components"] and "projection_dim" not in saved
     shape = tiny_bilm().config
-    assert (saved["dim"], saved["projection_dim"], saved["n_layers"]) == (shape.dim, shape.projection_dim, shape.n_layers)
-    assert [tuple(f) for f in saved["filters"]] == [tuple(f) for f in shape.filters]
+    assert frozen.get_pipe("elmo").bilm.config == shape
     assert saved["trainable"] is False and saved["max_batch_items"] == 4096  # other settings kept

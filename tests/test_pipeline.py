@@ -41,12 +41,19 @@ def test_add_initialize_matches_reference(tiny_paths, tiny_sentences, tiny_expec
 
 
 def test_imported_shape_replaces_configured_one(tiny_paths):
-    nlp = _initialized(tiny_paths)
+    nlp = _initialized(tiny_paths, model={"@architectures": "spacy-elmo.BiLM.v2"})
     elmo = nlp.get_pipe("elmo")
     # initialize(nlp=...) writes the imported shape over the configured default (128) in the config
     assert nlp.config["components"]["elmo"]["model"]["projection_dim"] == 16
     assert elmo.bilm.config.projection_dim == 16 and elmo.cfg["bilm_options"]["lstm"]["projection_dim"] == 16
     assert nlp("a b")._.elmo.width == 32
+
+
+def test_a_model_block_that_names_its_source_gets_no_shape_written_into_it(tiny_paths):
+    nlp = _initialized(tiny_paths)
+    block = nlp.config["components"]["elmo"]["model"]
+    assert block["@architectures"] == "spacy-elmo.BiLM.v3" and "projection_dim" not in block
+    assert nlp.get_pipe("elmo").bilm.config.projection_dim == 16
 
 
 def test_sentence_boundaries_run_per_sentence(nlp, tiny_sentences, tiny_expected):
@@ -98,8 +105,8 @@ def test_vector_hooks(tiny_paths, tiny_sentences):
 def test_without_weights_or_shipped_model_says_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setattr("spacy_elmo.io.loading.SHIPPED_MODEL_DIR", tmp_path / "absent")
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {"dim": 8, "projection_dim": 4, "filters": [[1, 4]]}})
-    with pytest.raises(ValueError, match=r"initialize\.components\.elmo"):
+    nlp.add_pipe("elmo")
+    with pytest.raises(ValueError, match=r"\[components\.elmo\.model\] name = "):
         nlp("no weights")
     with pytest.raises(ValueError, match="no biLM weights"):
         nlp.initialize()

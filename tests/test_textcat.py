@@ -2,6 +2,7 @@
 as long as the movie reviews' longest through a trained elmo + textcat pipeline."""
 import numpy as np
 import pytest
+import spacy
 import torch
 from spacy.tokens import DocBin
 from spacy.training import Example
@@ -117,3 +118,16 @@ def test_a_1000_token_review_runs_in_windows_and_bounded_batches(frozen, tuned):
     assert losses["textcat"] > 0 and losses["elmo"] > 0
     assert all(positions <= max_window + 2 and n * positions <= max_items for n, positions in shapes)
     assert any(not torch.equal(value, before[name]) for name, value in _bilm_params(tuned).items())
+
+
+def test_replaced_listeners_classify_as_before_saved_and_sourced(data, frozen, tmp_path):
+    nlp = spacy.load(data / "frozen" / "model-last")  # a copy of `frozen`, which other tests share
+    texts = ["We saw it on Sunday. The film was wonderful.", "The film was dull.", _long_text(260)]
+    before = [doc.cats for doc in nlp.pipe(texts)]
+    nlp.replace_listeners("elmo", "textcat", ["model.tok2vec"])
+    assert [doc.cats for doc in nlp.pipe(texts)] == before
+    nlp.to_disk(tmp_path / "replaced")
+    blank = spacy.blank("en")
+    blank.add_pipe("sentencizer")  # the elmo segments follow the sentences, as in the trained pipeline
+    blank.add_pipe("textcat", source=spacy.load(tmp_path / "replaced"))
+    assert [doc.cats for doc in blank.pipe(texts)] == before

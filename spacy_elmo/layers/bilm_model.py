@@ -28,7 +28,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, torch2xp, xp2torch
 from thinc.model import deserialize_attr, serialize_attr
 from thinc.types import Floats3d
 
@@ -88,6 +88,8 @@ def ElmoBiLM(
     trainable: bool,
     frozen_cache_mb: float = 0,
     inference: Optional[InferencePlan] = None,
+    serialize_bilm: Optional[Callable[[BiLM], bytes]] = None,
+    deserialize_bilm: Optional[Callable[[BiLM, bytes, Any], BiLM]] = None,
 ) -> Model[List[Doc], List[ElmoOutput]]:
     """Wrap a biLM as a thinc model from Docs to per-Doc layers.
 
@@ -107,6 +109,9 @@ def ElmoBiLM(
     inference (Optional[InferencePlan]): how predictions run; None: the plain computation until
         ``set_inference`` gives a plan (the elmo component does, from its arguments, for a model
         of ``spacy-elmo.BiLM.v1``).
+    serialize_bilm, deserialize_bilm: how ``model.to_bytes``/``from_bytes`` write and read the biLM
+        (thinc's ``PyTorchShim`` callbacks; the deserializer returns the module to hold, in any
+        shape); None: thinc's own (a pickled state dict, in the shape held).
     RETURNS (Model[List[Doc], List[ElmoOutput]]): layers of shape (L+1, n_tokens, width) per Doc.
     """
     if max_window < 1 or batch_size < 1 or (max_batch_items is not None and max_batch_items < 1):
@@ -116,7 +121,13 @@ def ElmoBiLM(
         )
     if frozen_cache_mb < 0:
         raise ValueError(f"frozen_cache_mb ({frozen_cache_mb}) must be 0 (no cache) or positive")
-    wrapper = PyTorchWrapper_v2(bilm, convert_inputs=_convert_inputs, convert_outputs=_convert_outputs)
+    wrapper = PyTorchWrapper_v3(
+        bilm,
+        convert_inputs=_convert_inputs,
+        convert_outputs=_convert_outputs,
+        serialize_model=serialize_bilm,
+        deserialize_model=deserialize_bilm,
+    )
     model: Model[List[Doc], List[ElmoOutput]] = Model(
         "elmo_bilm",
         forward,

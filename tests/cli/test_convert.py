@@ -36,8 +36,9 @@ def test_convert_end_to_end_without_the_original_files(tiny_paths, tiny_sentence
     (tmp_path / "weights.hdf5").unlink()
     nlp = spacy.load(out)
     assert nlp.lang == "en" and nlp.pipe_names == ["elmo"]
-    # the saved config describes the imported shape
-    assert nlp.config["components"]["elmo"]["model"]["projection_dim"] == 16
+    # the saved component describes the imported shape (its model block names no shape: spacy-elmo.BiLM.v3)
+    assert nlp.config["components"]["elmo"]["model"]["@architectures"] == "spacy-elmo.BiLM.v3"
+    assert nlp.get_pipe("elmo").cfg["bilm_options"]["lstm"]["projection_dim"] == 16
     for i, layers in enumerate(_layers(nlp, tiny_sentences)):
         np.testing.assert_allclose(layers, tiny_expected[f"layers_{i}"], atol=1e-5)
 

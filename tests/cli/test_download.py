@@ -28,7 +28,7 @@ def test_download_pipeline_loads_with_spacy_and_matches_the_reference(
     result = runner.invoke(app, ["download", "small", "--pipeline", "--output", str(out)])
     assert result.exit_code == 0, result.output
     nlp = spacy.load(out)
-    assert nlp.pipe_names == ["elmo"] and nlp.config["components"]["elmo"]["model"]["projection_dim"] == 16
+    assert nlp.pipe_names == ["elmo"] and nlp.get_pipe("elmo").cfg["bilm_options"]["lstm"]["projection_dim"] == 16
     docs = nlp.pipe(Doc(nlp.vocab, words=words) for words in tiny_sentences)
     for i, doc in enumerate(docs):
         np.testing.assert_allclose(doc._.elmo.layers, tiny_expected[f"layers_{i}"], atol=1e-5)
