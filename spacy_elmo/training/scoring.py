@@ -142,17 +142,25 @@ class ElmoLM:
                                     batch_size=batch_size)
 
 
-def load_lm(model: Optional[PathLike] = None, *, chunk_size: Optional[int] = None) -> ElmoLM:
+def load_lm(
+    model: Optional[PathLike] = None,
+    *,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
+    chunk_size: Optional[int] = None,
+) -> ElmoLM:
     """A model with its own softmax as a language model.
 
     model (Optional[PathLike]): anything ``load_bilm`` takes that has a softmax: our directory (a
         pretrain or finetune output, or the shipped biLM when None), a folder or zip holding a published
         pair with its softmax and vocabulary, a bilm-tf checkpoint or NLPL entry with one, or a
         published name whose softmax was published (``original``).
+    options (Optional[PathLike]), weights (Optional[PathLike]): a published pair given as its two
+        files instead of ``model`` (its softmax.hdf5 and vocabulary beside the weights).
     chunk_size (Optional[int]): softmax rows normalized at a time (memory: tokens x rows).
     RETURNS (ElmoLM): the language model, in eval mode.
     """
-    lm, vocab, head = load_scoring_lm(model, what="load_lm")
+    lm, vocab, head = load_scoring_lm(model, options=options, weights=weights, what="load_lm")
     if chunk_size is not None:
         lm.softmax.chunk_size = chunk_size
     lm.eval()
