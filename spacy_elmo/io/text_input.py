@@ -12,6 +12,7 @@ compressed, one sentence or document a line.
 - Lines are numbered from 1; a line's place is ``NAME:LINE``, NAME relative to the folder given.
 """
 import bz2
+import json
 import glob
 import gzip
 import lzma
@@ -168,3 +169,20 @@ def _raw_lines(handle: BinaryIO, path: Path) -> Iterator[bytes]:
             yield raw.rstrip(b"\n").rstrip(b"\r")
     except (OSError, EOFError, lzma.LZMAError, zlib.error) as err:
         raise BinaryFileError(f"{path}: not a readable {path.suffix} file ({err})") from None
+
+
+def read_sentences(
+    path: PathLike, *, strict_utf8: bool = False, stats: Optional[TextStats] = None
+) -> List[List[str]]:
+    """Tokenized sentences: a ``.json`` list of token lists, or text, one whitespace-tokenized
+    sentence a line (``read_lines``: an empty line is an empty sentence, so sentence i is line i + 1).
+
+    RETURNS (List[List[str]]): the sentences. Raises ValueError for a .json of another shape.
+    """
+    path = Path(path)
+    if path.suffix == ".json" and path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, list) or not all(isinstance(s, list) and all(isinstance(t, str) for t in s) for s in data):
+            raise ValueError(f"{path}: a .json input must be a list of lists of token strings")
+        return data
+    return [line.text.split() for line in read_lines(path, strict_utf8=strict_utf8, stats=stats)]
