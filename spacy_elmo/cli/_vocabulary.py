@@ -7,9 +7,8 @@ only the vocabulary. A command whose input text was a positional argument takes 
 arguments as ``--input`` the same way.
 """
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -56,15 +55,15 @@ def warn(message: str) -> None:
     typer.echo(f"warning: {message}; the old spelling goes in the next release", err=True)
 
 
-def modernize(command: str, args: Sequence[str], params: Sequence[click.Parameter]) -> List[str]:
+def modernize(command: str, args: Sequence[str], params: Sequence[Any]) -> List[str]:
     """``args`` with every old spelling of ``command`` rewritten into the vocabulary (warned about).
 
-    params (Sequence[click.Parameter]): the command's parameters, to tell an option's value from a
+    params (Sequence[Parameter]): the command's (click) parameters, to tell an option's value from a
         positional argument.
     RETURNS (List[str]): the arguments to parse.
     """
     renamed = {r.old: r for r in OLD_SPELLINGS.get(command, ())}
-    takes_value = {name for p in params if isinstance(p, click.Option) and not p.is_flag and not p.count
+    takes_value = {name for p in params if p.param_type_name == "option" and not p.is_flag and not p.count
                    for name in (*p.opts, *p.secondary_opts)}
     out: List[str] = []
     rest = list(args)
@@ -99,5 +98,5 @@ def modernize(command: str, args: Sequence[str], params: Sequence[click.Paramete
 class CommandWithOldSpellings(TyperCommand):
     """A command that still reads the old spellings of its flags (``OLD_SPELLINGS``), for one release."""
 
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+    def parse_args(self, ctx: Any, args: List[str]) -> List[str]:
         return super().parse_args(ctx, modernize(self.name or "", args, self.params))
