@@ -51,6 +51,12 @@ OLD_SPELLINGS: Dict[str, Tuple[Renamed, ...]] = {
 POSITIONAL_INPUT = {"usages", "senses", "change"}
 
 
+def report(stats: Any) -> None:
+    """Print on standard error what the text reader says about undecodable lines, if anything."""
+    if stats.report():
+        typer.echo(stats.report(), err=True)
+
+
 def warn(message: str) -> None:
     typer.echo(f"warning: {message}; the old spelling goes in the next release", err=True)
 

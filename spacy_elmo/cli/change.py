@@ -1,13 +1,14 @@
 """`change`: lexical semantic change of target words between two corpora (PRT, APD or JSD), with
 Spearman and binary accuracy against a gold standard."""
 import json
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings
+from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
 
 
 @app.command("change", cls=CommandWithOldSpellings)
@@ -49,15 +50,12 @@ def change_cli(
 
     if len(input) != 2:
         raise typer.BadParameter(f"give the two periods as --input A --input B (got {len(input)})")
-    loaded, stats = [], TextStats()
+    stats = TextStats()
+    # loaded once, and only where a period is a corpus, not a usages file
+    bilm = lru_cache(maxsize=None)(partial(load_bilm, model, options=options, weights=weights))
     try:
         settings = ChangeSettings(metric, min_uses=min_uses, clustering=APSettings(damping=damping, preference=preference))
         wanted = read_targets(targets)
-
-        def bilm():  # loaded only where a period is a corpus, not a usages file
-            loaded[:] = loaded or [load_bilm(model, options=options, weights=weights)]
-            return loaded[0]
-
         collect = dict(nlp=load_tokenizer(pipeline, lang=lang), layer=layers, max_uses=max_uses, seed=seed,
                        model=str(model or weights or "en_small"), strict_utf8=strict_utf8, stats=stats)
         periods = [load_usages_or_collect(period, bilm, wanted, **collect) for period in input]
@@ -65,12 +63,11 @@ def change_cli(
                          binary=read_gold(binary) if binary is not None else None, changed_share=changed_share)
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
-    if stats.report():
-        typer.echo(stats.report(), err=True)
+    report(stats)
     if not [path for path in output if path.suffix != ".json"]:
         typer.echo(run.tsv(), nl=False)
     typer.echo(json.dumps(run.summary()), err=True)
-    used = (dict(model=model_record(model, options=options, weights=weights)) if loaded else
+    used = (dict(model=model_record(model, options=options, weights=weights)) if bilm.cache_info().currsize else
             dict(model=None, model_note=f"read from usages files collected with {run.usages['model']}"))
     inputs = [p for p in (*input, targets, gold, binary) if p is not None and Path(p).is_file()]
     for path in output:

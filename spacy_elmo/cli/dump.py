@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS
+from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, report
 
 
 @app.command("dump")
@@ -34,7 +34,6 @@ def dump_cli(
         bilm = load_bilm(model, options=options, weights=weights, optimize=not exact)
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
-    if stats.report():
-        typer.echo(stats.report(), err=True)
+    report(stats)
     written = dump_layers(bilm, sentences, output, batch_size=batch_size)
     typer.echo(f"Wrote {written} sentences to {output}")

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings
+from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
 
 
 @app.command("neighbors", cls=CommandWithOldSpellings)
@@ -41,12 +41,11 @@ def neighbors_cli(
     try:
         parse_query(tokenizer, query, word)  # before the model loads
         bilm = load_bilm(model, options=options, weights=weights, optimize=not exact)
-        texts = (line.text for line in islice(read_lines(input, strict_utf8=strict_utf8, stats=stats), max_lines))
-        found = search_neighbors(bilm, texts, tokenizer, query, word, k=top, layer=layers)
+        lines = islice(read_lines(input, strict_utf8=strict_utf8, stats=stats), max_lines)
+        found = search_neighbors(bilm, lines, tokenizer, query, word, k=top, layer=layers)
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
-    if stats.report():
-        typer.echo(stats.report(), err=True)
+    report(stats)
     typer.echo(f"Query: {' '.join(found.query)}  (target: {found.query[found.position]})")
     described = "mean of layers" if found.layer == "mean" else f"layer {found.layer}"
     typer.echo(f"ELMo ({described}), {found.uses} corpus sentences use {word!r}:")

@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings
+from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
 
 
 @app.command("senses", cls=CommandWithOldSpellings)
@@ -47,8 +47,7 @@ def senses_cli(
         bilm, head = load_lm_head(model, options=options, weights=weights, what="senses")
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
-    if stats.report():
-        typer.echo(stats.report(), err=True)
+    report(stats)
     inventory = induce_senses(bilm, head, uses_in_windows(uses, window), settings)
     typer.echo(f"{len(uses)} of {len(found[word])} uses of {word!r} ({'lemmas' if mode == 'lemma' else 'word forms'} "
                f"matched), {len(inventory.senses)} senses; {SOURCE}")

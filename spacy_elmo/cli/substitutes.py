@@ -29,11 +29,10 @@ def substitutes_cli(
 ) -> None:
     """Print, per token, the top words of the forward LM (from the left context), the backward LM
     (from the right context) and both combined (mean of the two log-probabilities), with probabilities."""
-    import spacy
-
+    from ..training.corpus import make_tokenizer
     from ..training.scoring import load_lm
 
-    tokens = [t.text for t in spacy.blank(lang).tokenizer(text) if not t.is_space]
+    tokens = make_tokenizer(lang)(text)
     if not tokens:
         raise typer.BadParameter("the text has no tokens")
     try:

@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings
+from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
 
 
 @app.command("usages", cls=CommandWithOldSpellings)
@@ -40,8 +40,7 @@ def usages_cli(
                                stats=stats, model=str(model or weights or "en_small"))
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
-    if stats.report():
-        typer.echo(stats.report(), err=True)
+    report(stats)
     write_usages(found, output)
     typer.echo(f"matched on {'lemmas' if found.settings.match == 'lemma' else 'word forms'}; layer {layers}; "
                f"at most {max_uses} uses a target (seed {seed})")

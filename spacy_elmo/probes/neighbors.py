@@ -6,7 +6,7 @@ and part of speech. ``SenseIndex`` does that retrieval for any word of a query s
 ``static_neighbors`` gives the context-free comparison (layer 0, the char-CNN alone).
 """
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -178,11 +178,12 @@ def parse_query(tokenizer, query: str, word: str) -> Tuple[List[str], int]:
 
 
 def search_neighbors(
-    bilm: BiLM, texts: Iterable[str], tokenizer, query: str, word: str, *, k: int = 5, layer: str = "mean"
+    bilm: BiLM, lines: Iterable[Any], tokenizer, query: str, word: str, *, k: int = 5, layer: str = "mean"
 ) -> NeighborSearch:
     """The corpus uses of ``word`` nearest to its use in ``query``, and its static neighbours.
 
-    texts (Iterable[str]): the corpus, one sentence or paragraph each (empty ones skipped).
+    lines (Iterable[TextLine]): the corpus, one sentence or paragraph each (``io.text_input.read_lines``;
+        empty ones skipped).
     tokenizer (Callable): a spaCy tokenizer. layer (str): "mean" or a layer index.
     RETURNS (NeighborSearch): the result.
     """
@@ -190,7 +191,7 @@ def search_neighbors(
     if chosen is None:
         raise ValueError(f"--layers must be 'mean' or a layer index, not {layer!r}")
     tokens, position = parse_query(tokenizer, query, word)
-    sentences = [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(text for text in texts if text.strip())]
+    sentences = [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(line.text for line in lines if line.text.strip())]
     index = SenseIndex(bilm, sentences, words=[word], layer=chosen)
     vocabulary = {t for s in sentences for t in s if t.isalpha()}
     return NeighborSearch(tokens, position, chosen, len(index), len(sentences), index.query(tokens, position, k=k),
