@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional, Tuple
 
 from ..io.text_input import TextDecodeError as CorpusDecodeError  # noqa: F401  (the name embed/ raises it by)
-from ..io.text_input import decode_line
+from ..io.text_input import BINARY_PROBE, BinaryFileError, decode_line
 
 GLOB_CHARS = "*?["
 READ_CHUNK = 1 << 20
@@ -106,13 +106,18 @@ def resolve_inputs(spec: str) -> CorpusFiles:
     )
 
 
-def _lines(stream: Any) -> Iterator[bytes]:
-    """The ``\\n``-separated lines of a binary stream, read a chunk at a time (a trailing ``\\r`` dropped)."""
-    pending = b""
+def _lines(stream: Any, name: str) -> Iterator[bytes]:
+    """The ``\\n``-separated lines of a binary stream, read a chunk at a time (a trailing ``\\r`` dropped);
+    a binary file (a NUL byte in its first block, as ``io.text_input`` tells) is refused by ``name``."""
+    pending, first = b"", True
     while True:
         chunk = stream.read(READ_CHUNK)
         if not chunk:
             break
+        if first and b"\0" in chunk[:BINARY_PROBE]:
+            raise BinaryFileError(f"{name}: a binary file, not text (a NUL byte in its first {BINARY_PROBE} bytes); "
+                                  "give text, one record a line, or .parquet files")
+        first = False
         pieces = (pending + chunk).split(b"\n")
         pending = pieces.pop()
         for piece in pieces:
@@ -131,7 +136,7 @@ def text_blocks(stream: Any, *, name: str, rows: int, strict: bool) -> Iterator[
         lines with bad bytes).
     """
     first, texts, bad = 0, [], 0
-    for number, raw in enumerate(_lines(stream), start=1):
+    for number, raw in enumerate(_lines(stream, name), start=1):
         text, replaced = decode_line(raw, place=f"{name}:{number}", strict=strict)
         bad += replaced
         texts.append(text)

@@ -96,3 +96,11 @@ def test_text_blocks_of_an_empty_stream_yield_nothing():
 def test_a_uri_pyarrow_cannot_open_is_a_clear_error_naming_it():
     with pytest.raises(ValueError, match="bogus://corpus/x.txt: pyarrow cannot open this URI"):
         resolve_inputs("bogus://corpus/x.txt")
+
+
+def test_a_binary_file_is_refused_by_name(tmp_path):
+    from spacy_elmo.io.text_input import BinaryFileError
+
+    (tmp_path / "program").write_bytes(b"\x7fELF\x02\x01\x01\x00" * 64)
+    with pytest.raises(BinaryFileError, match="program: a binary file, not text"):
+        blocks(resolve_inputs(str(tmp_path)), rows=2)
