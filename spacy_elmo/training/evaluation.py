@@ -68,11 +68,11 @@ def evaluate_corpus(
     RETURNS (Evaluation): the perplexity, what was read, and the record. Raises ValueError when
         there is nothing to score.
     """
+    corpus = Corpus(input, fmt=input_format, tokenizer=tokenizer, strict_utf8=strict_utf8)  # a missing file first
     lm = load_lm(model, options=options, weights=weights, chunk_size=chunk_size)
     if max_sentence_tokens is None:
         directory = locate_bilm(model, options=options, weights=weights).directory
         max_sentence_tokens = UNCUT if directory is None else trained_max_sentence_tokens(directory)
-    corpus = Corpus(input, fmt=input_format, tokenizer=tokenizer, strict_utf8=strict_utf8)
     stats = CorpusStats()
     segments = islice(split_long(corpus.segments(stats), max_sentence_tokens), max_segments or None)
     first = next(segments, None)
