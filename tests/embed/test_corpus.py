@@ -17,7 +17,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
-from spacy_elmo.cli.dump import read_sentences  # noqa: E402
+from spacy_elmo.io.text_input import read_sentences  # noqa: E402
 from spacy_elmo.embed.corpus import KILL_MARKER_ENV, cluster_sizing, embed_corpus  # noqa: E402
 from spacy_elmo.embed.shards import read_shards, shard_done, whitespace_tokens  # noqa: E402
 from spacy_elmo.io import load_bilm  # noqa: E402
