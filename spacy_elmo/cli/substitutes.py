@@ -24,7 +24,7 @@ def substitutes_cli(
         False, "--include-boundaries", help="offer <S> and </S> too, ranked with the words as bilm-tf's softmax ranks them"
     ),
     all_entries: bool = typer.Option(
-        False, "--all-entries", help="keep every vocabulary entry, <UNK> (rare words) included (default: words only)"
+        False, "--all-entries", help="offer every vocabulary entry: <UNK> (rare words), <S> and </S> too (default: words only)"
     ),
 ) -> None:
     """Print, per token, the top words of the forward LM (from the left context), the backward LM
@@ -39,6 +39,6 @@ def substitutes_cli(
         lm = load_lm(model, options=options, weights=weights)
     except ValueError as err:  # a damaged file (ModelFileError) or no softmax
         raise typer.BadParameter(str(err)) from err
-    [found] = lm.substitutes([tokens], top=top, include_boundaries=include_boundaries, words_only=not all_entries)
+    [found] = lm.substitutes([tokens], top=top, include_boundaries=include_boundaries or all_entries, words_only=not all_entries)
     for token in found:
         typer.echo(json.dumps(token.to_dict(), ensure_ascii=False))
