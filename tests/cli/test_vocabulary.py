@@ -18,6 +18,10 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "commands.md"
 REPLACED = {"--layer", "--corpus", "--data", "--record", "--format", "--k", "--exclude-unk"}
 # positional arguments that name what a command is about, not its input text (docs/commands.md)
 POSITIONALS = {"pretrain": {"config_path"}, "finetune": {"config_path"}, "download": {"name"}, "substitutes": {"text"}}
+# the library calls that read the model a user names
+MODEL_READERS = {"load_bilm", "resolve_bilm", "locate_bilm", "load_lm", "load_lm_head", "load_scoring_lm",
+                 "evaluate_corpus", "run_probe", "finetune", "embed_corpus", "embed_corpus_spark", "export_efml",
+                 "export_pipeline_bilm"}
 # a command function may hold at most this many statements, and build dicts of at most this many
 # named keys: it parses and prints, while the library assembles records
 MAX_STATEMENTS = 30
@@ -95,9 +99,12 @@ def test_no_parser_shows_a_replaced_spelling_and_old_spellings_map_to_flags_that
 
 
 def test_a_command_that_reads_a_model_takes_model_and_positionals_name_no_input_text():
-    for name, command in _commands().items():
+    for name, function in _command_functions():
+        command = _commands()[name]
         flags = _options(command)
-        if {"--options", "--weights"} & set(flags) or "--model" in flags:
+        named = {node.id for node in ast.walk(function) if isinstance(node, ast.Name)}
+        named |= {node.attr for node in ast.walk(function) if isinstance(node, ast.Attribute)}
+        if {"--options", "--weights"} & set(flags) or named & MODEL_READERS:
             assert "--model" in flags, f"{name} reads a model without --model"
         arguments = {p.name for p in command.params if p.param_type_name == "argument"}
         assert arguments == POSITIONALS.get(name, set()), (name, arguments)
