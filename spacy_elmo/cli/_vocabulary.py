@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import typer
 from typer.core import TyperCommand
 
-INPUT = "a text file (plain, .gz, .bz2 or .xz), a folder of them or a glob"
+INPUT = "a text file (plain, .gz, .bz2, .xz, .zst or .lz4), a folder of them or a glob"
 MODEL_HELP = ("any biLM load_bilm takes: a published name, our directory, a spaCy pipeline, a folder holding a "
               "published pair, a zip, an ELMoForManyLangs directory, a TensorFlow checkpoint (default: the shipped biLM)")
 MODEL = typer.Option(None, "--model", help=MODEL_HELP)

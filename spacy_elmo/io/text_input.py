@@ -1,7 +1,8 @@
 """Text input, read one way by every command: files named by a path, a folder or a glob, plain or
 compressed, one sentence or document a line.
 
-- ``.gz``, ``.bz2`` and ``.xz`` files are decompressed as they are read; any other file is read as is.
+- ``.gz``, ``.bz2`` and ``.xz`` files are decompressed as they are read, and ``.zst`` and ``.lz4``
+  (as ``embed-corpus`` reads them) with pyarrow; any other file is read as is.
 - A binary file (a NUL byte in the first ``BINARY_PROBE`` bytes, after decompression) is refused by
   name: an executable or a compressed file under another suffix would otherwise be read as lines
   of noise.
@@ -12,9 +13,10 @@ compressed, one sentence or document a line.
 - Lines are numbered from 1; a line's place is ``NAME:LINE``, NAME relative to the folder given.
 """
 import bz2
-import json
 import glob
 import gzip
+import io
+import json
 import lzma
 import zlib
 from dataclasses import dataclass
@@ -23,7 +25,22 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence,
 
 PathLike = Union[str, Path]
 BINARY_PROBE = 8192
-CODECS: Dict[str, Callable[[Path], BinaryIO]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def _pyarrow_codec(codec: str) -> Callable[..., BinaryIO]:
+    def open_compressed(path: PathLike, mode: str = "rb") -> BinaryIO:
+        try:
+            import pyarrow as pa
+        except ImportError:
+            raise ValueError(f"{path}: reading .{codec} files needs pyarrow: pip install pyarrow") from None
+        return io.BufferedReader(pa.CompressedInputStream(pa.OSFile(str(path)), codec))
+
+    return open_compressed
+
+
+CODECS: Dict[str, Callable[..., BinaryIO]] = {
+    ".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _pyarrow_codec("zstd"), ".lz4": _pyarrow_codec("lz4"),
+}
 STRICT_HINT = "run without --strict-utf8 to replace such bytes with U+FFFD (the lines are counted)"
 
 
@@ -130,13 +147,13 @@ def open_text(path: PathLike) -> BinaryIO:
     handle = opener(path, "rb")
     try:
         head = handle.peek(BINARY_PROBE)[:BINARY_PROBE] if hasattr(handle, "peek") else b""
-    except (OSError, EOFError, lzma.LZMAError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as err:  # gzip.BadGzipFile and pyarrow's are OSErrors
         handle.close()
         raise BinaryFileError(f"{path}: not a readable {path.suffix} file ({err})") from None
     if b"\0" in head:
         handle.close()
         raise BinaryFileError(f"{path}: a binary file, not text (a NUL byte in its first {BINARY_PROBE} bytes); "
-                              "give text, one sentence a line (plain, .gz, .bz2 or .xz)")
+                              "give text, one sentence a line (plain, .gz, .bz2, .xz, .zst or .lz4)")
     return handle
 
 

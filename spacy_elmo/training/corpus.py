@@ -2,7 +2,7 @@
 
 Nothing here holds more than one line (bounded by ``max_line_chars``) or one
 DocBin file in memory, so memory does not grow with the corpus. Files are opened and lines decoded
-as every command reads text (``io.text_input``: plain, .gz, .bz2, .xz; binary files refused; bytes
+as every command reads text (``io.text_input``: plain, .gz, .bz2, .xz, .zst, .lz4; binary files refused; bytes
 that are not UTF-8 replaced with U+FFFD and the lines counted, or refused with ``strict_utf8``).
 Lines that are empty, too long or malformed JSON are skipped and counted in a ``CorpusStats``,
 never fatal.
@@ -76,7 +76,7 @@ def file_format(path: Path, fmt: str = "auto") -> str:
         raise ValueError(f"corpus format must be one of {FORMATS}, not {fmt!r}")
     if fmt != "auto":
         return fmt
-    suffixes = [s for s in path.suffixes if s not in (".gz", ".bz2", ".xz")]
+    suffixes = [s for s in path.suffixes if s not in CODECS]
     return _SUFFIX_FORMATS.get(suffixes[-1] if suffixes else "", "txt")
 
 
@@ -111,7 +111,7 @@ class ReadRange:
 
 def splittable(path: Path, fmt: str) -> bool:
     """Whether a file can be read from a byte offset: uncompressed text or JSONL, not a DocBin."""
-    return file_format(path, fmt) in ("txt", "jsonl") and path.suffix not in (".gz", ".bz2", ".xz")
+    return file_format(path, fmt) in ("txt", "jsonl") and path.suffix not in CODECS
 
 
 def plan_reads(files: Sequence[Path], fmt: str, shard: int, n_shards: int) -> Optional[List[ReadRange]]:
