@@ -67,7 +67,7 @@ case "${1:-}" in
       # EWT dev chose the fine-tuned model-best; EWT test and WikiText-2 test are held out from every stage
       for data in eval/ewt-test.txt domain/ewt-dev.txt eval/wikitext2-test.txt pretrain/dev.txt; do
         name="eval-$(echo "$model-$data" | tr '/' '_' | sed 's/.txt$//')"
-        python -m spacy_elmo evaluate --model "$RUN/$model" --data "$CORPUS/$data" --output "$RUN/$name.json"
+        python -m spacy_elmo evaluate --model "$RUN/$model" --input "$CORPUS/$data" --output "$RUN/$name.json"
       done
     done
     ;;

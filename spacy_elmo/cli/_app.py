@@ -6,6 +6,8 @@ app = typer.Typer(
     help="ELMo biLMs for spaCy: convert, dump, pretrain, fine-tune, evaluate, probe.",
     no_args_is_help=True,
     add_completion=False,
+    # help text as written: rich markup would drop "[spark]" and "[finetune]" as tags
+    rich_markup_mode=None,
 )
 
 

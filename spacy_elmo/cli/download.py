@@ -1,5 +1,5 @@
 """`download`: a published ELMo biLM by name (or any published pair by URL), verified, into the
-cache or a directory, or straight into a spaCy pipeline with --pipeline."""
+cache or a directory, or straight into a spaCy pipeline with --as-pipeline."""
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -14,6 +14,7 @@ from ..io.registry import (
 )
 from ..io.tf_layouts import fetch_tf_model
 from ._app import app
+from ._vocabulary import CommandWithOldSpellings
 from .convert import build_pipeline
 
 
@@ -33,7 +34,7 @@ def fetch_for_cli(
     """
     if name is not None:
         if options is not None or weights is not None:
-            raise typer.BadParameter("give a model NAME or --options and --weights URLs, not both")
+            raise typer.BadParameter("give a model NAME or --options-url and --weights-url, not both")
         if name in PUBLISHED_CONTRIBUTED:
             contributed = PUBLISHED_CONTRIBUTED[name]
             where = contributed.archive or contributed.options_url()
@@ -47,7 +48,7 @@ def fetch_for_cli(
         )
         return fetch_published(name, directory=directory, allow_http=allow_http)
     if options is None or weights is None:
-        raise typer.BadParameter(f"give a model NAME ({published_names()}), or --options and --weights URLs together")
+        raise typer.BadParameter(f"give a model NAME ({published_names()}), or --options-url and --weights-url together")
     return fetch_pair(options, weights, directory or url_pair_dir(options, weights), allow_http=allow_http)
 
 
@@ -63,22 +64,22 @@ def fetch_archive_for_cli(name: str, directory: Optional[Path], *, allow_http: b
     return fetch_archive(name, directory=directory, allow_http=allow_http)
 
 
-@app.command("download")
+@app.command("download", cls=CommandWithOldSpellings)
 def download_cli(
     name: Optional[str] = typer.Argument(
         None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}, an ELMoForManyLangs language by "
         f"ISO 639 code (de, ru, ar, zh, ...), a TensorFlow one: {', '.join(PUBLISHED_TF_MODELS)}, or a contributed "
         f"one: {', '.join(PUBLISHED_CONTRIBUTED)}", show_default=False
     ),
-    options: Optional[str] = typer.Option(None, "--options", help="URL of another published options.json"),
-    weights: Optional[str] = typer.Option(None, "--weights", help="URL of its HDF5 weights"),
+    options: Optional[str] = typer.Option(None, "--options-url", help="URL of another published options.json"),
+    weights: Optional[str] = typer.Option(None, "--weights-url", help="URL of its HDF5 weights"),
     output: Optional[Path] = typer.Option(
         None, "--output", help="directory for options.json + weights.hdf5 (default: the cache), or with "
-        "--pipeline the spaCy pipeline to write"
+        "--as-pipeline the spaCy pipeline to write"
     ),
-    pipeline: bool = typer.Option(False, "--pipeline", help="write a spaCy pipeline (blank LANG + elmo) to --output"),
+    pipeline: bool = typer.Option(False, "--as-pipeline", help="write a spaCy pipeline (blank LANG + elmo) to --output"),
     lang: Optional[str] = typer.Option(
-        None, "--lang", help="language of the blank pipeline (with --pipeline; default: the model's)"
+        None, "--lang", help="language of the blank pipeline (with --as-pipeline; default: the model's)"
     ),
     allow_http: bool = typer.Option(
         False, "--allow-http", help="also download over plain http (unencrypted: anyone on the way can change "
@@ -86,11 +87,11 @@ def download_cli(
     ),
 ) -> None:
     """Download a published ELMo biLM once (resumed if interrupted, verified, SHA-256 recorded),
-    into the cache (SPACY_ELMO_CACHE) or --output; with --pipeline, also write a spaCy pipeline
+    into the cache (SPACY_ELMO_CACHE) or --output; with --as-pipeline, also write a spaCy pipeline
     as `convert` does. The published models are hundreds of MB."""
     try:
         if pipeline and output is None:
-            raise typer.BadParameter("--pipeline writes a spaCy pipeline: give its directory with --output")
+            raise typer.BadParameter("--as-pipeline writes a spaCy pipeline: give its directory with --output")
         if (name in PUBLISHED_ARCHIVES or name in PUBLISHED_TF_MODELS) and options is None and weights is None:
             model = fetch_archive_for_cli(name, None if pipeline else output, allow_http=allow_http)
             if pipeline:

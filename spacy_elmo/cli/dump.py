@@ -1,51 +1,39 @@
 """`dump`: write every biLM layer of every sentence in a file to HDF5, as bilm-tf's dump_bilm_embeddings."""
-import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
-from ..io import load_bilm
 from ._app import app
-
-
-def read_sentences(path: Path) -> List[List[str]]:
-    """A `.json` list of token lists, or a `.txt` with one whitespace-tokenized sentence per line."""
-    if not path.is_file():
-        raise typer.BadParameter(f"{path}: input file not found")
-    if path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, list) or not all(
-            isinstance(s, list) and all(isinstance(t, str) for t in s) for s in data
-        ):
-            raise typer.BadParameter(f"{path}: a .json input must be a list of lists of token strings")
-        return data
-    text = path.read_text(encoding="utf-8", errors="surrogateescape")
-    return [line.split() for line in text.splitlines()]
+from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, report
 
 
 @app.command("dump")
 def dump_cli(
-    input: Path = typer.Option(..., "--input", help=".json list of token lists, or .txt one sentence per line"),
+    input: Path = typer.Option(..., "--input", help=f".json list of token lists, or text one sentence a line: {INPUT}"),
     output: Path = typer.Option(..., "--output", help="HDF5 file to write"),
-    model: Optional[Path] = typer.Option(None, "--model", help="spacy-elmo model directory"),
-    options: Optional[Path] = typer.Option(None, "--options", help="published options.json"),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights"),
+    model: Optional[str] = MODEL,
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
     batch_size: int = typer.Option(64, "--batch-size", min=1),
     exact: bool = typer.Option(False, "--exact", help="the plain float32 computation bit for bit (slower)"),
+    strict_utf8: bool = STRICT_UTF8,
 ) -> None:
     """Write every biLM layer of every input sentence to HDF5.
 
     Dataset "i" of OUTPUT holds sentence i's layers, shape (L+1, n_tokens, width), as
     bilm-tf's dump_bilm_embeddings wrote them.
     """
-    import h5py
+    from ..io import load_bilm
+    from ..io.layer_dump import dump_layers
+    from ..io.text_input import TextStats, read_sentences
 
-    bilm = load_bilm(model, options=options, weights=weights, optimize=not exact)
-    sentences = read_sentences(input)
-    vectors = bilm.embed(sentences, batch_size=batch_size)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with h5py.File(output, "w") as handle:
-        for i, layers in enumerate(vectors):
-            handle.create_dataset(str(i), data=layers)
-    typer.echo(f"Wrote {len(vectors)} sentences to {output}")
+    stats = TextStats()
+    try:
+        sentences = read_sentences(input, strict_utf8=strict_utf8, stats=stats)
+        bilm = load_bilm(model, options=options, weights=weights, optimize=not exact)
+    except (FileNotFoundError, ValueError) as err:
+        raise typer.BadParameter(str(err)) from err
+    report(stats)
+    written = dump_layers(bilm, sentences, output, batch_size=batch_size)
+    typer.echo(f"Wrote {written} sentences to {output}")

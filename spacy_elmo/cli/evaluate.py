@@ -1,6 +1,5 @@
 """`evaluate`: exact held-out perplexity (forward, backward, geometric mean) of a biLM with its own softmax."""
 import json
-import resource
 from pathlib import Path
 from typing import Optional
 
@@ -8,12 +7,10 @@ import typer
 
 from ..bilm.softmax import DEFAULT_CHUNK_SIZE
 from ._app import app
-
-# a published model records no segment length: its lines are scored whole
-UNCUT = 10**9
+from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings
 
 
-@app.command("evaluate")
+@app.command("evaluate", cls=CommandWithOldSpellings)
 def evaluate_cli(
     model: Optional[str] = typer.Option(
         None, "--model", help="our model directory (pretrain/finetune output, with vocab.txt and softmax), a folder "
@@ -21,9 +18,14 @@ def evaluate_cli(
         "checkpoint, or a published name whose softmax was published (original, original-5.5b); default: the "
         "shipped biLM"
     ),
-    data: str = typer.Option(..., "--data", help="held-out text: files, directories, globs (comma-separated)"),
-    tokenizer: str = typer.Option("whitespace", "--tokenizer", help="'whitespace' or a spaCy language code"),
-    fmt: str = typer.Option("auto", "--format", help="auto, txt, jsonl or spacy"),
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
+    input: str = typer.Option(..., "--input", help=f"held-out text, one sentence a line: {INPUT}"),
+    tokenizer: str = typer.Option(
+        "whitespace", "--tokenizer", help="'whitespace' (pre-tokenized text, as the published figures) or a spaCy "
+        "language code (raw text)"
+    ),
+    input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or spacy"),
     max_sentence_tokens: Optional[int] = typer.Option(
         None, "--max-sentence-tokens", min=1, help="cut longer lines (default: as trained; a published model's are not cut)"
     ),
@@ -36,6 +38,7 @@ def evaluate_cli(
     chunk_size: int = typer.Option(
         DEFAULT_CHUNK_SIZE, "--chunk-size", min=1, help="softmax rows normalized at a time (memory: tokens x rows)"
     ),
+    strict_utf8: bool = STRICT_UTF8,
     output: Optional[Path] = typer.Option(None, "--output", help="also write the numbers as JSON (with the command, commit, CPU and date)"),
 ) -> None:
     """Exact held-out perplexity of a biLM with its own softmax (forward, backward, geometric mean).
@@ -44,43 +47,17 @@ def evaluate_cli(
     chunks, so a published 793,471-word softmax needs no (tokens x words) matrix); words outside the
     softmax's vocabulary count as <UNK> (the OOV rate is reported: perplexities over different
     vocabularies do not compare)."""
-    from ..files import file_sha256
-    from ..io.loading import locate_bilm
-    from ..records.provenance import data_record, model_record, portable_path, provenance
-    from ..training.corpus import resolve_paths
-    from ..training.head import load_scoring_lm
-    from ..training.model_dir import trained_segment_length
-    from ..training.perplexity import corpus_perplexity
+    from ..training.evaluation import evaluate_corpus
 
     try:
-        lm, vocab, head = load_scoring_lm(model)
-    except ValueError as err:  # a damaged file (ModelFileError) or no softmax to score with
+        evaluation = evaluate_corpus(
+            input, model=model, options=options, weights=weights, tokenizer=tokenizer, input_format=input_format,
+            max_sentence_tokens=max_sentence_tokens, max_segments=max_segments, batch_size=batch_size,
+            carry_state=carry_state, chunk_size=chunk_size, strict_utf8=strict_utf8,
+        )
+    except (FileNotFoundError, ValueError) as err:  # a damaged file, no softmax, nothing to score
         raise typer.BadParameter(str(err)) from err
-    lm.softmax.chunk_size = chunk_size
-    if max_sentence_tokens is None:
-        trained = locate_bilm(model).training_record()
-        max_sentence_tokens = UNCUT if trained is None else trained_segment_length(trained)
-    perplexity, stats = corpus_perplexity(
-        lm, vocab, data, fmt=fmt, tokenizer=tokenizer, max_sentence_tokens=max_sentence_tokens,
-        max_segments=max_segments, batch_size=batch_size, carry_state=carry_state,
-    )
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
-    result = perplexity.to_dict()
-    result.update({
-        "model": portable_path(model) if model else "shipped en_small",
-        "data": ",".join(portable_path(p.strip()) for p in data.split(",") if p.strip()),
-        "state": "carried" if carry_state else "fresh",
-        "max_sentence_tokens": None if max_sentence_tokens == UNCUT else max_sentence_tokens,
-        "vocab_size": len(vocab), "softmax_chunk_size": chunk_size, "peak_rss_mb": round(peak_mb, 1),
-        "head": {portable_path(f): file_sha256(f) for f in head.files},
-        "corpus": stats.to_dict(),
-        "provenance": provenance(model=model_record(model), data=data_record(resolve_paths(data))),
-    })
-    typer.echo(
-        f"perplexity {result['ppl']:.2f} (forward {result['forward_ppl']:.2f}, backward {result['backward_ppl']:.2f}) "
-        f"over {result['tokens']} tokens, {result['state']} state; OOV {100 * result['oov_rate']:.2f}% of a "
-        f"{len(vocab)}-word vocabulary; peak RSS {peak_mb:.0f} MB; {stats.summary()}"
-    )
+    typer.echo(evaluation.summary())
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        output.write_text(json.dumps(evaluation.record, indent=2), encoding="utf-8")

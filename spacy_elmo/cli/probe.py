@@ -5,6 +5,7 @@ from typing import Optional
 import typer
 
 from ._app import app
+from ._vocabulary import MODEL, OPTIONS, WEIGHTS
 
 
 @app.command("probe")
@@ -13,9 +14,9 @@ def probe_cli(
     task: str = typer.Option("all", "--task", help="all (upos, wsd, wic), upos, ner, wsd, wic, or a comma-separated list"),
     train: Optional[Path] = typer.Option(None, "--train", help="the task's training file (default: under --data-dir)"),
     eval_file: Optional[Path] = typer.Option(None, "--eval", help="the task's evaluation file (default: under --data-dir)"),
-    model: Optional[Path] = typer.Option(None, "--model", help="spacy-elmo model directory (default: the shipped model)"),
-    options: Optional[Path] = typer.Option(None, "--options", help="published options.json"),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights"),
+    model: Optional[str] = MODEL,
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
     train_fraction: Optional[float] = typer.Option(None, "--train-fraction", help="seeded share of the training data (default per task)"),
     max_sentences: Optional[int] = typer.Option(None, "--max-sentences", min=1, help="at most this many train and eval items per task"),
     seed: int = typer.Option(0, "--seed"),

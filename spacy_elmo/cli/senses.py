@@ -6,13 +6,16 @@ from typing import Optional
 import typer
 
 from ._app import app
+from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
 
 
-@app.command("senses")
+@app.command("senses", cls=CommandWithOldSpellings)
 def senses_cli(
-    corpus: Path = typer.Argument(..., help="text file, one document a line, or a folder of such files"),
+    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}"),
     word: str = typer.Option(..., "--word", help="the target (a lemma with a lemmatizing --pipeline, else a word form)"),
     model: Optional[str] = typer.Option(None, "--model", help="a model with its softmax (as `substitutes` takes; default: the shipped biLM)"),
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
     n_clusters: int = typer.Option(7, "--senses", min=1, help="senses to induce (SymPatternWSI: 7)"),
     top: int = typer.Option(20, "--top", min=1, help="substitutes per direction and use"),
     no_patterns: bool = typer.Option(False, "--no-patterns", help="predict in the target's own slot, not in 'X and _'"),
@@ -22,29 +25,30 @@ def senses_cli(
     examples: int = typer.Option(3, "--examples", min=0, help="example uses shown per sense"),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="spaCy pipeline with a lemmatizer, to match lemmas"),
     lang: str = typer.Option("en", "--lang", help="language of the blank pipeline"),
+    strict_utf8: bool = STRICT_UTF8,
     output: Optional[Path] = typer.Option(None, "--output", help="also write the senses and each use's sense as JSON"),
 ) -> None:
     """Cluster the uses of WORD by their forward and backward LM substitutes (Amrami & Goldberg 2018's
     symmetric-pattern method) and print each sense's top substitutes and example uses."""
     from ..io.loading import load_lm_head
-    from ..probes.senses import SOURCE, SenseSettings, induce_senses
+    from ..io.text_input import TextStats
+    from ..probes.senses import SOURCE, SenseSettings, induce_senses, senses_record, uses_in_windows
     from ..probes.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
     from ..records.provenance import data_record, model_record, portable_path, provenance
 
+    stats = TextStats()
     try:
         settings = SenseSettings(top=top, patterns=not no_patterns, n_clusters=n_clusters, examples=examples)
-        found, mode = find_usages(load_tokenizer(pipeline, lang=lang), corpus_lines(corpus), [word])
+        lines = corpus_lines(input, strict_utf8=strict_utf8, stats=stats)
+        found, mode = find_usages(load_tokenizer(pipeline, lang=lang), lines, [word])
         uses = sample_usages(found, max_uses=max_uses, seed=seed)[word]
         if not uses:
-            raise ValueError(f"{corpus}: no use of {word!r} ({'lemmas' if mode == 'lemma' else 'word forms'} matched)")
-        bilm, head = load_lm_head(model, what="senses")
+            raise ValueError(f"{input}: no use of {word!r} ({'lemmas' if mode == 'lemma' else 'word forms'} matched)")
+        bilm, head = load_lm_head(model, options=options, weights=weights, what="senses")
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
-    contexts = []
-    for use in uses:
-        start = max(use.token_index - window, 0)
-        contexts.append((use.tokens[start : use.token_index + window + 1], use.token_index - start))
-    inventory = induce_senses(bilm, head, contexts, settings)
+    report(stats)
+    inventory = induce_senses(bilm, head, uses_in_windows(uses, window), settings)
     typer.echo(f"{len(uses)} of {len(found[word])} uses of {word!r} ({'lemmas' if mode == 'lemma' else 'word forms'} "
                f"matched), {len(inventory.senses)} senses; {SOURCE}")
     for sense in inventory.senses:
@@ -52,13 +56,10 @@ def senses_cli(
         for example in sense.examples:
             typer.echo(f"    {example}")
     if output is not None:
-        record = {
-            "provenance": provenance(model=model_record(model), data=data_record([p for p in [corpus] if p.is_file()]),
-                                     **({} if corpus.is_file() else {"data_note": f"the corpus folder {portable_path(corpus)}"})),
-            "word": word, "match": mode, "method": SOURCE, "settings": {**settings.__dict__, "window": window, "max_uses": max_uses, "seed": seed},
-            "senses": [s.to_dict() for s in inventory.senses],
-            "uses": [{"doc_id": u.doc_id, "start_char": u.start_char, "end_char": u.end_char, "sense": int(label)}
-                     for u, label in zip(uses, inventory.labels)],
-        }
+        used = {**settings.__dict__, "window": window, "max_uses": max_uses, "seed": seed}
+        record = {"provenance": provenance(model=model_record(model, options=options, weights=weights),
+                                           data=data_record([p for p in [input] if p.is_file()]),
+                                           **({} if input.is_file() else {"data_note": f"the corpus folder {portable_path(input)}"})),
+                  **senses_record(inventory, uses, word=word, match=mode, settings=used)}
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,13 +1,15 @@
 """`substitutes`: the words the biLM's own softmax expects at each token of a text, one JSON line per token."""
 import json
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ._app import app
+from ._vocabulary import OPTIONS, WEIGHTS, CommandWithOldSpellings
 
 
-@app.command("substitutes")
+@app.command("substitutes", cls=CommandWithOldSpellings)
 def substitutes_cli(
     text: str = typer.Argument(..., help="the sentence"),
     model: Optional[str] = typer.Option(
@@ -15,26 +17,29 @@ def substitutes_cli(
         "+ softmax.hdf5 + vocab.txt (or a bilm-tf checkpoint), a bilm-tf checkpoint, or original / original-5.5b "
         "(default: the shipped biLM)"
     ),
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
     top: int = typer.Option(5, "--top", min=1, help="words per list"),
     lang: str = typer.Option("en", "--lang", help="spaCy language whose tokenizer splits the text"),
-    exclude_unk: bool = typer.Option(False, "--exclude-unk", help="never offer <UNK> (rare words) as a substitute"),
+    include_boundaries: bool = typer.Option(
+        False, "--include-boundaries", help="offer <S> and </S> too, ranked with the words as bilm-tf's softmax ranks them"
+    ),
+    all_entries: bool = typer.Option(
+        False, "--all-entries", help="offer every vocabulary entry: <UNK> (rare words), <S> and </S> too (default: words only)"
+    ),
 ) -> None:
     """Print, per token, the top words of the forward LM (from the left context), the backward LM
     (from the right context) and both combined (mean of the two log-probabilities), with probabilities."""
-    import spacy
+    from ..training.corpus import make_tokenizer
+    from ..training.scoring import load_lm
 
-    from ..io.lm_head import UNK_TOKEN
-    from ..io.loading import load_lm_head
-    from ..probes.substitutes import BOUNDARIES, sentence_substitutes
-
-    tokens = [t.text for t in spacy.blank(lang).tokenizer(text) if not t.is_space]
+    tokens = make_tokenizer(lang)(text)
     if not tokens:
         raise typer.BadParameter("the text has no tokens")
     try:
-        bilm, head = load_lm_head(model, what="substitutes")
+        lm = load_lm(model, options=options, weights=weights)
     except ValueError as err:  # a damaged file (ModelFileError) or no softmax
         raise typer.BadParameter(str(err)) from err
-    exclude = (*BOUNDARIES, UNK_TOKEN) if exclude_unk else BOUNDARIES
-    [found] = sentence_substitutes(bilm, head, [tokens], top=top, exclude=exclude)
+    [found] = lm.substitutes([tokens], top=top, include_boundaries=include_boundaries or all_entries, words_only=not all_entries)
     for token in found:
         typer.echo(json.dumps(token.to_dict(), ensure_ascii=False))

@@ -7,7 +7,8 @@ file as a stream, one block of rows at a time, on whichever worker reads it, so 
 more than a block. Text is one record a line (``\\n``-separated, a trailing ``\\r`` dropped),
 ``.gz`` and the other codecs pyarrow infers from the suffix decompressed on the fly; Parquet needs a
 ``text`` column and may have an ``id`` column. A record's place is its file (its name relative to
-what was given) and its line or row number from 0, the same on every rerun.
+what was given) and its line or row number from 1 (as every command numbers lines), the same on
+every rerun; bytes that are not UTF-8 follow the one policy of ``io.text_input.decode_line``.
 """
 import fnmatch
 import hashlib
@@ -16,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Tuple
 
+from ..io.text_input import TextDecodeError as CorpusDecodeError  # noqa: F401  (the name embed/ raises it by)
+from ..io.text_input import BINARY_PROBE, BinaryFileError, decode_line
+
 GLOB_CHARS = "*?["
 READ_CHUNK = 1 << 20
-
-
-class CorpusDecodeError(ValueError):
-    """A line that is not UTF-8 where the run was told to refuse such lines."""
 
 
 @dataclass(frozen=True)
@@ -106,13 +106,18 @@ def resolve_inputs(spec: str) -> CorpusFiles:
     )
 
 
-def _lines(stream: Any) -> Iterator[bytes]:
-    """The ``\\n``-separated lines of a binary stream, read a chunk at a time (a trailing ``\\r`` dropped)."""
-    pending = b""
+def _lines(stream: Any, name: str) -> Iterator[bytes]:
+    """The ``\\n``-separated lines of a binary stream, read a chunk at a time (a trailing ``\\r`` dropped);
+    a binary file (a NUL byte in its first block, as ``io.text_input`` tells) is refused by ``name``."""
+    pending, first = b"", True
     while True:
         chunk = stream.read(READ_CHUNK)
         if not chunk:
             break
+        if first and b"\0" in chunk[:BINARY_PROBE]:
+            raise BinaryFileError(f"{name}: a binary file, not text (a NUL byte in its first {BINARY_PROBE} bytes); "
+                                  "give text, one record a line, or .parquet files")
+        first = False
         pieces = (pending + chunk).split(b"\n")
         pending = pieces.pop()
         for piece in pieces:
@@ -127,30 +132,24 @@ def text_blocks(stream: Any, *, name: str, rows: int, strict: bool) -> Iterator[
     name (str): the file's recorded name, for ids and errors.
     strict (bool): raise CorpusDecodeError at the first line that is not UTF-8, rather than
         replace its bad bytes with U+FFFD and count the line.
-    RETURNS (Iterator): (first line number, ids ``name:line``, texts, lines with bad bytes).
+    RETURNS (Iterator): (the block's first row from 0, ids ``name:line`` with lines from 1, texts,
+        lines with bad bytes).
     """
     first, texts, bad = 0, [], 0
-    for number, raw in enumerate(_lines(stream)):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            if strict:
-                raise CorpusDecodeError(
-                    f"{name}, line {number}: byte {err.start} is not UTF-8; fix or drop the line, or run "
-                    "without --strict-utf8 to replace such bytes with U+FFFD (the lines are counted)"
-                ) from None
-            text, bad = raw.decode("utf-8", "replace"), bad + 1
+    for number, raw in enumerate(_lines(stream, name), start=1):
+        text, replaced = decode_line(raw, place=f"{name}:{number}", strict=strict)
+        bad += replaced
         texts.append(text)
         if len(texts) == rows:
-            yield first, [f"{name}:{first + i}" for i in range(len(texts))], texts, bad
+            yield first, [f"{name}:{first + i + 1}" for i in range(len(texts))], texts, bad
             first, texts, bad = first + len(texts), [], 0
     if texts:
-        yield first, [f"{name}:{first + i}" for i in range(len(texts))], texts, bad
+        yield first, [f"{name}:{first + i + 1}" for i in range(len(texts))], texts, bad
 
 
 def parquet_blocks(source: Any, *, name: str, rows: int) -> Iterator[Tuple[int, List[Any], List[str], int]]:
     """Blocks of ``rows`` rows of a Parquet file (random access), as ``text_blocks`` yields them;
-    ids from its ``id`` column, else ``name:row``; a null text is an empty line."""
+    ids from its ``id`` column, else ``name:row`` (rows from 1); a null text is an empty line."""
     import pyarrow.parquet as pq
 
     handle = pq.ParquetFile(source)
@@ -160,7 +159,7 @@ def parquet_blocks(source: Any, *, name: str, rows: int) -> Iterator[Tuple[int, 
     first = 0
     for batch in handle.iter_batches(batch_size=rows, columns=[c for c in ("id", "text") if c in names]):
         texts = ["" if text is None else text for text in batch.column("text").to_pylist()]
-        ids = batch.column("id").to_pylist() if "id" in names else [f"{name}:{first + i}" for i in range(len(texts))]
+        ids = batch.column("id").to_pylist() if "id" in names else [f"{name}:{first + i + 1}" for i in range(len(texts))]
         yield first, ids, texts, 0
         first += len(texts)
 

@@ -145,17 +145,21 @@ def shipped_model_dir() -> Path:
     return SHIPPED_MODEL_DIR
 
 
-def load_lm_head(model: Optional[PathLike] = None, *, what: str = "load_lm_head") -> Tuple[BiLM, LMHead]:
-    """A biLM with its head, from anything ``locate_bilm`` takes (none: the shipped biLM).
+def load_lm_head(
+    model: Optional[PathLike] = None, *, options: Optional[PathLike] = None, weights: Optional[PathLike] = None,
+    what: str = "load_lm_head",
+) -> Tuple[BiLM, LMHead]:
+    """A biLM with its head, from anything ``locate_bilm`` takes (none: the shipped biLM), or from a
+    published pair given as ``options`` + ``weights`` (its softmax and vocabulary beside the weights).
 
     RETURNS (Tuple[BiLM, LMHead]): the biLM (plain computation, eval mode) and its head, checked to fit.
     """
-    source = locate_bilm(model, what=what)
+    source = locate_bilm(model, options=options, weights=weights, what=what)
     bilm = source.load()
     head = source.head()
     if head is None:
         raise ModelFileError(
-            str(model or "the shipped biLM"), "no softmax with it: our directories hold vocab.txt + "
+            str(model or weights or "the shipped biLM"), "no softmax with it: our directories hold vocab.txt + "
             f"{SOFTMAX_NAME}; a published pair needs {HDF5_SOFTMAX_NAME} + {VOCAB_NAME} beside it (or a published "
             "name whose softmax was published: original, original-5.5b; or a bilm-tf checkpoint); or fine-tune it "
             "first, which trains a new softmax on your text"

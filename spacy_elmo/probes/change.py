@@ -20,11 +20,12 @@ PRT, 0 for APD, 1 for JSD), so that a ranking leaves the target out instead of r
 """
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .clustering import APSettings, affinity_propagation, cosine_distances, distribution, jensen_shannon, standardize
+from .ranking import CHANGED_SHARE, accuracy, aligned, binary_labels, spearman
 
 METRICS = ("prt", "apd", "jsd")
 MIN_USES = 3
@@ -143,3 +144,71 @@ def change_scores(
 
 def format_score(value: float) -> str:
     return "nan" if math.isnan(value) else f"{value:.6f}"
+
+
+@dataclass
+class ChangeRun:
+    """A change run as the ``change`` command makes it: the scores, the settings of the usages they
+    came from, and their evaluation against gold files (``run_change``).
+
+    settings (ChangeSettings). usages (Dict[str, Any]): the periods' usage settings.
+    scores (List[ChangeScore]). evaluation (Dict[str, Any]): "spearman" and "binary", where gold was given.
+    """
+
+    settings: ChangeSettings
+    usages: Dict[str, Any]
+    scores: List[ChangeScore]
+    evaluation: Dict[str, Any] = field(default_factory=dict)
+
+    def tsv(self) -> str:
+        """RETURNS (str): target<TAB>score<TAB>uses_a<TAB>uses_b, a header and a line per target."""
+        rows = [f"{s.target}\t{format_score(s.score)}\t{s.uses_a}\t{s.uses_b}" for s in self.scores]
+        return "\n".join(["target\tscore\tuses_a\tuses_b", *rows]) + "\n"
+
+    def summary(self) -> Dict[str, Any]:
+        """RETURNS (Dict[str, Any]): the settings and the evaluation (what the command prints as JSON)."""
+        return {"change": self.settings.record(), "usages": self.usages, **self.evaluation}
+
+    def record(self, provenance: Dict[str, Any], corpora: Sequence[str]) -> Dict[str, Any]:
+        """RETURNS (Dict[str, Any]): the JSON record: provenance, settings, evaluation, corpora, scores."""
+        return {"provenance": provenance, "change": self.settings.record(), "usages": self.usages,
+                "evaluation": self.evaluation, "corpora": list(corpora),
+                "scores": [{"target": s.target, "score": None if math.isnan(s.score) else s.score,
+                            "uses_a": s.uses_a, "uses_b": s.uses_b} for s in self.scores]}
+
+
+def run_change(
+    periods: Sequence[Any],
+    targets: Sequence[str],
+    settings: ChangeSettings,
+    *,
+    graded: Optional[Dict[str, float]] = None,
+    binary: Optional[Dict[str, float]] = None,
+    changed_share: float = CHANGED_SHARE,
+) -> ChangeRun:
+    """Score the targets' change between two periods' usages and evaluate against gold.
+
+    periods (Sequence[UsageSet]): the two periods, collected with one model, layer and match.
+    graded (Optional[Dict[str, float]]): graded gold: Spearman's rho of the scores.
+    binary (Optional[Dict[str, float]]): binary gold: the accuracy of labelling the top
+        ``changed_share`` of the targets changed.
+    RETURNS (ChangeRun): the run. Raises ValueError for periods collected differently.
+    """
+    first, second = (p.settings for p in periods)
+    if (first.layer, first.model, first.match) != (second.layer, second.model, second.match):
+        raise ValueError(f"the periods' usages differ: layer {first.layer} / {second.layer}, model "
+                         f"{first.model} / {second.model}, match {first.match} / {second.match}")
+    scores = change_scores(periods[0].vectors, periods[1].vectors, targets, settings)
+    usages = {"layer": first.layer, "match": first.match, "max_uses": first.max_uses, "seed": first.seed,
+              "max_tokens": first.max_tokens, "model": first.model}
+    by_target = {s.target: s.score for s in scores}
+    evaluation: Dict[str, Any] = {}
+    if graded is not None:
+        correlation = spearman(*aligned(by_target, graded))
+        evaluation["spearman"] = {"rho": correlation.rho, "p_value": correlation.p_value, "targets": correlation.n,
+                                  "without_score": len(graded) - correlation.n}
+    if binary is not None:
+        labels = binary_labels({t: by_target.get(t, math.nan) for t in binary}, changed_share=changed_share)
+        evaluation["binary"] = {"accuracy": accuracy(labels, binary), "changed_share": changed_share,
+                                "rule": "top int(n * changed_share) by score labelled 1 (akutuzov/semeval2020 ling_features/helpers.py)"}
+    return ChangeRun(settings, usages, scores, evaluation)

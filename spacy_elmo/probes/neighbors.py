@@ -6,7 +6,7 @@ and part of speech. ``SenseIndex`` does that retrieval for any word of a query s
 ``static_neighbors`` gives the context-free comparison (layer 0, the char-CNN alone).
 """
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -135,3 +135,64 @@ def static_neighbors(bilm: BiLM, word: str, vocabulary: Iterable[str], *, k: int
     scores = vectors[1:] @ vectors[0]
     best = np.argsort(-scores, kind="stable")[:k]
     return [(words[i], float(scores[i])) for i in best]
+
+
+@dataclass
+class NeighborSearch:
+    """What ``search_neighbors`` found: the query, the word's corpus uses nearest to its use there,
+    and layer 0's nearest words.
+
+    query (List[str]): the query's tokens. position (int): the word's place in it.
+    layer (Layer): the layer compared. uses (int): corpus sentences using the word.
+    sentences (int): corpus sentences read. neighbors (List[Neighbor]): nearest first.
+    static (List[Tuple[str, float]]): layer 0's nearest corpus words, with their cosines.
+    """
+
+    query: List[str]
+    position: int
+    layer: Layer
+    uses: int
+    sentences: int
+    neighbors: List[Neighbor]
+    static: List[Tuple[str, float]]
+
+    def to_dict(self) -> Dict[str, object]:
+        return {
+            "corpus_sentences": self.sentences, "query": self.query, "word": self.query[self.position],
+            "layer": self.layer, "sentences_using_word": self.uses,
+            "neighbors": [{"score": h.score, "sentence": " ".join(h.sentence), "position": h.position} for h in self.neighbors],
+            "static_neighbors": [{"score": score, "word": other} for other, score in self.static],
+        }
+
+
+def parse_query(tokenizer, query: str, word: str) -> Tuple[List[str], int]:
+    """The query's tokens and the place of ``word``'s first use (case-insensitive) in them.
+
+    RETURNS (Tuple[List[str], int]): raises ValueError where the word is not a token of the query.
+    """
+    tokens = [t.text for t in tokenizer(query)]
+    lowered = [t.lower() for t in tokens]
+    if word.lower() not in lowered:
+        raise ValueError(f"{word!r} is not a token of the query {tokens}")
+    return tokens, lowered.index(word.lower())
+
+
+def search_neighbors(
+    bilm: BiLM, lines: Iterable[Any], tokenizer, query: str, word: str, *, k: int = 5, layer: str = "mean"
+) -> NeighborSearch:
+    """The corpus uses of ``word`` nearest to its use in ``query``, and its static neighbours.
+
+    lines (Iterable[TextLine]): the corpus, one sentence or paragraph each (``io.text_input.read_lines``;
+        empty ones skipped).
+    tokenizer (Callable): a spaCy tokenizer. layer (str): "mean" or a layer index.
+    RETURNS (NeighborSearch): the result.
+    """
+    chosen: Optional[Layer] = layer if layer == "mean" else int(layer) if str(layer).lstrip("-").isdigit() else None
+    if chosen is None:
+        raise ValueError(f"--layers must be 'mean' or a layer index, not {layer!r}")
+    tokens, position = parse_query(tokenizer, query, word)
+    sentences = [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(line.text for line in lines if line.text.strip())]
+    index = SenseIndex(bilm, sentences, words=[word], layer=chosen)
+    vocabulary = {t for s in sentences for t in s if t.isalpha()}
+    return NeighborSearch(tokens, position, chosen, len(index), len(sentences), index.query(tokens, position, k=k),
+                          static_neighbors(bilm, word, vocabulary, k=k))

@@ -6,7 +6,7 @@ from typing import IO, Any, Callable, Dict, Optional, Sequence, Union
 
 from ..io import load_bilm
 from ..bilm import BiLM
-from ..records.provenance import data_record, model_record, portable_path, provenance
+from ..records.provenance import data_record, model_name, model_record, provenance
 from .conllu import PathLike
 from .features import Embedder, VectorCache, weights_hash
 from .report import write_report
@@ -136,11 +136,7 @@ def _run_task(data: TaskData, cache: VectorCache, seed: int) -> TaskResult:
 def _describe_source(bilm, model, options, weights) -> str:
     if bilm is not None:
         return f"a {type(bilm).__name__} given in Python"
-    if model is not None:
-        return portable_path(model)
-    if options is not None or weights is not None:
-        return f"{portable_path(options)} + {portable_path(weights)}"
-    return "shipped en_small"
+    return model_name(model, options, weights)
 
 
 def _provenance(command, bilm_given, digest, model, options, weights, files) -> Dict[str, Any]:

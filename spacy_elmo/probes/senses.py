@@ -168,6 +168,31 @@ def induce_senses(
     return SenseInventory(labels, senses, bags, settings)
 
 
+def uses_in_windows(uses: Sequence[Any], window: int) -> List[Tuple[Sequence[str], int]]:
+    """Each use's context cut to ``window`` tokens on each side of the target.
+
+    uses (Sequence[Usage]): the uses (``usages.find_usages``).
+    RETURNS (List[Tuple[Sequence[str], int]]): (tokens, index of the target), as ``induce_senses`` takes them.
+    """
+    contexts = []
+    for use in uses:
+        start = max(use.token_index - window, 0)
+        contexts.append((use.tokens[start : use.token_index + window + 1], use.token_index - start))
+    return contexts
+
+
+def senses_record(
+    inventory: SenseInventory, uses: Sequence[Any], *, word: str, match: str, settings: Dict[str, Any]
+) -> Dict[str, Any]:
+    """RETURNS (Dict[str, Any]): the senses and each use's sense as JSON (provenance added by the caller)."""
+    return {
+        "word": word, "match": match, "method": SOURCE, "settings": settings,
+        "senses": [s.to_dict() for s in inventory.senses],
+        "uses": [{"doc_id": u.doc_id, "start_char": u.start_char, "end_char": u.end_char, "sense": int(label)}
+                 for u, label in zip(uses, inventory.labels)],
+    }
+
+
 def describe_senses(
     labels: np.ndarray, bags: Sequence[Dict[str, float]], contexts: Sequence[Tuple[Sequence[str], int]], *,
     top: int = 10, examples: int = 3,

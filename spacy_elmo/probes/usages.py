@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from ..io.text_input import TextStats, read_lines
 from .neighbors import Layer, _select
 
 PathLike = Union[str, Path]
@@ -102,25 +103,17 @@ def parse_layer(text: Union[int, str]) -> Layer:
     raise ValueError(f"layer must be 'top', 'mean' or a layer index, not {text!r}")
 
 
-def corpus_lines(corpus: PathLike) -> Iterator[Tuple[str, str]]:
-    """(doc_id, line) for every non-empty line of a file, or of every file under a folder (sorted,
-    hidden files skipped); doc_id is ``NAME:LINE`` (NAME relative to the folder)."""
-    corpus = Path(corpus)
-    if corpus.is_file():
-        files, base = [corpus], corpus.parent
-    elif corpus.is_dir():
-        files = sorted(p for p in corpus.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(corpus).parts))
-        base = corpus
-        if not files:
-            raise ValueError(f"{corpus}: the corpus folder holds no files")
-    else:
+def corpus_lines(corpus: PathLike, *, strict_utf8: bool = False, stats: Optional[TextStats] = None) -> Iterator[Tuple[str, str]]:
+    """(doc_id, line) for every non-empty line of the text input ``corpus`` names (a file, plain or
+    compressed, or a folder of them: ``io.text_input.read_lines``); doc_id is ``NAME:LINE``.
+
+    strict_utf8 (bool): refuse a line that is not UTF-8. stats (Optional[TextStats]): counts the lines read.
+    """
+    if not Path(corpus).exists():
         raise FileNotFoundError(f"{corpus}: corpus not found (a text file, one document a line, or a folder of them)")
-    for path in files:
-        name = path.relative_to(base).as_posix()
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    yield f"{name}:{number}", line.rstrip("\n")
+    for line in read_lines(corpus, strict_utf8=strict_utf8, stats=stats):
+        if line.text.strip():
+            yield line.place, line.text
 
 
 def read_targets(path: PathLike) -> List[str]:
@@ -232,6 +225,8 @@ def collect_usages(
     max_tokens: int = MAX_TOKENS,
     batch_size: int = 32,
     model: str = "",
+    strict_utf8: bool = False,
+    stats: Optional[TextStats] = None,
 ) -> UsageSet:
     """The usage matrices of ``targets`` in ``corpus`` (see the module docstring).
 
@@ -243,6 +238,7 @@ def collect_usages(
     layer (Union[int, str]): a layer index, "top" or "mean".
     max_uses (int): cap per target (seeded sample). seed (int): its seed.
     model (str): the biLM's name, for the settings.
+    strict_utf8 (bool), stats (Optional[TextStats]): as ``corpus_lines`` reads the corpus.
     RETURNS (UsageSet): the uses, their vectors, and how many were found before the cap.
     """
     if not targets:
@@ -252,7 +248,7 @@ def collect_usages(
         import spacy
 
         nlp = spacy.blank(lang)
-    found, mode = find_usages(nlp, corpus_lines(corpus), targets, max_tokens=max_tokens)
+    found, mode = find_usages(nlp, corpus_lines(corpus, strict_utf8=strict_utf8, stats=stats), targets, max_tokens=max_tokens)
     kept = sample_usages(found, max_uses=max_uses, seed=seed)
     every = [u for t in targets for u in kept[t]]
     matrix = usage_vectors(bilm, [(u.tokens, u.token_index) for u in every], layer=chosen, batch_size=batch_size)

@@ -247,6 +247,15 @@ def portable_path(path: PathLike, *, depth: int = 3) -> str:
     return "/".join(["...", *parts[2:][-depth:]]) if len(parts) > 2 else "..."
 
 
+def model_name(model: Optional[PathLike] = None, options: Optional[PathLike] = None, weights: Optional[PathLike] = None) -> str:
+    """How a record names the model a command was given: its path or name, the published pair, or the shipped biLM."""
+    if model is not None:
+        return portable_path(model)
+    if options is not None or weights is not None:
+        return f"{portable_path(options)} + {portable_path(weights)}"
+    return "shipped en_small"
+
+
 def command_line(argv: Optional[Sequence[str]] = None, *, module: Optional[str] = None) -> str:
     """This process's command as a reader would type it: ``python -m MODULE`` for a module run so (a
     package's ``__main__.py`` as ``-m PACKAGE``), paths inside the current directory made relative,

@@ -1,18 +1,20 @@
 """Streaming corpus readers: plain text, JSONL and .spacy DocBin, from files, directories and globs.
 
 Nothing here holds more than one line (bounded by ``max_line_chars``) or one
-DocBin file in memory, so memory does not grow with the corpus. Lines that are
-empty, not valid UTF-8, too long or malformed JSON are skipped and counted in a
-``CorpusStats``, never fatal.
+DocBin file in memory, so memory does not grow with the corpus. Files are opened and lines decoded
+as every command reads text (``io.text_input``: plain, .gz, .bz2, .xz, .zst, .lz4; binary files refused; bytes
+that are not UTF-8 replaced with U+FFFD and the lines counted, or refused with ``strict_utf8``).
+Lines that are empty, too long or malformed JSON are skipped and counted in a ``CorpusStats``,
+never fatal.
 """
-import glob
-import gzip
 import io
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+from ..io.text_input import CODECS, decode_line, open_text, text_files
 
 PathLike = Union[str, Path]
 Tokenizer = Callable[[str], List[str]]
@@ -28,13 +30,17 @@ class CorpusStats:
     lines (int): lines (or DocBin docs) seen.
     segments (int): lines/docs kept (each becomes one or more sentences).
     tokens (int): tokens of the kept segments.
-    skipped (Counter): skipped lines by reason: "empty", "undecodable", "too_long", "bad_json", "no_text".
+    skipped (Counter): skipped lines by reason: "empty", "too_long", "bad_json", "no_text".
+    undecodable (int): lines kept with bytes that are not UTF-8 replaced by U+FFFD.
+    first_undecodable (Optional[str]): the first such line, ``FILE:LINE``.
     """
 
     lines: int = 0
     segments: int = 0
     tokens: int = 0
     skipped: Counter = field(default_factory=Counter)
+    undecodable: int = 0
+    first_undecodable: Optional[str] = None
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
@@ -44,37 +50,24 @@ class CorpusStats:
         return sum(self.skipped.values())
 
     def to_dict(self) -> Dict[str, object]:
-        return {"lines": self.lines, "segments": self.segments, "tokens": self.tokens, "skipped": dict(self.skipped)}
+        return {"lines": self.lines, "segments": self.segments, "tokens": self.tokens, "skipped": dict(self.skipped),
+                "undecodable": self.undecodable}
 
     def summary(self) -> str:
         reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
         skipped = f"; skipped {self.n_skipped} lines ({reasons})" if self.skipped else ""
-        return f"{self.segments} segments, {self.tokens} tokens from {self.lines} lines{skipped}"
+        replaced = (f"; {self.undecodable} lines with bytes that are not UTF-8, replaced by U+FFFD (the first: "
+                    f"{self.first_undecodable}; --strict-utf8 refuses them)") if self.undecodable else ""
+        return f"{self.segments} segments, {self.tokens} tokens from {self.lines} lines{skipped}{replaced}"
 
 
 def resolve_paths(spec: Union[PathLike, Sequence[PathLike]]) -> List[Path]:
-    """Files named by a path, a directory (recursively), a glob, or a comma-separated / list of these.
+    """Files named by a path, a directory (recursively), a glob, or a comma-separated / list of these
+    (``io.text_input.text_files``).
 
-    RETURNS (List[Path]): sorted, de-duplicated files. Raises FileNotFoundError naming what matched nothing.
+    RETURNS (List[Path]): the files, de-duplicated. Raises FileNotFoundError naming what matched nothing.
     """
-    if isinstance(spec, (str, Path)):
-        parts = [p for p in str(spec).split(",") if p.strip()]
-    else:
-        parts = [str(p) for p in spec]
-    files: List[Path] = []
-    for part in parts:
-        part = part.strip()
-        path = Path(part).expanduser()
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
-        elif path.is_file():
-            found = [path]
-        else:
-            found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
-        if not found:
-            raise FileNotFoundError(f"corpus path {part!r} matches no file")
-        files.extend(found)
-    return list(dict.fromkeys(files))
+    return [path for path, _ in text_files(spec)]
 
 
 def file_format(path: Path, fmt: str = "auto") -> str:
@@ -83,12 +76,8 @@ def file_format(path: Path, fmt: str = "auto") -> str:
         raise ValueError(f"corpus format must be one of {FORMATS}, not {fmt!r}")
     if fmt != "auto":
         return fmt
-    suffixes = [s for s in path.suffixes if s != ".gz"]
+    suffixes = [s for s in path.suffixes if s not in CODECS]
     return _SUFFIX_FORMATS.get(suffixes[-1] if suffixes else "", "txt")
-
-
-def _open_binary(path: Path) -> io.BufferedIOBase:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def bounded_lines(handle: io.BufferedIOBase, max_bytes: int) -> Iterator[Optional[bytes]]:
@@ -122,7 +111,7 @@ class ReadRange:
 
 def splittable(path: Path, fmt: str) -> bool:
     """Whether a file can be read from a byte offset: uncompressed text or JSONL, not a DocBin."""
-    return file_format(path, fmt) in ("txt", "jsonl") and path.suffix != ".gz"
+    return file_format(path, fmt) in ("txt", "jsonl") and path.suffix not in CODECS
 
 
 def plan_reads(files: Sequence[Path], fmt: str, shard: int, n_shards: int) -> Optional[List[ReadRange]]:
@@ -171,20 +160,22 @@ def _skip_partial_line(handle: io.BufferedIOBase, start: int) -> None:
 
 def iter_texts(
     path: Path, fmt: str, stats: CorpusStats, *, max_line_chars: int, start: int = 0, end: Optional[int] = None,
-    reads: Optional[List[Tuple[Path, int, int]]] = None,
+    reads: Optional[List[Tuple[Path, int, int]]] = None, strict_utf8: bool = False,
 ) -> Iterator[str]:
     """The text of each good line (txt), record (jsonl) or doc (spacy) of one file, or of the lines
     starting in [start, end) (``ReadRange``).
 
     reads (Optional[List]): where given, gets (path, first byte read, byte after the last read).
+    strict_utf8 (bool): refuse a line that is not UTF-8 (``TextDecodeError``) instead of replacing its bytes.
     """
     if fmt == "spacy":
         yield from _iter_docbin_texts(path, stats)
         return
-    with _open_binary(path) as handle:
+    with open_text(path) as handle:
         if start:
             _skip_partial_line(handle, start)
         lines = bounded_lines(handle, 4 * max_line_chars)
+        number = 0
         while True:
             # the generator reads a line only when asked: here the handle stands at the next one
             if end is not None and handle.tell() >= end:
@@ -193,14 +184,16 @@ def iter_texts(
             if raw is _END:
                 break
             stats.lines += 1
+            number += 1
             if raw is None:
                 stats.skip("too_long")
                 continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                stats.skip("undecodable")
-                continue
+            # a byte range's line numbers count from its start: the place names the range's own line
+            place = f"{path.name}:{number}" if not start else f"{path.name}, line {number} after byte {start}"
+            line, replaced = decode_line(raw.rstrip(b"\n").rstrip(b"\r"), place=place, strict=strict_utf8)
+            if replaced:
+                stats.undecodable += 1
+                stats.first_undecodable = stats.first_undecodable or place
             if len(line) > max_line_chars:
                 stats.skip("too_long")
                 continue
@@ -239,7 +232,7 @@ def _iter_docbin_texts(path: Path, stats: CorpusStats) -> Iterator[str]:
     from spacy.tokens import DocBin
     from spacy.vocab import Vocab
 
-    with _open_binary(path) as handle:
+    with CODECS.get(path.suffix, open)(path, "rb") as handle:  # binary by nature: no NUL check
         data = handle.read()
     for doc in DocBin().from_bytes(data).get_docs(Vocab()):
         stats.lines += 1
@@ -276,6 +269,8 @@ class Corpus:
     fmt (str): "auto" (by suffix), "txt", "jsonl" or "spacy".
     tokenizer (str): "whitespace" or a spaCy language code.
     max_line_chars (int): longer lines are skipped as "too_long".
+    strict_utf8 (bool): refuse a line that is not UTF-8, naming its file and line (default: its bad
+        bytes replaced by U+FFFD, the line counted in ``stats.undecodable``).
     """
 
     def __init__(
@@ -285,12 +280,14 @@ class Corpus:
         fmt: str = "auto",
         tokenizer: str = "whitespace",
         max_line_chars: int = 20000,
+        strict_utf8: bool = False,
     ) -> None:
         self.files = resolve_paths(paths)
         self.fmt = fmt
         self.tokenizer_name = tokenizer
         self.tokenize = make_tokenizer(tokenizer)
         self.max_line_chars = max_line_chars
+        self.strict_utf8 = strict_utf8
         self.stats = CorpusStats()
         # set to a list to record each range read: (path, first byte, byte after the last)
         self.reads: Optional[List[Tuple[Path, int, int]]] = None
@@ -299,7 +296,8 @@ class Corpus:
         """Good raw lines of ``files`` (default: all, in order)."""
         stats = self.stats if stats is None else stats
         for path in self.files if files is None else files:
-            yield from iter_texts(path, file_format(path, self.fmt), stats, max_line_chars=self.max_line_chars, reads=self.reads)
+            yield from iter_texts(path, file_format(path, self.fmt), stats, max_line_chars=self.max_line_chars, reads=self.reads,
+                                  strict_utf8=self.strict_utf8)
 
     def segments(
         self,
@@ -325,7 +323,7 @@ class Corpus:
             texts = (
                 text for part in plan for text in iter_texts(
                     part.path, file_format(part.path, self.fmt), stats, max_line_chars=self.max_line_chars,
-                    start=part.start, end=part.end, reads=self.reads,
+                    start=part.start, end=part.end, reads=self.reads, strict_utf8=self.strict_utf8,
                 )
             )
         for text in texts:

@@ -44,13 +44,16 @@ def head_softmax(head: LMHead, *, n_samples: int = 0) -> Tuple[Vocab, WordSoftma
     return vocab, WordSoftmax.from_weights(state["weight"], state["bias"], n_samples=n_samples)
 
 
-def load_scoring_lm(model: Optional[PathLike] = None, *, what: str = "evaluate") -> Tuple[LanguageModel, Vocab, LMHead]:
+def load_scoring_lm(
+    model: Optional[PathLike] = None, *, options: Optional[PathLike] = None, weights: Optional[PathLike] = None,
+    what: str = "evaluate",
+) -> Tuple[LanguageModel, Vocab, LMHead]:
     """The language model of ``model`` (anything ``locate_bilm`` takes: our directory, a folder or
     zip with a published pair, softmax and vocabulary, a published name whose softmax was published;
     none: the shipped biLM) with its own softmax, full, no dropout (``io.loading.load_lm_head``).
 
     RETURNS (Tuple[LanguageModel, Vocab, LMHead]): the model, its vocabulary, and the head as read.
     """
-    bilm, head = load_lm_head(model, what=what)
+    bilm, head = load_lm_head(model, options=options, weights=weights, what=what)
     vocab, softmax = head_softmax(head)
     return LanguageModel(bilm, softmax), vocab, head

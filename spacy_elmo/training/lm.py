@@ -50,7 +50,8 @@ class LanguageModel(nn.Module):
         """Summed NLL of each direction's targets.
 
         RETURNS (dict): "forward_nll", "backward_nll" (scalar tensors, sums), "forward_n", "backward_n"
-            (ints), "state" (the final BiLMState, detached).
+            (ints), "forward_token_nll", "backward_token_nll" (each target's NLL, detached, in row-major
+            order of the targets kept), "state" (the final BiLMState, detached).
         """
         out = self.bilm(char_ids, lengths, initial_state=initial_state)
         top = out.layers[-1]
@@ -65,6 +66,7 @@ class LanguageModel(nn.Module):
             keep = targets != NO_TARGET
             nll = self.softmax(hidden[keep], targets[keep])
             result[f"{name}_nll"] = nll.sum()
+            result[f"{name}_token_nll"] = nll.detach()
             result[f"{name}_n"] = int(keep.sum())
         return result
 

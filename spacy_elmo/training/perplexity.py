@@ -19,7 +19,7 @@ Two definitions of the LSTM state a sentence starts from:
 import math
 from dataclasses import dataclass
 from itertools import islice
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -127,28 +127,38 @@ def _add(result: Perplexity, out: Dict[str, object]) -> None:
 def _carried_perplexity(
     lm: LanguageModel, segments: Iterable[List[str]], vocab: Vocab, result: Perplexity, was_training: bool
 ) -> Perplexity:
-    """The carried definition: each sentence as two rows, ``<S> w1 .. wn`` (read by the forward LM,
-    predicting w1 .. </S>) and ``w1 .. wn </S>`` (read backward, predicting wn .. <S>), each
-    direction starting from the state its row ended in for the previous sentence."""
-    carried: Optional[BiLMState] = None
+    """The carried definition (module docstring), summed."""
     try:
-        with torch.no_grad():
-            for tokens in segments:
-                ids, _ = lm.bilm.batch_ids([tokens])
-                n = len(tokens)
-                words = vocab.encode(tokens, boundaries=True)
-                forward = np.full((2, n + 1), NO_TARGET, dtype=np.int64)
-                backward = np.full((2, n + 1), NO_TARGET, dtype=np.int64)
-                forward[0], backward[1] = words[1:], words[:-1]
-                rows = np.stack([ids[0, : n + 1], ids[0, 1 : n + 2]])
-                batch = LMBatch(rows, np.full(2, n + 1, dtype=np.int64), forward, backward)
-                out = lm.run_batch(batch, _start_state(lm, carried))
-                _add(result, out)
-                (forward_state, backward_state) = out["state"]
-                carried = ([(h[:1], c[:1]) for h, c in forward_state], [(h[1:], c[1:]) for h, c in backward_state])
+        for out in carried_outputs(lm, segments, vocab):
+            _add(result, out)
     finally:
         lm.train(was_training)
     return result
+
+
+def carried_outputs(lm: LanguageModel, segments: Iterable[List[str]], vocab: Vocab) -> Iterator[Dict[str, object]]:
+    """The carried definition, one sentence at a time: each sentence as two rows, ``<S> w1 .. wn``
+    (read by the forward LM, predicting w1 .. </S>) and ``w1 .. wn </S>`` (read backward, predicting
+    <S> .. wn), each direction starting from the state its row ended in for the previous sentence.
+
+    RETURNS (Iterator[Dict[str, object]]): ``LanguageModel.forward``'s result for each sentence
+        (its token NLLs in sentence order: forward for w1 .. </S>, backward for <S> .. wn).
+    """
+    carried: Optional[BiLMState] = None
+    with torch.no_grad():
+        for tokens in segments:
+            ids, _ = lm.bilm.batch_ids([tokens])
+            n = len(tokens)
+            words = vocab.encode(tokens, boundaries=True)
+            forward = np.full((2, n + 1), NO_TARGET, dtype=np.int64)
+            backward = np.full((2, n + 1), NO_TARGET, dtype=np.int64)
+            forward[0], backward[1] = words[1:], words[:-1]
+            rows = np.stack([ids[0, : n + 1], ids[0, 1 : n + 2]])
+            batch = LMBatch(rows, np.full(2, n + 1, dtype=np.int64), forward, backward)
+            out = lm.run_batch(batch, _start_state(lm, carried))
+            yield out
+            (forward_state, backward_state) = out["state"]
+            carried = ([(h[:1], c[:1]) for h, c in forward_state], [(h[1:], c[1:]) for h, c in backward_state])
 
 
 def _start_state(lm: LanguageModel, carried: Optional[BiLMState]) -> Optional[BiLMState]:

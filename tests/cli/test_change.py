@@ -37,7 +37,7 @@ def _table(text):
 @pytest.mark.parametrize("metric", ["prt", "apd", "jsd"])
 def test_change_prints_each_targets_score_and_uses_as_the_library_computes_them(files, metric):
     folder, model = files
-    result = CliRunner().invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
                                       str(folder / "targets.txt"), "--metric", metric, "--model", str(model)])
     assert result.exit_code == 0, result.output
     table = _table(result.stdout)
@@ -75,18 +75,26 @@ def test_gold_files_add_spearman_and_binary_accuracy_to_the_record(files):
     assert written["change"]["metric"] == "apd" and written["usages"]["layer"] == "top"
     assert written["provenance"]["model"]["weights_sha256"]
     assert _table((folder / "out" / "scores.tsv").read_text(encoding="utf-8"))["cat"][1:] == (9, 9)
+    assert "is now --input" in result.output and "--record is now --output" in result.output
+    again = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+                                     str(folder / "targets.txt"), "--metric", "apd", "--model", str(model),
+                                     "--gold", str(folder / "graded.txt"), "--output", str(folder / "out" / "again.json")])
+    assert again.exit_code == 0, again.output
+    assert "warning" not in again.output and _table(again.stdout)["cat"][1:] == (9, 9)
+    rewritten = json.loads((folder / "out" / "again.json").read_text(encoding="utf-8"))
+    assert rewritten["evaluation"]["spearman"] == written["evaluation"]["spearman"]
 
 
 def test_usages_files_give_the_same_scores_as_the_corpora(files):
     folder, model = files
     runner = CliRunner()
     for name in ("a", "b"):
-        made = runner.invoke(app, ["usages", str(folder / f"{name}.txt"), "--targets", str(folder / "targets.txt"),
+        made = runner.invoke(app, ["usages", "--input", str(folder / f"{name}.txt"), "--targets", str(folder / "targets.txt"),
                                    "--output", str(folder / f"{name}.parquet"), "--model", str(model)])
         assert made.exit_code == 0, made.output
-    from_files = runner.invoke(app, ["change", str(folder / "a.parquet"), str(folder / "b.parquet"), "--targets",
+    from_files = runner.invoke(app, ["change", "--input", str(folder / "a.parquet"), "--input", str(folder / "b.parquet"), "--targets",
                                      str(folder / "targets.txt"), "--metric", "prt"])
-    from_corpora = runner.invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+    from_corpora = runner.invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
                                        str(folder / "targets.txt"), "--metric", "prt", "--model", str(model)])
     assert from_files.exit_code == 0, from_files.output
     files_table, corpora_table = _table(from_files.stdout), _table(from_corpora.stdout)
@@ -97,12 +105,14 @@ def test_usages_files_give_the_same_scores_as_the_corpora(files):
 
 
 def test_bad_inputs_are_refused_with_a_message(files):
+    one = CliRunner().invoke(app, ["change", "--input", str(files[0] / "a.txt"), "--targets", str(files[0] / "targets.txt")])
+    assert one.exit_code == 2 and "--input A --input B" in " ".join(one.output.replace("│", " ").split())
     folder, model = files
     runner = CliRunner()
-    unknown = runner.invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+    unknown = runner.invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
                                   str(folder / "targets.txt"), "--metric", "cosine", "--model", str(model)])
     assert unknown.exit_code == 2 and "metric must be one of" in " ".join(unknown.output.replace("│", " ").split())
-    missing = runner.invoke(app, ["change", str(folder / "a.txt"), str(folder / "nope.txt"), "--targets",
+    missing = runner.invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "nope.txt"), "--targets",
                                   str(folder / "targets.txt"), "--model", str(model)])
     assert missing.exit_code == 2 and "corpus not found" in " ".join(missing.output.replace("│", " ").split())
 
@@ -111,10 +121,10 @@ def test_a_usages_file_without_a_target_is_refused(files):
     folder, model = files
     (folder / "few.txt").write_text("cat\n", encoding="utf-8")
     runner = CliRunner()
-    made = runner.invoke(app, ["usages", str(folder / "a.txt"), "--targets", str(folder / "few.txt"),
+    made = runner.invoke(app, ["usages", "--input", str(folder / "a.txt"), "--targets", str(folder / "few.txt"),
                                "--output", str(folder / "a.parquet"), "--model", str(model)])
     assert made.exit_code == 0, made.output
-    result = runner.invoke(app, ["change", str(folder / "a.parquet"), str(folder / "b.txt"), "--targets",
+    result = runner.invoke(app, ["change", "--input", str(folder / "a.parquet"), "--input", str(folder / "b.txt"), "--targets",
                                  str(folder / "targets.txt"), "--model", str(model)])
     said = " ".join(result.output.replace("│", " ").split())
     assert result.exit_code == 2 and "collected without the targets" in said

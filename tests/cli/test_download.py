@@ -25,7 +25,7 @@ def test_download_pipeline_loads_with_spacy_and_matches_the_reference(
 ):
     server.publish_small()
     out = tmp_path / "en_elmo_small"
-    result = runner.invoke(app, ["download", "small", "--pipeline", "--output", str(out)])
+    result = runner.invoke(app, ["download", "small", "--as-pipeline", "--output", str(out)])
     assert result.exit_code == 0, result.output
     nlp = spacy.load(out)
     assert nlp.pipe_names == ["elmo"] and nlp.get_pipe("elmo").cfg["bilm_options"]["lstm"]["projection_dim"] == 16
@@ -42,7 +42,7 @@ def test_download_name_to_a_directory_and_a_pair_by_url(server, tmp_path):  # no
     assert result.exit_code == 0, result.output
     assert (tmp_path / "files" / "weights.hdf5").read_bytes() == WEIGHTS
     assert not (tmp_path / "cache").exists()
-    urls = ["--options", server.base + OPTIONS_PATH, "--weights", server.base + WEIGHTS_PATH]
+    urls = ["--options-url", server.base + OPTIONS_PATH, "--weights-url", server.base + WEIGHTS_PATH]
     result = runner.invoke(app, ["download", *urls])
     assert result.exit_code == 0, result.output
     cached = list((tmp_path / "cache" / "urls").glob("*/options.json"))
@@ -57,16 +57,16 @@ def test_download_errors_say_what_to_do(server, tmp_path):  # noqa: F811
     result = runner.invoke(app, ["download", "small"])  # the server has no files: 404
     assert result.exit_code == 1 and "HTTP 404" in result.output and server.base + OPTIONS_PATH in result.output
     assert not (tmp_path / "cache" / "small" / "options.json").exists()
-    result = runner.invoke(app, ["download", "small", "--pipeline"])
-    assert result.exit_code == 2 and "--output" in result.output
+    result = runner.invoke(app, ["download", "small", "--pipeline"])  # the old spelling, for one release
+    assert result.exit_code == 2 and "--output" in result.output and "--pipeline is now --as-pipeline" in result.output
     result = runner.invoke(app, ["download", "small", "--options", server.base + OPTIONS_PATH])
-    assert result.exit_code == 2 and "not both" in result.output
+    assert result.exit_code == 2 and "not both" in result.output and "--options is now --options-url" in result.output
 
 
 def test_download_over_plain_http_needs_allow_http_and_warns(server, tmp_path, monkeypatch):  # noqa: F811
     server.publish_small()
     monkeypatch.delenv(ALLOW_HTTP_ENV)
-    urls = ["--options", server.base + OPTIONS_PATH, "--weights", server.base + WEIGHTS_PATH]
+    urls = ["--options-url", server.base + OPTIONS_PATH, "--weights-url", server.base + WEIGHTS_PATH]
     for args in (["small"], urls):
         result = runner.invoke(app, ["download", *args, "--output", str(tmp_path / "files")])
         assert result.exit_code == 1 and "refusing plain http" in result.output and "--allow-http" in result.output
@@ -96,7 +96,7 @@ def test_download_an_elmoformanylangs_language_as_a_pipeline(tmp_path, monkeypat
         monkeypatch.setenv(NLPL_BASE_URL_ENV, server.base)
         monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
         with pytest.warns(RuntimeWarning, match="plain http"):
-            result = runner.invoke(app, ["download", "de", "--pipeline", "--output", str(tmp_path / "de_elmo")])
+            result = runner.invoke(app, ["download", "de", "--as-pipeline", "--output", str(tmp_path / "de_elmo")])
         assert result.exit_code == 0, result.output
     finally:
         server.close()

@@ -21,7 +21,7 @@ def test_download_seqvec_by_name_writes_the_pair_and_refuses_a_pipeline_before_d
     contributed, tmp_path  # noqa: F811
 ):
     contributed.files["seqvec.zip"] = published_archive("seqvec")
-    result = runner.invoke(app, ["download", "seqvec", "--pipeline", "--output", str(tmp_path / "p"), "--lang", "xx"])
+    result = runner.invoke(app, ["download", "seqvec", "--as-pipeline", "--output", str(tmp_path / "p"), "--lang", "xx"])
     assert result.exit_code == 1 and "residues" in result.output and "load_bilm('seqvec')" in result.output
     assert contributed.count("seqvec.zip") == 0 and not (tmp_path / "p").exists()
     result = runner.invoke(app, ["download", "seqvec", "--output", str(tmp_path / "files")])
@@ -39,7 +39,7 @@ def test_download_a_contributed_pipeline_gets_the_models_language(contributed, t
     model = PUBLISHED_CONTRIBUTED["pt-brwac"]
     contributed.files.update({model.options_path: OPTIONS, model.weights_path: WEIGHTS})
     out = tmp_path / "pt_elmo"
-    result = runner.invoke(app, ["download", "pt-brwac", "--pipeline", "--output", str(out)])
+    result = runner.invoke(app, ["download", "pt-brwac", "--as-pipeline", "--output", str(out)])
     assert result.exit_code == 0, result.output
     nlp = spacy.load(out)
     assert nlp.lang == "pt" and nlp.pipe_names == ["elmo"]

@@ -39,3 +39,20 @@ def test_dump_bad_input_is_a_clear_error(tmp_path, tiny_paths):
     )
     assert result.returncode != 0
     assert "list of lists of token strings" in result.stderr
+
+
+def test_dump_refuses_a_binary_file_by_name_and_reads_a_gzip_file_as_text(tmp_path, tiny_paths):
+    import gzip
+    import shutil
+
+    program = tmp_path / "ls"
+    shutil.copyfile(sys.executable, program)
+    base = [sys.executable, "-m", "spacy_elmo", "dump", "--output", str(tmp_path / "o.hdf5"),
+            "--options", str(tiny_paths[0]), "--weights", str(tiny_paths[1])]
+    result = subprocess.run(base + ["--input", str(program)], capture_output=True, text=True)
+    assert result.returncode != 0 and "a binary file, not text" in result.stderr
+    packed = tmp_path / "in.txt.gz"
+    packed.write_bytes(gzip.compress(b"The quick brown fox\nbank\n"))
+    subprocess.run(base + ["--input", str(packed)], check=True, capture_output=True)
+    with h5py.File(tmp_path / "o.hdf5", "r") as handle:
+        assert [handle[k].shape for k in ("0", "1")] == [(3, 4, 32), (3, 1, 32)]

@@ -34,10 +34,13 @@ def test_evaluate_scores_a_published_model_with_its_softmax_fresh_and_carried(tm
     records = {}
     for state, extra in (("fresh", []), ("carried", ["--carry-state", "--chunk-size", "4"])):
         out = tmp_path / f"{state}.json"
-        result = _evaluate("--model", str(model), "--data", str(data), "--output", str(out), *extra)
+        result = _evaluate("--model", str(model), "--input", str(data), "--output", str(out), *extra)
         assert result.exit_code == 0, result.output
         records[state] = json.loads(out.read_text())
         assert f"{state} state" in result.output
+        record = json.loads(out.read_text())
+        printed = f"perplexity {record['ppl']:.4g} (forward {record['forward_ppl']:.4g}, backward {record['backward_ppl']:.4g})"
+        assert printed in result.output
     lm, vocab, _ = load_scoring_lm(model)
     sentences = [line.split() for line in LINES]
     for state, record in records.items():
@@ -59,7 +62,7 @@ def test_evaluate_refuses_a_model_without_a_softmax_and_a_head_of_another_model(
     bare.mkdir()
     for path in tiny_paths:
         (bare / path.name).write_bytes(path.read_bytes())
-    result = _evaluate("--model", str(bare), "--data", str(data))
+    result = _evaluate("--model", str(bare), "--input", str(data))
     assert result.exit_code == 2 and "no softmax with it" in _said(result)
     wide = write_published_head(tmp_path / "wide", width=32)
     result = _evaluate("--model", str(wide), "--data", str(data))
@@ -81,7 +84,7 @@ def test_evaluate_a_bilm_tf_checkpoint_folder_writes_its_report_with_the_checkpo
     folder = BILM_TF / "checkpoint_folder"
     data, expected = _bilm_tf_dev(tmp_path)
     out = tmp_path / "report.json"
-    result = _evaluate("--model", str(folder), "--data", str(data), "--output", str(out))
+    result = _evaluate("--model", str(folder), "--input", str(data), "--output", str(out))
     assert result.exit_code == 0, result.output
     record = json.loads(out.read_text())
     assert record["ppl"] == pytest.approx(expected, rel=1e-4) and record["max_sentence_tokens"] is None
@@ -105,10 +108,58 @@ def test_an_nlpl_zip_and_its_files_unpacked_score_the_same_with_the_checkpoints_
     records = {}
     for name, model in (("zip", zipped), ("folder", folder)):
         out = tmp_path / f"{name}.json"
-        result = _evaluate("--model", str(model), "--data", str(data), "--output", str(out))
+        result = _evaluate("--model", str(model), "--input", str(data), "--output", str(out))
         assert result.exit_code == 0, result.output
         records[name] = json.loads(out.read_text())
     for key in ("ppl", "forward_ppl", "backward_ppl", "tokens", "oov_rate", "vocab_size"):
         assert records["zip"][key] == records["folder"][key], key
     assert records["zip"]["ppl"] == pytest.approx(expected, rel=1e-4)
     assert list(records["zip"]["head"]) == [portable_path(zipped)]
+
+
+def test_evaluate_refuses_nothing_to_score_in_one_line_never_perplexity_one(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    empty, blank = tmp_path / "empty.txt", tmp_path / "blank.txt"
+    empty.write_text("", encoding="utf-8")
+    blank.write_text("\n   \n\n", encoding="utf-8")
+    for data in (empty, blank):
+        result = _evaluate("--model", str(model), "--input", str(data))
+        assert result.exit_code == 2 and "no tokens to score" in _said(result)
+        assert "perplexity" not in result.output
+
+
+def test_evaluate_refuses_a_binary_file_and_names_undecodable_lines_or_refuses_them(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    binary = tmp_path / "program"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" * 64)
+    result = _evaluate("--model", str(model), "--input", str(binary))
+    assert result.exit_code == 2 and "a binary file, not text" in _said(result)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("the cat sees a bird .\nthe caf\xe9 .\n".encode("latin-1"))
+    record = tmp_path / "out.json"
+    result = _evaluate("--model", str(model), "--input", str(latin), "--output", str(record))
+    assert result.exit_code == 0, result.output
+    assert "1 lines with bytes that are not UTF-8" in result.output and "latin.txt:2" in result.output
+    assert json.loads(record.read_text())["corpus"]["undecodable"] == 1
+    result = _evaluate("--model", str(model), "--input", str(latin), "--strict-utf8")
+    assert result.exit_code == 2 and "latin.txt:2: byte 7 is not UTF-8" in _said(result)
+
+
+def test_evaluate_reads_the_old_spellings_with_a_deprecation_warning(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    data = tmp_path / "dev.txt"
+    data.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    result = _evaluate("--model", str(model), "--data", str(data), "--format", "txt")
+    assert result.exit_code == 0, result.output
+    assert "--data is now --input" in result.output and "--format is now --input-format" in result.output
+    assert "over 16 tokens" in result.output
+
+
+def test_evaluate_takes_a_published_pair_as_options_and_weights(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    data = tmp_path / "dev.txt"
+    data.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    by_folder = _evaluate("--model", str(model), "--input", str(data))
+    by_pair = _evaluate("--options", str(model / "options.json"), "--weights", str(model / "weights.hdf5"), "--input", str(data))
+    assert by_pair.exit_code == 0, by_pair.output
+    assert by_pair.output.split(";")[0] == by_folder.output.split(";")[0]

@@ -9,9 +9,9 @@ def test_neighbors_cli_prints_contextual_and_static(tmp_path, tiny_paths):
         "We sat on the river bank.\nThe bank raised rates.\n\nNo match here.\nA tank rolled by.\n", encoding="utf-8"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "neighbors", "--corpus", str(corpus), "--query",
+        [sys.executable, "-m", "spacy_elmo", "neighbors", "--input", str(corpus), "--query",
          "I deposited cash at the bank.", "--word", "bank", "--options", str(tiny_paths[0]),
-         "--weights", str(tiny_paths[1]), "--k", "2"],
+         "--weights", str(tiny_paths[1]), "--top", "2"],
         capture_output=True, text=True, check=True,
     )
     out = result.stdout
@@ -27,7 +27,7 @@ def test_neighbors_cli_word_not_in_query(tmp_path, tiny_paths):
     corpus = tmp_path / "c.txt"
     corpus.write_text("bank\n")
     result = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "neighbors", "--corpus", str(corpus), "--query", "hello there",
+        [sys.executable, "-m", "spacy_elmo", "neighbors", "--input", str(corpus), "--query", "hello there",
          "--word", "bank", "--options", str(tiny_paths[0]), "--weights", str(tiny_paths[1])],
         capture_output=True, text=True,
     )
@@ -39,9 +39,9 @@ def test_neighbors_cli_writes_what_it_printed_with_provenance(tmp_path, tiny_pat
     corpus.write_text("We sat on the river bank.\nThe bank raised rates.\n", encoding="utf-8")
     out = tmp_path / "results" / "bank.json"
     subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "neighbors", "--corpus", str(corpus), "--query",
+        [sys.executable, "-m", "spacy_elmo", "neighbors", "--input", str(corpus), "--query",
          "I deposited cash at the bank.", "--word", "bank", "--options", str(tiny_paths[0]),
-         "--weights", str(tiny_paths[1]), "--k", "2", "--output", str(out)],
+         "--weights", str(tiny_paths[1]), "--top", "2", "--output", str(out)],
         capture_output=True, text=True, check=True,
     )
     record = json.loads(out.read_text(encoding="utf-8"))

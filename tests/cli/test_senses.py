@@ -17,7 +17,7 @@ def test_senses_prints_and_writes_the_libraries_senses(tmp_path):
     corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     model = write_published_head(tmp_path / "model")
     out = tmp_path / "senses.json"
-    result = CliRunner().invoke(app, ["senses", str(corpus), "--word", "cat", "--model", str(model), "--senses", "2",
+    result = CliRunner().invoke(app, ["senses", "--input", str(corpus), "--word", "cat", "--model", str(model), "--senses", "2",
                                       "--top", "3", "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("4 of 4 uses of 'cat' (word forms matched), 2 senses")
@@ -34,5 +34,5 @@ def test_senses_prints_and_writes_the_libraries_senses(tmp_path):
 def test_senses_of_a_word_the_corpus_lacks_is_refused(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a dog\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["senses", str(corpus), "--word", "cat", "--model", str(write_published_head(tmp_path / "m"))])
+    result = CliRunner().invoke(app, ["senses", "--input", str(corpus), "--word", "cat", "--model", str(write_published_head(tmp_path / "m"))])
     assert result.exit_code == 2 and "no use of 'cat'" in " ".join(result.output.replace("│", " ").split())

@@ -11,10 +11,9 @@ from spacy_elmo.probes.substitutes import sentence_substitutes
 from ..published_head import BILM_TF, write_published_head
 
 
-def test_substitutes_prints_a_json_line_per_token_from_the_models_softmax(tmp_path):
+def test_substitutes_prints_a_json_line_per_token_from_the_models_softmax_words_only_by_default(tmp_path):
     model = write_published_head(tmp_path / "pub")
-    result = CliRunner().invoke(app, ["substitutes", "the cat sees a zebra.", "--model", str(model), "--top", "3",
-                                      "--exclude-unk"])
+    result = CliRunner().invoke(app, ["substitutes", "the cat sees a zebra.", "--model", str(model), "--top", "3"])
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["token"] for line in lines] == ["the", "cat", "sees", "a", "zebra", "."]
@@ -54,3 +53,27 @@ def test_an_nlpl_zip_and_its_files_unpacked_give_the_same_substitutes_from_the_c
     assert [line["token"] for line in lines] == ["the", "cat", "ran", "to", "the", "bank", "."]
     words = set((BILM_TF / "vocab.txt").read_text(encoding="utf-8").split())
     assert all(s["word"] in words for line in lines for s in line["combined"])
+
+
+def _listed(result, name="combined"):
+    assert result.exit_code == 0, result.output
+    return [{s["word"] for s in json.loads(line)[name]} for line in result.stdout.splitlines()]
+
+
+def test_substitutes_offers_boundaries_and_every_entry_only_when_asked(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    every = ["substitutes", "the cat sees a zebra .", "--model", str(model), "--top", "15"]
+    words = _listed(CliRunner().invoke(app, every))
+    assert all(not ({"<S>", "</S>", "<UNK>"} & listed) for listed in words)
+    with_boundaries = _listed(CliRunner().invoke(app, [*every, "--include-boundaries"]), "forward")
+    assert any("</S>" in listed for listed in with_boundaries)
+    all_entries = _listed(CliRunner().invoke(app, [*every, "--all-entries"]))
+    assert any("<UNK>" in listed for listed in all_entries)
+    assert any("</S>" in listed for listed in _listed(CliRunner().invoke(app, [*every, "--all-entries"]), "forward"))
+
+
+def test_substitutes_still_takes_exclude_unk_with_a_note_that_it_is_the_default(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    result = CliRunner().invoke(app, ["substitutes", "the cat", "--model", str(model), "--exclude-unk"])
+    assert result.exit_code == 0 and "--exclude-unk is no longer needed" in result.output
+    assert all("<UNK>" not in listed for listed in _listed(result))

@@ -14,8 +14,8 @@ def test_usages_writes_each_use_with_its_vector_and_reports_counts(tmp_path):
     corpus.write_text("the cat sees a cat\n\na dog\nthe cat\n", encoding="utf-8")
     (tmp_path / "targets.txt").write_text("cat\ndog\n", encoding="utf-8")
     model = write_published_head(tmp_path / "model")
-    result = CliRunner().invoke(app, ["usages", str(corpus), "--targets", str(tmp_path / "targets.txt"), "--output",
-                                      str(tmp_path / "u.parquet"), "--model", str(model), "--max-uses", "2", "--layer", "mean"])
+    result = CliRunner().invoke(app, ["usages", "--input", str(corpus), "--targets", str(tmp_path / "targets.txt"), "--output",
+                                      str(tmp_path / "u.parquet"), "--model", str(model), "--max-uses", "2", "--layers", "mean"])
     assert result.exit_code == 0, result.output
     assert "matched on word forms" in result.stdout and "cat\t2 of 3 uses" in result.stdout
     found = read_usages(tmp_path / "u.parquet")
@@ -30,6 +30,22 @@ def test_usages_writes_each_use_with_its_vector_and_reports_counts(tmp_path):
 def test_usages_without_a_targets_file_is_refused(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a cat\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["usages", str(corpus), "--targets", str(tmp_path / "none.txt"), "--output",
+    result = CliRunner().invoke(app, ["usages", "--input", str(corpus), "--targets", str(tmp_path / "none.txt"), "--output",
                                       str(tmp_path / "u.parquet")])
     assert result.exit_code == 2 and "targets file not found" in " ".join(result.output.replace("│", " ").split())
+
+
+def test_usages_reads_a_gzip_corpus_as_text_and_the_old_spellings_with_a_warning(tmp_path):
+    import gzip
+
+    corpus = tmp_path / "corpus.txt.gz"
+    corpus.write_bytes(gzip.compress(b"the cat sees a cat\n\nthe cat\n"))
+    (tmp_path / "targets.txt").write_text("cat\n", encoding="utf-8")
+    model = write_published_head(tmp_path / "model")
+    result = CliRunner().invoke(app, ["usages", str(corpus), "--targets", str(tmp_path / "targets.txt"), "--output",
+                                      str(tmp_path / "u.parquet"), "--model", str(model), "--layer", "mean"])
+    assert result.exit_code == 0, result.output
+    assert "is now --input" in result.output and "--layer is now --layers" in result.output
+    found = read_usages(tmp_path / "u.parquet")
+    assert found.settings.layer == "mean" and found.found == {"cat": 3}
+    assert [u.doc_id for u in found.usages["cat"]] == ["corpus.txt.gz:1", "corpus.txt.gz:1", "corpus.txt.gz:3"]

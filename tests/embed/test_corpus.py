@@ -17,7 +17,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
-from spacy_elmo.cli.dump import read_sentences  # noqa: E402
+from spacy_elmo.io.text_input import read_sentences  # noqa: E402
 from spacy_elmo.embed.corpus import KILL_MARKER_ENV, cluster_sizing, embed_corpus  # noqa: E402
 from spacy_elmo.embed.shards import read_shards, shard_done, whitespace_tokens  # noqa: E402
 from spacy_elmo.io import load_bilm  # noqa: E402
@@ -273,12 +273,12 @@ def test_a_killed_worker_is_retried_a_stopped_run_resumes_and_bad_bytes_are_coun
     assert report.skipped == len(records) - 1
     assert report.written == total - report.skipped
     rows = list(read_shards(out))
-    assert rows[-1][:2] == ("zz-bad.txt:1", ["bad", "\ufffd", "line"])
+    assert rows[-1][:2] == ("zz-bad.txt:2", ["bad", "\ufffd", "line"])
     assert sum(json.loads(p.read_text())["undecodable"] for p in out.glob("shard-*.json")) == 1
     for (_, _, layers), expected in zip(rows, dumped):
         np.testing.assert_allclose(layers, expected, rtol=0, atol=DUMP_TOLERANCE)
 
-    with pytest.raises(RuntimeError, match=r"zz-bad.txt, line 1: byte 4 is not UTF-8"):
+    with pytest.raises(RuntimeError, match=r"zz-bad.txt:2: byte 4 is not UTF-8"):
         embed_corpus(folder, tmp_path / "strict", pipeline, shard_rows=4, strict_utf8=True,
                      object_store_memory=OBJECT_STORE, progress=None)
 

@@ -35,15 +35,15 @@ def test_a_directory_lists_its_files_below_it_and_leaves_markers_out(folder):
 def test_lines_keep_their_numbers_across_blocks_and_gz_is_read_as_text(folder):
     found = blocks(resolve_inputs(str(folder)), rows=2)
     assert found == [
-        (0, ["a.txt:0", "a.txt:1"], ["one two", "three"], 0),
-        (2, ["a.txt:2", "a.txt:3"], ["", "four"], 0),
-        (0, ["sub/b.txt.gz:0", "sub/b.txt.gz:1"], ["alpha", "bad \ufffd\ufffd bytes"], 1),
-        (2, ["sub/b.txt.gz:2"], ["omega"], 0),
+        (0, ["a.txt:1", "a.txt:2"], ["one two", "three"], 0),
+        (2, ["a.txt:3", "a.txt:4"], ["", "four"], 0),
+        (0, ["sub/b.txt.gz:1", "sub/b.txt.gz:2"], ["alpha", "bad \ufffd\ufffd bytes"], 1),
+        (2, ["sub/b.txt.gz:3"], ["omega"], 0),
     ]
 
 
 def test_strict_utf8_names_the_file_and_line(folder):
-    with pytest.raises(CorpusDecodeError, match=r"sub/b.txt.gz, line 1: byte 4 is not UTF-8"):
+    with pytest.raises(CorpusDecodeError, match=r"sub/b.txt.gz:2: byte 4 is not UTF-8"):
         blocks(resolve_inputs(str(folder)), rows=2, strict=True)
 
 
@@ -60,7 +60,7 @@ def test_parquet_rows_keep_their_ids_or_get_file_and_row(tmp_path):
     files = resolve_inputs(str(tmp_path))
     assert files.kind == "parquet"
     assert blocks(files, rows=2) == [
-        (0, ["plain.parquet:0", "plain.parquet:1"], ["x", "y"], 0),
+        (0, ["plain.parquet:1", "plain.parquet:2"], ["x", "y"], 0),
         (0, [7, 9], ["a b", ""], 0),
         (2, [11], ["c"], 0),
     ]
@@ -96,3 +96,11 @@ def test_text_blocks_of_an_empty_stream_yield_nothing():
 def test_a_uri_pyarrow_cannot_open_is_a_clear_error_naming_it():
     with pytest.raises(ValueError, match="bogus://corpus/x.txt: pyarrow cannot open this URI"):
         resolve_inputs("bogus://corpus/x.txt")
+
+
+def test_a_binary_file_is_refused_by_name(tmp_path):
+    from spacy_elmo.io.text_input import BinaryFileError
+
+    (tmp_path / "program").write_bytes(b"\x7fELF\x02\x01\x01\x00" * 64)
+    with pytest.raises(BinaryFileError, match="program: a binary file, not text"):
+        blocks(resolve_inputs(str(tmp_path)), rows=2)

@@ -99,7 +99,7 @@ def test_download_a_deeppavlov_language_model_as_a_pipeline(tmp_path, tf_server)
     name = "deeppavlov-ru-news-lm"
     _publish(tf_server, name, DATA / "deeppavlov_lm.tar.gz")
     with pytest.warns(RuntimeWarning, match="plain http"):
-        result = runner.invoke(app, ["download", name, "--pipeline", "--output", str(tmp_path / "ru")])
+        result = runner.invoke(app, ["download", name, "--as-pipeline", "--output", str(tmp_path / "ru")])
     assert result.exit_code == 0, result.output
     # once in the cache, the name loads with no server (the archive's digest is checked)
     tf_server.files.clear()

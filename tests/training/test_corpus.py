@@ -5,6 +5,7 @@ import os
 import psutil
 import pytest
 
+from spacy_elmo.io.text_input import BinaryFileError, TextDecodeError
 from spacy_elmo.training.corpus import Corpus, CorpusStats, file_format, resolve_paths, split_long
 
 
@@ -22,14 +23,24 @@ def test_spacy_tokenizer_splits_raw_text(tmp_path):
     assert "n't" in tokens
 
 
-def test_bad_lines_are_skipped_and_counted(tmp_path):
+def test_bad_lines_are_skipped_and_counted_and_undecodable_bytes_replaced_as_every_command_reads_them(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"good line one\n\n   \n\xff\xfe broken bytes\n" + b"x" * 500 + b"\ngood line two\n")
     corpus = Corpus(path, max_line_chars=100)
-    assert list(corpus.segments()) == [["good", "line", "one"], ["good", "line", "two"]]
-    assert corpus.stats.skipped == {"empty": 2, "undecodable": 1, "too_long": 1}
-    assert corpus.stats.lines == 6 and corpus.stats.segments == 2 and corpus.stats.tokens == 6
-    assert "skipped 4 lines" in corpus.stats.summary()
+    assert list(corpus.segments()) == [["good", "line", "one"], ["\ufffd\ufffd", "broken", "bytes"], ["good", "line", "two"]]
+    assert corpus.stats.skipped == {"empty": 2, "too_long": 1}
+    assert corpus.stats.undecodable == 1 and corpus.stats.first_undecodable == "bad.txt:4"
+    assert corpus.stats.lines == 6 and corpus.stats.segments == 3 and corpus.stats.tokens == 9
+    assert "skipped 3 lines" in corpus.stats.summary() and "the first: bad.txt:4" in corpus.stats.summary()
+    with pytest.raises(TextDecodeError, match="bad.txt:4: byte 0 is not UTF-8"):
+        list(Corpus(path, max_line_chars=100, strict_utf8=True).segments())
+
+
+def test_a_binary_file_is_refused_by_name(tmp_path):
+    path = tmp_path / "program.txt"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 20)
+    with pytest.raises(BinaryFileError, match="program.txt: a binary file"):
+        list(Corpus(path).segments())
 
 
 def test_jsonl_text_field_and_bad_records(tmp_path):
@@ -52,7 +63,7 @@ def test_gzip_directory_and_glob(tmp_path):
     assert list(Corpus(str(folder / "**" / "*.gz")).segments()) == [["c", "d", "e"]]
     both = f"{folder / 'a.txt'},{folder / 'sub' / 'b.jsonl.gz'}"
     assert len(resolve_paths(both)) == 2
-    with pytest.raises(FileNotFoundError, match="matches no file"):
+    with pytest.raises(FileNotFoundError, match="no such file, folder or glob"):
         resolve_paths(str(tmp_path / "missing*.txt"))
 
 

@@ -1,0 +1,95 @@
+"""A held-out evaluation as the ``evaluate`` command runs it: text read through the one reader
+(``Corpus``, on ``io.text_input``), scored by ``load_lm(...).perplexity``, and the record of the
+run (the numbers, the model, the data, the head's files, the machine).
+
+Nothing to score (an empty file, only empty lines) is an error, never a perplexity of 1.
+"""
+import resource
+from dataclasses import dataclass
+from itertools import chain, islice
+from typing import Any, Dict, Optional
+
+from ..files import file_sha256
+from ..io.loading import PathLike, locate_bilm
+from ..records.provenance import data_record, model_name, model_record, portable_path, provenance
+from .corpus import Corpus, CorpusStats, split_long
+from .model_dir import trained_segment_length
+from .perplexity import Perplexity
+from .scoring import load_lm
+
+# a published model records no segment length: its lines are scored whole
+UNCUT = 10**9
+
+
+@dataclass
+class Evaluation:
+    """What ``evaluate_corpus`` measured.
+
+    perplexity (Perplexity): the sums; stats (CorpusStats): what was read.
+    record (Dict[str, Any]): the numbers with the settings, the model, the data and the machine (JSON).
+    """
+
+    perplexity: Perplexity
+    stats: CorpusStats
+    record: Dict[str, Any]
+
+    def summary(self) -> str:
+        """RETURNS (str): one line: the three perplexities to 4 significant places, tokens, state, OOV, memory."""
+        r = self.record
+        return (f"perplexity {r['ppl']:.4g} (forward {r['forward_ppl']:.4g}, backward {r['backward_ppl']:.4g}) "
+                f"over {r['tokens']} tokens, {r['state']} state; OOV {100 * r['oov_rate']:.2f}% of a "
+                f"{r['vocab_size']}-word vocabulary; peak RSS {r['peak_rss_mb']:.0f} MB; {self.stats.summary()}")
+
+
+def evaluate_corpus(
+    input: str,
+    *,
+    model: Optional[PathLike] = None,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
+    tokenizer: str = "whitespace",
+    input_format: str = "auto",
+    max_sentence_tokens: Optional[int] = None,
+    max_segments: int = 0,
+    batch_size: int = 64,
+    carry_state: bool = False,
+    chunk_size: Optional[int] = None,
+    strict_utf8: bool = False,
+) -> Evaluation:
+    """Exact held-out perplexity of a model with its own softmax on text files.
+
+    input (str): files, folders, globs (comma-separated), one sentence a line.
+    model, options, weights: the model, as ``load_lm`` takes it.
+    tokenizer (str): "whitespace" (pre-tokenized text) or a spaCy language code.
+    input_format (str): "auto", "txt", "jsonl" or "spacy".
+    max_sentence_tokens (Optional[int]): cut longer lines; None: as the model was trained (a
+        published model's lines are not cut).
+    max_segments (int): score only the first N segments (0: all).
+    RETURNS (Evaluation): the perplexity, what was read, and the record. Raises ValueError when
+        there is nothing to score.
+    """
+    corpus = Corpus(input, fmt=input_format, tokenizer=tokenizer, strict_utf8=strict_utf8)  # a missing file first
+    lm = load_lm(model, options=options, weights=weights, chunk_size=chunk_size)
+    if max_sentence_tokens is None:
+        trained = locate_bilm(model, options=options, weights=weights).training_record()
+        max_sentence_tokens = UNCUT if trained is None else trained_segment_length(trained)
+    stats = CorpusStats()
+    segments = islice(split_long(corpus.segments(stats), max_sentence_tokens), max_segments or None)
+    first = next(segments, None)
+    if first is None:
+        raise ValueError(f"{input}: no tokens to score ({stats.summary()})")
+    perplexity = lm.perplexity(chain([first], segments), carry_state=carry_state, batch_size=batch_size)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+    record = perplexity.to_dict()
+    record.update({
+        "model": model_name(model, options, weights),
+        "data": ",".join(portable_path(p.strip()) for p in input.split(",") if p.strip()),
+        "tokenizer": tokenizer,
+        "state": "carried" if carry_state else "fresh",
+        "max_sentence_tokens": None if max_sentence_tokens == UNCUT else max_sentence_tokens,
+        "vocab_size": len(lm.vocab), "softmax_chunk_size": lm.lm.softmax.chunk_size, "peak_rss_mb": round(peak_mb, 1),
+        "head": {portable_path(f): file_sha256(f) for f in lm.head.files},
+        "corpus": stats.to_dict(),
+        "provenance": provenance(model=model_record(model, options=options, weights=weights), data=data_record(corpus.files)),
+    })
+    return Evaluation(perplexity, stats, record)
