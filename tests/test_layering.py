@@ -23,6 +23,8 @@ ALLOWED = {
     "records": {"io", None} | HELPERS,
     "layers": {"bilm", "fast", "data_classes"} | HELPERS,
     "probes": {"bilm", "fast", "io", "records"} | HELPERS,
+    # word usages, substitutes, semantic change, senses: apart from the layer probes
+    "usage": {"bilm", "io"} | HELPERS,
     "training": {"bilm", "fast", "io", "probes", "records"} | HELPERS,
     # corpus embedding runs the spaCy component on Ray actors or Spark tasks
     "embed": {"pipeline", "layers", "io", "fast", "bilm"} | HELPERS,

@@ -34,10 +34,10 @@ def change_cli(
     """Print target<TAB>score<TAB>uses_a<TAB>uses_b for every target; with --gold, Spearman's rho and its
     p-value; with --binary, the accuracy of labelling the top --changed-share of targets changed."""
     from ..io import load_bilm
-    from ..probes.change import ChangeSettings, change_scores, format_score
-    from ..probes.clustering import APSettings
-    from ..probes.ranking import accuracy, aligned, binary_labels, read_gold, spearman
-    from ..probes.usages import load_tokenizer, load_usages_or_collect, read_targets
+    from ..usage.change import ChangeSettings, change_scores, format_score
+    from ..usage.clustering import APSettings
+    from ..usage.ranking import accuracy, aligned, binary_labels, read_gold, spearman
+    from ..usage.usages import load_tokenizer, load_usages_or_collect, read_targets
     from ..records.provenance import data_record, model_record, portable_path, provenance
 
     loaded = {}

@@ -27,8 +27,8 @@ def senses_cli(
     """Cluster the uses of WORD by their forward and backward LM substitutes (Amrami & Goldberg 2018's
     symmetric-pattern method) and print each sense's top substitutes and example uses."""
     from ..io.lm_head import load_lm_head
-    from ..probes.senses import SOURCE, SenseSettings, induce_senses
-    from ..probes.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
+    from ..usage.senses import SOURCE, SenseSettings, induce_senses
+    from ..usage.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
     from ..records.provenance import data_record, model_record, portable_path, provenance
 
     try:

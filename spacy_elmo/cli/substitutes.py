@@ -23,7 +23,7 @@ def substitutes_cli(
     import spacy
 
     from ..io.lm_head import UNK_TOKEN, load_lm_head
-    from ..probes.substitutes import BOUNDARIES, sentence_substitutes
+    from ..usage.substitutes import BOUNDARIES, sentence_substitutes
 
     tokens = [t.text for t in spacy.blank(lang).tokenizer(text) if not t.is_space]
     if not tokens:

@@ -24,7 +24,7 @@ def usages_cli(
     seeded sample of at most --max-uses each, and write one row per use: target, doc_id (FILE:LINE),
     character offsets, context and the chosen layer's vector."""
     from ..io import load_bilm
-    from ..probes.usages import collect_usages, load_tokenizer, read_targets, write_usages
+    from ..usage.usages import collect_usages, load_tokenizer, read_targets, write_usages
 
     try:
         wanted = read_targets(targets)

@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.io.lm_head import load_lm_head
-from spacy_elmo.probes.senses import SenseSettings, induce_senses
+from spacy_elmo.usage.senses import SenseSettings, induce_senses
 
 from ..published_head import write_published_head
 

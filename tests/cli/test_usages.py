@@ -4,7 +4,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.io import load_bilm
-from spacy_elmo.probes.usages import read_usages
+from spacy_elmo.usage.usages import read_usages
 
 from ..published_head import write_published_head
 

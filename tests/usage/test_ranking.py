@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from spacy_elmo.probes.ranking import (
+from spacy_elmo.usage.ranking import (
     accuracy, aligned, binary_labels, ranks, read_gold, regularized_beta, spearman, t_test_p,
 )
 
