@@ -34,11 +34,16 @@ def change_cli(
     """Print target<TAB>score<TAB>uses_a<TAB>uses_b for every target; with --gold, Spearman's rho and its
     p-value; with --binary, the accuracy of labelling the top --changed-share of targets changed."""
     from ..io import load_bilm
-    from ..usage.change import ChangeSettings, change_scores, format_score
-    from ..usage.clustering import APSettings
-    from ..usage.ranking import accuracy, aligned, binary_labels, read_gold, spearman
-    from ..usage.usages import load_tokenizer, load_usages_or_collect, read_targets
     from ..records.provenance import data_record, model_record, portable_path, provenance
+    from ..usage.usages import load_tokenizer, load_usages_or_collect, read_targets
+
+    try:  # scipy and scikit-learn: the usage extra
+        from ..usage.change import ChangeSettings, change_scores, format_score
+        from ..usage.clustering import APSettings
+        from ..usage.ranking import accuracy, aligned, binary_labels, read_gold, spearman
+    except ImportError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1) from None
 
     loaded = {}
 

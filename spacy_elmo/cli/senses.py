@@ -27,9 +27,14 @@ def senses_cli(
     """Cluster the uses of WORD by their forward and backward LM substitutes (Amrami & Goldberg 2018's
     symmetric-pattern method) and print each sense's top substitutes and example uses."""
     from ..io.lm_head import load_lm_head
-    from ..usage.senses import SOURCE, SenseSettings, induce_senses
-    from ..usage.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
     from ..records.provenance import data_record, model_record, portable_path, provenance
+    from ..usage.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
+
+    try:  # scikit-learn and scipy: the usage extra
+        from ..usage.senses import SOURCE, SenseSettings, induce_senses
+    except ImportError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1) from None
 
     try:
         settings = SenseSettings(top=top, patterns=not no_patterns, n_clusters=n_clusters, examples=examples)

@@ -1,28 +1,43 @@
 """Clustering of word uses, and the measures that compare clusterings and distributions.
 
-Written in numpy so that the change scores and sense induction need no scikit-learn; each
-follows the reference implementation its method was published with:
+scikit-learn and scipy compute them (the ``usage`` extra), each with the settings of the reference
+implementation its method was published with:
 
-- ``affinity_propagation`` (Frey & Dueck 2007, "Clustering by passing messages between data
-  points") as scikit-learn's ``AffinityPropagation`` computes it, with the settings of
-  Kutuzov & Giulianelli's JSD (github.com/akutuzov/semeval2020, ``code/jsd.py``): features
-  standardized (``StandardScaler``), similarity the negative squared Euclidean distance, damping
-  0.5, at most 200 iterations, converged after 15 without a change of exemplars, preference the
-  median similarity. One deviation, so that two identical periods score no change: where every
-  similarity is equal (all uses identical) the uses form one cluster (scikit-learn makes each its
-  own cluster when the preference equals the similarities, as the median then does).
-- ``average_linkage`` (UPGMA) on cosine distances, as SymPatternWSI clusters substitute
-  vectors (Amrami & Goldberg 2018, github.com/asafamr/SymPatternWSI, ``spwsi/wsi_clustering.py``:
-  scikit-learn's ``AgglomerativeClustering(linkage="average", affinity="cosine")``).
+- ``affinity_propagation``: scikit-learn's ``AffinityPropagation`` (Frey & Dueck 2007, "Clustering
+  by passing messages between data points") with the settings of Kutuzov & Giulianelli's JSD
+  (github.com/akutuzov/semeval2020, ``code/jsd.py``): features standardized (``StandardScaler``),
+  similarity the negative squared Euclidean distance, damping 0.5, at most 200 iterations,
+  converged after 15 without a change of exemplars, preference the median similarity. Two
+  deviations, so that a score means what it says: where every similarity is equal (all uses
+  identical) the uses form one cluster (scikit-learn makes each its own cluster when the
+  preference equals the similarities, as the median then does, which scores two identical periods
+  as changed); and a run that does not converge labels every point -1 (scikit-learn warns and
+  labels by the exemplars of its last iteration, where it has any).
+- ``average_linkage`` (UPGMA) on cosine distances, scipy's ``linkage(method="average")`` cut into
+  ``n_clusters``, as SymPatternWSI clusters substitute vectors (Amrami & Goldberg 2018,
+  github.com/asafamr/SymPatternWSI, ``spwsi/wsi_clustering.py``: scikit-learn's
+  ``AgglomerativeClustering(linkage="average", affinity="cosine")``).
 - ``jensen_shannon``: (KL(p||m) + KL(q||m)) / 2 with m = (p + q) / 2, natural logarithm (so at
-  most ln 2), as ``code/jsd.py`` computes it with ``scipy.stats.entropy``.
-- ``adjusted_rand_index``: Hubert & Arabie (1985), the index scikit-learn's
-  ``adjusted_rand_score`` computes.
+  most ln 2), as ``code/jsd.py`` computes it: the square of scipy's ``jensenshannon`` distance.
+- ``adjusted_rand_index``: Hubert & Arabie (1985), scikit-learn's ``adjusted_rand_score``.
 """
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
+
+from . import missing_statistics
+
+try:
+    from scipy.cluster.hierarchy import cut_tree, linkage
+    from scipy.spatial.distance import jensenshannon, squareform
+    from sklearn.cluster import AffinityPropagation
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.metrics import adjusted_rand_score
+    from sklearn.preprocessing import StandardScaler
+except ImportError as err:
+    raise ImportError(missing_statistics(err)) from None
 
 
 @dataclass(frozen=True)
@@ -50,10 +65,8 @@ class APSettings:
 
 
 def standardize(matrix: np.ndarray) -> np.ndarray:
-    """Each feature to mean 0 and variance 1 (a constant feature to 0), as ``StandardScaler``."""
-    matrix = np.asarray(matrix, dtype=np.float64)
-    std = matrix.std(axis=0)
-    return (matrix - matrix.mean(axis=0)) / np.where(std > 0, std, 1.0)
+    """Each feature to mean 0 and variance 1 (a constant feature to 0): ``StandardScaler``."""
+    return StandardScaler().fit_transform(np.asarray(matrix, dtype=np.float64))
 
 
 def affinity_propagation(points: np.ndarray, settings: APSettings = APSettings()) -> np.ndarray:
@@ -61,64 +74,27 @@ def affinity_propagation(points: np.ndarray, settings: APSettings = APSettings()
 
     points (np.ndarray): (n, d), already standardized if that is wanted.
     settings (APSettings): damping, iterations, preference, seed.
-    RETURNS (np.ndarray): (n,) int labels; -1 for every point where the run found no exemplar or
-        did not converge within ``max_iter`` (scikit-learn's result then).
+    RETURNS (np.ndarray): (n,) int labels; -1 for every point where the run did not converge
+        within ``max_iter`` or found no exemplar.
     """
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     squared = (points ** 2).sum(axis=1)
-    S = -np.maximum(squared[:, None] + squared[None, :] - 2 * points @ points.T, 0.0)
-    preference = np.median(S) if settings.preference is None else float(settings.preference)
-    off_diagonal = S[~np.eye(n, dtype=bool)]
+    # the negative squared Euclidean distance, rounded as this module always has: on repeated points
+    # (every use of a word at layer 0) scikit-learn's euclidean_distances, an ulp off, can pick other exemplars
+    similarity = -np.maximum(squared[:, None] + squared[None, :] - 2 * points @ points.T, 0.0)
+    off_diagonal = similarity[~np.eye(n, dtype=bool)]
     if n == 1 or np.all(off_diagonal == off_diagonal[0]):
-        return np.zeros(n, dtype=np.int64)  # the deviation the module docstring names
-    S = S.copy()
-    S.flat[:: n + 1] = preference
-    rng = np.random.RandomState(settings.seed)
-    S += (np.finfo(S.dtype).eps * S + np.finfo(S.dtype).tiny * 100) * rng.standard_normal(size=(n, n))
-    A = np.zeros((n, n))
-    R = np.zeros((n, n))
-    history = np.zeros((n, settings.convergence_iter))
-    rows = np.arange(n)
-    damping = settings.damping
-    exemplars = np.zeros(n, dtype=bool)
-    converged = False
-    for it in range(settings.max_iter):
-        total = A + S  # responsibilities: r(i,k) = s(i,k) - max_{k' != k} (a(i,k') + s(i,k'))
-        best = np.argmax(total, axis=1)
-        first = total[rows, best]
-        total[rows, best] = -np.inf
-        second = total.max(axis=1)
-        new_r = S - first[:, None]
-        new_r[rows, best] = S[rows, best] - second
-        R = damping * R + (1 - damping) * new_r
-        positive = np.maximum(R, 0)  # availabilities: a(i,k) = min(0, r(k,k) + sum_{i' not in {i,k}} max(0, r(i',k)))
-        positive.flat[:: n + 1] = R.flat[:: n + 1]
-        new_a = positive.sum(axis=0)[None, :] - positive
-        self_a = np.diag(new_a).copy()
-        new_a = np.minimum(new_a, 0)
-        new_a.flat[:: n + 1] = self_a
-        A = damping * A + (1 - damping) * new_a
-        exemplars = (np.diag(A) + np.diag(R)) > 0
-        history[:, it % settings.convergence_iter] = exemplars
-        if it >= settings.convergence_iter:
-            stable = history.sum(axis=1)
-            if np.all((stable == settings.convergence_iter) | (stable == 0)) and exemplars.sum() > 0:
-                converged = True
-                break
-    found = np.flatnonzero(exemplars)
-    if found.size == 0 or not converged:
-        return np.full(n, -1, dtype=np.int64)
-    assigned = np.argmax(S[:, found], axis=1)
-    assigned[found] = np.arange(found.size)
-    for k in range(found.size):  # each cluster's exemplar: the member most similar to the others
-        members = np.flatnonzero(assigned == k)
-        found[k] = members[np.argmax(S[np.ix_(members, members)].sum(axis=0))]
-    assigned = np.argmax(S[:, found], axis=1)
-    assigned[found] = np.arange(found.size)
-    _, labels = np.unique(found[assigned], return_inverse=True)
+        return np.zeros(n, dtype=np.int64)  # the first deviation the module docstring names
+    model = AffinityPropagation(damping=settings.damping, max_iter=settings.max_iter, convergence_iter=settings.convergence_iter,
+                                preference=settings.preference, affinity="precomputed", random_state=settings.seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        labels = model.fit_predict(similarity)
+    if any(issubclass(w.category, ConvergenceWarning) for w in caught):
+        return np.full(n, -1, dtype=np.int64)  # the second
     return labels.astype(np.int64)
 
 
@@ -145,26 +121,12 @@ def average_linkage(vectors: np.ndarray, n_clusters: int) -> np.ndarray:
     n = vectors.shape[0]
     if not 1 <= n_clusters:
         raise ValueError(f"n_clusters must be at least 1, not {n_clusters}")
-    n_clusters = min(n_clusters, n)
-    distance = cosine_distances(vectors)
-    np.fill_diagonal(distance, np.inf)
-    sizes = np.ones(n)
-    alive = np.ones(n, dtype=bool)
-    owner = np.arange(n)  # each point's cluster, named by a representative index
-    for _ in range(n - n_clusters):
-        masked = np.where(alive[:, None] & alive[None, :], distance, np.inf)
-        i, j = np.unravel_index(np.argmin(masked), masked.shape)
-        i, j = min(i, j), max(i, j)
-        merged = (sizes[i] * distance[i] + sizes[j] * distance[j]) / (sizes[i] + sizes[j])
-        distance[i, :] = merged
-        distance[:, i] = merged
-        distance[i, i] = np.inf
-        sizes[i] += sizes[j]
-        alive[j] = False
-        owner[owner == j] = i
-    _, first = np.unique(owner, return_index=True)
-    order = {owner[f]: rank for rank, f in enumerate(sorted(first))}
-    return np.array([order[o] for o in owner], dtype=np.int64)
+    if n < 2:
+        return np.zeros(n, dtype=np.int64)
+    tree = linkage(squareform(cosine_distances(vectors), checks=False), method="average")
+    cut = cut_tree(tree, n_clusters=min(n_clusters, n))[:, 0]
+    _, first, found = np.unique(cut, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first))[found].astype(np.int64)
 
 
 def distribution(labels: Sequence[int], n_labels: int) -> np.ndarray:
@@ -180,34 +142,13 @@ def jensen_shannon(p: Sequence[float], q: Sequence[float]) -> float:
     q = np.asarray(q, dtype=np.float64)
     if p.shape != q.shape or p.sum() <= 0 or q.sum() <= 0 or (p < 0).any() or (q < 0).any():
         raise ValueError("jensen_shannon needs two non-negative distributions of one length, each with some mass")
-    p, q = p / p.sum(), q / q.sum()
-    m = (p + q) / 2
-
-    def kl(a: np.ndarray) -> float:
-        nonzero = a > 0
-        return float(np.sum(a[nonzero] * np.log(a[nonzero] / m[nonzero])))
-
-    return max((kl(p) + kl(q)) / 2, 0.0)
+    return float(jensenshannon(p, q) ** 2)  # scipy's is the distance, the divergence's square root
 
 
 def adjusted_rand_index(truth: Sequence, found: Sequence) -> float:
     """Adjusted Rand index of two labelings of the same items (1: identical partitions, about 0
     for chance; Hubert & Arabie 1985). Two partitions that are both one cluster, or both all
-    singletons, score 1, as scikit-learn's ``adjusted_rand_score``."""
+    singletons, score 1."""
     if len(truth) != len(found):
         raise ValueError(f"the labelings differ in length ({len(truth)} and {len(found)})")
-    _, t = np.unique(np.asarray(truth, dtype=object).astype(str), return_inverse=True)
-    _, f = np.unique(np.asarray(found, dtype=object).astype(str), return_inverse=True)
-    table = np.zeros((t.max(initial=-1) + 1, f.max(initial=-1) + 1))
-    np.add.at(table, (t, f), 1)
-
-    def pairs(x: np.ndarray) -> float:
-        return float((x * (x - 1) / 2).sum())
-
-    n = len(truth)
-    index, rows, cols = pairs(table), pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
-    expected = rows * cols / (n * (n - 1) / 2) if n > 1 else 0.0
-    maximum = (rows + cols) / 2
-    if maximum == expected:
-        return 1.0
-    return (index - expected) / (maximum - expected)
+    return float(adjusted_rand_score(np.asarray(truth, dtype=object).astype(str), np.asarray(found, dtype=object).astype(str)))

@@ -118,3 +118,12 @@ def test_a_usages_file_without_a_target_is_refused(files):
                                  str(folder / "targets.txt"), "--model", str(model)])
     said = " ".join(result.output.replace("│", " ").split())
     assert result.exit_code == 2 and "collected without the targets" in said
+
+
+def test_without_the_usage_extra_change_stops_with_the_line_that_installs_it(files, without_statistics):
+    folder, model = files
+    result = CliRunner().invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--model", str(model)])
+    assert result.exit_code == 1 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "scipy and scikit-learn" in line and line.endswith("pip install 'spacy-elmo[usage]'")

@@ -33,3 +33,13 @@ def test_usages_without_a_targets_file_is_refused(tmp_path):
     result = CliRunner().invoke(app, ["usages", str(corpus), "--targets", str(tmp_path / "none.txt"), "--output",
                                       str(tmp_path / "u.parquet")])
     assert result.exit_code == 2 and "targets file not found" in " ".join(result.output.replace("│", " ").split())
+
+
+def test_usages_needs_no_usage_extra(tmp_path, without_statistics):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sees a cat\n", encoding="utf-8")
+    (tmp_path / "targets.txt").write_text("cat\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["usages", str(corpus), "--targets", str(tmp_path / "targets.txt"), "--output",
+                                      str(tmp_path / "u.parquet"), "--model", str(write_published_head(tmp_path / "model"))])
+    assert result.exit_code == 0, result.output
+    assert read_usages(tmp_path / "u.parquet").found == {"cat": 2}
