@@ -2,3 +2,8 @@
 labelled corpus (``corpus.py``: the .spacy files; ``runs.py``: train and score each cell;
 ``report.py``: the table and the plot). The user's project runs it as ``python -m spacy_elmo
 downstream-corpus``, ``downstream-train`` and ``downstream-report``."""
+from .corpus import convert_fractions
+from .report import write_report
+from .runs import run_cells
+
+__all__ = ["convert_fractions", "run_cells", "write_report"]

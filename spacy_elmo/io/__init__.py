@@ -8,10 +8,12 @@ from .bilm_tf import load_bilm_tf
 from .efml import load_efml
 from .errors import ModelFileError
 from .native import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
-from .loading import load_bilm
+from .loading import load_bilm, load_lm_head, locate_bilm
+from .sources import ModelSource
 
 __all__ = [
     "ModelFileError",
+    "ModelSource",
     "bilm_from_bytes",
     "bilm_to_bytes",
     "export_allennlp",
@@ -19,7 +21,9 @@ __all__ = [
     "load_bilm",
     "load_bilm_tf",
     "load_efml",
+    "load_lm_head",
     "load_native",
+    "locate_bilm",
     "read_options",
     "save_bilm",
 ]

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import missing_statistics
+from .extra import missing_statistics
 
 try:
     from scipy.cluster.hierarchy import cut_tree, linkage

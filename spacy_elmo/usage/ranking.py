@@ -19,7 +19,7 @@ from typing import Dict, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import missing_statistics
+from .extra import missing_statistics
 
 try:
     from scipy.stats import spearmanr

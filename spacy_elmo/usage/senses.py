@@ -30,7 +30,7 @@ import numpy as np
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..io.lm_head import UNK_TOKEN
-from . import missing_statistics
+from .extra import missing_statistics
 from .clustering import average_linkage
 from .substitutes import sentence_substitutes
 

@@ -41,7 +41,7 @@ def test_senses_of_a_word_the_corpus_lacks_is_refused(tmp_path):
 def test_without_the_usage_extra_senses_stops_with_the_line_that_installs_it(tmp_path, without_statistics):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["senses", str(corpus), "--word", "cat", "--model", str(write_published_head(tmp_path / "m"))])
+    result = CliRunner().invoke(app, ["senses", "--input", str(corpus), "--word", "cat", "--model", str(write_published_head(tmp_path / "m"))])
     assert result.exit_code == 1 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert "scipy and scikit-learn" in line and line.endswith("pip install 'spacy-elmo[usage]'")
