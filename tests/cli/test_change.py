@@ -37,7 +37,7 @@ def _table(text):
 @pytest.mark.parametrize("metric", ["prt", "apd", "jsd"])
 def test_change_prints_each_targets_score_and_uses_as_the_library_computes_them(files, metric):
     folder, model = files
-    result = CliRunner().invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
                                       str(folder / "targets.txt"), "--metric", metric, "--model", str(model)])
     assert result.exit_code == 0, result.output
     table = _table(result.stdout)
@@ -55,7 +55,7 @@ def test_change_prints_each_targets_score_and_uses_as_the_library_computes_them(
 def test_gold_files_add_spearman_and_binary_accuracy_to_the_record(files):
     folder, model = files
     record = folder / "out" / "record.json"
-    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+    result = CliRunner().invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
                                       str(folder / "targets.txt"), "--metric", "apd", "--model", str(model),
                                       "--gold", str(folder / "graded.txt"), "--binary", str(folder / "binary.txt"),
                                       "--output", str(folder / "out" / "scores.tsv"), "--record", str(record)])
