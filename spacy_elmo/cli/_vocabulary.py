@@ -46,6 +46,7 @@ OLD_SPELLINGS: Dict[str, Tuple[Renamed, ...]] = {
     "download": (Renamed("--options", "--options-url"), Renamed("--weights", "--weights-url"),
                  Renamed("--pipeline", "--as-pipeline")),
     "substitutes": (Renamed("--exclude-unk", None, "substitutes are words by default; --all-entries keeps <UNK>"),),
+    "embed-corpus": (Renamed("--precision", "--dtype", "the layers' storage dtype"),),
 }
 # commands whose input text was given as positional arguments, now --input
 POSITIONAL_INPUT = {"usages", "senses", "change"}
