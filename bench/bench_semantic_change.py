@@ -16,10 +16,10 @@ distributions:
 
 Gold change is the Jensen-Shannon divergence (nats) of the two periods' realized distributions
 (for a pseudo-word: over the words, which equals that over (word, sense) as the words' own sense
-mixes are the same in both periods). PRT, APD and JSD (``spacy_elmo.probes.change``) are ranked
+mixes are the same in both periods). PRT, APD and JSD (``spacy_elmo.usage.change``) are ranked
 against it with Spearman, per layer and for the mean of the layers, for the shipped biLM and the
 same architecture with random weights (torch seed 0), in the same run. Sense induction
-(``spacy_elmo.probes.senses``, 3 senses) clusters 15 uses of each of a word's three most frequent
+(``spacy_elmo.usage.senses``, 3 senses) clusters 15 uses of each of a word's three most frequent
 senses and is scored against the Senseval labels with the adjusted Rand index, beside
 average-linkage clustering of the top layer's vectors; the random-weights model uses a random
 softmax over the same vocabulary. Spread: the standard deviation over seeds.
@@ -42,10 +42,10 @@ from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.io.lm_head import LMHead
 from spacy_elmo.io.loading import load_lm_head
 from spacy_elmo.records.plots import pyplot
-from spacy_elmo.probes.change import ChangeSettings, change_score
-from spacy_elmo.probes.clustering import adjusted_rand_index, average_linkage, jensen_shannon
-from spacy_elmo.probes.ranking import spearman
-from spacy_elmo.probes.senses import SOURCE, SenseSettings, induce_senses
+from spacy_elmo.usage.change import ChangeSettings, change_score
+from spacy_elmo.usage.clustering import adjusted_rand_index, average_linkage, jensen_shannon
+from spacy_elmo.usage.ranking import spearman
+from spacy_elmo.usage.senses import SOURCE, SenseSettings, induce_senses
 from spacy_elmo.probes.task_data import default_data_dir
 from spacy_elmo.probes.wsd import read_sense_uses
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance

@@ -23,7 +23,9 @@ ALLOWED = {
     "records": {"io", None} | HELPERS,
     "layers": {"bilm", "fast", "data_classes"} | HELPERS,
     "probes": {"bilm", "fast", "io", "records"} | HELPERS,
-    "training": {"bilm", "fast", "io", "probes", "records"} | HELPERS,
+    # word usages, substitutes, semantic change, senses: apart from the layer probes
+    "usage": {"bilm", "io"} | HELPERS,
+    "training": {"bilm", "fast", "io", "probes", "usage", "records"} | HELPERS,
     # the downstream experiment trains spaCy pipelines (the component comes through spaCy's registry)
     "downstream": {"records"} | HELPERS,
     # corpus embedding runs the spaCy component on Ray actors or Spark tasks

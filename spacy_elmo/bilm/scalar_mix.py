@@ -4,14 +4,16 @@
 same math on one sentence's (n_layers, n_tokens, width) layers, for numpy and cupy: the thinc
 ``ElmoMix`` (hand-written backward) and ``doc._.elmo``'s mix call them. ``layer_norm`` uses only
 operations numpy, cupy and torch share, so all three normalize with one function.
+``select_layer`` picks one layer of a sentence's layers, or their plain mean.
 """
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from torch import nn
 
 LAYER_NORM_EPS = 1e-12
+Layer = Union[int, str]  # an index into the L+1 layers, or "mean"
 
 
 class ScalarMix(nn.Module):
@@ -100,3 +102,13 @@ def mix_layers(layers: Any, weights: Any, gamma: float, xp: Any = np) -> Any:
     weights: the softmax-normalized weights (``softmax_weights``), in ``xp``.
     """
     return xp.tensordot(weights, layers, axes=1) * xp.float32(gamma)
+
+
+def select_layer(layers: np.ndarray, layer: Layer) -> np.ndarray:
+    """One sentence's (n_layers, n_tokens, width) layers at one index, or their "mean" (all layers
+    with equal weights): (n_tokens, width)."""
+    if layer == "mean":
+        return layers.mean(axis=0)
+    if isinstance(layer, int) and -layers.shape[0] <= layer < layers.shape[0]:
+        return layers[layer]
+    raise ValueError(f"layer must be 'mean' or an index below {layers.shape[0]}, not {layer!r}")

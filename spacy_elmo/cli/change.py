@@ -42,11 +42,16 @@ def change_cli(
     p-value; with --binary, the accuracy of labelling the top --changed-share of targets changed."""
     from ..io import load_bilm
     from ..io.text_input import TextStats
-    from ..probes.change import ChangeSettings, run_change
-    from ..probes.clustering import APSettings
-    from ..probes.ranking import read_gold
-    from ..probes.usages import load_tokenizer, load_usages_or_collect, read_targets
     from ..records.provenance import data_record, model_record, portable_path, provenance
+    from ..usage.usages import load_tokenizer, load_usages_or_collect, read_targets
+
+    try:  # scipy and scikit-learn: the usage extra
+        from ..usage.change import ChangeSettings, run_change
+        from ..usage.clustering import APSettings
+        from ..usage.ranking import read_gold
+    except ImportError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1) from None
 
     if len(input) != 2:
         raise typer.BadParameter(f"give the two periods as --input A --input B (got {len(input)})")

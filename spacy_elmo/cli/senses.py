@@ -32,9 +32,14 @@ def senses_cli(
     symmetric-pattern method) and print each sense's top substitutes and example uses."""
     from ..io.loading import load_lm_head
     from ..io.text_input import TextStats
-    from ..probes.senses import SOURCE, SenseSettings, induce_senses, senses_record, uses_in_windows
-    from ..probes.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
     from ..records.provenance import data_record, model_record, portable_path, provenance
+    from ..usage.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
+
+    try:  # scikit-learn and scipy: the usage extra
+        from ..usage.senses import SOURCE, SenseSettings, induce_senses, senses_record, uses_in_windows
+    except ImportError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1) from None
 
     stats = TextStats()
     try:

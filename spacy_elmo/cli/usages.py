@@ -29,7 +29,7 @@ def usages_cli(
     character offsets, context and the chosen layer's vector."""
     from ..io import load_bilm
     from ..io.text_input import TextStats
-    from ..probes.usages import collect_usages, load_tokenizer, read_targets, write_usages
+    from ..usage.usages import collect_usages, load_tokenizer, read_targets, write_usages
 
     stats = TextStats()
     try:

@@ -11,8 +11,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..bilm import BiLM
-
-Layer = Union[int, str]  # an index into the L+1 layers, or "mean"
+from ..bilm.scalar_mix import Layer, select_layer
 
 
 @dataclass(frozen=True)
@@ -28,14 +27,6 @@ class Neighbor:
         words = list(self.sentence)
         words[self.position] = f"[{words[self.position]}]"
         return " ".join(words)
-
-
-def _select(layers: np.ndarray, layer: Layer) -> np.ndarray:
-    if layer == "mean":
-        return layers.mean(axis=0)
-    if isinstance(layer, int) and -layers.shape[0] <= layer < layers.shape[0]:
-        return layers[layer]
-    raise ValueError(f"layer must be 'mean' or an index below {layers.shape[0]}, not {layer!r}")
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -84,7 +75,7 @@ class SenseIndex:
         for layers, sentence in zip(self.bilm.embed(keep, batch_size=batch_size), keep):
             index = len(self.sentences)
             self.sentences.append(sentence)
-            selected = _select(layers, self.layer)
+            selected = select_layer(layers, self.layer)
             for position, token in enumerate(sentence):
                 key = token.lower()
                 if wanted is None or key in wanted:
@@ -108,7 +99,7 @@ class SenseIndex:
         if key not in self._vectors:
             return []
         [layers] = self.bilm.embed([list(sentence)])
-        target = _unit(_select(layers, self.layer)[position])
+        target = _unit(select_layer(layers, self.layer)[position])
         scores = self._vectors[key] @ target
         best = np.argsort(-scores, kind="stable")
         found: List[Neighbor] = []

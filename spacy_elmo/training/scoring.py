@@ -26,7 +26,7 @@ import torch
 
 from ..io.lm_head import UNK_TOKEN, LMHead
 from ..io.loading import PathLike
-from ..probes.substitutes import BOUNDARIES, TokenSubstitutes, sentence_substitutes
+from ..usage.substitutes import BOUNDARIES, TokenSubstitutes, sentence_substitutes
 from .batches import sentence_batch
 from .head import load_scoring_lm
 from .lm import LanguageModel

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from bench.bench_semantic_change import PER_PERIOD, POOL, draw_targets, score_change
-from spacy_elmo.probes.clustering import jensen_shannon
+from spacy_elmo.usage.clustering import jensen_shannon
 from spacy_elmo.probes.wsd import SenseUse
 
 

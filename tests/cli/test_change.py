@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.io import load_bilm
-from spacy_elmo.probes.change import ChangeSettings, change_scores
-from spacy_elmo.probes.usages import collect_usages
+from spacy_elmo.usage.change import ChangeSettings, change_scores
+from spacy_elmo.usage.usages import collect_usages
 
 from ..published_head import write_published_head
 
@@ -63,7 +63,7 @@ def test_gold_files_add_spearman_and_binary_accuracy_to_the_record(files):
     written = json.loads(record.read_text(encoding="utf-8"))
     scores = {row["target"]: row["score"] for row in written["scores"]}
     assert scores["zebra"] is None and set(scores) == {"cat", "dog", "fish", "bird", "zebra"}
-    from spacy_elmo.probes.ranking import accuracy, binary_labels, spearman
+    from spacy_elmo.usage.ranking import accuracy, binary_labels, spearman
 
     scored = [t for t in ("cat", "dog", "fish", "bird")]
     expected = spearman([scores[t] for t in scored], [0.9, 0.5, 0.2, 0.1])
@@ -128,3 +128,12 @@ def test_a_usages_file_without_a_target_is_refused(files):
                                  str(folder / "targets.txt"), "--model", str(model)])
     said = " ".join(result.output.replace("│", " ").split())
     assert result.exit_code == 2 and "collected without the targets" in said
+
+
+def test_without_the_usage_extra_change_stops_with_the_line_that_installs_it(files, without_statistics):
+    folder, model = files
+    result = CliRunner().invoke(app, ["change", str(folder / "a.txt"), str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--model", str(model)])
+    assert result.exit_code == 1 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "scipy and scikit-learn" in line and line.endswith("pip install 'spacy-elmo[usage]'")

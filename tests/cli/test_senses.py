@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.io.loading import load_lm_head
-from spacy_elmo.probes.senses import SenseSettings, induce_senses
+from spacy_elmo.usage.senses import SenseSettings, induce_senses
 
 from ..published_head import write_published_head
 
@@ -36,3 +36,12 @@ def test_senses_of_a_word_the_corpus_lacks_is_refused(tmp_path):
     corpus.write_text("a dog\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["senses", "--input", str(corpus), "--word", "cat", "--model", str(write_published_head(tmp_path / "m"))])
     assert result.exit_code == 2 and "no use of 'cat'" in " ".join(result.output.replace("│", " ").split())
+
+
+def test_without_the_usage_extra_senses_stops_with_the_line_that_installs_it(tmp_path, without_statistics):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["senses", str(corpus), "--word", "cat", "--model", str(write_published_head(tmp_path / "m"))])
+    assert result.exit_code == 1 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "scipy and scikit-learn" in line and line.endswith("pip install 'spacy-elmo[usage]'")

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.io.loading import load_lm_head
-from spacy_elmo.probes.substitutes import sentence_substitutes
+from spacy_elmo.usage.substitutes import sentence_substitutes
 
 from ..published_head import BILM_TF, write_published_head
 

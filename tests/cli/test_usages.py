@@ -4,7 +4,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.io import load_bilm
-from spacy_elmo.probes.usages import read_usages
+from spacy_elmo.usage.usages import read_usages
 
 from ..published_head import write_published_head
 
@@ -49,3 +49,13 @@ def test_usages_reads_a_gzip_corpus_as_text_and_the_old_spellings_with_a_warning
     found = read_usages(tmp_path / "u.parquet")
     assert found.settings.layer == "mean" and found.found == {"cat": 3}
     assert [u.doc_id for u in found.usages["cat"]] == ["corpus.txt.gz:1", "corpus.txt.gz:1", "corpus.txt.gz:3"]
+
+
+def test_usages_needs_no_usage_extra(tmp_path, without_statistics):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sees a cat\n", encoding="utf-8")
+    (tmp_path / "targets.txt").write_text("cat\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["usages", "--input", str(corpus), "--targets", str(tmp_path / "targets.txt"), "--output",
+                                      str(tmp_path / "u.parquet"), "--model", str(write_published_head(tmp_path / "model"))])
+    assert result.exit_code == 0, result.output
+    assert read_usages(tmp_path / "u.parquet").found == {"cat": 2}

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from spacy_elmo.io.loading import load_lm_head
-from spacy_elmo.probes.senses import (
+from spacy_elmo.usage.senses import (
     SenseSettings, describe_senses, induce_senses, substitute_bags, tfidf_matrix,
 )
-from spacy_elmo.probes.substitutes import sentence_substitutes
+from spacy_elmo.usage.substitutes import sentence_substitutes
 
 from ..published_head import write_published_head
 

@@ -13,7 +13,7 @@ Patterns" (github.com/asafamr/SymPatternWSI), with one change that makes it dete
    representatives per use from the renormalized top-k distributions (4 words per side each) and
    clusters the representatives; here each use is one bag whose weights are the renormalized
    probabilities, the expected counts of that sampling, so no seed is involved.
-3. TF-IDF over the uses (scikit-learn's ``TfidfTransformer`` defaults: idf = ln((1 + n) /
+3. TF-IDF over the uses (scikit-learn's ``TfidfTransformer`` with its defaults: idf = ln((1 + n) /
    (1 + df)) + 1, rows L2-normalized), then agglomerative clustering with average linkage on
    cosine distance into ``n_clusters`` (the paper's 7; SymPatternWSI ``spwsi/wsi_clustering.py``).
 
@@ -30,8 +30,15 @@ import numpy as np
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..io.lm_head import UNK_TOKEN
+from . import missing_statistics
 from .clustering import average_linkage
 from .substitutes import sentence_substitutes
+
+try:
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.feature_extraction.text import TfidfTransformer
+except ImportError as err:
+    raise ImportError(missing_statistics(err)) from None
 
 PATTERN_WORD = "and"
 SOURCE = ("Amrami & Goldberg (2018), github.com/asafamr/SymPatternWSI: symmetric-pattern substitutes, TF-IDF, "
@@ -136,17 +143,13 @@ def tfidf_matrix(bags: Sequence[Dict[str, float]], *, tfidf: bool = True) -> Tup
 
     RETURNS (Tuple[np.ndarray, List[str]]): (n_uses, n_features) and the feature names.
     """
-    features = sorted({f for bag in bags for f in bag})
-    column = {f: j for j, f in enumerate(features)}
-    matrix = np.zeros((len(bags), len(features)))
-    for i, bag in enumerate(bags):
-        for f, w in bag.items():
-            matrix[i, column[f]] = w
-    if tfidf:
-        df = (matrix > 0).sum(axis=0)
-        matrix = matrix * (np.log((1 + len(bags)) / (1 + df)) + 1)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0), features
+    vectorizer = DictVectorizer(sort=True)
+    counts = vectorizer.fit_transform(bags)
+    features = vectorizer.get_feature_names_out().tolist()
+    if not features:
+        return np.zeros((len(bags), 0)), features
+    counts.eliminate_zeros()  # a document frequency counts the bags that hold a feature with weight
+    return TfidfTransformer(use_idf=tfidf).fit_transform(counts).toarray(), features
 
 
 def induce_senses(

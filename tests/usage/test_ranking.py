@@ -1,16 +1,14 @@
-"""Spearman's rho and its p-value, and the binary decision of SemEval-2020 Task 1's Subtask 1."""
+"""Spearman's rho and its p-value (scipy's), and the binary decision of SemEval-2020 Task 1's Subtask 1."""
 import math
 
 import pytest
 
-from spacy_elmo.probes.ranking import (
-    accuracy, aligned, binary_labels, ranks, read_gold, regularized_beta, spearman, t_test_p,
-)
+from spacy_elmo.usage.ranking import accuracy, aligned, binary_labels, read_gold, spearman
 
 
-def test_ranks_give_ties_their_average_rank():
-    assert ranks([10, 20, 20, 30]).tolist() == [1.0, 2.5, 2.5, 4.0]
-    assert ranks([3, 1, 2]).tolist() == [3.0, 1.0, 2.0]
+def test_ties_get_their_average_rank():
+    # ranks [1, 2.5, 2.5, 4] against [1, 2, 3, 4]: rho = 4.5 / sqrt(4.5 * 5)
+    assert spearman([10, 20, 20, 30], [1, 2, 3, 4]).rho == pytest.approx(4.5 / math.sqrt(4.5 * 5), abs=1e-12)
 
 
 def test_spearman_matches_scipys_documented_example():
@@ -25,16 +23,16 @@ def test_spearman_of_a_known_ranking_and_its_reverse():
     gold = [0.1, 0.5, 0.2, 0.9, 0.7]
     assert spearman([1, 3, 2, 5, 4], gold).rho == pytest.approx(1.0)
     assert spearman([5, 3, 4, 1, 2], gold).rho == pytest.approx(-1.0)
-    assert spearman([5, 3, 4, 1, 2], gold).p_value == 0.0
+    assert spearman([5, 3, 4, 1, 2], gold).p_value == pytest.approx(0.0, abs=1e-12)
 
 
-def test_the_p_value_has_the_closed_forms_of_students_t_with_one_and_two_degrees_of_freedom():
-    for r in (0.1, 0.5, 0.9):
-        t1 = r * math.sqrt(1 / (1 - r * r))  # n = 3: dof 1, P(|T| >= t) = 1 - 2 atan(t) / pi
-        assert t_test_p(r, 3) == pytest.approx(1 - 2 * math.atan(t1) / math.pi, abs=1e-12)
-        t2 = r * math.sqrt(2 / (1 - r * r))  # n = 4: dof 2, P(|T| >= t) = 1 - t / sqrt(t^2 + 2)
-        assert t_test_p(r, 4) == pytest.approx(1 - t2 / math.sqrt(t2 * t2 + 2), abs=1e-12)
-    assert regularized_beta(0.3, 1, 1) == pytest.approx(0.3)  # the uniform distribution's CDF
+def test_the_p_value_is_two_sided_from_students_t_with_n_minus_2_degrees_of_freedom():
+    r = spearman([1, 2, 3], [1, 3, 2]).rho  # 0.5
+    t1 = r * math.sqrt(1 / (1 - r * r))  # n = 3: dof 1, P(|T| >= t) = 1 - 2 atan(t) / pi
+    assert r == pytest.approx(0.5) and spearman([1, 2, 3], [1, 3, 2]).p_value == pytest.approx(1 - 2 * math.atan(t1) / math.pi, abs=1e-12)
+    r = spearman([1, 2, 3, 4], [1, 2, 4, 3]).rho  # 0.8
+    t2 = r * math.sqrt(2 / (1 - r * r))  # n = 4: dof 2, P(|T| >= t) = 1 - t / sqrt(t^2 + 2)
+    assert r == pytest.approx(0.8) and spearman([1, 2, 3, 4], [1, 2, 4, 3]).p_value == pytest.approx(1 - t2 / math.sqrt(t2 * t2 + 2), abs=1e-12)
 
 
 def test_spearman_leaves_out_targets_without_a_score():

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from spacy_elmo.probes.change import ChangeSettings, apd, change_scores, cluster_periods, jsd, prt
-from spacy_elmo.probes.usages import usage_vectors
+from spacy_elmo.usage.change import ChangeSettings, apd, change_scores, cluster_periods, jsd, prt
+from spacy_elmo.usage.usages import usage_vectors
 
 
 def test_prt_is_the_inverse_cosine_of_the_mean_vectors():

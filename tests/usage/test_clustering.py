@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from spacy_elmo.probes.clustering import (
+from spacy_elmo.usage.clustering import (
     APSettings, adjusted_rand_index, affinity_propagation, average_linkage, cosine_distances, distribution,
     jensen_shannon, standardize,
 )

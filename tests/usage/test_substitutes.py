@@ -5,7 +5,7 @@ import spacy
 import torch
 
 from spacy_elmo.io.loading import load_lm_head
-from spacy_elmo.probes.substitutes import doc_substitutes, sentence_substitutes
+from spacy_elmo.usage.substitutes import doc_substitutes, sentence_substitutes
 
 from ..published_head import bilm_tf_reference, write_published_head
 

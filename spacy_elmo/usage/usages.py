@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from ..io.text_input import TextStats, read_lines
-from .neighbors import Layer, _select
+from ..bilm.scalar_mix import Layer, select_layer
 
 PathLike = Union[str, Path]
 MAX_TOKENS = 400
@@ -202,7 +202,7 @@ def usage_vectors(
     if not sentences:
         return np.zeros((0, 2 * bilm.config.projection_dim), dtype=np.float32)
     layers = bilm.embed([list(s) for s in sentences], batch_size=batch_size)
-    selected = [_select(arrays, layer) for arrays in layers]
+    selected = [select_layer(arrays, layer) for arrays in layers]
     rows = []
     for tokens, position in contexts:
         vectors = selected[distinct[tuple(tokens)]]

@@ -5,7 +5,7 @@ import pytest
 import spacy
 from spacy.lookups import Lookups
 
-from spacy_elmo.probes.usages import (
+from spacy_elmo.usage.usages import (
     collect_usages, corpus_lines, find_usages, parse_layer, read_targets, read_usages, sample_usages, write_usages,
 )
 
