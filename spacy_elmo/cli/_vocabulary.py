@@ -46,6 +46,7 @@ OLD_SPELLINGS: Dict[str, Tuple[Renamed, ...]] = {
     "download": (Renamed("--options", "--options-url"), Renamed("--weights", "--weights-url"),
                  Renamed("--pipeline", "--as-pipeline")),
     "substitutes": (Renamed("--exclude-unk", None, "substitutes are words by default; --all-entries keeps <UNK>"),),
+    "embed-corpus": (Renamed("--precision", "--dtype", "the layers' storage dtype"),),
 }
 # commands whose input text was given as positional arguments, now --input
 POSITIONAL_INPUT = {"usages", "senses", "change"}
@@ -101,8 +102,23 @@ def modernize(command: str, args: Sequence[str], params: Sequence[Any]) -> List[
     return out
 
 
+# what an ImportError of a missing extra says (usage/extra.py, and the ray, spark, export and serve extras)
+EXTRA_HINT = "pip install 'spacy-elmo["
+
+
 class CommandWithOldSpellings(TyperCommand):
-    """A command that still reads the old spellings of its flags (``OLD_SPELLINGS``), for one release."""
+    """A command that still reads the old spellings of its flags (``OLD_SPELLINGS``), for one release,
+    and stops with one line where an optional extra it needs is missing (the library's ImportError
+    names the ``pip install 'spacy-elmo[EXTRA]'`` that adds it)."""
 
     def parse_args(self, ctx: Any, args: List[str]) -> List[str]:
         return super().parse_args(ctx, modernize(self.name or "", args, self.params))
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ImportError as err:
+            if EXTRA_HINT not in str(err):
+                raise
+            typer.echo(str(err), err=True)
+            raise typer.Exit(1) from None

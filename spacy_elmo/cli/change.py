@@ -45,13 +45,10 @@ def change_cli(
     from ..records.provenance import data_record, model_record, portable_path, provenance
     from ..usage.usages import load_tokenizer, load_usages_or_collect, read_targets
 
-    try:  # scipy and scikit-learn: the usage extra
-        from ..usage.change import ChangeSettings, run_change
-        from ..usage.clustering import APSettings
-        from ..usage.ranking import read_gold
-    except ImportError as err:
-        typer.echo(str(err), err=True)
-        raise typer.Exit(1) from None
+    # without the usage extra these raise the ImportError that names it (CommandWithOldSpellings prints it)
+    from ..usage.change import ChangeSettings, run_change
+    from ..usage.clustering import APSettings
+    from ..usage.ranking import read_gold
 
     if len(input) != 2:
         raise typer.BadParameter(f"give the two periods as --input A --input B (got {len(input)})")

@@ -1,24 +1,21 @@
 """`downstream-corpus`, `downstream-train`, `downstream-report`: spaCy components trained with and
 without ELMo on fractions of a labelled corpus, and the table of their test scores."""
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
 from ._app import app
 from ._training_options import OVERRIDES
-
-
-def _items(text: str) -> List[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+from ._vocabulary import MODEL
 
 
 @app.command("downstream-corpus")
 def downstream_corpus_cli(
-    kind: str = typer.Argument(..., help="ud (CoNLL-U: UPOS) or ner (CoNLL columns, IOB1 or IOB2)"),
-    input_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="the labelled file"),
-    output: str = typer.Argument(..., help="the .spacy file to write; {pct} stands for the fraction in percent"),
-    fractions: str = typer.Option("1", "--fractions", help="shares of the sentences, comma-separated, in (0, 1]"),
+    input_path: Path = typer.Option(..., "--input", exists=True, dir_okay=False, help="the labelled file"),
+    kind: str = typer.Option(..., "--kind", help="ud (CoNLL-U: UPOS) or ner (CoNLL columns, IOB1 or IOB2)"),
+    output: str = typer.Option(..., "--output", help="the .spacy file to write; {pct} stands for the fraction in percent"),
+    fractions: str = typer.Option("100", "--fractions", help="percent of the sentences, comma-separated, in (0, 100]"),
     seed: int = typer.Option(0, "--seed", help="seed of the shuffle that picks each fraction (nested)"),
     n_sents: int = typer.Option(10, "--n-sents", min=1, help="sentences per Doc"),
 ) -> None:
@@ -26,7 +23,7 @@ def downstream_corpus_cli(
     from ..downstream.corpus import convert_fractions
 
     try:
-        written = convert_fractions(kind, input_path, output, [float(f) for f in _items(fractions)], seed=seed, n_sents=n_sents)
+        written = convert_fractions(kind, input_path, output, fractions, seed=seed, n_sents=n_sents)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
     for path, (docs, sentences, tokens) in written:
@@ -36,33 +33,32 @@ def downstream_corpus_cli(
 @app.command("downstream-train", context_settings=OVERRIDES)
 def downstream_train_cli(
     ctx: typer.Context,
-    corpus: Path = typer.Option(..., "--corpus", exists=True, file_okay=False, help="folder of <task>-{train-<pct>,dev,test}.spacy"),
+    input_path: Path = typer.Option(..., "--input", exists=True, file_okay=False, help="folder of <task>-{train-<pct>,dev,test}.spacy"),
     output: Path = typer.Option(..., "--output", help="folder for models/ and metrics/"),
     configs: Path = typer.Option(Path("configs"), "--configs", exists=True, file_okay=False,
                                  help="folder of the task configs: tagger.cfg, tagger-elmo.cfg, ner.cfg, ..."),
-    elmo: Optional[Path] = typer.Option(None, "--elmo", help="the biLM directory the elmo setting uses"),
+    model: Optional[str] = MODEL,
     tasks: str = typer.Option("upos,ner", "--tasks", help="comma-separated: upos, ner, textcat"),
-    fractions: str = typer.Option("1,10,100", "--fractions", help="percent of train, comma-separated"),
+    fractions: str = typer.Option("1,10,100", "--fractions", help="percent of the training sentences, comma-separated (the files downstream-corpus wrote)"),
     settings: str = typer.Option("plain,elmo", "--settings", help="comma-separated: plain, elmo"),
 ) -> None:
     """Train each task on each fraction with and without ELMo (`spacy train`) and score it on test;
-    cells already in OUTPUT/metrics are skipped. Overrides as with `spacy train` (--training.max_steps 300)."""
+    the elmo setting uses --model. Cells already in OUTPUT/metrics are skipped. Overrides as with
+    `spacy train` (--training.max_steps 300)."""
     from spacy.cli._util import parse_config_overrides
 
     from ..downstream.runs import run_cells
 
     try:
-        run_cells(
-            corpus, output, configs=configs, elmo=elmo, tasks=_items(tasks), fractions=[int(f) for f in _items(fractions)],
-            settings=_items(settings), overrides=parse_config_overrides(ctx.args),
-        )
+        run_cells(input_path, output, configs=configs, elmo=model, tasks=tasks, fractions=fractions, settings=settings,
+                  overrides=parse_config_overrides(ctx.args))
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
 
 
 @app.command("downstream-report")
 def downstream_report_cli(
-    metrics: Path = typer.Argument(..., exists=True, help="the metrics folder downstream-train wrote"),
+    input_path: Path = typer.Option(..., "--input", exists=True, file_okay=False, help="the metrics folder downstream-train wrote"),
     table: Path = typer.Option(..., "--table", help="markdown file to write"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG file to write (needs matplotlib: the plot extra)"),
     records: Optional[Path] = typer.Option(None, "--records", help="also write every run's metrics here (JSON)"),
@@ -72,6 +68,6 @@ def downstream_report_cli(
     from ..downstream.report import write_report
 
     try:
-        typer.echo(write_report(metrics, table, plot_path=plot, records=records, title=title))
+        typer.echo(write_report(input_path, table, plot_path=plot, records=records, title=title))
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err

@@ -8,9 +8,10 @@ from ..embed.corpus import DEFAULT_MODEL, embed_corpus
 from ..embed.runs import LAYER_CHOICES
 from ..embed.shards import DTYPES
 from ._app import app
+from ._vocabulary import CommandWithOldSpellings
 
 
-@app.command("embed-corpus")
+@app.command("embed-corpus", cls=CommandWithOldSpellings)
 def embed_corpus_cli(
     input: str = typer.Option(
         ..., "--input",
@@ -23,8 +24,7 @@ def embed_corpus_cli(
     actors: Optional[int] = typer.Option(None, "--actors", min=1, help="actors, each loading the model once; default: one per GPU, or per --cpus-per-actor CPUs"),
     cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1),
     layers: str = typer.Option("all", "--layers", help="all: every biLM layer; mix: the component's mix"),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="the layers as stored: float32 (default) or float16"),
-    precision: Optional[str] = typer.Option(None, "--precision", hidden=True, help="former name of --dtype (deprecated)"),
+    dtype: str = typer.Option("float32", "--dtype", help="the layers as stored: float32 (default) or float16"),
     shard_rows: int = typer.Option(500, "--shard-rows", min=1, help="input rows per shard (the unit of resuming)"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="sentences per forward pass; default: 32 per actor CPU, 256 on a GPU"),
     strict_utf8: bool = typer.Option(False, "--strict-utf8", help="stop at a line that is not UTF-8 instead of replacing its bytes and counting it"),
@@ -38,7 +38,6 @@ def embed_corpus_cli(
     """
     if layers not in LAYER_CHOICES:
         raise typer.BadParameter(f"--layers must be one of {', '.join(LAYER_CHOICES)}")
-    dtype = storage_dtype(dtype, precision)
     if dtype not in DTYPES:
         raise typer.BadParameter(f"--dtype must be one of {', '.join(DTYPES)}")
     if engine not in ("ray", "spark"):
@@ -73,14 +72,3 @@ def embed_corpus_cli(
             "(counted per shard in shard-*.json; --strict-utf8 stops at the first)", err=True,
         )
 
-
-def storage_dtype(dtype: Optional[str], precision: Optional[str]) -> str:
-    """The storage dtype from ``--dtype``, or from its former name ``--precision`` (read until the next
-    release, with a note on stderr); float32 where neither is given."""
-    if precision is None:
-        return dtype or "float32"
-    if dtype is not None and dtype != precision:
-        raise typer.BadParameter(f"--dtype {dtype} and --precision {precision} (its former name) disagree: give --dtype only")
-    typer.echo("embed-corpus: --precision is deprecated and will be removed in the next release; use --dtype "
-               f"(the layers' storage dtype): --dtype {precision}", err=True)
-    return precision

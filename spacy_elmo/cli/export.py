@@ -6,18 +6,18 @@ from typing import Optional
 import typer
 
 from ._app import app
+from ._vocabulary import MODEL, OPTIONS, WEIGHTS
 
 
 @app.command("export")
 def export_cli(
     output: Path = typer.Option(..., "--output", help="the file to write (.onnx, .pt); its folder must exist"),
-    format: str = typer.Option(..., "--format", help="onnx or torchscript"),
-    model: Optional[str] = typer.Option(
-        None, "--model", help="what load_bilm reads: our directory, a folder with a published pair, an "
-        "ELMoForManyLangs model, a published name; default: the shipped en_small"),
-    options: Optional[Path] = typer.Option(None, "--options", help="published options.json (with --weights)"),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="published HDF5 weights (with --options)"),
-    precision: str = typer.Option("fp32", "--precision", help="fp32; int8 (ONNX, kept if within the cosine bound)"),
+    to: str = typer.Option(..., "--to", help="the file format: onnx or torchscript"),
+    model: Optional[str] = MODEL,
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
+    precision: str = typer.Option("fp32", "--precision", help="the inference precision word: fp32; int8 (ONNX, kept if "
+                                  "within the cosine bound)"),
     opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset (default: the pinned one, 17)"),
 ) -> None:
     """Export a biLM: character ids and lengths in, every layer out, any batch size and length.
@@ -28,7 +28,7 @@ def export_cli(
     from ..export import OPSET, ExportError, export_model
 
     try:
-        record = export_model(model, output, format, options=options, weights=weights, precision=precision,
+        record = export_model(model, output, to, options=options, weights=weights, precision=precision,
                               opset=OPSET if opset is None else opset)
     except (ExportError, ValueError, FileNotFoundError) as err:
         typer.echo(f"export: {err}", err=True)
@@ -46,7 +46,7 @@ def serve_cli(
     max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="longest text accepted (413 beyond)"),
     max_batch: int = typer.Option(32, "--max-batch", min=1, help="most texts run in one nlp.pipe batch"),
     wait_ms: float = typer.Option(5.0, "--wait-ms", min=0.0, help="how long a batch waits for more requests"),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads (default: torch's)"),
+    threads: int = typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)"),
 ) -> None:
     """Serve doc._.elmo (its layers and mixed vector) over HTTP: POST /embed {"text": ...} (docs/export.md)."""
     import spacy
@@ -61,7 +61,7 @@ def serve_cli(
     if pipeline is not None and not pipeline.is_dir():
         typer.echo(f"serve: {pipeline}: pipeline folder not found", err=True)
         raise typer.Exit(code=2)
-    if threads is not None:
+    if threads:
         import torch
 
         torch.set_num_threads(threads)

@@ -35,11 +35,8 @@ def senses_cli(
     from ..records.provenance import data_record, model_record, portable_path, provenance
     from ..usage.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
 
-    try:  # scikit-learn and scipy: the usage extra
-        from ..usage.senses import SOURCE, SenseSettings, induce_senses, senses_record, uses_in_windows
-    except ImportError as err:
-        typer.echo(str(err), err=True)
-        raise typer.Exit(1) from None
+    # without the usage extra these raise the ImportError that names it (CommandWithOldSpellings prints it)
+    from ..usage.senses import SOURCE, SenseSettings, induce_senses, senses_record, uses_in_windows
 
     stats = TextStats()
     try:

@@ -6,17 +6,20 @@
 - ``ner``: CoNLL-2003 style columns (token first, IOB1 or IOB2 tag last; ``-DOCSTART-`` lines skipped),
   also WNUT-17's tab-separated ``token<TAB>tag``.
 
-Sentences are grouped into Docs of ``n_sents`` with sentence starts set. A fraction keeps the first
-``round(fraction * n)`` sentences of one seeded shuffle (at least one), so the 1% set is inside the 10%
-set, which is inside 100%; kept sentences stay in corpus order.
+Sentences are grouped into Docs of ``n_sents`` with sentence starts set. A fraction (given in percent to
+``convert_fractions``) keeps the first ``round(fraction * n)`` sentences of one seeded shuffle (at
+least one), so the 1% set is inside the 10% set, which is inside 100%; kept sentences stay in corpus
+order.
 """
 import random
 from pathlib import Path
-from typing import Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple, Union
 
 from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
 from spacy.vocab import Vocab
+
+from .lists import comma_list
 
 # (words, spaces, tags): one sentence
 Sentence = Tuple[List[str], List[bool], List[str]]
@@ -121,20 +124,26 @@ READERS = {"ud": read_conllu, "ner": read_conll_ner}
 
 
 def convert_fractions(
-    kind: str, input_path: Path, output: str, fractions: Sequence[float], *, seed: int = 0, n_sents: int = 10
+    kind: str, input_path: Path, output: str, fractions: Union[str, Sequence[float]] = (100,), *, seed: int = 0,
+    n_sents: int = 10,
 ) -> List[Tuple[Path, Tuple[int, int, int]]]:
     """Write each seeded fraction of one file's sentences to ``output`` ("{pct}" in it stands for the
-    fraction in percent, needed with several fractions).
+    fraction in percent, needed with several fractions). fractions: percent of the sentences, in
+    (0, 100], or a comma-separated string of them ("1,10,100").
 
     RETURNS (List[Tuple[Path, Tuple[int, int, int]]]): each file written, with its docs, sentences and tokens.
     """
     if kind not in READERS:
         raise ValueError(f"unknown corpus kind {kind!r}; use one of {sorted(READERS)}")
-    if len(fractions) > 1 and "{pct}" not in output:
+    percents = comma_list(fractions, float)
+    outside = [f"{pct:g}" for pct in percents if not 0 < pct <= 100]
+    if outside or not percents:
+        raise ValueError(f"fractions are percent of the sentences, in (0, 100]: not {', '.join(outside) or repr(fractions)}")
+    if len(percents) > 1 and "{pct}" not in output:
         raise ValueError(f"several fractions need {{pct}} in the output path, not {output!r}")
     sentences = list(READERS[kind](Path(input_path).read_text(encoding="utf-8")))
     written = []
-    for fraction in fractions:
-        path = Path(output.format(pct=f"{100 * fraction:g}"))
-        written.append((path, write(sentences, kind, path, fraction=fraction, seed=seed, n_sents=n_sents)))
+    for pct in percents:
+        path = Path(output.format(pct=f"{pct:g}"))
+        written.append((path, write(sentences, kind, path, fraction=pct / 100, seed=seed, n_sents=n_sents)))
     return written

@@ -10,7 +10,7 @@ where it stopped.
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import srsly
 from spacy.cli.evaluate import evaluate
@@ -19,6 +19,7 @@ from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
 from ..records.provenance import data_record, model_record, portable_path, provenance, start_snapshot
+from .lists import comma_list
 
 
 class Task(NamedTuple):
@@ -43,14 +44,15 @@ def run_one(
     *,
     corpus: Path,
     output: Path,
-    elmo: Optional[Path],
+    elmo: Optional[Union[str, Path]],
     overrides: Dict[str, Any],
     configs: Path,
     elmo_cache_mb: Optional[float] = None,
     score_only: bool = False,
 ) -> Dict[str, Any]:
     """Train and score one cell of the table (score_only: score the model-best an earlier, stopped
-    run left, without training). configs (Path): the folder of the task configs.
+    run left, without training). configs (Path): the folder of the task configs. elmo: the biLM of
+    the elmo setting, anything load_bilm takes (None: the shipped one).
     RETURNS (Dict): the metrics record written, whose provenance names the commit the cell started
     from, the biLM (the elmo setting) and the .spacy files it read."""
     start = start_snapshot()
@@ -60,9 +62,8 @@ def run_one(
     model_dir = output / "models" / f"{task}-{setting}-{pct}"
     settings = {"paths.train": str(train_path), "paths.dev": str(corpus / f"{task}-dev.spacy"), **overrides}
     if setting == "elmo" and not score_only:
-        if elmo is None:
-            raise ValueError("the elmo setting needs --elmo DIR (a biLM directory)")
-        settings["paths.elmo"] = str(elmo)
+        if elmo is not None:  # else the config's null: the shipped biLM
+            settings["paths.elmo"] = str(elmo)
         if elmo_cache_mb is not None:
             settings["components.elmo.model.frozen_cache_mb"] = elmo_cache_mb
     began = time.time()
@@ -111,16 +112,18 @@ def run_cells(
     output: Path,
     *,
     configs: Path,
-    elmo: Optional[Path] = None,
-    tasks: Sequence[str] = tuple(TASKS),
-    fractions: Sequence[int] = (1, 10, 100),
-    settings: Sequence[str] = SETTINGS,
+    elmo: Optional[Union[str, Path]] = None,
+    tasks: Union[str, Sequence[str]] = tuple(TASKS),
+    fractions: Union[str, Sequence[int]] = (1, 10, 100),
+    settings: Union[str, Sequence[str]] = SETTINGS,
     overrides: Optional[Dict[str, Any]] = None,
     elmo_cache_mb: Optional[float] = None,
     score_only: bool = False,
 ) -> List[str]:
     """Run every (task, fraction, setting) cell whose metrics OUTPUT/metrics/ lacks, printing a line
-    for each. RETURNS (List[str]): the line of each cell run now."""
+    for each. tasks, fractions (percent of train) and settings: sequences or comma-separated strings.
+    RETURNS (List[str]): the line of each cell run now."""
+    tasks, fractions, settings = comma_list(tasks), comma_list(fractions, int), comma_list(settings)
     unknown = [t for t in tasks if t not in TASKS] + [s for s in settings if s not in SETTINGS]
     if unknown:
         raise ValueError(f"unknown tasks or settings {unknown}: tasks are {list(TASKS)}, settings {list(SETTINGS)}")

@@ -30,7 +30,7 @@ MAX_KEYS = 3
 # spellings, and the pipeline building that convert and download share)
 CLI_HELPERS = {
     "_training_options": {"max_time_option", "parse_duration", "load_config"},
-    "_vocabulary": {"report", "warn", "modernize", "parse_args"},
+    "_vocabulary": {"report", "warn", "modernize", "parse_args", "invoke"},
     "main": {"main"},
     "convert": {"build_pipeline", "pipeline_language", "check_language", "export_pipeline_bilm"},
     "download": {"fetch_for_cli", "fetch_archive_for_cli"},

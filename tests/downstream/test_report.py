@@ -20,7 +20,7 @@ def test_the_report_writes_the_table_the_plot_and_every_runs_metrics(tmp_path):
         _write(metrics, "upos", "plain", pct, plain, sentences)
         _write(metrics, "upos", "elmo", pct, elmo, sentences)
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["downstream-report", str(metrics), "--table", str(out / "t.md"), "--plot",
+    result = CliRunner().invoke(app, ["downstream-report", "--input", str(metrics), "--table", str(out / "t.md"), "--plot",
                                       str(out / "p.png"), "--records", str(out / "r.json"), "--title", "Sample"])
     assert result.exit_code == 0, result.output
     lines = (out / "t.md").read_text(encoding="utf-8").splitlines()
@@ -34,6 +34,6 @@ def test_the_report_writes_the_table_the_plot_and_every_runs_metrics(tmp_path):
 
 
 def test_an_empty_metrics_folder_is_refused_saying_what_to_run(tmp_path):
-    result = CliRunner().invoke(app, ["downstream-report", str(tmp_path), "--table", str(tmp_path / "t.md")])
+    result = CliRunner().invoke(app, ["downstream-report", "--input", str(tmp_path), "--table", str(tmp_path / "t.md")])
     assert result.exit_code != 0 and "no metrics (*.json)" in result.output and "downstream-train" in result.output
     assert not (tmp_path / "t.md").exists()

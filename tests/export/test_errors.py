@@ -20,11 +20,11 @@ def _cli(*args):
 @pytest.mark.parametrize(
     "args, says",
     [
-        (["--format", "tflite"], "unknown format 'tflite': choose one of onnx, torchscript"),
-        (["--format", "onnx", "--precision", "fp16"], "fp16 is not offered"),
-        (["--format", "torchscript", "--precision", "int8"], "int8 is offered for ONNX only"),
-        (["--format", "onnx", "--precision", "int4"], "unknown precision 'int4'"),
-        (["--format", "onnx", "--opset", "9"], "opset 9 is outside"),
+        (["--to", "tflite"], "unknown format 'tflite': choose one of onnx, torchscript"),
+        (["--to", "onnx", "--precision", "fp16"], "fp16 is not offered"),
+        (["--to", "torchscript", "--precision", "int8"], "int8 is offered for ONNX only"),
+        (["--to", "onnx", "--precision", "int4"], "unknown precision 'int4'"),
+        (["--to", "onnx", "--opset", "9"], "opset 9 is outside"),
     ],
 )
 def test_the_command_refuses_a_request_it_cannot_meet_in_one_line(tmp_path, args, says):
@@ -35,18 +35,18 @@ def test_the_command_refuses_a_request_it_cannot_meet_in_one_line(tmp_path, args
 
 
 def test_a_missing_output_folder_or_model_is_a_one_line_error(tmp_path):
-    missing = _cli("--format", "onnx", "--model", TINY, "--output", tmp_path / "no" / "m.onnx")
+    missing = _cli("--to", "onnx", "--model", TINY, "--output", tmp_path / "no" / "m.onnx")
     assert missing.exit_code == 2 and "output folder not found" in missing.stderr
-    no_model = _cli("--format", "onnx", "--model", tmp_path / "absent", "--output", tmp_path / "m.onnx")
+    no_model = _cli("--to", "onnx", "--model", tmp_path / "absent", "--output", tmp_path / "m.onnx")
     assert no_model.exit_code == 2 and "absent" in no_model.stderr
     assert len(no_model.stderr.strip().splitlines()) == 1
-    folder = _cli("--format", "onnx", "--model", TINY, "--output", tmp_path)
+    folder = _cli("--to", "onnx", "--model", TINY, "--output", tmp_path)
     assert folder.exit_code == 2 and "is a folder" in folder.stderr
 
 
 def test_the_command_writes_the_file_and_its_record(tmp_path):
     pytest.importorskip("onnxruntime")
-    result = subprocess.run([sys.executable, "-m", "spacy_elmo", "export", "--format", "torchscript", "--model",
+    result = subprocess.run([sys.executable, "-m", "spacy_elmo", "export", "--to", "torchscript", "--model",
                              str(TINY), "--output", str(tmp_path / "tiny.pt")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     record = json.loads(record_path(tmp_path / "tiny.pt").read_text(encoding="utf-8"))
