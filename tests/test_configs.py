@@ -102,15 +102,20 @@ def test_default_config_names_the_model_once_and_leaves_the_shape_to_it():
     assert elmo.bilm.config == load_bilm().config and elmo.cfg["has_weights"]
 
 
-def _published_pair_folder(tiny_paths, folder):
+def _published_pair_folder(tiny_paths, folder, names=("options.json", "weights.hdf5")):
     folder.mkdir()
-    shutil.copy(tiny_paths[0], folder / "options.json")
-    shutil.copy(tiny_paths[1], folder / "weights.hdf5")
+    shutil.copy(tiny_paths[0], folder / names[0])
+    shutil.copy(tiny_paths[1], folder / names[1])
     return folder
 
 
-def test_name_loads_its_source_at_initialize_and_the_saved_pipeline_keeps_it(tiny_paths, tiny_sentences, tmp_path):
-    source = _published_pair_folder(tiny_paths, tmp_path / "pair")
+# how bilm-tf writes a pair, and how AllenNLP serves it for download (the name of its shape in front)
+NAMINGS = [("options.json", "weights.hdf5"), ("elmo_2x64_16_options.json", "elmo_2x64_16_weights.hdf5")]
+
+
+@pytest.mark.parametrize("names", NAMINGS, ids=["bilm-tf names", "AllenNLP download names"])
+def test_name_loads_its_source_at_initialize_and_the_saved_pipeline_keeps_it(tiny_paths, tiny_sentences, tmp_path, names):
+    source = _published_pair_folder(tiny_paths, tmp_path / "pair", names)
     nlp = spacy.blank("en")
     elmo = nlp.add_pipe("elmo", config={"model": {"name": str(source)}})
     assert not elmo.cfg["has_weights"]
@@ -119,6 +124,8 @@ def test_name_loads_its_source_at_initialize_and_the_saved_pipeline_keeps_it(tin
     doc = nlp(Doc(nlp.vocab, words=tiny_sentences[0]))
     np.testing.assert_allclose(doc._.elmo.layers, expected, atol=1e-5)
     np.testing.assert_allclose(doc._.elmo.layers, load_allennlp(*tiny_paths).embed([tiny_sentences[0]])[0], atol=1e-5)
+    with np.load(tiny_paths[0].parent / "expected.npz", allow_pickle=False) as allennlp:  # AllenNLP's own outputs
+        np.testing.assert_allclose(doc._.elmo.layers, allennlp["layers_0"], atol=1e-5, rtol=0)
     assert nlp.config["components"]["elmo"]["model"]["name"] == str(source)
     nlp.to_disk(tmp_path / "nlp")
     shutil.rmtree(source)
