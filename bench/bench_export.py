@@ -95,7 +95,7 @@ def bench_shape(shape: str, sentences, tokens: int, args) -> Dict:
         for fmt in ("onnx", "torchscript"):
             export_bilm(plain, Path(work) / f"model.{fmt}", fmt, model={"name": shape})
         result["export_seconds"] = time.time() - started
-        scripted = ExportedBiLM(Path(work) / "model.torchscript")
+        scripted = ExportedBiLM(Path(work) / "model.torchscript", module=torch.jit.load(str(Path(work) / "model.torchscript")))
         onnx = ExportedBiLM(Path(work) / "model.onnx", threads=args.threads)
         runs: Dict[str, Callable[[], List[np.ndarray]]] = {
             "load_bilm": lambda: optimized.embed(sentences, batch_size=args.batch_size),

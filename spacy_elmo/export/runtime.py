@@ -3,9 +3,13 @@
 ``ExportedBiLM(path)`` reads the record beside the file (``exporter.record_path``), makes the
 char ids by the convention it names (the published byte ids, or the learned vocabulary written
 beside the file) and gives what ``BiLM.embed`` gives: per sentence, every layer at its tokens.
+
+A TorchScript file is a program, and loading one unpickles its constants: the package never loads
+one itself (it loads no model that way). Where you trust the file, load it
+(``torch.jit.load(path)``, or libtorch) and hand the module over: ``ExportedBiLM(path,
+module=torch.jit.load(path))``. An ONNX file is data, which ONNX Runtime runs as it is.
 """
 import json
-import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -21,9 +25,11 @@ class ExportedBiLM:
 
     path (Path): the .onnx or TorchScript file; its record must lie beside it.
     threads (int): ONNX Runtime's intra-op threads (TorchScript uses torch's setting).
+    module (Optional[torch.jit.ScriptModule]): for a TorchScript file, the module you loaded from it
+        where you trust it (see the module docstring).
     """
 
-    def __init__(self, path: Path, *, threads: int = 1) -> None:
+    def __init__(self, path: Path, *, threads: int = 1, module: Optional[Any] = None) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise ExportError(f"{self.path}: exported file not found")
@@ -44,10 +50,11 @@ class ExportedBiLM:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
             self._session = onnxruntime.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        elif module is None:
+            raise ExportError(f"{self.path}: a TorchScript file is a program, which this package does not load; where "
+                              "you trust it, give it as ExportedBiLM(path, module=torch.jit.load(path))")
         else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch.jit's deprecation notice
-                self._module = torch.jit.load(str(self.path), map_location="cpu").eval()
+            self._module = module.eval()
 
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[np.ndarray, np.ndarray]:
         """The char ids and lengths of a batch, sentence boundaries added (``BiLM.batch_ids``)."""

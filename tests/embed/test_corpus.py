@@ -56,7 +56,7 @@ def dumped(corpus, tiny_paths):
 def assert_matches_dump(output, dumped, corpus_text, name="corpus.txt"):
     rows = list(read_shards(output))
     sentences = read_sentences(corpus_text)
-    assert [row_id for row_id, _, _ in rows] == [f"{name}:{i}" for i in range(len(dumped))]
+    assert [row_id for row_id, _, _ in rows] == [f"{name}:{i}" for i in range(1, len(dumped) + 1)]  # lines from 1
     assert [tokens for _, tokens, _ in rows] == sentences
     for (_, _, layers), expected in zip(rows, dumped):
         assert layers.dtype == np.float32 and layers.shape == expected.shape
@@ -227,7 +227,7 @@ def test_a_driver_capped_far_below_the_corpus_embeds_a_folder_of_gz_on_two_nodes
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found == {"rows": 2 * per_file, "written": 2 * -(-per_file // 40), "refused": True, "nodes": 2}
     rows = list(read_shards(tmp_path / "out"))
-    assert [row_id for row_id, _, _ in rows] == [f"{name}:{i}" for name in ("a.txt.gz", "b/c.txt.gz") for i in range(per_file)]
+    assert [row_id for row_id, _, _ in rows] == [f"{name}:{i}" for name in ("a.txt.gz", "b/c.txt.gz") for i in range(1, per_file + 1)]  # lines from 1
     for k, (_, tokens, layers) in enumerate(rows):
         expected = dumped[(k % per_file) % len(lines)]
         assert tokens == lines[(k % per_file) % len(lines)].split()

@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 from spacy_elmo.cli import app
 from spacy_elmo.export import ExportedBiLM, ExportError, export_bilm, export_model, record_path
 
+from .exported import run_file
+
 from ..conftest import TINY, random_bilm
 
 
@@ -51,7 +53,7 @@ def test_the_command_writes_the_file_and_its_record(tmp_path):
     assert result.returncode == 0, result.stderr
     record = json.loads(record_path(tmp_path / "tiny.pt").read_text(encoding="utf-8"))
     assert record["format"] == "torchscript" and record["char_ids"]["name"] == "bytes"
-    assert ExportedBiLM(tmp_path / "tiny.pt").embed([["a", "b"]])[0].shape == (3, 2, 32)
+    assert run_file(tmp_path / "tiny.pt").embed([["a", "b"]])[0].shape == (3, 2, 32)
 
 
 def test_an_exported_file_without_its_record_is_refused(tmp_path):
@@ -70,5 +72,14 @@ def test_int8_onnx_is_kept_only_with_its_measured_cosine_within_the_bound(tmp_pa
         assert not (tmp_path / "en_small.int8.onnx").exists()
         return
     assert record["int8"]["mean_cosine_to_fp32"] >= 0.999
-    model = ExportedBiLM(tmp_path / "en_small.int8.onnx")
+    model = run_file(tmp_path / "en_small.int8.onnx")
     assert model.embed([["A", "bank", "."]])[0].shape == (3, 3, 256)
+
+
+def test_a_torchscript_file_is_run_only_as_a_module_the_caller_loaded(tmp_path):
+    """A TorchScript file is a program: the package loads none itself (it unpickles nothing), and
+    says how to hand one over where it is trusted."""
+    export_bilm(random_bilm(), tmp_path / "m.pt", "torchscript", model={"name": "random"})
+    with pytest.raises(ExportError, match=r"module=torch\.jit\.load\(path\)"):
+        ExportedBiLM(tmp_path / "m.pt")
+    assert run_file(tmp_path / "m.pt").embed([["a", "b", "c"]])[0].shape[:2] == (3, 3)

@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.export import ExportedBiLM, export_bilm
+from spacy_elmo.export import export_bilm
 from spacy_elmo.fast import optimize_for_inference
+
+from .exported import run_file
 
 from ..conftest import random_bilm
 
@@ -29,7 +31,7 @@ def test_every_architecture_variant_exports_to_the_reference_layers(tmp_path, va
     bilm = random_bilm(**VARIANTS[variant])
     export_bilm(bilm, tmp_path / "m", fmt, model={"name": variant})
     expected, ids, lengths = _forward(bilm, SENTENCES)
-    got = ExportedBiLM(tmp_path / "m").layers(ids, lengths)
+    got = run_file(tmp_path / "m").layers(ids, lengths)
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
@@ -43,7 +45,7 @@ def test_exporting_an_optimized_biLM_exports_its_reference_computation(tmp_path)
     assert bilm.runner is None  # detached: the reference computation was compiled
     assert "reference" in record["compiled_with"]
     expected, ids, lengths = _forward(bilm, SENTENCES)
-    np.testing.assert_allclose(ExportedBiLM(tmp_path / "m.onnx").layers(ids, lengths), expected, atol=1e-5)
+    np.testing.assert_allclose(run_file(tmp_path / "m.onnx").layers(ids, lengths), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
@@ -51,7 +53,7 @@ def test_one_file_runs_batch_sizes_and_lengths_other_than_the_example_it_was_com
     pytest.importorskip("onnxruntime")
     bilm = random_bilm()
     export_bilm(bilm, tmp_path / "m", fmt, model={"name": "random"})
-    model = ExportedBiLM(tmp_path / "m")
+    model = run_file(tmp_path / "m")
     for sentences in ([["x"] * 40], [["y"]] * 9, [[]], [["q", "r"], ["s"] * 33]):
         expected, ids, lengths = _forward(bilm, sentences)
         np.testing.assert_allclose(model.layers(ids, lengths), expected, atol=1e-5)

@@ -5,9 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacy_elmo.export import ExportedBiLM, export_model, record_path
+from spacy_elmo.export import export_model, record_path
 from spacy_elmo.files import file_sha256
 from spacy_elmo.io import load_bilm
+
+from .exported import run_file
 
 pytest.importorskip("onnxruntime")
 
@@ -51,7 +53,7 @@ def exported(request, tmp_path_factory):
 @pytest.mark.parametrize("sentences", [RAGGED, ONE], ids=["ragged batch", "one sentence"])
 def test_an_exported_file_gives_the_layers_load_bilm_embeds(exported, fmt, sentences):
     name, references, files = exported
-    got = ExportedBiLM(files[fmt]).embed(sentences)
+    got = run_file(files[fmt]).embed(sentences)
     for reference in references:
         expected = reference.embed(sentences)
         assert [g.shape for g in got] == [e.shape for e in expected]
@@ -62,7 +64,7 @@ def test_an_exported_file_gives_the_layers_load_bilm_embeds(exported, fmt, sente
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
 def test_padding_positions_of_an_exported_file_are_zero_and_rows_do_not_depend_on_the_batch(exported, fmt):
     files = exported[2]
-    model = ExportedBiLM(files[fmt])
+    model = run_file(files[fmt])
     ids, lengths = model.batch_ids(RAGGED)
     batched = model.layers(ids, lengths)
     for row, n in enumerate(lengths):
