@@ -107,8 +107,9 @@ def _save_vector_setting(bilm: BiLM, path: Path, weights_sha256: str) -> None:
         bilm.vector_setting = None
         warnings.warn(
             f"{path}: the biLM's weights changed since its default vectors were chosen ({VECTORS_NAME} names "
-            "other weights), so the saved model gives the mean of the layers; make a vector setting for "
-            "the new weights with python -m lab.release.sense_vectors"
+            "other weights), so the saved model gives the mean of the layers; give the new weights a "
+            "setting of their own (spacy_elmo.bilm.VectorSetting on bilm.vector_setting; a checkout's "
+            "python -m lab.release.sense_vectors chooses one by WiC accuracy)"
         )
 
 
