@@ -39,7 +39,7 @@ SETUP_FILES = ("requirements.txt", "setup.cfg", "setup.py", "pyproject.toml")
 CPU_INDEX = os.environ.get("SPACY_ELMO_TORCH_INDEX", "https://download.pytorch.org/whl/cpu")
 COMMANDS = {
     "main": ["-m", "spacy", "project", "run", "main"],
-    "tests": ["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
+    "tests": ["-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "--durations=25"],
 }
 RECORDED = ("main",)  # the jobs whose timing is written to RECORDS/JOB-run.json
 RECORDS = "metrics"  # project.yml's vars.metrics (ignored by git)
