@@ -56,7 +56,7 @@ def test_download_errors_say_what_to_do(server, tmp_path):  # noqa: F811
     assert result.exit_code == 1 and "small, medium, original, original-5.5b" in result.output
     result = runner.invoke(app, ["download", "small"])  # the server has no files: 404
     assert result.exit_code == 1 and "HTTP 404" in result.output and server.base + OPTIONS_PATH in result.output
-    assert not (tmp_path / "cache" / "small" / "options.json").exists()
+    assert not (tmp_path / "cache").exists()  # nothing left behind, not even a folder
     result = runner.invoke(app, ["download", "small", "--pipeline"])  # the old spelling, for one release
     assert result.exit_code == 2 and "--output" in result.output and "--pipeline is now --as-pipeline" in result.output
     result = runner.invoke(app, ["download", "small", "--options", server.base + OPTIONS_PATH])

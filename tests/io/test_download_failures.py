@@ -1,0 +1,66 @@
+"""A download that fails (refused, cut off, altered, interrupted) leaves nothing behind in the cache:
+no partial file, and no folder made for it that stayed empty."""
+import hashlib
+import io
+from dataclasses import replace
+
+import pytest
+
+from spacy_elmo.io.download import Transfer, fetch_pair, fetch_published
+from spacy_elmo.io.errors import DownloadError
+
+from .test_download import FAST, OPTIONS, OPTIONS_PATH, SMALL, WEIGHTS_PATH, server  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*downloading over plain http:RuntimeWarning")
+
+
+class _InterruptedStream(io.StringIO):
+    """Where the progress line goes, pressed Ctrl-C at: the download stops mid-file."""
+
+    def write(self, text: str) -> int:
+        raise KeyboardInterrupt
+
+
+def _left(folder):
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")) if folder.exists() else None
+
+
+def test_a_refused_download_leaves_no_folder_behind(server, tmp_path):  # noqa: F811
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        fetch_published("small", transfer=Transfer(**FAST))
+    assert not (tmp_path / "cache").exists()  # the cache and the model's folder were made for it
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        fetch_pair(server.base + "a/o.json", server.base + "a/w.hdf5", tmp_path / "cache" / "urls" / "0123")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_folder_that_was_there_before_stays(server, tmp_path):  # noqa: F811
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        fetch_published("small", directory=tmp_path / "mine", transfer=Transfer(**FAST))
+    assert _left(tmp_path / "mine") == []
+
+
+def test_a_connection_that_keeps_dropping_leaves_no_partial_file(server, tmp_path):  # noqa: F811
+    server.publish_small()
+    server.always[WEIGHTS_PATH] = "drop"
+    with pytest.raises(DownloadError, match="gave up after 4 attempts"):
+        fetch_published("small", transfer=Transfer(**FAST))
+    # the options arrived whole and verified, and stay; of the weights nothing does
+    assert _left(tmp_path / "cache") == ["small", "small/options.json", "small/options.json.sha256.json"]
+
+
+def test_a_file_that_fails_its_published_digest_leaves_nothing(server, tmp_path):  # noqa: F811
+    server.publish_small()
+    server.always[OPTIONS_PATH] = "alter"
+    known = {"small": replace(SMALL, options_sha256=hashlib.sha256(OPTIONS).hexdigest())}
+    with pytest.raises(DownloadError, match="not the published"):
+        fetch_published("small", models=known, transfer=Transfer(**FAST))
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_interrupted_download_leaves_nothing(server, tmp_path):  # noqa: F811
+    server.publish_small()
+    with pytest.raises(KeyboardInterrupt):
+        fetch_published("small", transfer=Transfer(**FAST, progress=_InterruptedStream()))
+    assert server.count(OPTIONS_PATH) == 1 and not (tmp_path / "cache").exists()
