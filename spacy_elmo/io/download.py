@@ -8,8 +8,8 @@ HDF5 weights load through ``load_allennlp``, with every dataset and shape the op
 SHA-256 where the registry knows it) and only then renamed into place with ``os.replace``. Its
 SHA-256 is written beside it (``NAME.sha256.json``, ``download_record``) and compared on every
 later use: a download that was changed or damaged since is fetched again, a file placed by hand
-(or whose record was deleted) is checked once and recorded with a line saying so, and a damaged
-record is refused. Nothing downloads unless a published model is asked for by name or URL; nothing is
+(or whose record was deleted) is checked once, first against the shape and size the registry gives
+its name (``published_shape``), and recorded with a line saying so, and a damaged record is refused. Nothing downloads unless a published model is asked for by name or URL; nothing is
 unpickled.
 
 Files come over https. Plain http, where anyone on the way can change the file, is used only
