@@ -18,7 +18,6 @@ The record detects damage and changes made by mistake; whoever can write the cac
 rewrite the record, so it is no defence against a deliberate change (the registry's SHA-256 is,
 where the registry has one).
 """
-import hashlib
 import json
 import os
 import sys

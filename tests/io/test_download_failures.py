@@ -9,7 +9,7 @@ import pytest
 from spacy_elmo.io.download import Transfer, fetch_pair, fetch_published
 from spacy_elmo.io.errors import DownloadError
 
-from .test_download import FAST, OPTIONS, OPTIONS_PATH, SMALL, WEIGHTS_PATH, server  # noqa: F401 (fixture)
+from .test_download import FAST, OPTIONS, OPTIONS_PATH, SMALL, WEIGHTS, WEIGHTS_PATH, server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*downloading over plain http:RuntimeWarning")
 
@@ -41,15 +41,6 @@ def test_a_folder_that_was_there_before_stays(server, tmp_path):  # noqa: F811
     assert _left(tmp_path / "mine") == []
 
 
-def test_a_connection_that_keeps_dropping_leaves_no_partial_file(server, tmp_path):  # noqa: F811
-    server.publish_small()
-    server.always[WEIGHTS_PATH] = "drop"
-    with pytest.raises(DownloadError, match="gave up after 4 attempts"):
-        fetch_published("small", transfer=Transfer(**FAST))
-    # the options arrived whole and verified, and stay; of the weights nothing does
-    assert _left(tmp_path / "cache") == ["small", "small/options.json", "small/options.json.sha256.json"]
-
-
 def test_a_file_that_fails_its_published_digest_leaves_nothing(server, tmp_path):  # noqa: F811
     server.publish_small()
     server.always[OPTIONS_PATH] = "alter"
@@ -64,3 +55,33 @@ def test_an_interrupted_download_leaves_nothing(server, tmp_path):  # noqa: F811
     with pytest.raises(KeyboardInterrupt):
         fetch_published("small", transfer=Transfer(**FAST, progress=_InterruptedStream()))
     assert server.count(OPTIONS_PATH) == 1 and not (tmp_path / "cache").exists()
+
+
+def test_connection_that_keeps_dropping_gives_up_after_the_retries(server, tmp_path):  # noqa: F811
+    server.publish_small()
+    server.always[WEIGHTS_PATH] = "drop"
+    with pytest.raises(DownloadError, match=r"gave up after 4 attempts.*nothing was put in place"):
+        fetch_published("small", transfer=Transfer(**FAST))
+    assert server.count(WEIGHTS_PATH) == 4
+    # the options arrived whole and verified, and stay; of the weights nothing does, not even a part
+    assert _left(tmp_path / "cache") == ["small", "small/options.json", "small/options.json.sha256.json"]
+
+
+def test_truncated_file_is_refused_and_never_put_in_place(server, tmp_path):  # noqa: F811
+    server.publish_small()
+    server.always[WEIGHTS_PATH] = "truncate"
+    with pytest.raises(DownloadError, match=r"weights.hdf5: the file received is not usable.*HDF5") as err:
+        fetch_published("small", transfer=Transfer(**FAST))
+    assert err.value.url == server.base + WEIGHTS_PATH
+    assert list((tmp_path / "cache" / "small").glob("weights*")) == []
+
+
+def test_altered_file_fails_the_known_checksum(server, tmp_path):  # noqa: F811
+    server.publish_small()
+    server.always[WEIGHTS_PATH] = "alter"
+    known = {"small": replace(SMALL, weights_sha256=hashlib.sha256(WEIGHTS).hexdigest())}
+    with pytest.raises(DownloadError, match="not the published"):
+        fetch_published("small", models=known, transfer=Transfer(**FAST))
+    assert list((tmp_path / "cache" / "small").glob("weights*")) == []
+    del server.always[WEIGHTS_PATH]
+    assert fetch_published("small", models=known, transfer=Transfer(**FAST))[1].read_bytes() == WEIGHTS
