@@ -41,15 +41,6 @@ def test_a_folder_that_was_there_before_stays(server, tmp_path):  # noqa: F811
     assert _left(tmp_path / "mine") == []
 
 
-def test_a_file_that_fails_its_published_digest_leaves_nothing(server, tmp_path):  # noqa: F811
-    server.publish_small()
-    server.always[OPTIONS_PATH] = "alter"
-    known = {"small": replace(SMALL, options_sha256=hashlib.sha256(OPTIONS).hexdigest())}
-    with pytest.raises(DownloadError, match="not the published"):
-        fetch_published("small", models=known, transfer=Transfer(**FAST))
-    assert not (tmp_path / "cache").exists()
-
-
 def test_an_interrupted_download_leaves_nothing(server, tmp_path):  # noqa: F811
     server.publish_small()
     with pytest.raises(KeyboardInterrupt):
@@ -76,12 +67,17 @@ def test_truncated_file_is_refused_and_never_put_in_place(server, tmp_path):  # 
     assert list((tmp_path / "cache" / "small").glob("weights*")) == []
 
 
-def test_altered_file_fails_the_known_checksum(server, tmp_path):  # noqa: F811
+def test_an_altered_file_fails_the_known_checksum_and_leaves_nothing(server, tmp_path):  # noqa: F811
     server.publish_small()
-    server.always[WEIGHTS_PATH] = "alter"
-    known = {"small": replace(SMALL, weights_sha256=hashlib.sha256(WEIGHTS).hexdigest())}
+    known = {"small": replace(SMALL, options_sha256=hashlib.sha256(OPTIONS).hexdigest(),
+                              weights_sha256=hashlib.sha256(WEIGHTS).hexdigest())}
+    server.always[OPTIONS_PATH] = "alter"
     with pytest.raises(DownloadError, match="not the published"):
         fetch_published("small", models=known, transfer=Transfer(**FAST))
-    assert list((tmp_path / "cache" / "small").glob("weights*")) == []
-    del server.always[WEIGHTS_PATH]
+    assert not (tmp_path / "cache").exists()  # the options come first: nothing else was there
+    server.always = {WEIGHTS_PATH: "alter"}
+    with pytest.raises(DownloadError, match="not the published"):
+        fetch_published("small", models=known, transfer=Transfer(**FAST))
+    assert _left(tmp_path / "cache" / "small") == ["options.json", "options.json.sha256.json"]
+    server.always.clear()
     assert fetch_published("small", models=known, transfer=Transfer(**FAST))[1].read_bytes() == WEIGHTS
