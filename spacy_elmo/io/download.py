@@ -25,6 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from http.client import HTTPException, HTTPResponse
@@ -188,7 +189,7 @@ def ensure_file(
         return _download(url, target, sha256, check, transfer or Transfer())
     except BaseException:  # an interrupt too: the folders made for this download go with it
         for folder in reversed(made):
-            if folder.is_dir() and not any(folder.iterdir()):
+            with suppress(OSError):  # not empty (what another download put there), or gone
                 folder.rmdir()
         raise
 
