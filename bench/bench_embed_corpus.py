@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from spacy_elmo.files import write_atomic
-from spacy_elmo.cli.convert import build_pipeline
 from spacy_elmo.embed.corpus import embed_corpus
-from spacy_elmo.io.loading import shipped_model_dir
+from spacy_elmo.io.loading import resolve_bilm, shipped_model_dir
+from spacy_elmo.pipeline import create_pipeline
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from .workloads import add_data_options, bench_command, benchmark_sentences, data_file, resolve_data_options
@@ -48,7 +48,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         work = Path(tmp)
         corpus = work / "corpus.txt"
         corpus.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
-        pipeline = build_pipeline(work / "pipeline", model=shipped_model_dir())
+        pipeline = work / "pipeline"
+        create_pipeline(resolve_bilm(shipped_model_dir())).to_disk(pipeline)
         ray.init(include_dashboard=False, log_to_driver=False, object_store_memory=200_000_000)
         try:
             for repeat in range(args.repeats):

@@ -66,7 +66,6 @@ def fetch_contributed(
             options_sha256=model.options_sha256, weights_sha256=model.weights_sha256,
             transfer=transfer, allow_http=allow_http,
         )
-    directory.mkdir(parents=True, exist_ok=True)
     archive = ensure_file(
         model.archive_url(base_url), directory / model.archive_name, sha256=model.sha256,
         check=lambda path: pair_members(path, model), transfer=transfer, allow_http=allow_http,

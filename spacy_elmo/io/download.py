@@ -2,13 +2,14 @@
 
 Only the standard library (urllib). A file is streamed to ``NAME.part`` beside its place, resumed
 with a Range request after a dropped connection (a server that ignores Range and answers 200 is
-read again from the start), checked (the length the server announced; the options parse; the
+read again from the start; a download that fails or is interrupted removes its part, and the
+folder it made if that stays empty), checked (the length the server announced; the options parse; the
 HDF5 weights load through ``load_allennlp``, with every dataset and shape the options imply; the
 SHA-256 where the registry knows it) and only then renamed into place with ``os.replace``. Its
 SHA-256 is written beside it (``NAME.sha256.json``, ``download_record``) and compared on every
 later use: a download that was changed or damaged since is fetched again, a file placed by hand
-(or whose record was deleted) is checked once and recorded with a line saying so, and a damaged
-record is refused. Nothing downloads unless a published model is asked for by name or URL; nothing is
+(or whose record was deleted) is checked once, first against the shape and size the registry gives
+its name (``published_shape``), and recorded with a line saying so, and a damaged record is refused. Nothing downloads unless a published model is asked for by name or URL; nothing is
 unpickled.
 
 Files come over https. Plain http, where anyone on the way can change the file, is used only
@@ -24,15 +25,18 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
+from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import partial
 from http.client import HTTPException, HTTPResponse
 from pathlib import Path
-from typing import IO, Mapping, Optional, Tuple
+from typing import IO, List, Mapping, Optional, Tuple
 
 from ..files import cache_dir, file_sha256
 from .allennlp import load_allennlp, read_options
 from .errors import DownloadError, ModelFileError
 from .download_record import CHUNK_BYTES, PART_SUFFIX, Check, intact, note, record_path, write_record
+from .published_shape import check_placed_options, check_placed_weights
 from .registry import PublishedModel, published_model
 
 __all__ = ["Transfer", "ensure_file", "fetch_pair", "fetch_published", "file_sha256", "record_path", "url_pair_dir"]
@@ -102,6 +106,7 @@ def fetch_published(
         weights_sha256=model.weights_sha256,
         transfer=transfer,
         allow_http=allow_http or model.http_only,
+        published=model,
     )
 
 
@@ -120,27 +125,34 @@ def fetch_pair(
     weights_sha256: Optional[str] = None,
     transfer: Optional[Transfer] = None,
     allow_http: bool = False,
+    published: Optional[PublishedModel] = None,
 ) -> Tuple[Path, Path]:
     """A published options + weights pair in ``directory`` as options.json and weights.hdf5,
     downloaded unless already there (see ``ensure_file``); the weights are checked against the options.
 
     options_sha256, weights_sha256 (Optional[str]): the files' known SHA-256, if any.
     allow_http (bool): download over plain http too (see ``ensure_file``).
+    published (Optional[PublishedModel]): the registry's entry the pair is: a file placed by hand
+        must have its shape and size (``published_shape``) before it is recorded.
     RETURNS (Tuple[Path, Path]): the two files.
     """
     for url in (options_url, weights_url):
         if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
             raise ValueError(f"{url}: not an http(s) URL; give a local file as a path instead")
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    placed_options = placed_weights = None
+    if published is not None:
+        known = dict(name=published.name, shape=published.shape)
+        placed_options = partial(check_placed_options, **known)
+        placed_weights = partial(check_placed_weights, **known, size_mb=published.size_mb)
     try:
-        options = ensure_file(options_url, directory / OPTIONS_NAME, sha256=options_sha256,
-                              check=read_options, transfer=transfer, allow_http=allow_http)
+        options = ensure_file(options_url, directory / OPTIONS_NAME, sha256=options_sha256, check=read_options,
+                              placed=placed_options, transfer=transfer, allow_http=allow_http)
     except DownloadError as err:  # name both files for whoever places them by hand
         raise DownloadError(err.url, err.path, err.reason, also=[(weights_url, directory / WEIGHTS_NAME)]) from err
     weights = ensure_file(weights_url, directory / WEIGHTS_NAME, sha256=weights_sha256,
-                          check=lambda path: load_allennlp(options, path), transfer=transfer,
-                          allow_http=allow_http)
+                          check=lambda path: load_allennlp(options, path), placed=placed_weights,
+                          transfer=transfer, allow_http=allow_http)
     return options, weights
 
 
@@ -150,6 +162,7 @@ def ensure_file(
     *,
     sha256: Optional[str] = None,
     check: Optional[Check] = None,
+    placed: Optional[Check] = None,
     transfer: Optional[Transfer] = None,
     allow_http: bool = False,
 ) -> Path:
@@ -158,16 +171,35 @@ def ensure_file(
     sha256 (Optional[str]): the digest the file must have, if known.
     check (Optional[Callable[[Path], object]]): reads a file, raising ``ModelFileError`` if it is not
         usable; run on each download and on a file placed by hand before it is first used.
+    placed (Optional[Callable[[Path], str]]): compares a file placed by hand (no record beside it)
+        with what the registry knows of its name, before ``check`` and before it is recorded
+        (``download_record.intact``).
     allow_http (bool): download an ``http://`` URL (with a warning) rather than refuse it; also
         allowed by ``$SPACY_ELMO_ALLOW_HTTP=1``. A file already in place needs no network, so no
         permission either. A redirect from https to http is refused regardless.
-    RETURNS (Path): ``target``.
+    RETURNS (Path): ``target``. A download that fails leaves nothing behind: no partial file, and
+        no folder that was made for it and stayed empty.
     """
     target = Path(target)
-    if target.is_file() and intact(target, url, sha256, check):
+    if target.is_file() and intact(target, url, sha256, check, placed):
         return target
     _check_scheme(url, target, allow_http)
-    return _download(url, target, sha256, check, transfer or Transfer())
+    made = _make_folders(target.parent)
+    try:
+        return _download(url, target, sha256, check, transfer or Transfer())
+    except BaseException:  # an interrupt too: the folders made for this download go with it
+        for folder in reversed(made):
+            with suppress(OSError):  # not empty (what another download put there), or gone
+                folder.rmdir()
+        raise
+
+
+def _make_folders(folder: Path) -> List[Path]:
+    """Create ``folder`` and the folders above it that are missing. RETURNS (List[Path]): those it
+    made, outermost first."""
+    missing = [path for path in (folder, *folder.parents) if not path.exists()][::-1]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
 
 
 def _check_scheme(url: str, target: Path, allow_http: bool) -> None:
@@ -195,16 +227,19 @@ def _download(url: str, target: Path, sha256: Optional[str], check: Optional[Che
     RETURNS (Path): ``target``, with its SHA-256 recorded beside it.
     """
     part = target.with_name(target.name + PART_SUFFIX)
-    for _ in range(2):
-        resumed = _fetch(url, part, target, transfer)
-        digest, problem = _verify(part, sha256, check)
-        if problem is None:
-            os.replace(part, target)
-            write_record(target, url, digest)
-            return target
-        part.unlink()
-        if not resumed:
-            break
+    try:
+        for _ in range(2):
+            resumed = _fetch(url, part, target, transfer)
+            digest, problem = _verify(part, sha256, check)
+            if problem is None:
+                os.replace(part, target)
+                write_record(target, url, digest)
+                return target
+            part.unlink()
+            if not resumed:
+                break
+    finally:  # failed or interrupted: no partial file stays (one left by a killed process is resumed)
+        part.unlink(missing_ok=True)
     raise DownloadError(url, target, problem)
 
 

@@ -56,11 +56,23 @@ def test_download_errors_say_what_to_do(server, tmp_path):  # noqa: F811
     assert result.exit_code == 1 and "small, medium, original, original-5.5b" in result.output
     result = runner.invoke(app, ["download", "small"])  # the server has no files: 404
     assert result.exit_code == 1 and "HTTP 404" in result.output and server.base + OPTIONS_PATH in result.output
-    assert not (tmp_path / "cache" / "small" / "options.json").exists()
+    assert not (tmp_path / "cache").exists()  # nothing left behind, not even a folder
     result = runner.invoke(app, ["download", "small", "--pipeline"])  # the old spelling, for one release
     assert result.exit_code == 2 and "--output" in result.output and "--pipeline is now --as-pipeline" in result.output
     result = runner.invoke(app, ["download", "small", "--options", server.base + OPTIONS_PATH])
     assert result.exit_code == 2 and "not both" in result.output and "--options is now --options-url" in result.output
+
+
+def test_download_refuses_a_model_of_another_shape_placed_by_hand_in_one_line(server, tmp_path):  # noqa: F811
+    folder = tmp_path / "cache" / "small"
+    folder.mkdir(parents=True)
+    (folder / "options.json").write_bytes(OPTIONS)
+    (folder / "weights.hdf5").write_bytes(WEIGHTS)
+    result = runner.invoke(app, ["download", "small"])
+    error = result.output.split("Error: ", 1)[1]
+    assert result.exit_code == 1 and error.count("\n") == 1 and error.startswith(f"{folder / 'options.json'}: placed by hand")
+    assert "lstm.dim 64 (published 1024)" in error and server.requests == []
+    assert sorted(path.name for path in folder.iterdir()) == ["options.json", "weights.hdf5"]  # nothing recorded
 
 
 def test_download_over_plain_http_needs_allow_http_and_warns(server, tmp_path, monkeypatch):  # noqa: F811

@@ -26,14 +26,11 @@ MODEL_READERS = {"load_bilm", "resolve_bilm", "locate_bilm", "load_lm", "load_lm
 # named keys: it parses and prints, while the library assembles records
 MAX_STATEMENTS = 30
 MAX_KEYS = 3
-# the helper functions cli modules hold besides their commands (the option syntax, the old
-# spellings, and the pipeline building that convert and download share)
+# the helper functions cli modules hold besides their commands (the option syntax and the old spellings)
 CLI_HELPERS = {
     "_training_options": {"max_time_option", "parse_duration", "load_config"},
     "_vocabulary": {"report", "warn", "modernize", "parse_args", "invoke"},
     "main": {"main"},
-    "convert": {"build_pipeline", "pipeline_language", "check_language", "export_pipeline_bilm"},
-    "download": {"fetch_for_cli", "fetch_archive_for_cli"},
     "_app": {"_group"},
 }
 

@@ -16,11 +16,11 @@ pytest.importorskip("ray.data")
 from typer.testing import CliRunner  # noqa: E402
 
 from spacy_elmo.cli import app  # noqa: E402
-from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
 from spacy_elmo.io.text_input import read_sentences  # noqa: E402
 from spacy_elmo.embed.corpus import KILL_MARKER_ENV, cluster_sizing, embed_corpus  # noqa: E402
 from spacy_elmo.embed.shards import read_shards, shard_done, whitespace_tokens  # noqa: E402
-from spacy_elmo.io import load_bilm  # noqa: E402
+from spacy_elmo.io import load_allennlp, load_bilm  # noqa: E402
+from spacy_elmo.pipeline import create_pipeline  # noqa: E402
 
 OBJECT_STORE = 100_000_000
 # float32 sums over other batches change the last bits: the fast path's contract (load_bilm) is 2e-6
@@ -31,7 +31,8 @@ DUMP_TOLERANCE = 2e-6
 def corpus(tmp_path_factory, tiny_paths, tiny_sentences):
     """A pipeline directory of the tiny biLM, and a text corpus of distinct lines (one empty)."""
     root = tmp_path_factory.mktemp("embed-corpus")
-    pipeline = build_pipeline(root / "pipeline", options=tiny_paths[0], weights=tiny_paths[1], lang="en")
+    pipeline = root / "pipeline"
+    create_pipeline(load_allennlp(*tiny_paths), lang="en").to_disk(pipeline)
     lines = [" ".join(s) for s in tiny_sentences] + ["", "  the   bank of the  river  "]
     lines += [f"{line} again {i}" for i, line in enumerate(lines[:10])]
     text = root / "corpus.txt"

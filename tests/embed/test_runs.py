@@ -10,10 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.cli.convert import build_pipeline
 from spacy_elmo.embed.corpus import ShardEmbedder, embed_corpus, shard_blocks
 from spacy_elmo.embed.runs import FINISHED_NAME, finished_shards, open_run, write_finished
 from spacy_elmo.embed.spark import embed_corpus_spark
+from spacy_elmo.io import load_allennlp
+from spacy_elmo.pipeline import create_pipeline
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,8 @@ def finished(tmp_path_factory, tiny_paths, tiny_sentences):
     """A folder of input (a file of 10 lines, an empty file), and an output folder of its shards,
     three of 4 rows, written by the per-shard work the engines run, with the record of a finished run."""
     root = tmp_path_factory.mktemp("finished")
-    pipeline = build_pipeline(root / "pipeline", options=tiny_paths[0], weights=tiny_paths[1], lang="en")
+    pipeline = root / "pipeline"
+    create_pipeline(load_allennlp(*tiny_paths), lang="en").to_disk(pipeline)
     inputs = root / "in"
     (inputs / "b").mkdir(parents=True)
     (inputs / "a.txt").write_text("\n".join(" ".join(s) for s in tiny_sentences[:10]) + "\n", encoding="utf-8")

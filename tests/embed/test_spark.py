@@ -21,11 +21,12 @@ import psutil  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from spacy_elmo.cli import app  # noqa: E402
-from spacy_elmo.cli.convert import build_pipeline  # noqa: E402
 from spacy_elmo.embed.corpus import embed_corpus  # noqa: E402
 from spacy_elmo.embed.runs import FINISHED_NAME  # noqa: E402
 from spacy_elmo.embed.shards import shard_key  # noqa: E402
 from spacy_elmo.embed.spark import embed_corpus_spark  # noqa: E402
+from spacy_elmo.io import load_allennlp  # noqa: E402
+from spacy_elmo.pipeline import create_pipeline  # noqa: E402
 from tests.embed.test_corpus import free_port  # noqa: E402
 
 SHARD_ROWS, BATCH = 4, 3
@@ -38,7 +39,8 @@ def corpus(tmp_path_factory, tiny_paths, tiny_sentences):
     """A pipeline of the tiny biLM, a folder of four text files (one with a line that is not
     UTF-8), and the shards a local Ray writes of it."""
     root = tmp_path_factory.mktemp("embed-spark")
-    pipeline = build_pipeline(root / "pipeline", options=tiny_paths[0], weights=tiny_paths[1], lang="en")
+    pipeline = root / "pipeline"
+    create_pipeline(load_allennlp(*tiny_paths), lang="en").to_disk(pipeline)
     folder = root / "in"
     (folder / "b").mkdir(parents=True)
     lines = [" ".join(s) for s in tiny_sentences]

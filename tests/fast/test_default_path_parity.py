@@ -15,10 +15,10 @@ import spacy
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids
-from spacy_elmo.cli.convert import build_pipeline
 from spacy_elmo.fast import compiled, optimize_for_inference, python_step
 from spacy_elmo.io import export_allennlp, load_allennlp
 from spacy_elmo.layers import get_bilm
+from spacy_elmo.pipeline import create_pipeline
 
 WORDS = "the bank raised its rates while we sat on the river bank all afternoon and talked of money .".split()
 MAX_WINDOW = 200  # the component's default
@@ -65,7 +65,7 @@ def test_the_default_pipeline_meets_the_contract_on_a_full_window_and_a_deep_sta
     clipped = np.mean(np.abs(expected[1:]) >= 0.5 - 1e-7)
     assert clipped > 0.1, f"only {clipped:.1%} of the LSTM outputs reach their clip"
 
-    build_pipeline(tmp_path / "pipeline", options=options, weights=weights, lang="en")
+    create_pipeline(load_allennlp(options, weights), lang="en").to_disk(tmp_path / "pipeline")
     nlp = spacy.load(tmp_path / "pipeline")
     doc = nlp(" ".join(words))
     assert len(doc) == MAX_WINDOW and tuple(doc._.elmo.segments) == ((0, MAX_WINDOW),)  # one window

@@ -152,7 +152,7 @@ def test_an_archive_without_the_pair_or_with_a_link_is_refused_naming_what_it_ho
     contributed.files["elmo.tar.gz"] = buffer.getvalue()
     with pytest.raises(ModelFileError, match=r"no member named mimic_wiki.hdf5 .*it holds elmo/options.json"):
         fetch_contributed("clinical-mimic", directory=tmp_path / "c", transfer=Transfer(**FAST, progress=None))
-    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == []
+    assert not (tmp_path / "c").exists()  # the folder made for the download goes with it
     contributed.files["seqvec.zip"] = published_archive("seqvec", weights=b"not hdf5")
     with pytest.raises(ModelFileError, match="uniref50_v2/weights.hdf5: ") as error:
         fetch_contributed("seqvec", directory=tmp_path / "s")

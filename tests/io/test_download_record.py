@@ -11,34 +11,40 @@ import torch
 from spacy_elmo import load_bilm
 from spacy_elmo.io import ModelFileError, export_allennlp
 from spacy_elmo.io.download import Transfer, fetch_published, record_path
-from spacy_elmo.io.registry import BASE_URL_ENV
+from spacy_elmo.io.registry import BASE_URL_ENV, PUBLISHED_MODELS
 
 from ..conftest import load_tiny_bilm
-from .test_download import FAST, SMALL, WEIGHTS, WEIGHTS_PATH, _closed_port_url, _same_weights, server  # noqa: F401
+from .test_download import FAST, TINY_MODEL, WEIGHTS, WEIGHTS_PATH, _closed_port_url, _same_weights, server  # noqa: F401
+
+# files placed by hand are checked against their name's published shape: the tiny pair is published
+# under a name of its own shape
+TINY_WEIGHTS_PATH = TINY_MODEL.weights_url("/")[1:]
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*downloading over plain http:RuntimeWarning")
 
 
 @pytest.mark.parametrize("damage", ["{not json", '{"url": "x"}', '["sha256"]', '{"sha256": "abc"}'])
 def test_a_damaged_record_is_refused_naming_it_and_what_to_do(server, tmp_path, capsys, damage):  # noqa: F811
-    server.publish_small()
-    _, weights = fetch_published("small", transfer=Transfer(**FAST))
+    server.publish_as(TINY_MODEL)
+    tiny = {"tiny": TINY_MODEL}
+    _, weights = fetch_published("tiny", models=tiny, transfer=Transfer(**FAST))
     record_path(weights).write_text(damage, encoding="utf-8")
     with pytest.raises(ModelFileError, match="cannot be verified; delete weights.hdf5 and this record") as error:
-        fetch_published("small", transfer=Transfer(**FAST))
+        fetch_published("tiny", models=tiny, transfer=Transfer(**FAST))
     assert error.value.path == str(record_path(weights))
-    assert weights.read_bytes() == WEIGHTS and server.count(WEIGHTS_PATH) == 1  # neither removed nor fetched
+    assert weights.read_bytes() == WEIGHTS and server.count(TINY_WEIGHTS_PATH) == 1  # neither removed nor fetched
     # what the message offers: the record alone deleted, the file is checked as placed by hand
     record_path(weights).unlink()
     capsys.readouterr()
-    assert fetch_published("small", transfer=Transfer(**FAST))[1] == weights
+    assert fetch_published("tiny", models=tiny, transfer=Transfer(**FAST))[1] == weights
     assert "no record of its download" in capsys.readouterr().err
     assert json.loads(record_path(weights).read_text())["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
 
 
-def test_a_deleted_record_never_trusts_a_changed_file_without_a_word(server, tmp_path, capsys):  # noqa: F811
-    server.publish_small()
-    _, weights = fetch_published("small", transfer=Transfer(**FAST))
+def test_a_deleted_record_never_trusts_a_changed_file_without_a_word(server, tmp_path, capsys, monkeypatch):  # noqa: F811
+    server.publish_as(TINY_MODEL)
+    monkeypatch.setitem(PUBLISHED_MODELS, "tiny", TINY_MODEL)
+    _, weights = fetch_published("tiny", transfer=Transfer(**FAST))
     other = load_tiny_bilm()
     with torch.no_grad():
         list(other.parameters())[-1].add_(0.5)  # an LSTM weight: exported and read back exactly
@@ -47,15 +53,15 @@ def test_a_deleted_record_never_trusts_a_changed_file_without_a_word(server, tmp
     record_path(weights).unlink()
     capsys.readouterr()
     # the registry knows the published digest: the changed file is refused, not re-recorded
-    known = {"small": replace(SMALL, weights_sha256=hashlib.sha256(WEIGHTS).hexdigest())}
+    known = {"tiny": replace(TINY_MODEL, weights_sha256=hashlib.sha256(WEIGHTS).hexdigest())}
     with pytest.raises(ModelFileError, match="is not the published file's"):
-        fetch_published("small", models=known, transfer=Transfer(**FAST))
+        fetch_published("tiny", models=known, transfer=Transfer(**FAST))
     assert not record_path(weights).exists()
     # no digest known: checked as a file placed by hand, and the user told so and what to do
-    loaded = load_bilm("small", optimize=False)
+    loaded = load_bilm("tiny", optimize=False)
     err = capsys.readouterr().err
     assert f"{weights}: no record of its download" in err and "delete it to download it again" in err
-    assert _same_weights(loaded, other) and server.count(WEIGHTS_PATH) == 1
+    assert _same_weights(loaded, other) and server.count(TINY_WEIGHTS_PATH) == 1
     # from then on it is recorded: a later change is caught as for any download
     assert record_path(weights).is_file()
 
@@ -73,13 +79,16 @@ def test_cached_file_changed_since_download_is_fetched_again(server, tmp_path, c
 def test_files_placed_by_hand_are_checked_once_and_recorded(monkeypatch, tmp_path, tiny_paths):
     monkeypatch.setenv(BASE_URL_ENV, _closed_port_url())
     monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
-    folder = tmp_path / "cache" / "medium"
+    monkeypatch.setitem(PUBLISHED_MODELS, "tiny", TINY_MODEL)
+    folder = tmp_path / "cache" / "tiny"
     folder.mkdir(parents=True)
     shutil.copy(tiny_paths[0], folder / "options.json")
     (folder / "weights.hdf5").write_bytes(WEIGHTS[: len(WEIGHTS) // 2])
-    with pytest.raises(ModelFileError, match=r"medium/weights.hdf5: not a readable HDF5"):
-        load_bilm("medium")
+    with pytest.raises(ModelFileError, match=r"tiny/weights.hdf5: not a readable HDF5"):
+        load_bilm("tiny")
     assert (folder / "weights.hdf5").exists()  # a file placed by hand is refused, not removed
     shutil.copy(tiny_paths[1], folder / "weights.hdf5")
-    assert _same_weights(load_bilm("medium", optimize=False), load_tiny_bilm())
-    assert json.loads(record_path(folder / "weights.hdf5").read_text())["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
+    assert _same_weights(load_bilm("tiny", optimize=False), load_tiny_bilm())
+    record = json.loads(record_path(folder / "weights.hdf5").read_text())
+    assert record["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
+    assert "the shape 2x64_16_32cnn_1xhighway" in record["checked"] and "by shape only" in record["checked"]

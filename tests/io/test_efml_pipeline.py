@@ -8,10 +8,11 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 
-from spacy_elmo.cli.convert import build_pipeline, check_language
+from spacy_elmo.io.conversion import check_language, pipeline_bilm
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_efml
 from spacy_elmo.layers import get_bilm
+from spacy_elmo.pipeline import create_pipeline
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "elmoformanylangs"
 SENTENCES = json.loads((DATA / "sentences.json").read_text(encoding="utf-8"))
@@ -23,9 +24,16 @@ def golden():
         return {key: data[key] for key in data.files}
 
 
+def convert(path, lang):
+    """The EFML model as a pipeline of ``lang``, as `convert --model DIR --lang LANG` writes it."""
+    bilm, lang = pipeline_bilm(DATA / "model", lang=lang)
+    create_pipeline(bilm, lang=lang).to_disk(path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def pipeline_dir(tmp_path_factory):
-    return build_pipeline(tmp_path_factory.mktemp("efml") / "de_efml", model=DATA / "model", lang="de")
+    return convert(tmp_path_factory.mktemp("efml") / "de_efml", "de")
 
 
 def run(nlp, sentences):
@@ -61,7 +69,7 @@ def test_the_char_cache_filled_from_a_word_list_serves_efml_ids(golden):
 
 def test_an_efml_directory_needs_a_language_and_spacy_must_know_it(tmp_path):
     with pytest.raises(ValueError, match="records no language; give it with --lang"):
-        build_pipeline(tmp_path / "p", model=DATA / "model")
+        pipeline_bilm(DATA / "model")
     with pytest.raises(ValueError, match="spaCy cannot make a blank 'cu' pipeline here"):
         check_language("cu")
 
@@ -72,7 +80,7 @@ def test_an_efml_directory_needs_a_language_and_spacy_must_know_it(tmp_path):
     ("ar", "جلسنا على ضفة النهر قرب البنك."),
 ])
 def test_blank_tokenizers_that_need_nothing_extra_run_raw_text(pipeline_dir, tmp_path, lang, text):
-    path = build_pipeline(tmp_path / lang, model=DATA / "model", lang=lang)
+    path = convert(tmp_path / lang, lang)
     nlp = spacy.load(path)
     doc = nlp(text)
     assert nlp.lang == lang and len(doc) > 3
