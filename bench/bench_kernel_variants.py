@@ -2,7 +2,7 @@
 batch, against the portable variant in the same round.
 
     python -m bench.bench_kernel_variants --sentences 24 --rounds 9 --threads 2 \
-        --json results/kernels/MACHINE/variants.json --markdown results/kernels/MACHINE/variants.md
+        --json results/bench/MACHINE/kernel-variants.json --markdown results/bench/MACHINE/kernel-variants.md
     python -m bench.bench_kernel_variants --quick    # tiny random model, seconds
 
 The variants are the kernel library's builds for each instruction set (``spacy_elmo/fast/
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM
-from spacy_elmo.fast import kernel_library, kernel_variants, optimize_for_inference, python_step
+from spacy_elmo.fast import kernel_build, kernel_library, kernel_variants, optimize_for_inference, python_step
 from spacy_elmo.io.loading import load_bilm
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
@@ -61,7 +61,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "command": command,
         "machine": {**cpu_record(), "threads": args.threads, "torch": torch.__version__,
                     "kernel_variant_chosen": kernel_library.variant_record(),
-                    "variants": kernel_variants.described(), "compiler": kernel_library.compiler(),
+                    "variants": kernel_variants.described(),
+                    "compiler": (kernel_build.compiler_version().splitlines() or ["none"])[0],
                     "load_average_before": result.pop("load_before")},
         "model": "tiny (random weights)" if args.quick else "en_small (shipped)",
         "sentences": {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences)),
