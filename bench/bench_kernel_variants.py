@@ -76,13 +76,11 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         model_note="random weights of the tiny shape (torch seed 0)" if args.quick else None,
         data=data_record([args.test_data]))
     report["seconds"] = time.time() - started
-    text = markdown(report)
-    print(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    if args.markdown:
-        Path(args.markdown).write_text(text, encoding="utf-8")
+    print(markdown(report))
+    for path, write in ((args.json, lambda r: json.dumps(r, indent=2)), (args.markdown, markdown)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(write(report), encoding="utf-8")
     return report
 
 
