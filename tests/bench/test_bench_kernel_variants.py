@@ -15,8 +15,8 @@ def test_every_variant_the_cpu_runs_is_timed_against_portable_and_written(tmp_pa
     report = bench_kernel_variants.main(["--quick", "--json", str(out), "--markdown", str(md)])
     modes = [bench_kernel_variants.PYTHON_LOOP, *(v.name for v in kernel_variants.runnable())]
     assert json.loads(out.read_text())["results"] == report["results"]
-    for workload in ("one sentence", "batch"):
-        rows = report["results"][workload]
+    for clock, workload in [(c, w) for c in ("cpu", "wall") for w in ("one sentence", "batch")]:
+        rows = report["results"][clock][workload]
         assert list(rows) == modes
         assert rows["portable"]["x_portable_per_round"] == [1.0] * report["rounds"]
         for row in rows.values():
