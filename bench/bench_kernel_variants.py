@@ -176,14 +176,15 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=8, help="sentences per batch in the batch pass")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="the tiny shape, random weights, 4 sentences, 2 rounds")
     parser.add_argument("--test-data", type=Path, default=SAMPLE_EWT / "test.conllu", metavar="CONLLU",
                         help="the sentences (default: the shipped sample of EWT's test set)")
-    parser.add_argument("--quick", action="store_true", help="the tiny shape, random weights: a smoke run")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.sentences, args.rounds = min(args.sentences, 4), min(args.rounds, 2)
+    quick = {"sentences": 4, "rounds": 2} if args.quick else {}
+    for name, most in quick.items():
+        setattr(args, name, min(getattr(args, name), most))
     return args
 
 
