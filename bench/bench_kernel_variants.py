@@ -1,7 +1,7 @@
 """Each kernel variant this CPU runs, on the shipped model: tokens/s one sentence at a time and in a
 batch, against the portable variant in the same round.
 
-    python -m bench.bench_kernel_variants --sentences 24 --rounds 9 --threads 2 \
+    python -m bench.bench_kernel_variants --sentences 24 --rounds 21 --threads 1 \
         --json results/bench/MACHINE/kernel-variants.json --markdown results/bench/MACHINE/kernel-variants.md
     python -m bench.bench_kernel_variants --quick    # tiny random model, seconds
 
@@ -175,7 +175,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--sentences", type=int, default=24, help="sentences of 20-30 tokens (--quick: 5-30)")
     parser.add_argument("--batch", type=int, default=8, help="sentences per batch in the batch pass")
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier beside other jobs)")
     parser.add_argument("--quick", action="store_true", help="the tiny shape, random weights, 4 sentences, 2 rounds")
     parser.add_argument("--test-data", type=Path, default=SAMPLE_EWT / "test.conllu", metavar="CONLLU",
                         help="the sentences (default: the shipped sample of EWT's test set)")
