@@ -9,7 +9,7 @@ result depends on that row alone: the same alone, in any batch, and whichever co
 
 ``csrc/int8_rows.cpp`` (in the kernel library, ``kernel_library.py``) reads weights packed once
 per weights version (``pack``) in one pass, four AVX512-VNNI ``vpdpbusd`` per 256-byte line in the
-``avx512_bf16`` variant (``kernel_variants.py``; a portable loop in the others), any number of rows
+``avx512_vnni`` and ``avx512_bf16`` variants (``kernel_variants.py``; a portable loop in the others), any number of rows
 (four at a time share each line). ``reference`` is the
 same math in torch: the definition the kernel is held to, bit for bit (tests/fast/test_int8_rows.py).
 """

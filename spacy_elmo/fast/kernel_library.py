@@ -6,7 +6,7 @@ bf16 products of a few rows (``bf16_rows.py``) and the int8 products of rows qua
 (``int8_rows.py``). Each of them asks ``library()`` for its ops; none of them builds or loads it.
 
 It is built in variants, one per instruction set (``kernel_variants.py``: portable, avx2, avx512,
-avx512_bf16 on x86-64), each its own library whose ops register in their own namespace
+avx512_vnni, avx512_bf16 on x86-64), each its own library whose ops register in their own namespace
 (``torch.ops.spacy_elmo_avx2``), so that variants load side by side: the tests compare every
 variant the CPU runs with the reference in one process, and the benchmark times them interleaved.
 A process runs the variant ``kernel_variants.chosen`` picks (the fastest the CPU runs, or

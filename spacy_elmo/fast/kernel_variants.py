@@ -11,7 +11,8 @@ int8 products too. On x86-64:
 | ``portable`` | ``-march=x86-64`` | nothing beyond x86-64 (SSE2) |
 | ``avx2`` | ``-march=x86-64-v3`` | AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE (x86-64-v3) |
 | ``avx512`` | ``-march=x86-64-v4`` | x86-64-v3 and AVX-512 F, BW, CD, DQ, VL (x86-64-v4) |
-| ``avx512_bf16`` | the same and ``-mavx512bf16 -mavx512vnni`` | x86-64-v4, AVX512-BF16 and AVX512-VNNI |
+| ``avx512_vnni`` | the same and ``-mavx512vnni`` | x86-64-v4 and AVX512-VNNI (the int8 products' ``vpdpbusd``) |
+| ``avx512_bf16`` | the same and ``-mavx512bf16`` | x86-64-v4, AVX512-VNNI and AVX512-BF16 (the bf16 products' ``vdpbf16ps``) |
 
 Elsewhere (aarch64, Apple silicon) ``portable`` is the compiler's default target and ``native``
 its ``-march=native`` (the default there, as before variants). The dispatcher takes the last
@@ -53,6 +54,7 @@ X86 = (
     Variant("portable", ("-march=x86-64", "-mtune=generic"), frozenset()),
     Variant("avx2", ("-march=x86-64-v3",), _V3),
     Variant("avx512", ("-march=x86-64-v4",), _V4),
+    Variant("avx512_vnni", ("-march=x86-64-v4", "-mavx512vnni"), _V4 | {"avx512_vnni"}),
     Variant("avx512_bf16", ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni"), _V4 | {"avx512_bf16", "avx512_vnni"}),
 )
 OTHER = (Variant("portable", (), frozenset()), Variant("native", ("-march=native",), frozenset()))

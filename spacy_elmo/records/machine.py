@@ -32,5 +32,5 @@ def cpu_flags() -> list:
 
 def kernel_variant() -> str:
     """RETURNS (str): the kernel library's variant this process runs (``fast/kernel_variants.py``:
-    "portable", "avx2", "avx512", "avx512_bf16"; "off" or "refused: WHY" where none runs)."""
+    "portable", "avx2", "avx512", "avx512_vnni", "avx512_bf16"; "off" or "refused: WHY" where none runs)."""
     return kernel_library.variant_record()

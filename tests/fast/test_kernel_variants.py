@@ -22,21 +22,24 @@ COMPILED_FOR = {
     "portable": (set(), {"avx", "avx2", "fma", "avx512f"}),
     "avx2": ({"avx", "avx2", "fma"}, {"avx512f", "avx512_bf16", "avx512_vnni"}),
     "avx512": ({"avx2", "fma", "avx512f", "avx512bw"}, {"avx512_bf16", "avx512_vnni"}),
+    "avx512_vnni": ({"avx512f", "avx512_vnni"}, {"avx512_bf16"}),
     "avx512_bf16": ({"avx512f", "avx512_bf16", "avx512_vnni"}, set()),
     "native": (set(), set()),
 }
-NATIVE_PRODUCTS = {"avx512_bf16"}  # the variants with the vdpbf16ps and vpdpbusd loops
+NATIVE_BF16, NATIVE_INT8 = {"avx512_bf16"}, {"avx512_vnni", "avx512_bf16"}  # vdpbf16ps and vpdpbusd loops
 
 
 def test_the_best_variant_the_cpu_runs_is_chosen():
     x86 = kernel_variants.variants("x86_64")
-    assert [v.name for v in x86] == ["portable", "avx2", "avx512", "avx512_bf16"]
+    assert [v.name for v in x86] == ["portable", "avx2", "avx512", "avx512_vnni", "avx512_bf16"]
     chosen = {name: kernel_variants.chosen(flags, environ={}).name for name, flags in
               [("sse2", frozenset({"sse2"})), ("avx2 laptop", X86_V3),
                ("avx-512", kernel_variants.by_name("avx512", "x86_64").needs),
+               ("ice lake", kernel_variants.by_name("avx512", "x86_64").needs | {"avx512_vnni"}),
                ("sapphire rapids", kernel_variants.by_name("avx512_bf16", "x86_64").needs | {"amx_bf16"})]}
     if kernel_variants.variants() == x86:
-        assert chosen == {"sse2": "portable", "avx2 laptop": "avx2", "avx-512": "avx512", "sapphire rapids": "avx512_bf16"}
+        assert chosen == {"sse2": "portable", "avx2 laptop": "avx2", "avx-512": "avx512", "ice lake": "avx512_vnni",
+                          "sapphire rapids": "avx512_bf16"}
     # AVX2 without FMA (or BMI2) is not x86-64-v3: the compiler may emit those, so portable it is
     assert kernel_variants.missing(x86[1], X86_V3 - {"fma"}) == ["fma"]
     assert [v.name for v in kernel_variants.variants("aarch64")] == ["portable", "native"]
@@ -104,7 +107,7 @@ def test_each_variant_is_compiled_for_its_instruction_set(variant):
     compiled_for = set(ops.instruction_sets().split())
     needed, forbidden = COMPILED_FOR[variant]
     assert needed <= compiled_for and not forbidden & compiled_for, compiled_for
-    assert bf16_rows.native() == int8_rows.native() == (variant in NATIVE_PRODUCTS)
+    assert bf16_rows.native() == (variant in NATIVE_BF16) and int8_rows.native() == (variant in NATIVE_INT8)
 
 
 def test_each_variants_loop_gives_the_python_loops_results(variant):
