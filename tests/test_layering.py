@@ -19,8 +19,8 @@ ALLOWED = {
     "bilm": set(),
     "fast": {"bilm"} | HELPERS,
     "io": {"bilm", "fast"} | HELPERS,
-    # the run record finds a model as the loader does, so it sits above io/
-    "records": {"io", None} | HELPERS,
+    # the run record finds a model as the loader does, so it sits above io/ (and names the kernels' variant)
+    "records": {"io", "fast", None} | HELPERS,
     "layers": {"bilm", "fast", "data_classes"} | HELPERS,
     "probes": {"bilm", "fast", "io", "records"} | HELPERS,
     # word usages, substitutes, semantic change, senses: apart from the layer probes

@@ -13,8 +13,8 @@ def inference_path() -> Dict[str, Any]:
         ran; "built": built here but not loaded by this process, so the Python lockstep loop ran;
         "switched off": ``SPACY_ELMO_COMPILED=0``; "refused": the file failed its check;
         "failed": it could not be built; "not built"),
-        and compiled_library (the library's file name, which hashes its sources, torch, the
-        compiler and the CPU).
+        compiled_library (the library's file name, which hashes its sources, torch, the
+        compiler and the variant) and kernel_variant (its instruction set, ``kernel_variants.py``).
     """
     state = kernel_library.status()
     if not state["enabled"]:
@@ -27,4 +27,5 @@ def inference_path() -> Dict[str, Any]:
         loop = "failed"
     else:
         loop = "built" if state["built"] else "not built"
-    return {"compiled_loop": loop, "compiled_library": Path(str(state["library"])).name}
+    return {"compiled_loop": loop, "compiled_library": Path(str(state["library"])).name,
+            "kernel_variant": state["variant"]}

@@ -5,7 +5,8 @@ parity tests check. This package holds the optimisations, each tested against it
 ``dispatch.py`` (the one place a run path is chosen, and ``attach``), ``in_place.py`` (the
 timesteps on preallocated buffers), ``lockstep.py`` (both directions at once on paired weights),
 ``compiled.py`` (that loop in C++), ``kernel_library.py`` + ``csrc/`` (the C++ kernels, built,
-verified and loaded), ``precision.py`` (the ``Precision`` chosen once from the user's word, and the
+verified and loaded), ``kernel_variants.py`` (the instruction sets they are built for, and the one
+this CPU runs), ``kernel_build.py`` (the compiler calls), ``precision.py`` (the ``Precision`` chosen once from the user's word, and the
 bf16, fp16 and int8 linear layers),
 ``bf16_rows.py`` (bf16 products of a few rows, one sentence at a time), ``payoff.py`` (a
 reduced precision slower than fp32 says so once),

@@ -5,7 +5,8 @@ AMX (docs/speed.md "bf16 one sentence at a time": on an AMD EPYC with AVX512-BF1
 product of the full model took longer in bf16 than in fp32), so one sentence in bf16 ran slower
 than in fp32 although it reads half the bytes. ``csrc/bf16_rows.cpp`` (in the kernel library,
 ``kernel_library.py``) reads weights packed once per weights version (``pack``) in one pass,
-with AVX512-BF16's ``vdpbf16ps`` where the compiler targets it and a portable loop elsewhere.
+with AVX512-BF16's ``vdpbf16ps`` in the ``avx512_bf16`` variant (``kernel_variants.py``) and a
+portable loop in the others, which the tests hold to the same results on any CPU.
 
 It computes what torch's bf16 product computes, ``bf16(bf16(x) @ bf16(W))`` with float32 sums
 (the order of the sums differs, so the results differ at float32 rounding of the sums), so a
@@ -25,14 +26,15 @@ BLOCK = 64  # outputs per packed block (csrc/bf16_rows.cpp)
 
 
 def rows_op() -> Optional[Callable]:
-    """``torch.ops.spacy_elmo.bf16_rows`` where the compiled library is available, else None."""
+    """The kernel library's ``bf16_rows`` op (of the variant in use) where it is available, else None."""
     ops = kernel_library.library()
     return None if ops is None else ops.bf16_rows
 
 
 def native() -> bool:
     """Whether the kernel was built with AVX512-BF16 (else its portable loop runs: correct, slow)."""
-    return rows_op() is not None and bool(torch.ops.spacy_elmo.bf16_native())
+    ops = kernel_library.library()
+    return ops is not None and bool(ops.bf16_native())
 
 
 def pack(weights: torch.Tensor) -> torch.Tensor:

@@ -21,8 +21,8 @@ from .in_place import final_hidden
 
 
 def compiled_step(build: bool = True) -> Optional[Callable]:
-    """``torch.ops.spacy_elmo.lstmp_steps`` where the kernel library is available (built if missing
-    and ``build``), else None (``kernel_library.library``)."""
+    """The kernel library's ``lstmp_steps`` op (of the variant in use) where the library is
+    available (built if missing and ``build``), else None (``kernel_library.library``)."""
     ops = kernel_library.library(build=build)
     return None if ops is None else ops.lstmp_steps
 

@@ -8,8 +8,9 @@ time, docs/speed.md). Here every row has its own range, symmetric 8 bits (``q = 
 result depends on that row alone: the same alone, in any batch, and whichever code computes it.
 
 ``csrc/int8_rows.cpp`` (in the kernel library, ``kernel_library.py``) reads weights packed once
-per weights version (``pack``) in one pass, four AVX512-VNNI ``vpdpbusd`` per 256-byte line (a
-portable loop elsewhere), any number of rows (four at a time share each line). ``reference`` is the
+per weights version (``pack``) in one pass, four AVX512-VNNI ``vpdpbusd`` per 256-byte line in the
+``avx512_vnni`` and ``avx512_bf16`` variants (``kernel_variants.py``; a portable loop in the others), any number of rows
+(four at a time share each line). ``reference`` is the
 same math in torch: the definition the kernel is held to, bit for bit (tests/fast/test_int8_rows.py).
 """
 from typing import NamedTuple, Optional
@@ -32,14 +33,15 @@ class Int8Weights(NamedTuple):
 
 
 def rows_op():
-    """``torch.ops.spacy_elmo.int8_rows`` where the compiled library is available, else None."""
+    """The kernel library's ``int8_rows`` op (of the variant in use) where it is available, else None."""
     ops = kernel_library.library()
     return None if ops is None else ops.int8_rows
 
 
 def native() -> bool:
     """Whether the kernel was built with AVX512-VNNI (else its portable loop runs: the same sums, slow)."""
-    return rows_op() is not None and bool(torch.ops.spacy_elmo.int8_native())
+    ops = kernel_library.library()
+    return ops is not None and bool(ops.int8_native())
 
 
 def quantize_weights(weights: torch.Tensor) -> torch.Tensor:

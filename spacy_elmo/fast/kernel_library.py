@@ -1,57 +1,57 @@
-"""The kernel library (``csrc/``): compiled for this CPU on first use, cached, verified, loaded.
+"""The kernel library (``csrc/``): compiled for this CPU's instruction set on first use, cached,
+verified, loaded.
 
 One shared library holds every C++ kernel: the lockstep pair's timestep loop (``compiled.py``), the
 bf16 products of a few rows (``bf16_rows.py``) and the int8 products of rows quantized on their own
-(``int8_rows.py``). Each of them asks ``library()`` for it; none of them builds or loads it.
+(``int8_rows.py``). Each of them asks ``library()`` for its ops; none of them builds or loads it.
 
-The library is built with the system's C++ compiler (``$CXX``, else ``c++``/``g++``) against
-the installed torch, with ``-march=native``, into ``$SPACY_ELMO_CACHE/kernels`` (default
-``~/.cache/spacy_elmo/kernels``; ``$SPACY_ELMO_KERNELS`` sets the folder itself) under a name that hashes the sources, the torch version,
-the compiler and the CPU: once per machine (seconds to a minute). Where it cannot be built (no compiler,
-no torch headers, not Linux or macOS) the Python loop runs instead, with one warning, and a
-marker file keeps later processes from trying again (``python -m spacy_elmo kernels --build``
-retries). ``SPACY_ELMO_COMPILED=0`` turns it off.
+It is built in variants, one per instruction set (``kernel_variants.py``: portable, avx2, avx512,
+avx512_vnni, avx512_bf16 on x86-64), each its own library whose ops register in their own namespace
+(``torch.ops.spacy_elmo_avx2``), so that variants load side by side: the tests compare every
+variant the CPU runs with the reference in one process, and the benchmark times them interleaved.
+A process runs the variant ``kernel_variants.chosen`` picks (the fastest the CPU runs, or
+``$SPACY_ELMO_KERNEL_VARIANT``; read at the first use), except inside ``using(name)``.
+
+Each is built with the system's C++ compiler (``$CXX``, else ``c++``/``g++``) against the installed
+torch (``kernel_build.py``) into ``$SPACY_ELMO_CACHE/kernels`` (default ``~/.cache/spacy_elmo/kernels``;
+``$SPACY_ELMO_KERNELS`` sets the folder itself) under a name that hashes the sources, the torch
+version, the compiler and the variant: once per machine (about 20 s on two cores). Where it cannot
+be built (no compiler, no torch headers, not Linux or macOS) the Python loop runs instead, with one
+warning, and a marker file keeps later processes from trying again (``python -m spacy_elmo kernels
+--build`` retries). ``SPACY_ELMO_COMPILED=0`` turns it off.
 
 Loading a library runs its code, so nothing is loaded that someone else could have put there: the
-build writes a record beside the library (its SHA-256, the sources' SHA-256, the compiler, torch)
-and moves both into place by rename, and before loading, the folder, its parents and the files
-must belong to this user (or root) and be writable by no one else, and the library must match the
-record. Anything else is refused with a warning and the Python loop runs. The record sits in the
-same folder, so the hash catches a damaged or replaced library; the permissions are what keep
-another local user from replacing both.
+build writes a record beside the library (its SHA-256, the sources' SHA-256, the variant, the
+compiler, torch) and moves both into place by rename, and before loading, the folder, its parents
+and the files must belong to this user (or root) and be writable by no one else, and the library
+must match the record. Anything else is refused with a warning and the Python loop runs. The record
+sits in the same folder, so the hash catches a damaged or replaced library; the permissions are what
+keep another local user from replacing both.
 """
-import hashlib
 import json
 import os
-import platform
-import shutil
 import stat
-import subprocess
 import sys
-import tempfile
 import threading
-import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 import torch
 
 from ..files import cache_dir, file_sha256
+from . import kernel_build, kernel_variants
+from .kernel_build import compiler
+from .kernel_variants import Variant, VariantError
 
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
 DIR_ENV = "SPACY_ELMO_KERNELS"  # where built kernels go (default: the cache's kernels/)
-CSRC = Path(__file__).parent / "csrc"
-TORCH_ROOT = Path(torch.__file__).resolve().parent
-SOURCES = ("cell_math.cpp", "bf16_rows.cpp", "int8_rows.cpp", "lstmp_steps.cpp")
-# the elementwise loop needs no torch headers; these two flags let the compiler vectorize it (no
-# errno to set, no floating-point exceptions to keep) and change no result
-PLAIN_SOURCES = {"cell_math.cpp": ["-fno-math-errno", "-fno-trapping-math"], "bf16_rows.cpp": [],
-                 # no fused multiply-adds: the int8 products' scaling must round as int8_rows.py's does
-                 "int8_rows.cpp": ["-ffp-contract=off"]}
 _LOCK = threading.Lock()
-_STATE: Dict[str, object] = {"library": None, "tried": False, "error": None}
+# per variant name ("" for the one chosen for the process): its ops, or why there are none
+_STATE: Dict[str, Dict[str, Any]] = {"ops": {}, "errors": {}}
+_PINNED = threading.local()
+_REBUILD = "`python -m spacy_elmo kernels --build --force` builds it afresh"
 
 
 class KernelBuildError(RuntimeError):
@@ -72,37 +72,79 @@ def enabled() -> bool:
 
 
 def library(build: bool = True) -> Optional[Any]:
-    """``torch.ops.spacy_elmo``, the kernels' namespace (``lstmp_steps``, ``bf16_rows``, ``int8_rows``),
-    once the library is loaded (and built if missing and ``build``); None where it is switched off or
-    cannot be had (then one warning says why, once per process)."""
+    """The kernels' ops (``lstmp_steps``, ``bf16_rows``, ``int8_rows``, ...) of the variant in use:
+    the one ``using`` pinned in this thread, else the one chosen for this process; loaded (and built
+    if missing and ``build``) at the first call. None where it is switched off or cannot be had
+    (then one warning says why, once per process and variant)."""
     if not enabled():
         return None
-    if _STATE["library"] is not None or _STATE["tried"]:
-        return _STATE["library"]
+    key = getattr(_PINNED, "name", "")
+    if key in _STATE["ops"]:
+        return _STATE["ops"][key]
     with _LOCK:
-        if not _STATE["tried"]:
+        if key not in _STATE["ops"]:
+            ops = None
             try:
-                load(build=build)
-                _STATE["library"] = torch.ops.spacy_elmo
+                ops = load(kernel_variants.by_name(key) if key else chosen_variant(), build=build)
             except KernelBuildError as error:
-                _STATE["error"] = str(error)
+                _STATE["errors"][key] = str(error)
                 warnings.warn(f"the compiled LSTM step is not available ({error}); running the Python step",
                               RuntimeWarning, stacklevel=4)
-            _STATE["tried"] = True
-    return _STATE["library"]
+            _STATE["ops"][key] = ops
+    return _STATE["ops"][key]
 
 
-def load(build: bool = True, force: bool = False) -> None:
-    """Load the library for this machine, building it first if it is missing (or ``force``).
+@contextmanager
+def using(name: str) -> Iterator[None]:
+    """Within this block (this thread), ``library()`` gives the ops of the variant called ``name``,
+    not the chosen one: how the tests and the benchmark run each variant in one process. Raises
+    VariantError where this CPU cannot run it (its code would stop the process)."""
+    variant = kernel_variants.by_name(name)
+    lacking = kernel_variants.missing(variant)
+    if lacking:
+        raise VariantError(f"this CPU cannot run the {name} kernels (it lacks {', '.join(lacking)})")
+    before = getattr(_PINNED, "name", "")
+    _PINNED.name = name
+    try:
+        yield
+    finally:
+        _PINNED.name = before
 
-    A process loads one such library: after the first, a new build is used by new processes.
-    A library is loaded only once ``refusal`` finds nothing wrong with it; one without a build
-    record (from a spacy-elmo that wrote none) is built again where ``build`` allows.
-    Raises KernelBuildError where it cannot be built, or must not be loaded.
+
+def chosen_variant() -> Variant:
+    """``kernel_variants.chosen()``, its refusal (a name that is no variant, or one this CPU cannot
+    run) as a KernelBuildError."""
+    try:
+        return kernel_variants.chosen()
+    except VariantError as error:
+        raise KernelBuildError(str(error)) from None
+
+
+def variant_record() -> str:
+    """RETURNS (str): the kernel variant this process runs or would run, as a run record names it
+    (``spacy_elmo.records.machine``): its name, "off" where the compiled kernels are switched off,
+    or why the variant asked for is refused."""
+    if not enabled():
+        return f"off ({ENV}=0)"
+    try:
+        return chosen_variant().name
+    except KernelBuildError as error:
+        return f"refused: {error}"
+
+
+def load(variant: Optional[Variant] = None, build: bool = True, force: bool = False) -> Any:
+    """Load ``variant``'s library (default: the chosen one), building it first if it is missing (or
+    ``force``). A process loads one library per variant: after the first, a new build is used by new
+    processes. A library is loaded only once ``refusal`` finds nothing wrong with it; one without a
+    build record is built again where ``build`` allows.
+
+    RETURNS (Any): its ops, ``torch.ops.spacy_elmo_VARIANT``. Raises KernelBuildError where it
+    cannot be built, or must not be loaded.
     """
     if sys.platform not in ("linux", "darwin"):
         raise KernelBuildError(f"not built on {sys.platform}")
-    path = library_path()
+    variant = variant or chosen_variant()
+    path = library_path(variant)
     failed = path.with_suffix(".failed")
     # from a spacy-elmo that wrote no record; replaced only in a folder no one else can write to
     unrecorded = path.exists() and not record_path(path).exists() and exposure(path.parent, [path]) is None
@@ -111,8 +153,8 @@ def load(build: bool = True, force: bool = False) -> None:
             raise KernelBuildError(f"an earlier build failed, see {failed}; `python -m spacy_elmo kernels --build` retries")
         if not build:
             raise KernelBuildError(f"not built yet: {path}")
-        _build(path, failed, force=force or unrecorded)
-    if not _loaded():
+        _build([variant], force=force or unrecorded)
+    if not _loaded(variant):
         problem = refusal(path)
         if problem is not None:
             raise KernelBuildError(f"refused {path}: {problem}")
@@ -120,24 +162,22 @@ def load(build: bool = True, force: bool = False) -> None:
             torch.ops.load_library(str(path))
         except (OSError, RuntimeError) as error:
             raise KernelBuildError(f"could not load {path}: {error}; {_REBUILD}") from error
+    return getattr(torch.ops, variant.namespace)
 
 
-_REBUILD = "`python -m spacy_elmo kernels --build --force` builds it afresh"
+def _loaded(variant: Variant) -> bool:
+    return hasattr(getattr(torch.ops, variant.namespace), "lstmp_steps")
 
 
-def _loaded() -> bool:
-    return hasattr(torch.ops.spacy_elmo, "lstmp_steps")
+def library_path(variant: Optional[Variant] = None) -> Path:
+    """The library's path for these sources, this torch, this compiler and ``variant`` (default:
+    the chosen one)."""
+    return kernel_dir() / kernel_build.library_name(variant or chosen_variant())
 
 
-def library_path() -> Path:
-    """The library's path for these sources, this torch, this compiler and this CPU."""
-    key = hashlib.sha256()
-    for name in SOURCES:
-        key.update((CSRC / name).read_bytes())
-    flags = " ".join(" ".join(flags) for flags in PLAIN_SOURCES.values())
-    for part in (torch.__version__, sys.platform, platform.machine(), _compiler_version(), _cpu_identity(), flags):
-        key.update(part.encode("utf-8", "replace"))
-    return kernel_dir() / f"lstmp_steps-{key.hexdigest()[:16]}.so"
+def variant_of(library: Path) -> str:
+    """RETURNS (str): the variant a library's file name says it was built for."""
+    return library.name.split("-", 1)[-1].rsplit("-", 1)[0]
 
 
 def record_path(library: Path) -> Path:
@@ -197,8 +237,10 @@ def _mismatch(library: Path) -> Optional[str]:
         return f"its build record {record} cannot be read ({error})"
     if not isinstance(built, dict):
         return f"its build record {record} is not a JSON object"
-    if built.get("sources") != _source_hashes():
+    if built.get("sources") != kernel_build.source_hashes():
         return f"its build record {record} names other sources than the installed ones"
+    if built.get("variant") != variant_of(library):
+        return f"its build record {record} names the variant {built.get('variant')!r}, not {variant_of(library)!r}"
     if built.get("torch") != torch.__version__:
         return f"it was built for torch {built.get('torch')}, not {torch.__version__}"
     digest = file_sha256(library)
@@ -207,76 +249,51 @@ def _mismatch(library: Path) -> Optional[str]:
     return None
 
 
-def _source_hashes() -> Dict[str, str]:
-    return {name: file_sha256(CSRC / name) for name in SOURCES}
-
-
-def _build(path: Path, failed: Path, *, force: bool = False) -> None:
-    """Compile and link into a temporary folder beside ``path``, then move the build record and the
-    library into place (in that order, each by one rename: a process that sees the library sees
-    its record). One process builds at a time; one that waited finds the library built and stops
-    there unless ``force``. Every failure (no compiler, a compiler error, a folder that cannot be
-    written or that others may write to) is a KernelBuildError, recorded in ``failed`` where that
-    can be written."""
-    compiler = _compiler()
-    if compiler is None or sys.platform not in ("linux", "darwin"):
-        raise KernelBuildError("no C++ compiler found (set $CXX)" if compiler is None else f"not built on {sys.platform}")
+def _build(variants: Sequence[Variant], *, force: bool = False) -> None:
+    """Build ``variants``' libraries (``kernel_build.build``: the glue once for all) into the kernel
+    folder, created private, after checking that no one else may write to it. Every failure (no
+    compiler, a compiler error, a folder that cannot be written or that others may write to) is a
+    KernelBuildError, recorded in each failed variant's ``.failed`` file where that can be written."""
+    if compiler() is None or sys.platform not in ("linux", "darwin"):
+        raise KernelBuildError("no C++ compiler found (set $CXX)" if compiler() is None else f"not built on {sys.platform}")
+    targets = {variant: library_path(variant) for variant in variants}
+    folder = kernel_dir()
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        problem = exposure(path.parent)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        problem = exposure(folder)
         if problem is not None:
-            raise KernelBuildError(f"not building into {path.parent}: {problem}")
-        with _build_lock(path), tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as work:
-            if path.exists() and record_path(path).exists() and not force:
-                return
-            print(f"spacy_elmo: compiling the LSTM step for this CPU into {path.parent}: once per machine, "
-                  "about 15 s on two cores (`python -m spacy_elmo kernels --build` does it ahead, "
-                  f"{ENV}=0 switches it off)", file=sys.stderr, flush=True)
-            began = time.monotonic()
-            built = Path(work) / path.name
-            for command in build_commands(compiler, Path(work), built):
-                done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-                if done.returncode != 0:
-                    _record(failed, " ".join(command) + "\n" + done.stdout + done.stderr)
-                    raise KernelBuildError(f"{Path(command[0]).name} failed, see {failed}")
-            built.chmod(0o755)
-            record = Path(work) / record_path(path).name
-            record.write_text(json.dumps(_build_record(built, compiler), indent=2), encoding="utf-8")
-            record.chmod(0o644)  # a umask of 002 would leave both group-writable, and so refused
-            os.replace(record, record_path(path))
-            os.replace(built, path)
-            print(f"spacy_elmo: compiled {path.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        _record(failed, f"{error}\n")
-        raise KernelBuildError(f"could not build into {path.parent}: {error}") from error
-    failed.unlink(missing_ok=True)
+            raise KernelBuildError(f"not building into {folder}: {problem}")
+        errors = kernel_build.build(targets, force=force)
+    except (OSError, kernel_build.subprocess.TimeoutExpired) as error:
+        for path in targets.values():
+            _record(path.with_suffix(".failed"), f"{error}\n")
+        raise KernelBuildError(f"could not build into {folder}: {error}") from error
+    for variant, path in targets.items():
+        if variant.name in errors:
+            _record(path.with_suffix(".failed"), errors[variant.name])
+        else:
+            path.with_suffix(".failed").unlink(missing_ok=True)
+    if errors:
+        first = targets[next(v for v in variants if v.name in errors)].with_suffix(".failed")
+        compiler_name = Path(errors[next(iter(errors))].split(" ", 1)[0]).name
+        raise KernelBuildError(f"{compiler_name} failed for {', '.join(errors)}, see {first}")
 
 
-def _build_record(library: Path, compiler: str) -> Dict[str, object]:
-    return {
-        "library_sha256": file_sha256(library),
-        "sources": _source_hashes(),
-        "compiler": compiler,
-        "compiler_version": (_compiler_version().splitlines() or [""])[0],
-        "torch": torch.__version__,
-        "built": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+def build_variants(variants: Sequence[Variant], *, force: bool = False) -> Dict[str, Optional[str]]:
+    """Build the libraries of ``variants`` that are missing or do not verify (all with ``force``),
+    in one build: what the tests and the benchmark call for every variant this CPU runs.
 
-
-@contextmanager
-def _build_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for building ``path`` (processes that start together, such as the
-    ranks of a distributed run, compile it once), saying so when another process holds it."""
-    import fcntl  # POSIX only, as the compiled step is; imported here so the module loads anywhere
-
-    with open(path.with_suffix(".lock"), "a", encoding="utf-8") as handle:
+    RETURNS (Dict[str, Optional[str]]): each variant's build error, or None where it is built.
+    """
+    stale = [v for v in variants if force or not library_path(v).exists() or refusal(library_path(v)) is not None]
+    error = None
+    if stale:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"spacy_elmo: waiting for another process compiling the LSTM step into {path.parent}",
-                  file=sys.stderr, flush=True)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+            _build(stale, force=True)
+        except KernelBuildError as failure:
+            error = str(failure)
+    return {v.name: None if library_path(v).exists() and refusal(library_path(v)) is None else error or "not built"
+            for v in variants}
 
 
 def _record(failed: Path, text: str) -> None:
@@ -286,73 +303,31 @@ def _record(failed: Path, text: str) -> None:
         pass  # an unwritable folder: the warning still says why
 
 
-def build_commands(compiler: str, work: Path, library: Path) -> List[List[str]]:
-    """The compiler calls that build ``library``: one per source, then the link."""
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    common = ["-O3", "-march=native", "-fPIC", "-std=c++20", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-    includes = [f"-I{p}" for p in torch_include_paths()]
-    commands, objects = [], []
-    for name in SOURCES:
-        obj = work / (name + ".o")
-        extra = PLAIN_SOURCES.get(name, includes)
-        commands.append([compiler, *common, *extra, "-c", str(CSRC / name), "-o", str(obj)])
-        objects.append(str(obj))
-    libs = [str(TORCH_ROOT / "lib")]
-    link = [compiler, "-shared", *objects, "-o", str(library), *(f"-L{p}" for p in libs)]
-    link += [*(f"-Wl,-rpath,{p}" for p in libs), "-lc10", "-ltorch_cpu"]
-    commands.append(link + ["-lm"])
-    return commands
-
-
-def torch_include_paths() -> List[str]:
-    """The installed torch's C++ headers, as ``torch.utils.cpp_extension.include_paths()`` lists them
-    for the CPU. Not taken from there: importing it imports setuptools, whose distutils shim raises
-    an AssertionError in a process that imported the standard library's distutils first."""
-    include = TORCH_ROOT / "include"
-    return [str(include), str(include / "torch" / "csrc" / "api" / "include")]
-
-
-def _compiler() -> Optional[str]:
-    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-def _compiler_version() -> str:
-    compiler = _compiler()
-    if compiler is None:
-        return "none"
-    try:
-        return subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-
-
-def _cpu_identity() -> str:
-    """The CPU's model name and flags (the code is built with -march=native)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            lines = [line for line in cpuinfo if line.startswith(("model name", "flags", "Features"))]
-        return "".join(sorted(set(lines)))
-    except OSError:
-        return platform.processor()
-
-
 def status() -> Dict[str, object]:
-    """What ``python -m spacy_elmo kernels`` reports: the library's path and whether it is built,
-    verified (``refused`` says why not), loaded, switched off, or failed (with the reason)."""
-    path = library_path()
+    """What ``python -m spacy_elmo kernels`` reports: the variant this process runs (``variant``, or
+    null with ``refused`` saying why), which variants this CPU runs, and the chosen variant's
+    library: its path and whether it is built, verified (``refused`` says why not), loaded,
+    switched off, or failed (with the reason)."""
+    chosen_by = f"${kernel_variants.ENV}" if os.environ.get(kernel_variants.ENV, "").strip() else "the CPU's flags"
+    state: Dict[str, object] = {"variant": None, "chosen_by": chosen_by, "variants": kernel_variants.described()}
+    try:
+        variant = chosen_variant()
+    except KernelBuildError as error:
+        return {**state, "library": None, "record": None, "built": False, "verified": False, "refused": str(error),
+                "loaded": False, "enabled": enabled(), "failed": None, "compiler": compiler()}
+    path = library_path(variant)
     failed = path.with_suffix(".failed")
     problem = refusal(path) if path.exists() else None
     return {
+        **state,
+        "variant": variant.name,
         "library": str(path),
         "record": str(record_path(path)),
         "built": path.exists(),
         "verified": path.exists() and problem is None,
         "refused": problem,
-        "loaded": _loaded(),
+        "loaded": _loaded(variant),
         "enabled": enabled(),
         "failed": failed.read_text(encoding="utf-8", errors="replace")[-2000:] if failed.exists() else None,
-        "compiler": _compiler(),
+        "compiler": compiler(),
     }

@@ -1,7 +1,9 @@
-"""The facts of this machine that a run record names (``spacy_elmo.provenance``): the CPU's model
-and the flags that decide which kernels run."""
+"""The facts of this machine that a run record names (``spacy_elmo.provenance``): the CPU's model,
+the flags that decide which kernels run, and the kernel variant they decided on."""
 import platform
 from pathlib import Path
+
+from ..fast import kernel_library
 
 
 def cpu_model() -> str:
@@ -26,3 +28,9 @@ def cpu_flags() -> list:
     line = next((l for l in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines() if l.startswith("flags")), "")
     present = set(line.split(":", 1)[-1].split())
     return [flag for flag in FLAGS_THAT_MATTER if flag in present]
+
+
+def kernel_variant() -> str:
+    """RETURNS (str): the kernel library's variant this process runs (``fast/kernel_variants.py``:
+    "portable", "avx2", "avx512", "avx512_vnni", "avx512_bf16"; "off" or "refused: WHY" where none runs)."""
+    return kernel_library.variant_record()

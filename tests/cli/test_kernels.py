@@ -5,19 +5,19 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from spacy_elmo.fast import kernel_library
+from spacy_elmo.fast import kernel_library, kernel_variants
 from spacy_elmo.cli import app
 
 runner = CliRunner()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(kernel_library._compiler() is None, reason="no C++ compiler here")
+@pytest.mark.skipif(kernel_library.compiler() is None, reason="no C++ compiler here")
 def test_kernels_builds_says_so_and_builds_a_refused_library_again(monkeypatch, tmp_path):
     monkeypatch.setenv(kernel_library.DIR_ENV, str(tmp_path / "kernels"))
     result = runner.invoke(app, ["kernels", "--build"])
     assert result.exit_code == 0, result.output
-    assert "compiling the LSTM step for this CPU" in result.stderr and "compiled lstmp_steps-" in result.stderr
+    assert "compiling the LSTM step for this CPU" in result.stderr and "compiled kernels-" in result.stderr
     status = json.loads(result.stdout)
     assert status["built"] and status["verified"] and status["refused"] is None and status["failed"] is None
     assert status["library"] == str(kernel_library.library_path()) and status["loaded"]
@@ -38,3 +38,13 @@ def test_kernels_build_failure_exits_1_with_the_reason(broken_compiler):
     result = runner.invoke(app, ["kernels"])  # the status says so afterwards
     assert result.exit_code == 0 and not json.loads(result.stdout)["built"]
     assert not json.loads(result.stdout)["verified"]
+
+
+def test_kernels_names_the_variant_this_cpu_runs_and_refuses_one_it_cannot(monkeypatch):
+    status = json.loads(runner.invoke(app, ["kernels"]).stdout)
+    assert status["variant"] == kernel_variants.chosen().name and status["chosen_by"] == "the CPU's flags"
+    assert status["variants"] == kernel_variants.described() and status["variants"][status["variant"]] == "runs"
+    monkeypatch.setenv(kernel_variants.ENV, "avx9")
+    result = runner.invoke(app, ["kernels", "--build"])
+    assert result.exit_code == 1 and "'avx9' is not a kernel variant here" in result.stderr
+    assert json.loads(result.stdout)["variant"] is None

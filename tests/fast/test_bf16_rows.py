@@ -9,7 +9,7 @@ from spacy_elmo.fast import precision as quantize
 from ..bilm.sentences import SENTENCES, layers
 from ..conftest import random_bilm
 
-pytestmark = pytest.mark.skipif(kernel_library._compiler() is None, reason="no C++ compiler here")
+pytestmark = pytest.mark.skipif(kernel_library.compiler() is None, reason="no C++ compiler here")
 
 
 @pytest.fixture

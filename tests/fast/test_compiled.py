@@ -12,7 +12,7 @@ from spacy_elmo.fast.in_place import run_in_place
 from ..conftest import load_tiny_bilm, random_bilm
 from ..bilm.sentences import layers
 
-needs_compiler = pytest.mark.skipif(kernel_library._compiler() is None, reason="no C++ compiler here")
+needs_compiler = pytest.mark.skipif(kernel_library.compiler() is None, reason="no C++ compiler here")
 
 
 def pair_inputs(batch_sizes, dim=16, proj=8, clip=3.0, scale=1.0, seed=0):

@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from spacy_elmo.fast import compiled, kernel_library
+from spacy_elmo.fast import compiled, kernel_build, kernel_library
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.files import file_sha256
 
@@ -20,11 +20,12 @@ from ..bilm.sentences import layers
 
 
 def test_a_failed_build_warns_once_falls_back_and_is_not_retried(monkeypatch, broken_compiler, capsys):
-    monkeypatch.setattr(kernel_library, "_STATE", {"library": None, "tried": False, "error": None})
+    monkeypatch.setattr(kernel_library, "_STATE", {"ops": {}, "errors": {}})
     with pytest.warns(RuntimeWarning, match="compiled LSTM step is not available"):
         assert compiled.compiled_step() is None
     said = capsys.readouterr().err  # the first use says what it does, and how to avoid the wait
-    assert f"compiling the LSTM step for this CPU into {kernel_library.kernel_dir()}" in said
+    variant = kernel_library.chosen_variant().name
+    assert f"compiling the LSTM step for this CPU ({variant}) into {kernel_library.kernel_dir()}" in said
     assert "kernels --build" in said and "SPACY_ELMO_COMPILED=0" in said
     assert kernel_library.kernel_dir().stat().st_mode & 0o777 == 0o700
     failed = kernel_library.library_path().with_suffix(".failed")
@@ -47,7 +48,7 @@ def load_in_a_fresh_process(folder, marker=None):
     env = dict(os.environ, SPACY_ELMO_KERNELS=str(folder), MARKER=str(marker or folder / "no-marker"))
     code = (
         "import json, warnings; from spacy_elmo.fast import compiled as c, kernel_library as k;"
-        "warnings.simplefilter('always'); op = c.compiled_step(build=False); print(json.dumps([op is not None, k._STATE['error']]))"
+        "warnings.simplefilter('always'); op = c.compiled_step(build=False); print(json.dumps([op is not None, k._STATE['errors'].get('')]))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -58,12 +59,10 @@ def load_in_a_fresh_process(folder, marker=None):
 @pytest.fixture(scope="module")
 def built_library():
     """The library built (once) in the tests' shared kernel folder, with its record."""
-    if kernel_library._compiler() is None:
+    if kernel_library.compiler() is None:
         pytest.skip("no C++ compiler here")
-    path = kernel_library.library_path()
-    if not path.exists() or kernel_library.refusal(path) is not None:
-        kernel_library._build(path, path.with_suffix(".failed"), force=True)
-    return path
+    kernel_library.build_variants([kernel_library.chosen_variant()])
+    return kernel_library.library_path()
 
 
 @pytest.fixture()
@@ -86,7 +85,7 @@ def marker_library(tmp_path):
         encoding="utf-8",
     )
     library = tmp_path / "marker.so"
-    subprocess.run([kernel_library._compiler(), "-shared", "-fPIC", str(source), "-o", str(library)], check=True, timeout=120)
+    subprocess.run([kernel_library.compiler(), "-shared", "-fPIC", str(source), "-o", str(library)], check=True, timeout=120)
     return library
 
 
@@ -96,7 +95,8 @@ def test_a_verified_library_loads_in_a_fresh_process(kernels):
     assert loaded and error is None and "RuntimeWarning" not in stderr
     record = json.loads(kernel_library.record_path(kernels).read_text(encoding="utf-8"))
     assert record["library_sha256"] == file_sha256(kernels)
-    assert record["sources"] == kernel_library._source_hashes() and record["torch"] == torch.__version__
+    assert record["sources"] == kernel_build.source_hashes() and record["torch"] == torch.__version__
+    assert record["variant"] == kernel_library.chosen_variant().name
     assert record["compiler"] and record["compiler_version"] and record["built"]
 
 
@@ -137,14 +137,14 @@ def test_a_library_without_a_record_is_built_again_where_building_is_allowed(ker
     kernel_library.record_path(kernels).unlink()
     calls = []
 
-    def build(path, failed, *, force=False):
-        calls.append((path, force))
+    def build(variants, *, force=False):
+        calls.append(([kernel_library.library_path(v) for v in variants], force))
         raise kernel_library.KernelBuildError("not built in this test")
 
     monkeypatch.setattr(kernel_library, "_build", build)
     with pytest.raises(kernel_library.KernelBuildError, match="not built in this test"):
         kernel_library.load(build=True)
-    assert calls == [(kernels, True)]
+    assert calls == [([kernels], True)]
 
 
 def test_a_folder_others_may_write_to_is_refused_for_loading_and_building(kernels):
@@ -153,7 +153,7 @@ def test_a_folder_others_may_write_to_is_refused_for_loading_and_building(kernel
     assert not loaded and f"{kernels.parent} may be written by others (mode 770)" in error
     assert f"chmod go-w {kernels.parent}" in error
     with pytest.raises(kernel_library.KernelBuildError, match="not building into"):
-        kernel_library._build(kernels, kernels.with_suffix(".failed"), force=True)
+        kernel_library._build([kernel_library.chosen_variant()], force=True)
     kernels.parent.chmod(0o700)
     kernel_library.record_path(kernels).chmod(0o666)
     assert "may be written by others (mode 666)" in kernel_library.refusal(kernels)
@@ -170,9 +170,9 @@ def test_an_unwritable_kernel_folder_is_a_build_error_not_a_crash(monkeypatch, t
     blocker = tmp_path / "file"
     blocker.write_text("not a folder", encoding="utf-8")
     monkeypatch.setenv(kernel_library.DIR_ENV, str(blocker / "kernels"))  # a folder inside a file
-    monkeypatch.setattr(kernel_library, "_compiler", lambda: "/bin/true")
+    monkeypatch.setattr(kernel_library, "compiler", lambda: "/bin/true")
     with pytest.raises(kernel_library.KernelBuildError, match="could not build into"):
-        kernel_library._build(kernel_library.library_path(), kernel_library.library_path().with_suffix(".failed"))
+        kernel_library._build([kernel_library.chosen_variant()])
 
 
 def test_build_commands_need_no_setuptools_and_name_torchs_own_paths(tmp_path):
@@ -182,8 +182,10 @@ def test_build_commands_need_no_setuptools_and_name_torchs_own_paths(tmp_path):
     script = (
         "import json, sys; sys.modules['setuptools'] = None\n"
         "from pathlib import Path\n"
-        "from spacy_elmo.fast import kernel_library\n"
-        "commands = kernel_library.build_commands('c++', Path(sys.argv[1]), Path(sys.argv[1]) / 'x.so')\n"
+        "from spacy_elmo.fast import kernel_build as b, kernel_variants as v\n"
+        "work = Path(sys.argv[1])\n"
+        "commands = [b.compile_command('c++', b.GLUE, b.glue_flags(), work / 'glue.o')]\n"
+        "commands += b.build_commands('c++', work / 'v', work / 'x.so', v.variants()[-1], work / 'glue.o')\n"
         "print(json.dumps(commands))\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)

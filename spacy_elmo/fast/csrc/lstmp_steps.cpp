@@ -1,6 +1,9 @@
 // All timesteps of a pair of LSTMP layers (both directions in lockstep) in one call: the loop of
 // spacy_elmo/fast/in_place.py::run_in_place for float32 paired weights and packed input projections,
-// without a Python round trip per operation. Registered as torch.ops.spacy_elmo.lstmp_steps.
+// without a Python round trip per operation; and the ops of the bf16 and int8 row products. The glue
+// between torch and the arithmetic (cell_math.cpp, bf16_rows.cpp, int8_rows.cpp), which it calls:
+// compiled once per build and linked into every variant (spacy_elmo/fast/kernel_build.py), its ops
+// registered in the namespace the variant names (variant.cpp), as torch.ops.spacy_elmo_VARIANT.lstmp_steps.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/baddbmm.h>
@@ -12,10 +15,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 extern "C" void spacy_elmo_cell_rows(
     const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
 extern "C" void spacy_elmo_clip_rows(float* x, int64_t rows, int64_t width, int64_t row_stride, float limit);
+extern "C" const char* spacy_elmo_variant();
+extern "C" const char* spacy_elmo_ops_namespace();
+extern "C" const char* spacy_elmo_instruction_sets();
 extern "C" int spacy_elmo_bf16_native();
 extern "C" void spacy_elmo_bf16_pairs(const float* x, int64_t width, uint32_t* pairs);
 extern "C" void spacy_elmo_bf16_rows(const uint16_t* packed, const uint32_t* pairs, int64_t rows, int64_t n_pairs,
@@ -203,9 +210,11 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
 
 bool int8_native() { return spacy_elmo_int8_native() != 0; }
 
-}  // namespace
+std::string variant() { return spacy_elmo_variant(); }
 
-TORCH_LIBRARY(spacy_elmo, m) {
+std::string instruction_sets() { return spacy_elmo_instruction_sets(); }
+
+void define_ops(torch::Library& m) {
   m.def(
       "lstmp_steps(Tensor projected, Tensor h0, Tensor(a!) cell, int[] batch_sizes, Tensor w_state, Tensor w_proj, "
       "float? cell_clip, float? proj_clip, Tensor(b!) out) -> ()");
@@ -216,4 +225,17 @@ TORCH_LIBRARY(spacy_elmo, m) {
   m.def("int8_rows(Tensor x, Tensor packed, Tensor offsets, Tensor scales, Tensor? bias, Tensor? add, Tensor(a!) out) -> ()");
   m.impl("int8_rows", c10::DispatchKey::CPU, TORCH_FN(int8_rows));
   m.def("int8_native() -> bool", TORCH_FN(int8_native));
+  m.def("variant() -> str", TORCH_FN(variant));
+  m.def("instruction_sets() -> str", TORCH_FN(instruction_sets));
 }
+
+// TORCH_LIBRARY's registration, with the namespace known only when the library is linked
+torch::Library registered() {
+  torch::Library m(torch::Library::DEF, spacy_elmo_ops_namespace(), std::nullopt, __FILE__, __LINE__);
+  define_ops(m);
+  return m;
+}
+
+const torch::Library registration = registered();
+
+}  // namespace
