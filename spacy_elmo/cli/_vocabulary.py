@@ -84,9 +84,13 @@ def output_file(value: Union[None, Path, Sequence[Path]]) -> Any:
     return value
 
 
-def check_model_flags(params: Dict[str, Any]) -> None:
-    """--options and --weights name one published pair, in place of --model."""
-    given = {flag: params.get(flag.strip("-")) is not None for flag in ("--model", "--options", "--weights")}
+def check_model_flags(params: Sequence[Any], values: Dict[str, Any]) -> None:
+    """--options and --weights name one published pair, in place of --model.
+
+    params (Sequence[Parameter]): the command's (click) parameters. values (Dict[str, Any]): their values.
+    """
+    given = {flag: any(flag in p.opts and values.get(p.name) is not None for p in params)
+             for flag in ("--model", "--options", "--weights")}
     if given["--options"] != given["--weights"]:
         raise typer.BadParameter("--options and --weights go together: give both (a published pair), or --model")
     if given["--model"] and given["--options"]:
@@ -150,7 +154,7 @@ class CommandWithOldSpellings(TyperCommand):
     def parse_args(self, ctx: Any, args: List[str]) -> List[str]:
         rest = super().parse_args(ctx, modernize(self.name or "", args, self.params))
         if not ctx.resilient_parsing:
-            check_model_flags(ctx.params)
+            check_model_flags(self.params, ctx.params)
         return rest
 
     def invoke(self, ctx: Any) -> Any:
