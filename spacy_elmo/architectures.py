@@ -11,6 +11,7 @@ from thinc.api import Maxout, Model, chain, with_array
 from thinc.types import Floats2d, Floats3d
 
 from .bilm import BiLM, BiLMConfig
+from .bilm.batching import MAX_WINDOW
 from .bilm.config import SMALL
 from .data_classes import ElmoOutput
 from .fast import DEFAULT_CHAR_CACHE_SIZE
@@ -75,7 +76,7 @@ def bilm_v1(
     cell_clip: Optional[float] = SMALL.cell_clip,
     proj_clip: Optional[float] = SMALL.proj_clip,
     use_skip_connections: bool = SMALL.use_skip_connections,
-    max_window: int = 200,
+    max_window: int = MAX_WINDOW,
     batch_size: int = 128,
     max_batch_items: Optional[int] = 4096,
     trainable: bool = False,
@@ -197,7 +198,7 @@ bilm_v2.__signature__ = _v1_and_settings_signature()  # type: ignore[attr-define
 def bilm_v3(
     *,
     name: Optional[str] = None,
-    max_window: int = 200,
+    max_window: int = MAX_WINDOW,
     batch_size: int = 128,
     max_batch_items: Optional[int] = 4096,
     trainable: bool = False,

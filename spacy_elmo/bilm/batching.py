@@ -1,5 +1,24 @@
-"""Length-bucketed batches capped by sentence count and by padded positions."""
-from typing import List, Optional, Sequence
+"""Length-bucketed batches capped by sentence count and by padded positions, and the windows a
+long sentence is cut into."""
+from typing import List, Optional, Sequence, Tuple
+
+# most tokens run through the biLM as one sentence: the elmo component's default ``max_window``, and
+# what every command that reads text cuts a longer line into (the activations of one sequence grow
+# with its length: a 5 MB line run whole needs tens of gigabytes)
+MAX_WINDOW = 200
+
+
+def windows(start: int, end: int, max_window: int = MAX_WINDOW) -> List[Tuple[int, int]]:
+    """The consecutive [begin, end) ranges of at most ``max_window`` tokens that cover [start, end)
+    (the last one shorter); each runs through the biLM as a sentence of its own, with its own <S>
+    and </S>, so context does not cross a window edge.
+
+    max_window (int): most tokens per window (>= 1).
+    RETURNS (List[Tuple[int, int]]): in order; [] where ``end <= start``.
+    """
+    if max_window < 1:
+        raise ValueError(f"max_window must be >= 1, not {max_window}")
+    return [(begin, min(begin + max_window, end)) for begin in range(start, end, max_window)]
 
 
 def plan_batches(

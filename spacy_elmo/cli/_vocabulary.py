@@ -5,9 +5,15 @@ An old spelling is rewritten into the new one before click parses the command li
 deprecation warning on standard error, so no command declares it: ``--help`` and the parser show
 only the vocabulary. A command whose input text was a positional argument takes its bare
 arguments as ``--input`` the same way.
+
+What can be checked from the command line alone is checked before any model is loaded or text read,
+in one line each: ``--options`` and ``--weights`` go together and exclude ``--model``
+(``CommandWithOldSpellings``), an ``--input`` names files that exist (``input_files``), and an
+``--output`` that names a file is not a folder (``output_file``).
 """
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import typer
 from typer.core import TyperCommand
@@ -56,6 +62,39 @@ def report(stats: Any) -> None:
     """Print on standard error what the text reader says about undecodable lines, if anything."""
     if stats.report():
         typer.echo(stats.report(), err=True)
+
+
+def input_files(value: Any) -> Any:
+    """``--input``'s check: every file, folder or glob it names exists (``io.text_input.text_files``)."""
+    from ..io.text_input import text_files
+
+    for spec in value if isinstance(value, (list, tuple)) else [value]:
+        try:
+            text_files(spec)
+        except FileNotFoundError as err:
+            raise typer.BadParameter(str(err)) from None
+    return value
+
+
+def output_file(value: Union[None, Path, Sequence[Path]]) -> Any:
+    """An ``--output`` that names a file: refused where it is an existing folder, before the work."""
+    for path in [] if value is None else value if isinstance(value, (list, tuple)) else [value]:
+        if Path(path).is_dir():
+            raise typer.BadParameter(f"{path} is a folder; name the file to write")
+    return value
+
+
+def check_model_flags(params: Sequence[Any], values: Dict[str, Any]) -> None:
+    """--options and --weights name one published pair, in place of --model.
+
+    params (Sequence[Parameter]): the command's (click) parameters. values (Dict[str, Any]): their values.
+    """
+    given = {flag: any(flag in p.opts and values.get(p.name) is not None for p in params)
+             for flag in ("--model", "--options", "--weights")}
+    if given["--options"] != given["--weights"]:
+        raise typer.BadParameter("--options and --weights go together: give both (a published pair), or --model")
+    if given["--model"] and given["--options"]:
+        raise typer.BadParameter("give --model, or --options and --weights, not both")
 
 
 def warn(message: str) -> None:
@@ -107,12 +146,16 @@ EXTRA_HINT = "pip install 'spacy-elmo["
 
 
 class CommandWithOldSpellings(TyperCommand):
-    """A command that still reads the old spellings of its flags (``OLD_SPELLINGS``), for one release,
+    """A command of the vocabulary: it still reads the old spellings of its flags (``OLD_SPELLINGS``),
+    for one release, refuses flags that do not go together before it runs (``check_model_flags``),
     and stops with one line where an optional extra it needs is missing (the library's ImportError
     names the ``pip install 'spacy-elmo[EXTRA]'`` that adds it)."""
 
     def parse_args(self, ctx: Any, args: List[str]) -> List[str]:
-        return super().parse_args(ctx, modernize(self.name or "", args, self.params))
+        rest = super().parse_args(ctx, modernize(self.name or "", args, self.params))
+        if not ctx.resilient_parsing:
+            check_model_flags(self.params, ctx.params)
+        return rest
 
     def invoke(self, ctx: Any) -> Any:
         try:

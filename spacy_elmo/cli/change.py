@@ -8,13 +8,15 @@ from typing import List, Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
+from ._vocabulary import (INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, input_files, output_file,
+                          report)
 
 
 @app.command("change", cls=CommandWithOldSpellings)
 def change_cli(
     input: List[Path] = typer.Option(
-        ..., "--input", help=f"a period, given twice (the first period, then the second): {INPUT}, or a `usages` Parquet file"
+        ..., "--input", help=f"a period, given twice (the first period, then the second): {INPUT}, or a `usages` Parquet file",
+        callback=input_files,
     ),
     targets: Path = typer.Option(..., "--targets", help="target words, one a line"),
     metric: str = typer.Option("apd", "--metric", help="prt (1 / cos of mean vectors), apd (mean pairwise cosine distance) or jsd (JSD of affinity propagation clusters)"),
@@ -35,7 +37,7 @@ def change_cli(
     strict_utf8: bool = STRICT_UTF8,
     output: List[Path] = typer.Option(
         [], "--output", help="a file to write, once or twice: a name ending in .json gets the record (settings, scores, "
-        "evaluation, provenance), any other the TSV (default: the TSV to standard output)"
+        "evaluation, provenance), any other the TSV (default: the TSV to standard output)", callback=output_file,
     ),
 ) -> None:
     """Print target<TAB>score<TAB>uses_a<TAB>uses_b for every target; with --gold, Spearman's rho and its

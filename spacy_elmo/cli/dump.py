@@ -5,13 +5,15 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, report
+from ._vocabulary import (INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, input_files, output_file,
+                          report)
 
 
-@app.command("dump")
+@app.command("dump", cls=CommandWithOldSpellings)
 def dump_cli(
-    input: Path = typer.Option(..., "--input", help=f".json list of token lists, or text one sentence a line: {INPUT}"),
-    output: Path = typer.Option(..., "--output", help="HDF5 file to write"),
+    input: Path = typer.Option(..., "--input", help=f".json list of token lists, or text one sentence a line: {INPUT}",
+                               callback=input_files),
+    output: Path = typer.Option(..., "--output", help="HDF5 file to write", callback=output_file),
     model: Optional[str] = MODEL,
     options: Optional[Path] = OPTIONS,
     weights: Optional[Path] = WEIGHTS,
@@ -22,7 +24,8 @@ def dump_cli(
     """Write every biLM layer of every input sentence to HDF5.
 
     Dataset "i" of OUTPUT holds sentence i's layers, shape (L+1, n_tokens, width), as
-    bilm-tf's dump_bilm_embeddings wrote them.
+    bilm-tf's dump_bilm_embeddings wrote them; a sentence longer than 200 tokens runs in windows of
+    200, as the elmo component runs it.
     """
     from ..io import load_bilm
     from ..io.layer_dump import dump_layers

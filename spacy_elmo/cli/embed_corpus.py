@@ -4,11 +4,11 @@ from typing import Optional
 
 import typer
 
-from ..embed.corpus import DEFAULT_MODEL, embed_corpus
+from ..embed.corpus import embed_corpus
 from ..embed.runs import LAYER_CHOICES
 from ..embed.shards import DTYPES
 from ._app import app
-from ._vocabulary import CommandWithOldSpellings
+from ._vocabulary import MODEL, OPTIONS, WEIGHTS, CommandWithOldSpellings
 
 
 @app.command("embed-corpus", cls=CommandWithOldSpellings)
@@ -19,7 +19,9 @@ def embed_corpus_cli(
              "or .parquet files with a 'text' column",
     ),
     output: Path = typer.Option(..., "--output", help="folder of Parquet shards (one path every Ray node sees)"),
-    model: str = typer.Option(DEFAULT_MODEL, "--model", help="pipeline or model directory, or a model's name (default: the shipped en_small)"),
+    model: Optional[str] = MODEL,
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
     address: Optional[str] = typer.Option(None, "--address", help="'auto', HOST:PORT or ray://HOST:10001; default: a local Ray"),
     actors: Optional[int] = typer.Option(None, "--actors", min=1, help="actors, each loading the model once; default: one per GPU, or per --cpus-per-actor CPUs"),
     cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1),
@@ -47,12 +49,12 @@ def embed_corpus_cli(
             from ..embed.spark import embed_corpus_spark
 
             report = embed_corpus_spark(
-                input, output, model, master=master, layers=layers, dtype=dtype, shard_rows=shard_rows,
+                input, output, model, options=options, weights=weights, master=master, layers=layers, dtype=dtype, shard_rows=shard_rows,
                 batch_size=batch_size, strict_utf8=strict_utf8,
             )
         else:
             report = embed_corpus(
-                input, output, model, address=address, actors=actors, cpus_per_actor=cpus_per_actor,
+                input, output, model, options=options, weights=weights, address=address, actors=actors, cpus_per_actor=cpus_per_actor,
                 layers=layers, dtype=dtype, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
             )
     except (ImportError, ValueError, RuntimeError, OSError) as err:

@@ -7,7 +7,7 @@ import typer
 
 from ..bilm.softmax import DEFAULT_CHUNK_SIZE
 from ._app import app
-from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings
+from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, input_files, output_file
 
 
 @app.command("evaluate", cls=CommandWithOldSpellings)
@@ -20,7 +20,7 @@ def evaluate_cli(
     ),
     options: Optional[Path] = OPTIONS,
     weights: Optional[Path] = WEIGHTS,
-    input: str = typer.Option(..., "--input", help=f"held-out text, one sentence a line: {INPUT}"),
+    input: str = typer.Option(..., "--input", help=f"held-out text, one sentence a line: {INPUT}", callback=input_files),
     tokenizer: str = typer.Option(
         "whitespace", "--tokenizer", help="'whitespace' (pre-tokenized text, as the published figures) or a spaCy "
         "language code (raw text)"
@@ -39,7 +39,8 @@ def evaluate_cli(
         DEFAULT_CHUNK_SIZE, "--chunk-size", min=1, help="softmax rows normalized at a time (memory: tokens x rows)"
     ),
     strict_utf8: bool = STRICT_UTF8,
-    output: Optional[Path] = typer.Option(None, "--output", help="also write the numbers as JSON (with the command, commit, CPU and date)"),
+    output: Optional[Path] = typer.Option(None, "--output", help="also write the numbers as JSON (with the command, commit, CPU and date)",
+                                          callback=output_file),
 ) -> None:
     """Exact held-out perplexity of a biLM with its own softmax (forward, backward, geometric mean).
 

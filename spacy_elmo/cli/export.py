@@ -6,12 +6,13 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import MODEL, OPTIONS, WEIGHTS
+from ._vocabulary import MODEL, OPTIONS, WEIGHTS, CommandWithOldSpellings, output_file
 
 
-@app.command("export")
+@app.command("export", cls=CommandWithOldSpellings)
 def export_cli(
-    output: Path = typer.Option(..., "--output", help="the file to write (.onnx, .pt); its folder must exist"),
+    output: Path = typer.Option(..., "--output", help="the file to write (.onnx, .pt); its folder must exist",
+                                callback=output_file),
     to: str = typer.Option(..., "--to", help="the file format: onnx or torchscript"),
     model: Optional[str] = MODEL,
     options: Optional[Path] = OPTIONS,

@@ -6,9 +6,10 @@ import typer
 
 from ._app import app
 from ._training_options import DEVICE, OUTPUT, OVERRIDES, RESUME, load_config, max_time_option, parse_duration
+from ._vocabulary import CommandWithOldSpellings
 
 
-@app.command("finetune", context_settings=OVERRIDES)
+@app.command("finetune", cls=CommandWithOldSpellings, context_settings=OVERRIDES)
 def finetune_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="training .cfg ([paths] train/dev: domain text)"),

@@ -7,12 +7,14 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
+from ._vocabulary import (INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, input_files, output_file,
+                          report)
 
 
 @app.command("neighbors", cls=CommandWithOldSpellings)
 def neighbors_cli(
-    input: Path = typer.Option(..., "--input", help=f"the corpus, one sentence or paragraph a line: {INPUT}"),
+    input: Path = typer.Option(..., "--input", help=f"the corpus, one sentence or paragraph a line (longer than 200 tokens: "
+                               f"in windows of 200): {INPUT}", callback=input_files),
     query: str = typer.Option(..., "--query", help="the query sentence"),
     word: str = typer.Option(..., "--word", help="the target word (its first occurrence in the query)"),
     model: Optional[str] = MODEL,
@@ -25,7 +27,7 @@ def neighbors_cli(
     exact: bool = typer.Option(False, "--exact", help="the plain float32 computation bit for bit (slower)"),
     strict_utf8: bool = STRICT_UTF8,
     output: Optional[Path] = typer.Option(
-        None, "--output", help="also write the neighbours as JSON (with the command, commit, CPU and date)"
+        None, "--output", help="also write the neighbours as JSON (with the command, commit, CPU and date)", callback=output_file
     ),
 ) -> None:
     """Show the corpus uses of WORD closest to its use in QUERY (ELMo), and layer 0's nearest words (static)."""

@@ -5,10 +5,10 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import MODEL, OPTIONS, WEIGHTS
+from ._vocabulary import MODEL, OPTIONS, WEIGHTS, CommandWithOldSpellings
 
 
-@app.command("probe")
+@app.command("probe", cls=CommandWithOldSpellings)
 def probe_cli(
     output: Path = typer.Option(..., "--output", help="directory for probe.json, probe.md and probe.png"),
     task: str = typer.Option("all", "--task", help="all (upos, wsd, wic), upos, ner, wsd, wic, or a comma-separated list"),
@@ -35,10 +35,6 @@ def probe_cli(
 
     if threads:
         torch.set_num_threads(threads)
-    if model is not None and (options is not None or weights is not None):
-        raise typer.BadParameter("give --model, or --options and --weights, not both")
-    if (options is None) != (weights is None):
-        raise typer.BadParameter("--options and --weights go together")
     try:
         result = run_probe(
             task, model=model, options=options, weights=weights, train=train, eval=eval_file,

@@ -6,12 +6,12 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
+from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, input_files, output_file, report
 
 
 @app.command("senses", cls=CommandWithOldSpellings)
 def senses_cli(
-    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}"),
+    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}", callback=input_files),
     word: str = typer.Option(..., "--word", help="the target (a lemma with a lemmatizing --pipeline, else a word form)"),
     model: Optional[str] = typer.Option(None, "--model", help="a model with its softmax (as `substitutes` takes; default: the shipped biLM)"),
     options: Optional[Path] = OPTIONS,
@@ -26,7 +26,8 @@ def senses_cli(
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="spaCy pipeline with a lemmatizer, to match lemmas"),
     lang: str = typer.Option("en", "--lang", help="language of the blank pipeline"),
     strict_utf8: bool = STRICT_UTF8,
-    output: Optional[Path] = typer.Option(None, "--output", help="also write the senses and each use's sense as JSON"),
+    output: Optional[Path] = typer.Option(None, "--output", help="also write the senses and each use's sense as JSON",
+                                          callback=output_file),
 ) -> None:
     """Cluster the uses of WORD by their forward and backward LM substitutes (Amrami & Goldberg 2018's
     symmetric-pattern method) and print each sense's top substitutes and example uses."""

@@ -5,14 +5,15 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._vocabulary import INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, report
+from ._vocabulary import (INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, input_files, output_file,
+                          report)
 
 
 @app.command("usages", cls=CommandWithOldSpellings)
 def usages_cli(
-    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}"),
+    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}", callback=input_files),
     targets: Path = typer.Option(..., "--targets", help="target lemmas or word forms, one a line"),
-    output: Path = typer.Option(..., "--output", help="the Parquet file to write"),
+    output: Path = typer.Option(..., "--output", help="the Parquet file to write", callback=output_file),
     model: Optional[str] = MODEL,
     options: Optional[Path] = OPTIONS,
     weights: Optional[Path] = WEIGHTS,

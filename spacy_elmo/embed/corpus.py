@@ -20,15 +20,14 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .inputs import CorpusFiles, file_blocks
 from .runs import (
-    EmbedReport, EmbedSettings, PathLike, check_choices, finished_shards, open_run, weights_sha256, write_finished,
+    EmbedReport, EmbedSettings, ModelSource, PathLike, check_choices, finished_shards, load_source,
+    model_source, open_run, weights_sha256, write_finished,
 )
 from .shards import input_sha256, shard_done, shard_id, shard_key, shard_table, write_shard
-
-DEFAULT_MODEL = "en_small"
 # sentences per forward pass: per CPU an actor has on a CPU cluster, and per actor on a GPU
 BATCH_PER_CPU = 32
 BATCH_PER_GPU = 256
@@ -37,24 +36,24 @@ BATCH_PER_GPU = 256
 KILL_MARKER_ENV = "SPACY_ELMO_EMBED_KILL_MARKER"
 
 
-def load_elmo(model: PathLike) -> Tuple[Any, Any]:
+def load_elmo(model: Union[PathLike, ModelSource]) -> Tuple[Any, Any]:
     """The pipeline and its `elmo` component for a pipeline directory, or for any biLM
-    ``io.loading`` finds (a model directory, a published pair's directory, a published name).
+    ``io.loading`` finds (a model directory, a published pair's directory or files, a published name).
 
     RETURNS (Tuple[Language, Elmo]): the pipeline and the component that runs.
     """
     import spacy
 
-    from ..io.loading import resolve_bilm
     from ..pipeline import Elmo, create_pipeline
 
-    if (Path(model) / "config.cfg").is_file():
-        nlp = spacy.load(model)
+    source = model_source(model)
+    if source.path is not None and (Path(source.path) / "config.cfg").is_file():
+        nlp = spacy.load(source.path)
     else:
-        nlp = create_pipeline(resolve_bilm(model))
+        nlp = create_pipeline(load_source(source))
     found = [pipe for _, pipe in nlp.pipeline if isinstance(pipe, Elmo)]
     if len(found) != 1:
-        raise ValueError(f"{model}: a pipeline for embed-corpus needs exactly one elmo component, it has {len(found)}")
+        raise ValueError(f"{source.name}: a pipeline for embed-corpus needs exactly one elmo component, it has {len(found)}")
     return nlp, found[0]
 
 
@@ -98,14 +97,15 @@ class ShardEmbedder:
     """A Ray Data actor (or a Spark Python worker's): loads the pipeline once, then embeds and writes
     the shards it is given."""
 
-    def __init__(self, model: str, output: str, settings: Dict[str, Any], batch_size: int, threads: int) -> None:
+    def __init__(self, model: Union[str, ModelSource], output: str, settings: Dict[str, Any], batch_size: int, threads: int) -> None:
         import torch
 
         torch.set_num_threads(threads)
+        model = model_source(model)
         self.nlp, self.elmo = load_elmo(model)
         self.settings = EmbedSettings(**settings)
         if weights_sha256(self.elmo.bilm) != self.settings.weights_sha256:
-            raise RuntimeError(f"{model}: this worker's copy of the model has other weights than the driver's")
+            raise RuntimeError(f"{model.name}: this worker's copy of the model has other weights than the driver's")
         if torch.cuda.is_available():  # Ray gave this actor a GPU (CUDA_VISIBLE_DEVICES names only it)
             self.elmo.bilm.to("cuda")
         self.output = Path(output)
@@ -206,8 +206,10 @@ def cluster_sizing(resources: Dict[str, float], *, actors: Optional[int], cpus_p
 def embed_corpus(
     input: PathLike,
     output: PathLike,
-    model: PathLike = DEFAULT_MODEL,
+    model: Optional[PathLike] = None,
     *,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
     address: Optional[str] = None,
     actors: Optional[int] = None,
     cpus_per_actor: int = 1,
@@ -224,8 +226,9 @@ def embed_corpus(
     input (PathLike): a file, a directory, a glob or a URI (``s3://``, ``gs://``, ``hdfs://``) of text
         files (one record a line, ``.gz`` too) or Parquet files (``text``, optional ``id``).
     output (PathLike): the shards' folder, a path every node of the cluster sees.
-    model (PathLike): a spaCy pipeline directory with one elmo component, or any biLM `dump` loads
-        (model directory, published pair's directory, published name); the shipped ``en_small``.
+    model (Optional[PathLike]): a spaCy pipeline directory with one elmo component, or any biLM `dump`
+        loads (model directory, published pair's directory, published name); None: the shipped ``en_small``.
+    options, weights (Optional[PathLike]): a published pair, in place of ``model``.
     address (Optional[str]): None: start a local Ray for this call (and stop it after); "auto",
         "HOST:PORT" or "ray://HOST:10001": join that cluster. A Ray already initialized in this
         process is used as it is.
@@ -245,6 +248,7 @@ def embed_corpus(
     if shard_rows < 1 or cpus_per_actor < 1 or (actors is not None and actors < 1) or (batch_size is not None and batch_size < 1):
         raise ValueError("shard_rows, actors, cpus_per_actor and batch_size must be >= 1")
     start = time.perf_counter()
+    model = model_source(model, options=options, weights=weights)
     files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows)
     done_before = finished_shards(output, settings, files)
     if done_before is not None:  # a finished run, its input unchanged and its shards verified: no Ray at all
@@ -273,8 +277,7 @@ def embed_corpus(
         ).map_batches(
             ShardEmbedder,
             fn_constructor_kwargs={
-                "model": str(Path(model).resolve()) if Path(model).exists() else str(model),
-                "output": str(output), "settings": asdict(settings), "batch_size": batch_size,
+                "model": model, "output": str(output), "settings": asdict(settings), "batch_size": batch_size,
                 "threads": cpus_per_actor,
             },
             batch_size=1, batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=actors),

@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from ..files import write_atomic
 from .inputs import CorpusFiles, resolve_inputs
@@ -22,6 +22,7 @@ from .shards import DTYPES, shard_id, shard_verified
 PathLike = Union[str, Path]
 LAYER_CHOICES = ("all", "mix")
 SETTINGS_NAME = "embed-corpus.json"
+DEFAULT_MODEL = "en_small"
 FINISHED_NAME = "embed-corpus-finished.json"
 FORMAT = "spacy-elmo.embed-corpus"
 
@@ -76,9 +77,46 @@ def weights_sha256(bilm: Any) -> str:
     return hashlib.sha256(bilm_to_bytes(bilm)).hexdigest()
 
 
-def model_name(model: PathLike) -> str:
-    """The name a run records for ``model``: a directory's name, or the published name as given."""
-    return Path(model).name if Path(model).exists() else str(model)
+class ModelSource(NamedTuple):
+    """The biLM a run embeds with, as every worker finds it: ``path`` (a pipeline or model directory,
+    a published name), or in its place the published pair ``options`` + ``weights``; files as
+    absolute paths."""
+
+    path: Optional[str]
+    options: Optional[str] = None
+    weights: Optional[str] = None
+
+    @property
+    def name(self) -> str:
+        """The name a run records: a directory's or the weights file's name, or the published name as given."""
+        given = self.weights if self.weights is not None else str(self.path)
+        return Path(given).name if Path(given).exists() else given
+
+
+def model_source(model: Union[None, PathLike, ModelSource], *, options: Optional[PathLike] = None,
+                 weights: Optional[PathLike] = None) -> ModelSource:
+    """``model`` (or the pair ``options`` + ``weights`` in its place) as a ``ModelSource``.
+
+    RETURNS (ModelSource): raises ValueError where a pair is half given or given with a model.
+    """
+    if isinstance(model, ModelSource):
+        return model
+    if options is None and weights is None:
+        return ModelSource(_where(model if model is not None else DEFAULT_MODEL))
+    if options is None or weights is None or model is not None:
+        raise ValueError("give a model, or options and weights (a published pair) together, not both")
+    return ModelSource(None, _where(options), _where(weights))
+
+
+def _where(path: PathLike) -> str:
+    return str(Path(path).resolve()) if Path(path).exists() else str(path)
+
+
+def load_source(source: ModelSource) -> Any:
+    """RETURNS (BiLM): the biLM ``source`` names, loaded as ``io.loading.resolve_bilm`` loads it."""
+    from ..io.loading import resolve_bilm
+
+    return resolve_bilm(source.path, options=source.options, weights=source.weights)
 
 
 def check_choices(*, layers: str, dtype: str) -> None:
@@ -90,20 +128,19 @@ def check_choices(*, layers: str, dtype: str) -> None:
 
 
 def open_run(
-    input: PathLike, output: PathLike, model: PathLike, *, layers: str, dtype: str, shard_rows: int
+    input: PathLike, output: PathLike, model: Union[PathLike, ModelSource], *, layers: str, dtype: str, shard_rows: int
 ) -> Tuple[CorpusFiles, Path, EmbedSettings]:
     """What every engine does first: list the input, make the output folder, and write this run's
     settings there, or check them against those already there.
 
     RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the output folder, the settings.
     """
-    from ..io.loading import resolve_bilm
-
+    model = model_source(model)
     files = resolve_inputs(str(input))
     output = Path(output).resolve()
     output.mkdir(parents=True, exist_ok=True)
     settings = EmbedSettings(
-        model=model_name(model), weights_sha256=weights_sha256(resolve_bilm(model)), layers=layers, dtype=dtype,
+        model=model.name, weights_sha256=weights_sha256(load_source(model)), layers=layers, dtype=dtype,
         shard_rows=shard_rows, files=len(files.paths), files_sha256=files.sha256,
     )
     path = output / SETTINGS_NAME

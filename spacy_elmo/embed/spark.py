@@ -15,9 +15,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
-from .corpus import BATCH_PER_CPU, DEFAULT_MODEL, ShardEmbedder, shard_blocks
+from .corpus import BATCH_PER_CPU, ShardEmbedder, shard_blocks
 from .inputs import CorpusFiles
-from .runs import EmbedReport, PathLike, check_choices, finished_shards, open_run, write_finished
+from .runs import EmbedReport, ModelSource, PathLike, check_choices, finished_shards, model_source, open_run, write_finished
 
 _EMBEDDERS: Dict[tuple, ShardEmbedder] = {}
 
@@ -34,7 +34,7 @@ def _import_spark() -> Any:
 
 
 def _embed_file(
-    index: int, *, files: CorpusFiles, output: str, model: str, settings: Dict[str, Any], batch_size: int, strict: bool
+    index: int, *, files: CorpusFiles, output: str, model: ModelSource, settings: Dict[str, Any], batch_size: int, strict: bool
 ) -> Iterator[Dict[str, int]]:
     """One Spark task: read input file ``index`` where it lies, and embed the shards not yet done.
     RETURNS (Iterator[Dict[str, int]]): one summary of the file: index, shards, written, rows, tokens,
@@ -55,8 +55,10 @@ def _embed_file(
 def embed_corpus_spark(
     input: PathLike,
     output: PathLike,
-    model: PathLike = DEFAULT_MODEL,
+    model: Optional[PathLike] = None,
     *,
+    options: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
     spark: Optional[Any] = None,
     master: Optional[str] = None,
     layers: str = "all",
@@ -67,7 +69,7 @@ def embed_corpus_spark(
 ) -> EmbedReport:
     """Embed every record of ``input`` into Parquet shards under ``output``, on Spark.
 
-    input, output, model, layers, dtype, shard_rows, strict_utf8: as ``embed_corpus``.
+    input, output, model, options, weights, layers, dtype, shard_rows, strict_utf8: as ``embed_corpus``.
     spark (Optional[SparkSession]): the session to use; None: the active one, or a new one on
         ``master`` (none where every shard is found done).
     master (Optional[str]): for a new session: "local[2]", "spark://HOST:7077", "yarn"; None: Spark's default.
@@ -79,6 +81,7 @@ def embed_corpus_spark(
     if shard_rows < 1 or (batch_size is not None and batch_size < 1):
         raise ValueError("shard_rows and batch_size must be >= 1")
     start = time.perf_counter()
+    model = model_source(model, options=options, weights=weights)
     files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows)
     done_before = finished_shards(output, settings, files)
     if done_before is not None:  # a finished run, its input unchanged and its shards verified: no Spark at all
@@ -91,7 +94,7 @@ def embed_corpus_spark(
     batch_size = batch_size or BATCH_PER_CPU
     task = partial(
         _embed_file, files=files, output=str(output), settings=asdict(settings), batch_size=batch_size,
-        model=str(Path(model).resolve()) if Path(model).exists() else str(model), strict=strict_utf8,
+        model=model, strict=strict_utf8,
     )
     # one partition per input file: only file indices leave the driver
     done = context.parallelize(range(len(files.paths)), len(files.paths)).flatMap(task).collect()

@@ -3,6 +3,8 @@ from typing import List, Tuple
 
 from spacy.tokens import Doc
 
+from ..bilm.batching import windows
+
 
 def doc_segments(doc: Doc, max_window: int) -> List[Tuple[int, int]]:
     """The [start, end) token ranges of a Doc that run through the biLM as separate sentences.
@@ -25,6 +27,4 @@ def doc_segments(doc: Doc, max_window: int) -> List[Tuple[int, int]]:
         spans = [(sent.start, sent.end) for sent in doc.sents]
     else:
         spans = [(0, len(doc))]
-    return [
-        (begin, min(begin + max_window, end)) for start, end in spans for begin in range(start, end, max_window)
-    ]
+    return [window for start, end in spans for window in windows(start, end, max_window)]

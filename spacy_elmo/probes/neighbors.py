@@ -4,6 +4,10 @@ Peters et al. (2018, table 4) show that GloVe's neighbours of "play" are all spo
 while the biLM's contextual vectors retrieve sentences that use "play" in the same sense
 and part of speech. ``SenseIndex`` does that retrieval for any word of a query sentence;
 ``static_neighbors`` gives the context-free comparison (layer 0, the char-CNN alone).
+
+A corpus line longer than ``bilm.batching.MAX_WINDOW`` tokens (a paragraph, or a whole file without a
+line break) is cut into windows as the elmo component cuts it, each a corpus sentence of its own, so
+memory does not grow with the length of a line.
 """
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -11,7 +15,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..bilm import BiLM
+from ..bilm.batching import windows
 from ..bilm.scalar_mix import Layer, select_layer
+
+# words of the corpus vocabulary run through the biLM at a time (only layer 0 of each is kept)
+STATIC_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -121,8 +129,11 @@ def static_neighbors(bilm: BiLM, word: str, vocabulary: Iterable[str], *, k: int
     words = sorted({w for w in vocabulary if w.lower() != word.lower()})
     if not words:
         return []
-    encoded = bilm.embed([[word]] + [[w] for w in words], batch_size=256)
-    vectors = _unit(np.stack([e[0, 0] for e in encoded]))
+    every = [word, *words]
+    vectors = _unit(np.concatenate([
+        np.stack([e[0, 0] for e in bilm.embed([[w] for w in every[i : i + STATIC_CHUNK]], batch_size=256)])
+        for i in range(0, len(every), STATIC_CHUNK)
+    ]))
     scores = vectors[1:] @ vectors[0]
     best = np.argsort(-scores, kind="stable")[:k]
     return [(words[i], float(scores[i])) for i in best]
@@ -174,7 +185,7 @@ def search_neighbors(
     """The corpus uses of ``word`` nearest to its use in ``query``, and its static neighbours.
 
     lines (Iterable[TextLine]): the corpus, one sentence or paragraph each (``io.text_input.read_lines``;
-        empty ones skipped).
+        empty ones skipped); a line, or a query, longer than ``MAX_WINDOW`` tokens runs in windows.
     tokenizer (Callable): a spaCy tokenizer. layer (str): "mean" or a layer index.
     RETURNS (NeighborSearch): the result.
     """
@@ -182,7 +193,10 @@ def search_neighbors(
     if chosen is None:
         raise ValueError(f"--layers must be 'mean' or a layer index, not {layer!r}")
     tokens, position = parse_query(tokenizer, query, word)
-    sentences = [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(line.text for line in lines if line.text.strip())]
+    begin, end = next((b, e) for b, e in windows(0, len(tokens)) if b <= position < e)
+    tokens, position = tokens[begin:end], position - begin
+    words = ([t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(line.text for line in lines if line.text.strip()))
+    sentences = [line[b:e] for line in words for b, e in windows(0, len(line))]
     index = SenseIndex(bilm, sentences, words=[word], layer=chosen)
     vocabulary = {t for s in sentences for t in s if t.isalpha()}
     return NeighborSearch(tokens, position, chosen, len(index), len(sentences), index.query(tokens, position, k=k),

@@ -176,11 +176,11 @@ def load_task_data(
         train = reader(train_file)
         held_out = reader(eval_file)
     train = sample(train, fraction, seed=seed)
+    if not train or not held_out:  # nothing to score is an error, never a score (a sample of some keeps one)
+        raise ValueError(f"{task}: no {'training' if not train else 'evaluation'} items in {train_file if not train else eval_file}")
     if max_items is not None:
         train = sample(train, min(max_items / len(train), 1.0), seed=seed)
         held_out = sample(held_out, min(max_items / len(held_out), 1.0), seed=seed + 1)
-    if not train or not held_out:
-        raise ValueError(f"{task}: no {'training' if not train else 'evaluation'} items left after sampling")
     return TaskData(task, train, held_out, train_file, eval_file, details)
 
 

@@ -2,7 +2,9 @@
 (``Corpus``, on ``io.text_input``), scored by ``load_lm(...).perplexity``, and the record of the
 run (the numbers, the model, the data, the head's files, the machine).
 
-Nothing to score (an empty file, only empty lines) is an error, never a perplexity of 1.
+Nothing to score is an error, never a perplexity of 1, nor a number from text that was not read as
+text: an empty file, only empty lines, only lines too long to read (``Corpus.max_line_chars``), or
+only lines holding bytes that are not UTF-8 (another encoding: its perplexity would be that of U+FFFD).
 """
 import resource
 from dataclasses import dataclass
@@ -77,8 +79,13 @@ def evaluate_corpus(
     segments = islice(split_long(corpus.segments(stats), max_sentence_tokens), max_segments or None)
     first = next(segments, None)
     if first is None:
-        raise ValueError(f"{input}: no tokens to score ({stats.summary()})")
+        hint = (f"; lines over {corpus.max_line_chars} characters are skipped: split them, one sentence a line"
+                if stats.skipped["too_long"] else "")
+        raise ValueError(f"{input}: no tokens to score ({stats.summary()}){hint}")
     perplexity = lm.perplexity(chain([first], segments), carry_state=carry_state, batch_size=batch_size)
+    if stats.undecodable == stats.lines:
+        raise ValueError(f"{input}: every line held bytes that are not UTF-8 (the first: {stats.first_undecodable}), "
+                         "so no word was read; convert the text to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
     record = perplexity.to_dict()
     record.update({

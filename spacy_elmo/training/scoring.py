@@ -18,12 +18,13 @@ t0 .. tn = <S>, w1 .. wn: the backward LM's prediction of each word from its rig
 starting with <S>. (bilm-tf's ``test`` lists the backward NLLs in reading order, wn .. w1, <S>:
 ``backward[::-1]``.) Words outside the softmax's vocabulary are scored as ``<UNK>``.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
+from ..bilm.batching import windows
 from ..io.lm_head import UNK_TOKEN, LMHead
 from ..io.loading import PathLike
 from ..usage.substitutes import BOUNDARIES, TokenSubstitutes, sentence_substitutes
@@ -132,14 +133,20 @@ class ElmoLM:
 
         include_boundaries (bool): offer <S> and </S> too, as bilm-tf's graph ranks them.
         words_only (bool): never offer <UNK> (default); False keeps every vocabulary entry.
-        RETURNS (List[List[TokenSubstitutes]]): per sentence, per token.
+        RETURNS (List[List[TokenSubstitutes]]): per sentence, per token. A sentence longer than
+            ``bilm.batching.MAX_WINDOW`` tokens runs in windows, as the elmo component runs it.
         """
         _check_sentences(sentences)
         exclude = () if include_boundaries else BOUNDARIES
         if words_only:
             exclude = (*exclude, UNK_TOKEN)
-        return sentence_substitutes(self.lm.bilm, self.head, [list(s) for s in sentences], top=top, exclude=exclude,
-                                    batch_size=batch_size)
+        pieces = [(i, begin, end) for i, s in enumerate(sentences) for begin, end in windows(0, len(s))]
+        found = sentence_substitutes(self.lm.bilm, self.head, [list(sentences[i][b:e]) for i, b, e in pieces], top=top,
+                                     exclude=exclude, batch_size=batch_size)
+        joined: List[List[TokenSubstitutes]] = [[] for _ in sentences]
+        for (i, begin, _), tokens in zip(pieces, found):
+            joined[i].extend(replace(token, position=token.position + begin) for token in tokens)
+        return joined
 
 
 def load_lm(

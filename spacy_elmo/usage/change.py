@@ -192,7 +192,8 @@ def run_change(
     graded (Optional[Dict[str, float]]): graded gold: Spearman's rho of the scores.
     binary (Optional[Dict[str, float]]): binary gold: the accuracy of labelling the top
         ``changed_share`` of the targets changed.
-    RETURNS (ChangeRun): the run. Raises ValueError for periods collected differently.
+    RETURNS (ChangeRun): the run. Raises ValueError for periods collected differently, and where gold
+        is given but no target has a score (an evaluation of nothing).
     """
     first, second = (p.settings for p in periods)
     if (first.layer, first.model, first.match) != (second.layer, second.model, second.match):
@@ -202,6 +203,9 @@ def run_change(
     usages = {"layer": first.layer, "match": first.match, "max_uses": first.max_uses, "seed": first.seed,
               "max_tokens": first.max_tokens, "model": first.model}
     by_target = {s.target: s.score for s in scores}
+    if (graded is not None or binary is not None) and all(math.isnan(v) for v in by_target.values()):
+        raise ValueError(f"no target has a score (each has fewer than {settings.min_uses} uses in a period), "
+                         "so there is nothing to evaluate against the gold; check the targets and corpora")
     evaluation: Dict[str, Any] = {}
     if graded is not None:
         correlation = spearman(*aligned(by_target, graded))

@@ -8,7 +8,9 @@ order). Each line is tokenized by a spaCy pipeline; a target matches a token's l
 pipeline has a lemmatizer, else its word form, both lower-cased (``UsageSet.match`` says which).
 At most ``max_uses`` uses per target are kept, a seeded random sample (seeded per target, so a
 target's sample does not depend on the other targets); lines are cut to ``max_tokens`` tokens
-(the reference reads 400). The biLM runs once per distinct line that holds a kept use.
+(the reference reads 400), and the pipeline reads only the start of a line that holds them
+(``leading_text``), so a line of megabytes costs what a short one does and never meets spaCy's
+``nlp.max_length``. The biLM runs once per distinct line that holds a kept use.
 
 A use's vector is one layer of the biLM (an index, "top" for the last) or "mean", the average of
 all layers (an ELMo mix with equal weights, simple_elmo's ``layers="average"``). A component's
@@ -22,6 +24,7 @@ offsets in its line), ``token_index``, ``context`` (the line's tokens joined by 
 import io
 import json
 import random
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -35,6 +38,10 @@ PathLike = Union[str, Path]
 MAX_TOKENS = 400
 FORMAT = "spacy-elmo.usages"
 LEMMATIZER_FACTORIES = ("lemmatizer", "trainable_lemmatizer")
+# the biLM reads at most 50 characters of a token: the start of a line given to the pipeline holds at
+# most this many characters per token kept (twice max_tokens of them)
+CHARS_PER_TOKEN = 50
+_RUN = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,9 @@ def load_tokenizer(pipeline: Optional[str] = None, *, lang: str = "en") -> Any:
 
     if pipeline is None:
         return spacy.blank(lang)
+    if not (spacy.util.is_package(pipeline) or Path(pipeline).is_dir()):
+        raise ValueError(f"{pipeline}: no spaCy pipeline of that name is installed, nor a folder of that name; "
+                         f"install it (python -m spacy download {pipeline}) or give a pipeline folder")
     nlp = spacy.load(pipeline, exclude=["ner", "parser", "textcat", "textcat_multilabel", "elmo"])
     return nlp
 
@@ -144,6 +154,23 @@ def match_mode(nlp: Any) -> str:
     """"lemma" when the pipeline has a lemmatizer, else "form"."""
     factories = {nlp.get_pipe_meta(name).factory for name in nlp.pipe_names}
     return "lemma" if factories & set(LEMMATIZER_FACTORIES) else "form"
+
+
+def leading_text(text: str, max_tokens: int) -> str:
+    """The start of a line that holds its first ``max_tokens`` tokens: up to the end of its
+    ``2 * max_tokens``-th run of non-space characters (a tokenizer splits at spaces first and every
+    run gives a token or more; the margin leaves a lemmatizer's tagger its usual context at the cut),
+    and at most ``2 * max_tokens * CHARS_PER_TOKEN`` characters.
+
+    RETURNS (str): the text itself where it is no longer than that.
+    """
+    limit = 2 * max_tokens * CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text
+    end = 0
+    for end_of_run, _ in zip((m.end() for m in _RUN.finditer(text, 0, limit)), range(2 * max_tokens)):
+        end = end_of_run
+    return text[: end or limit]
 
 
 def find_usages(
@@ -160,7 +187,7 @@ def find_usages(
     mode = match_mode(nlp)
     wanted: Dict[str, str] = {t.lower(): t for t in targets}
     found: Dict[str, List[Usage]] = {t: [] for t in targets}
-    pairs = ((text, doc_id) for doc_id, text in lines)
+    pairs = ((leading_text(text, max_tokens), doc_id) for doc_id, text in lines)
     for doc, doc_id in nlp.pipe(pairs, as_tuples=True, batch_size=batch_size):
         words = [t for t in doc if not t.is_space][:max_tokens]
         tokens = tuple(t.text for t in words)

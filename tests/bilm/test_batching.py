@@ -20,3 +20,12 @@ def test_long_item_alone():
 def test_rejects_bad_sizes():
     with pytest.raises(ValueError):
         plan_batches([1], batch_size=0)
+
+
+def test_windows_cover_a_range_in_order_with_a_shorter_last_one():
+    from spacy_elmo.bilm.batching import windows
+
+    assert windows(3, 10, 3) == [(3, 6), (6, 9), (9, 10)]
+    assert windows(0, 0) == [] and windows(0, 5) == [(0, 5)]
+    with pytest.raises(ValueError):
+        windows(0, 5, 0)

@@ -114,7 +114,7 @@ def test_bad_inputs_are_refused_with_a_message(files):
     assert unknown.exit_code == 2 and "metric must be one of" in " ".join(unknown.output.replace("│", " ").split())
     missing = runner.invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "nope.txt"), "--targets",
                                   str(folder / "targets.txt"), "--model", str(model)])
-    assert missing.exit_code == 2 and "corpus not found" in " ".join(missing.output.replace("│", " ").split())
+    assert missing.exit_code == 2 and "nope.txt: no such file, folder or glob" in " ".join(missing.output.replace("│", " ").split())
 
 
 def test_a_usages_file_without_a_target_is_refused(files):

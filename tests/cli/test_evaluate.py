@@ -128,6 +128,19 @@ def test_evaluate_refuses_nothing_to_score_in_one_line_never_perplexity_one(tmp_
         assert "perplexity" not in result.output
 
 
+def test_evaluate_refuses_lines_all_too_long_or_all_undecodable_and_writes_no_record(tmp_path):
+    model = write_published_head(tmp_path / "pub")
+    long, latin = tmp_path / "long.txt", tmp_path / "latin.txt"
+    long.write_text("the cat " * 20000 + "\n", encoding="utf-8")  # one line, no sentence break
+    latin.write_bytes("caf\xe9 na\xefve .\n\xe0 la carte\n".encode("latin-1"))
+    record = tmp_path / "out.json"
+    result = _evaluate("--model", str(model), "--input", str(long), "--output", str(record))
+    assert result.exit_code == 2 and "1 too_long" in _said(result) and "split them, one sentence a line" in _said(result)
+    result = _evaluate("--model", str(model), "--input", str(latin), "--output", str(record))
+    assert result.exit_code == 2 and "every line held bytes that are not UTF-8 (the first: latin.txt:1)" in _said(result)
+    assert "perplexity" not in result.output and not record.exists()
+
+
 def test_evaluate_refuses_a_binary_file_and_names_undecodable_lines_or_refuses_them(tmp_path):
     model = write_published_head(tmp_path / "pub")
     binary = tmp_path / "program"

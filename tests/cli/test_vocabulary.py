@@ -29,7 +29,7 @@ MAX_KEYS = 3
 # the helper functions cli modules hold besides their commands (the option syntax and the old spellings)
 CLI_HELPERS = {
     "_training_options": {"max_time_option", "parse_duration", "load_config"},
-    "_vocabulary": {"report", "warn", "modernize", "parse_args", "invoke"},
+    "_vocabulary": {"report", "warn", "modernize", "parse_args", "invoke", "input_files", "output_file", "check_model_flags"},
     "main": {"main"},
     "_app": {"_group"},
 }
@@ -191,3 +191,67 @@ def test_cli_modules_hold_commands_and_only_the_known_helpers():
                   for node in ast.walk(top) if isinstance(node, ast.FunctionDef) and node is not top}
         extra = defined - commands - nested - CLI_HELPERS.get(path.stem, set())
         assert not extra, f"{path.name} defines {sorted(extra)}: library work belongs in the library"
+
+
+def _said(result) -> str:
+    return " ".join(result.output.replace("│", " ").split())
+
+
+# commands with an --output that names a file, each with the rest of a command line that would run
+WRITERS = {
+    "dump": ["--input", "{text}", "--output"],
+    "neighbors": ["--input", "{text}", "--query", "a bank", "--word", "bank", "--output"],
+    "usages": ["--input", "{text}", "--targets", "{text}", "--output"],
+    "evaluate": ["--input", "{text}", "--output"],
+    "senses": ["--input", "{text}", "--word", "bank", "--output"],
+    "change": ["--input", "{text}", "--input", "{text}", "--targets", "{text}", "--output"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_a_folder_as_output_and_a_missing_input_are_refused_in_one_line_before_any_model_is_read(name, tmp_path):
+    text = tmp_path / "a.txt"
+    text.write_text("a bank\n", encoding="utf-8")
+    args = [a.format(text=text) for a in WRITERS[name]]
+    # a model that does not exist: had the work begun, the error would name it
+    absent = ["--model", str(tmp_path / "no-model")]
+    result = CliRunner().invoke(app, [name, *args, str(tmp_path), *absent])
+    assert result.exit_code == 2 and f"{tmp_path} is a folder; name the file to write" in _said(result), _said(result)
+    args = [a.replace(str(text), str(tmp_path / "missing.txt"), 1) if a == str(text) else a for a in args]
+    result = CliRunner().invoke(app, [name, *args, str(tmp_path / "out"), *absent])
+    assert result.exit_code == 2 and "missing.txt: no such file, folder or glob" in _said(result), _said(result)
+    assert not (tmp_path / "out").exists()
+
+
+# the rest of a command line of each command that takes --options: what it needs besides the model
+NEEDS = {**{name: [*args, "{out}"] for name, args in WRITERS.items()}, "substitutes": ["a bank"],
+         "probe": ["--output", "{out}"], "export": ["--to", "onnx", "--output", "{out}"], "finetune": ["{text}", "--output", "{out}"],
+         "embed-corpus": ["--input", "{text}", "--output", "{out}"]}
+
+
+def test_every_command_that_takes_options_is_checked_here():
+    # convert refuses its own combinations (--to-allennlp and --to-efml take --model alone)
+    assert set(NEEDS) | {"convert"} == {n for n, c in _commands().items() if "--options" in _options(c)}
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS))
+def test_options_and_weights_go_together_and_not_with_model_in_every_command(name, tmp_path):
+    text = tmp_path / "a.txt"
+    text.write_text("a bank\n", encoding="utf-8")
+    args = [a.format(text=text, out=tmp_path / "out.x") for a in NEEDS[name]]
+    result = CliRunner().invoke(app, [name, *args, "--options", str(tmp_path / "options.json")])
+    assert result.exit_code == 2 and "--options and --weights go together" in _said(result), _said(result)
+    result = CliRunner().invoke(app, [name, *args, "--model", "x", "--options", "o.json", "--weights", "w.hdf5"])
+    assert result.exit_code == 2 and "give --model, or --options and --weights, not both" in _said(result)
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("name", ["usages", "senses", "change"])
+def test_a_spacy_pipeline_that_is_not_installed_is_named_in_one_line(name, tmp_path, tiny_paths):
+    text = tmp_path / "a.txt"
+    text.write_text("a bank\n", encoding="utf-8")
+    args = [a.format(text=text) for a in WRITERS[name]] + [str(tmp_path / "out.x")]
+    model = ["--options", str(tiny_paths[0]), "--weights", str(tiny_paths[1])] if name != "senses" else []
+    result = CliRunner().invoke(app, [name, *args, *model, "--pipeline", "xx_not_installed_sm"])
+    assert result.exit_code == 2, result.output
+    assert "xx_not_installed_sm: no spaCy pipeline of that name is installed" in _said(result)

@@ -92,3 +92,19 @@ def test_a_damaged_shard_or_changed_input_sends_the_rerun_to_the_engine(finished
         assert run_again(pipeline, inputs, output) is None
     (output / FINISHED_NAME).unlink()
     assert run_again(pipeline, inputs, output) is None
+
+
+def test_a_published_pair_given_as_options_and_weights_embeds_as_its_folder_does(tmp_path, tiny_paths):
+    from spacy_elmo.embed.runs import model_source
+
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("The cat sat\nA bank\n", encoding="utf-8")
+    pair = model_source(None, options=tiny_paths[0], weights=tiny_paths[1])
+    _, _, folder = open_run(inputs, tmp_path / "a", tiny_paths[0].parent, layers="all", dtype="float32", shard_rows=4)
+    files, output, by_pair = open_run(inputs, tmp_path / "b", pair, layers="all", dtype="float32", shard_rows=4)
+    assert folder.weights_sha256 == by_pair.weights_sha256 and by_pair.model == tiny_paths[1].name
+    embedder = ShardEmbedder(pair, str(output), asdict(by_pair), batch_size=4, threads=1)
+    [item] = shard_blocks(files, 0, output, rows=4, strict=False)
+    assert embedder.embed_item(item)["tokens"] == 5
+    with pytest.raises(ValueError, match="not both"):
+        model_source("en_small", options=tiny_paths[0], weights=tiny_paths[1])

@@ -48,3 +48,21 @@ def test_static_neighbors_are_sorted_and_exclude_the_word(tiny_bilm):
     found = static_neighbors(tiny_bilm, "bank", ["Bank", "banks", "tank", "river", "money"], k=3)
     assert len(found) == 3 and all(w.lower() != "bank" for w, _ in found)
     assert [s for _, s in found] == sorted([s for _, s in found], reverse=True)
+
+
+def test_a_corpus_line_longer_than_a_window_is_searched_in_windows(tiny_bilm):
+    import spacy
+
+    from spacy_elmo.bilm.batching import MAX_WINDOW
+    from spacy_elmo.io.text_input import TextLine
+    from spacy_elmo.probes.neighbors import search_neighbors
+
+    words = "the river bank was muddy and the bank lent money to fish".split()
+    line = " ".join(words[i % len(words)] for i in range(3 * MAX_WINDOW + 7))
+    steps = []
+    tiny_bilm.register_forward_pre_hook(lambda module, args: steps.append(args[0].shape[1]))
+    found = search_neighbors(tiny_bilm, [TextLine("a.txt", 1, line)], spacy.blank("en").tokenizer, "the bank lent money",
+                             "bank", k=3)
+    assert found.sentences == 4 and found.uses == 4  # four windows, each holding the word
+    assert max(steps) <= MAX_WINDOW + 2
+    assert len(found.neighbors) == 3 and all(len(hit.sentence) <= MAX_WINDOW for hit in found.neighbors)

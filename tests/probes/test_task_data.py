@@ -79,3 +79,14 @@ def test_the_probe_data_in_the_mirror_are_the_published_files(monkeypatch):
         for path in filter(None, task_files(task)):
             name = path.relative_to(mirror).as_posix()
             assert hashlib.md5(path.read_bytes()).hexdigest() == checksums[name], name
+
+
+def test_a_file_without_items_is_an_error_naming_it_never_a_score_of_nothing(tmp_path):
+    from spacy_elmo.probes.task_data import load_task_data
+
+    train = write_conllu(tmp_path / "train.conllu", tagged_sentences(5, 0))
+    comments = tmp_path / "dev.conllu"
+    comments.write_text("# sent_id = only a comment\n\n", encoding="utf-8")
+    for max_items in (None, 3):
+        with pytest.raises(ValueError, match="dev.conllu"):
+            load_task_data("upos", train, comments, max_items=max_items)

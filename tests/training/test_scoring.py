@@ -85,3 +85,20 @@ def test_bad_input_is_refused_with_a_message(tmp_path, bad, message):
 
 def test_the_package_offers_load_lm():
     assert spacy_elmo.load_lm is load_lm
+
+
+def test_a_sentence_longer_than_a_window_gets_its_substitutes_window_by_window(tmp_path):
+    from spacy_elmo.bilm.batching import MAX_WINDOW
+
+    lm = load_lm(write_published_head(tmp_path / "pub"))
+    words = "the cat sees a big bird .".split()
+    long = [words[i % len(words)] for i in range(MAX_WINDOW + 30)]
+    steps = []
+    lm.lm.bilm.register_forward_pre_hook(lambda module, args: steps.append(args[0].shape[1]))
+    [found] = lm.substitutes([long], top=3)
+    assert max(steps) <= MAX_WINDOW + 2
+    assert [t.position for t in found] == list(range(len(long))) and [t.token for t in found] == long
+    [tail] = lm.substitutes([long[MAX_WINDOW:]], top=3)
+    for alone, windowed in zip(tail, found[MAX_WINDOW:]):  # the last window as a sentence of its own, to 1e-5
+        assert [s.word for s in windowed.combined] == [s.word for s in alone.combined]
+        assert [s.log_prob for s in windowed.combined] == pytest.approx([s.log_prob for s in alone.combined], abs=1e-5)

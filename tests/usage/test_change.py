@@ -88,3 +88,16 @@ def test_one_context_repeated_in_both_periods_has_apd_zero_and_a_new_context_rai
     assert apd(a, b) == pytest.approx(0.0, abs=1e-6)
     assert apd(a, c) > 1e-4
     assert jsd(a, b) == 0.0
+
+
+def test_gold_is_not_scored_against_targets_that_have_no_score():
+    from spacy_elmo.usage.change import run_change
+    from spacy_elmo.usage.usages import UsageSet, UsageSettings
+
+    settings = UsageSettings(layer="top", match="form", max_uses=10, seed=0)
+    few = UsageSet(settings, {"w": []}, {"w": _blob([1.0, 0.0], 2, 0)})
+    run = run_change([few, few], ["w", "never"], ChangeSettings("apd"))  # no gold: the scores, nan, are the result
+    assert all(math.isnan(s.score) for s in run.scores)
+    for gold in ({"graded": {"w": 1.0, "never": 0.0}}, {"binary": {"w": 1.0, "never": 0.0}}):
+        with pytest.raises(ValueError, match="no target has a score"):
+            run_change([few, few], ["w", "never"], ChangeSettings("apd"), **gold)

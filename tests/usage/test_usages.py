@@ -120,3 +120,18 @@ def test_without_pyarrow_the_error_says_how_to_get_it(tmp_path, tiny_bilm, monke
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ImportError, match="pip install pyarrow"):
         write_usages(found, tmp_path / "u.parquet")
+
+
+def test_a_line_longer_than_spacys_max_length_is_read_to_its_first_tokens(tmp_path):
+    from spacy_elmo.usage.usages import leading_text
+
+    nlp = spacy.blank("en")
+    text = "a bank " * (nlp.max_length // 7 + 1000)  # over nlp.max_length: spaCy alone refuses it (E088)
+    assert len(text) > nlp.max_length
+    corpus = _corpus(tmp_path, [text.strip(), "one more bank ."])
+    found, _ = find_usages(nlp, corpus_lines(corpus), ["bank"], max_tokens=10)
+    assert [(u.doc_id, u.token_index, u.start_char) for u in found["bank"]] == [
+        *[("a.txt:1", i, 7 * (i // 2) + 2) for i in range(1, 10, 2)], ("a.txt:2", 2, 9)]
+    assert found["bank"][0].tokens == ("a", "bank") * 5
+    assert leading_text("one two  three " * 50, 1) == "one two" and leading_text("short", 400) == "short"
+    assert len(leading_text("x" * 10**6, 4)) == 2 * 4 * 50  # no space in sight: a bounded start
