@@ -146,6 +146,8 @@ def _tf_files(path: PathLike) -> List[str]:
     try:
         files = ModelFiles(Path(path))
     except ModelFileError:
+        if Path(path).is_file() and tarfile.is_tarfile(path):
+            raise  # a tar is read here only: what is wrong with it is the message
         return []
     files.close()
     return list(files.sizes)
