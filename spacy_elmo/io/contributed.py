@@ -21,7 +21,7 @@ from typing import IO, Dict, List, Optional, Tuple
 
 from ..files import cache_dir, file_sha256
 from .allennlp import load_allennlp
-from .archive import check_declared, copy_limited, member_limit, pair_weights_limit, tar_members, zip_members
+from .archive import ARCHIVE_ERRORS, check_declared, copy_limited, member_limit, pair_weights_limit, tar_members, zip_members
 from .download import OPTIONS_NAME, WEIGHTS_NAME, Transfer, ensure_file, fetch_pair
 from .download_record import recorded_sha256
 from .errors import ModelFileError
@@ -110,12 +110,12 @@ def pair_members(path: Path, model: ContributedModel) -> Tuple[str, str]:
     try:
         with _open_member(path, found[0]) as source:
             data = source.read(MAX_OPTIONS_BYTES + 1)
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
+    except ARCHIVE_ERRORS as error:
         raise ModelFileError(path, f"{found[0]} could not be read from the archive ({error})") from error
     check_declared(path, found[0], len(data), MAX_OPTIONS_BYTES)
     try:
         json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise ModelFileError(path, f"{found[0]} is not a JSON options file ({error})") from error
     return found[0], found[1]
 
@@ -132,7 +132,7 @@ def extract_pair(path: Path, model: ContributedModel, target: Path) -> Tuple[Pat
         try:
             with _open_member(path, member) as source:
                 copy_limited(source, part, limit, archive=path, member=member)
-        except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
+        except ARCHIVE_ERRORS as error:
             part.unlink(missing_ok=True)
             raise ModelFileError(path, f"{member} could not be read from the archive ({error})") from error
         os.replace(part, target / name)
@@ -149,7 +149,7 @@ def _member_sizes(path: Path) -> Dict[str, int]:
                 return {info.filename: info.file_size for info in zip_members(archive, path)}
         with tarfile.open(path, "r:*") as archive:
             return {member.name: member.size for member in tar_members(archive, path)}
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
+    except ARCHIVE_ERRORS as error:
         raise ModelFileError(path, f"not a readable .zip or .tar.gz archive ({error})") from error
 
 

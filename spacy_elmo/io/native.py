@@ -129,7 +129,7 @@ def read_config(path: PathLike) -> Dict[str, Any]:
         raise ModelFileError(config_path, f"missing; a spacy-elmo model directory holds {CONFIG_NAME} and {WEIGHTS_NAME}")
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ModelFileError(config_path, f"not valid JSON ({err})") from err
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelFileError(config_path, f"not a spacy-elmo biLM config (expected format {FORMAT!r})")

@@ -15,7 +15,7 @@ from typing import BinaryIO, Dict, List, Optional, Tuple, Union
 
 from ..files import cache_dir
 from .allennlp import pair_candidates
-from .archive import MAX_TEXT_BYTES, check_declared, member_limit, tar_members, zip_members
+from .archive import ARCHIVE_ERRORS, MAX_TEXT_BYTES, check_declared, member_limit, tar_members, zip_members
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
 from .registry import PUBLISHED_TF_MODELS, published_names
@@ -56,7 +56,7 @@ class ModelFiles:
                     self._add(member.name, member.size, member)
             else:
                 raise ModelFileError(path, "neither a folder, a zip nor a tar archive")
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+        except ARCHIVE_ERRORS as err:
             self.close()
             raise ModelFileError(path, f"not a readable archive, perhaps truncated ({err})") from err
         except ModelFileError:
@@ -74,7 +74,10 @@ class ModelFiles:
         if name not in self.sizes:
             raise ModelFileError(f"{self.path}/{name}", "not found; a checkpoint needs its .index and every .data-* shard")
         if self._zip is not None:
-            return self._zip.open(self._members[name])  # type: ignore[arg-type]
+            try:
+                return self._zip.open(self._members[name])  # type: ignore[arg-type]
+            except ARCHIVE_ERRORS as err:
+                raise ModelFileError(self.path, f"{name} could not be read, perhaps truncated ({err})") from err
         if self._tar is not None:
             handle = self._tar.extractfile(self._members[name])  # type: ignore[arg-type]
             assert handle is not None  # regular files only
@@ -88,7 +91,7 @@ class ModelFiles:
         try:
             with self.open(name) as handle:
                 data = handle.read(limit + 1)
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+        except ARCHIVE_ERRORS as err:
             raise ModelFileError(self.path, f"{name} could not be read, perhaps truncated ({err})") from err
         check_declared(self.path, name, len(data), limit)
         return data
