@@ -6,7 +6,8 @@ An archive is downloaded once (resumed, SHA-256 recorded and checked on every la
 download) and kept; its options and weights are copied out, found by the base names the registry
 gives, into ``options.json`` and ``weights.hdf5`` beside it, with a record of the archive's digest
 that says the copy is complete and of this archive. Only those two members are read: a member's
-path never decides where anything is written, links and other non-files are never followed, and
+path never decides where anything is written, an archive holding links, devices or path-like names
+is refused (``archive.tar_members``), the weights are copied within what the options imply, and
 nothing is executed or unpickled.
 
 SeqVec's tokens are protein residues, one amino-acid letter each, not words: ``protein_residues``

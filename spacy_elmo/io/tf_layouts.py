@@ -4,7 +4,8 @@ names, by base name, else the only, shallowest ``.index``), the options and voca
 above it (``find_beside``), and the published .tar.gz archives by name (``fetch_tf_model``).
 
 Archives are read in place, member by member: nothing is unpacked, a member's path never decides
-where anything is written, links and devices in a tar are never followed.
+where anything is written; members named like paths, links and devices are refused, and members
+held to their declared sizes (``archive``).
 """
 import os
 import re
