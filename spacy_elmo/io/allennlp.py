@@ -98,10 +98,10 @@ def find_pair(names: Iterable[str], where: PathLike) -> Optional[Tuple[str, str]
 def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
     """Build a biLM from a published options.json + HDF5 weights pair.
 
-    Before the model is built or a value read, every dataset the options imply is compared with
-    the file: its name, shape and float dtype, and that its bytes are in the file (``_check_storage``);
-    a dataset of the biLM's groups that the options do not imply is refused too; then the model's
-    size is held to the cap (``limits``). A hostile pair costs metadata reads only.
+    Before the model is built or a value read, the model's size is held to the cap (``limits``),
+    then every dataset the options imply is compared with the file: its name, shape and float
+    dtype, and that its bytes are in the file (``_check_storage``); a dataset of the biLM's groups
+    that the options do not imply is refused too. A hostile pair costs metadata reads only.
 
     options (PathLike): the options JSON.
     weights (PathLike): the HDF5 weights (no softmax; it is not in published files).
@@ -118,13 +118,13 @@ def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
     except OSError as err:
         raise ModelFileError(weights, f"not a readable HDF5 file, perhaps truncated or damaged ({err})") from err
     with handle, torch.no_grad():
+        check_config_size(config, options)  # in constant time: before the datasets are listed
         try:
             datasets = _matching_datasets(handle, tensor_shapes(config), options, weights)
         except ModelFileError:
             raise
         except (RuntimeError, OSError, KeyError, ValueError, TypeError) as err:  # h5py on a damaged structure
             raise ModelFileError(weights, f"not a readable HDF5 file, its structure is damaged ({err})") from err
-        check_config_size(config, options)
         bilm = BiLM(config)
         for tensor in _tensors(bilm):
             try:

@@ -115,6 +115,7 @@ def load_bilm_tf(path: PathLike) -> BiLM:
     """
     with open_tf_model(path) as model:
         config = tf_config(model)
+        check_config_size(config, model.source)
         expected = tensor_shapes(config)
         missing = [name for name in expected if name not in model.names]
         if missing:
@@ -127,7 +128,6 @@ def load_bilm_tf(path: PathLike) -> BiLM:
             if stored != shape or entry.dtype not in FLOAT_DTYPES:
                 what = f"shape {entry.shape}" if stored != shape else f"TF dtype {entry.dtype}, not float"
                 raise ModelFileError(model.source, f"tensor {entry.name!r} has {what}, expected {shape}")
-        check_config_size(config, model.source)
         bilm = BiLM(config)
         tensors = list(_tensors(bilm))
         values = _read_tensors(model, [model.names[t.name] for t in tensors])

@@ -80,7 +80,10 @@ def load_efml(directory: PathLike, *, label: Optional[PathLike] = None) -> BiLM:
         # before char.dic is looked for: a words-only model has none, and that is not what is wrong
         raise ModelFileError(architecture_path, "char_dim is 0: a model without a character CNN (words only) is not supported")
     char_dic = read_dic(directory / CHAR_DIC_NAME)
-    word_dim = int(architecture["token_embedder"].get("word_dim") or 0)
+    try:
+        word_dim = int(architecture["token_embedder"].get("word_dim") or 0)
+    except (TypeError, ValueError) as err:
+        raise ModelFileError(architecture_path, f"word_dim is not a number ({err})") from err
     word_dic = read_dic(directory / WORD_DIC_NAME) if word_dim > 0 else None
     vocab = _vocabulary(char_dic, word_dic, word_dim, directory)
     try:

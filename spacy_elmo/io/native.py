@@ -23,7 +23,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from ..files import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
-from .limits import check_config_size, parameter_count
+from .limits import MAX_MODEL_BYTES_ENV, check_config_size, max_file_bytes, parameter_count
 from .vector_file import VECTORS_NAME, read_vector_setting, write_vector_setting
 
 PathLike = Union[str, Path]
@@ -149,6 +149,10 @@ def load_native(path: PathLike) -> BiLM:
     weights_path = Path(path) / WEIGHTS_NAME
     if not weights_path.is_file():
         raise ModelFileError(weights_path, "weights file not found")
+    size = weights_path.stat().st_size
+    if size > max_file_bytes():  # read whole below: held to the cap on a model's size first
+        raise ModelFileError(weights_path, f"{size} bytes, more than a model's weights may hold ({max_file_bytes()}, twice "
+                                           f"the cap on a model's size; raise it with {MAX_MODEL_BYTES_ENV})")
     data = weights_path.read_bytes()
     expected = config.get("weights_sha256")
     digest = hashlib.sha256(data).hexdigest()

@@ -1,6 +1,7 @@
 """What a file declares is checked before a model is built: the parameter count a configuration
 implies, the cap on a model's size, and a hostile options file refused in seconds and little memory."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def test_an_options_file_with_a_huge_lstm_is_refused_in_seconds_and_little_memor
     refused, peak_kib = run.stdout.strip().split("\n")
     word, seconds, message = refused.split("\t")
     assert word == "refused" and float(seconds) < 5.0
-    assert "the options do not match these weights" in message and str(options) in message
+    assert "more than the cap of 2.0 GiB" in message and message.startswith(str(options))
     assert int(peak_kib) < 2**20  # under 1 GiB resident at the peak
 
 
@@ -141,4 +142,24 @@ def test_an_efml_architecture_that_declares_a_huge_lstm_is_refused_before_buildi
     architecture["encoder"]["dim"], architecture["token_embedder"]["char_dim"] = 32, 400_000
     path.write_text(json.dumps(architecture))
     with pytest.raises(ModelFileError, match="cnn_16_8_16_32_sample.json: declares a biLM of"):
+        load_bilm(directory)
+
+
+@pytest.mark.parametrize("section, key", [("lstm", "n_layers"), ("char_cnn", "n_highway")])
+def test_options_declaring_a_million_layers_are_refused_before_any_list_of_tensors_is_made(tmp_path, section, key):
+    options = json.loads((TINY / "options.json").read_text())
+    options[section][key] = 1_000_000
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    with pytest.raises(ModelFileError, match=r"options.json: declares \d+ tensors .*more than 10000: not a biLM's"):
+        load_bilm(options=path, weights=TINY / "weights.hdf5")
+
+
+def test_a_weights_file_larger_than_a_model_may_be_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    from spacy_elmo.io import save_bilm
+
+    directory = save_bilm(load_bilm(options=TINY / "options.json", weights=TINY / "weights.hdf5", optimize=False), tmp_path / "m")
+    monkeypatch.setenv(MAX_MODEL_BYTES_ENV, "1000")  # a model file may then hold 2000 bytes and headers
+    os.truncate(directory / "model.safetensors", 8 << 20)  # sparse: what a hostile file could declare
+    with pytest.raises(ModelFileError, match=rf"model.safetensors: 8388608 bytes, more than a model's weights may hold .*{MAX_MODEL_BYTES_ENV}"):
         load_bilm(directory)
