@@ -53,10 +53,32 @@ def read_options(path: PathLike) -> BiLMConfig:
         path, missing="options file not found", invalid="not a valid options JSON file",
         not_object="options JSON must be an object with 'lstm' and 'char_cnn' sections",
     )
+    return config_from_options(options, path)
+
+
+def config_from_options(options: Dict[str, Any], source: PathLike) -> BiLMConfig:
+    """The BiLMConfig of a published options object, every size a whole number (``int()`` would cut
+    64.5 to 64 and build another model than the file describes). Errors name ``source``."""
+    lstm, cnn = options.get("lstm"), options.get("char_cnn")
+    sizes = [(f"lstm.{k}", lstm.get(k)) for k in ("dim", "projection_dim", "n_layers")] if isinstance(lstm, dict) else []
+    if isinstance(cnn, dict):
+        sizes += [(f"char_cnn.{k}", cnn.get(k)) for k in ("n_highway", "n_characters", "max_characters_per_token")]
+        sizes.append(("char_cnn.embedding.dim", cnn["embedding"].get("dim") if isinstance(cnn.get("embedding"), dict) else None))
+        filters = cnn.get("filters")
+        sizes += [("char_cnn.filters", v) for f in (filters if isinstance(filters, list) else []) for v in (f if isinstance(f, list) else [f])]
+    for name, value in sizes:
+        if value is not None and not _whole(value):
+            raise ModelFileError(source, f"{name} is {value!r}, not a whole number")
     try:
         return BiLMConfig.from_options(options)
-    except ValueError as err:
-        raise ModelFileError(path, str(err)) from err
+    except (ValueError, OverflowError) as err:
+        raise ModelFileError(source, str(err)) from err
+
+
+def _whole(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
 
 
 def pair_candidates(names: Iterable[str]) -> Tuple[List[str], List[str]]:

@@ -36,7 +36,7 @@ import torch
 
 from ..bilm import BiLM, BiLMConfig
 from ..bilm.softmax import WordSoftmax
-from .allennlp import _tensors, tensor_shapes
+from .allennlp import _tensors, config_from_options, tensor_shapes
 from .archive import ARCHIVE_ERRORS
 from .errors import ModelFileError
 from .lm_head import LMHead, read_head_vocabulary
@@ -210,9 +210,9 @@ def tf_config(model: TFModel) -> BiLMConfig:
         )
         return BiLMConfig(**inferred, **UNSEEN_DEFAULTS)  # type: ignore[arg-type]
     try:
-        stated = BiLMConfig.from_options(model.options)
-    except ValueError as err:
-        raise ModelFileError(model.source, f"{OPTIONS_NAME}: {err}") from err
+        stated = config_from_options(model.options, model.source)
+    except ModelFileError as err:
+        raise ModelFileError(model.source, f"{OPTIONS_NAME}: {err.problem}") from err
     differ = {k: (getattr(stated, k), v) for k, v in inferred.items() if getattr(stated, k) != v and k != "n_characters"}
     if differ:
         said = ", ".join(f"{k} {a} (the tensors say {b})" for k, (a, b) in differ.items())

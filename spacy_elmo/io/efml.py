@@ -194,7 +194,8 @@ def read_state_dict(path: Path) -> Dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except REFUSED_BY_WEIGHTS_ONLY as err:
-        raise ModelFileError(path, f"refused: holds pickled objects other than tensors ({err})") from err
+        said = [line for line in str(err).splitlines() if "WeightsUnpickler error" in line] or str(err).splitlines()[:1]
+        raise ModelFileError(path, f"refused: holds pickled objects other than tensors ({' '.join(said)})") from err
     # torch's unpickler raises several types for a damaged file: all mean it is not a state dict
     except (RuntimeError, EOFError, ValueError, KeyError, AttributeError, TypeError, IndexError) as err:
         raise ModelFileError(path, f"not a readable torch state dict, perhaps truncated ({err!r})") from err

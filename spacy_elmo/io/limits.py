@@ -27,6 +27,8 @@ FLOAT32_BYTES = 4
 FILE_OVERHEAD = 4 << 20
 # a biLM has dozens of tensors; a configuration declaring thousands is damaged or hostile
 MAX_TENSORS = 10_000
+# the width of a token's id row at run time (published: 50); no shape shows it
+MAX_CHARACTERS_PER_TOKEN = 1000
 UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _CAP: ContextVar[Optional[int]] = ContextVar("spacy_elmo_max_model_bytes", default=None)
@@ -109,7 +111,12 @@ def check_model_bytes(nbytes: int, source: Union[str, Path], what: str = "the mo
 
 def check_config_size(config: BiLMConfig, source: Union[str, Path], *, words: int = 0, word_dim: int = 0) -> None:
     """``check_model_bytes`` for the float32 parameters ``config`` implies (see ``parameter_count``),
-    and at most ``MAX_TENSORS`` tensors: checked in constant time, before any list of them is made."""
+    at most ``MAX_TENSORS`` tensors and ``MAX_CHARACTERS_PER_TOKEN``: checked in constant time,
+    before any list of them is made."""
+    if config.max_characters_per_token > MAX_CHARACTERS_PER_TOKEN:
+        raise ModelFileError(source, f"declares {config.max_characters_per_token} characters per token, more than "
+                                     f"{MAX_CHARACTERS_PER_TOKEN}: every token would take that many ids (published "
+                                     "models: 50)")
     tensors = 2 * len(config.filters) + 4 * config.n_highway + 6 * config.n_layers + 3
     if tensors > MAX_TENSORS:
         raise ModelFileError(source, f"declares {tensors} tensors ({len(config.filters)} filters, {config.n_highway} "

@@ -1,6 +1,7 @@
 """What a file declares is checked before a model is built: the parameter count a configuration
 implies, the cap on a model's size, and a hostile options file refused in seconds and little memory."""
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -163,3 +164,22 @@ def test_a_weights_file_larger_than_a_model_may_be_is_refused_before_it_is_read(
     os.truncate(directory / "model.safetensors", 8 << 20)  # sparse: what a hostile file could declare
     with pytest.raises(ModelFileError, match=rf"model.safetensors: 8388608 bytes, more than a model's weights may hold .*{MAX_MODEL_BYTES_ENV}"):
         load_bilm(directory)
+
+
+@pytest.mark.parametrize("section, key, value, problem", [
+    ("char_cnn", "max_characters_per_token", 10**9, "declares 1000000000 characters per token, more than 1000"),
+    ("lstm", "dim", 64.5, "lstm.dim is 64.5, not a whole number"),
+    ("lstm", "n_layers", True, "lstm.n_layers is True, not a whole number"),
+])
+def test_options_that_no_shape_shows_are_held_to_whole_and_bounded_numbers(tmp_path, section, key, value, problem):
+    options = json.loads((TINY / "options.json").read_text())
+    options[section][key] = value
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    with pytest.raises(ModelFileError, match=rf"options.json: {re.escape(problem)}"):
+        load_bilm(options=path, weights=TINY / "weights.hdf5")
+
+
+def test_a_library_reason_that_spans_lines_comes_as_one_line():
+    error = ModelFileError("model.bin", "refused (first\n\n  second\nthird)")
+    assert str(error) == "model.bin: refused (first second third)" and error.problem == "refused (first second third)"
