@@ -34,7 +34,7 @@ from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .efml_architecture import read_architecture
 from .errors import ModelFileError
 from .json_file import read_json_object
-from .limits import check_config_size, parameter_count
+from .limits import check_weights_fit
 
 PathLike = Union[str, Path]
 CONFIG_NAME = "config.json"
@@ -92,13 +92,8 @@ def load_efml(directory: PathLike, *, label: Optional[PathLike] = None) -> BiLM:
         raise ModelFileError(architecture_path, str(err)) from err
     state = _token_encoder_state(embedder, config, vocab, directory / TOKEN_EMBEDDER_NAME)
     state.update(_encoder_state(encoder, config, directory / ENCODER_NAME))
-    # the weights against what the architecture declares, before a model of its size is built
     held = sum(value.numel() for value in state.values())
-    declared = parameter_count(config, words=vocab.n_words, word_dim=vocab.word_dim)
-    if held != declared:
-        raise ModelFileError(architecture_path, f"declares a biLM of {declared} parameters, but {TOKEN_EMBEDDER_NAME} "
-                                                f"and {ENCODER_NAME} hold {held}: they do not describe one model")
-    check_config_size(config, architecture_path, words=vocab.n_words, word_dim=vocab.word_dim)
+    check_weights_fit(config, held, architecture_path, words=vocab.n_words, word_dim=vocab.word_dim)
     bilm = BiLM(config, char_vocab=vocab)
     expected = bilm.state_dict()
     for name, value in state.items():

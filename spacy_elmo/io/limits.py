@@ -126,6 +126,19 @@ def check_config_size(config: BiLMConfig, source: Union[str, Path], *, words: in
     check_model_bytes(count * FLOAT32_BYTES, source, f"the {count} parameters it declares")
 
 
+def check_weights_fit(config: BiLMConfig, held: int, source: Union[str, Path], *, words: int = 0, word_dim: int = 0) -> None:
+    """Before a model of ``config``'s size is built: weights already read (bounded by their file)
+    must hold exactly the parameters it declares, and it must be under the cap.
+
+    held (int): the parameters the weights hold.
+    """
+    declared = parameter_count(config, words=words, word_dim=word_dim)
+    if held != declared:
+        raise ModelFileError(source, f"the weights hold {held} parameters, but the configuration declares a biLM of "
+                                     f"{declared}: they do not describe one model")
+    check_config_size(config, source, words=words, word_dim=word_dim)
+
+
 def _size(nbytes: int) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= scale:
