@@ -63,9 +63,10 @@ def config_from_options(options: Dict[str, Any], source: PathLike) -> BiLMConfig
     sizes = [(f"lstm.{k}", lstm.get(k)) for k in ("dim", "projection_dim", "n_layers")] if isinstance(lstm, dict) else []
     if isinstance(cnn, dict):
         sizes += [(f"char_cnn.{k}", cnn.get(k)) for k in ("n_highway", "n_characters", "max_characters_per_token")]
-        sizes.append(("char_cnn.embedding.dim", cnn["embedding"].get("dim") if isinstance(cnn.get("embedding"), dict) else None))
-        filters = cnn.get("filters")
-        sizes += [("char_cnn.filters", v) for f in (filters if isinstance(filters, list) else []) for v in (f if isinstance(f, list) else [f])]
+        embedding = cnn.get("embedding")
+        sizes.append(("char_cnn.embedding.dim", embedding.get("dim") if isinstance(embedding, dict) else None))
+        filters = cnn.get("filters") if isinstance(cnn.get("filters"), list) else []
+        sizes += [("char_cnn.filters", v) for pair in filters for v in (pair if isinstance(pair, list) else [pair])]
     for name, value in sizes:
         if value is not None and not _whole(value):
             raise ModelFileError(source, f"{name} is {value!r}, not a whole number")

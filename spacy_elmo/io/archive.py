@@ -266,7 +266,9 @@ def tar_members(archive: tarfile.TarFile, path: PathLike) -> List[tarfile.TarInf
     """The regular files of a tar, refusing members named like paths, links and devices, and
     members larger than a model file or inflating more than ``BOMB_RATIO`` times the whole archive
     (``check_declared``), each as its header is read: before a compressed stream is decompressed
-    past its data; then the stream is read to its end (a cut .tar.gz fails there). RETURNS (List[TarInfo]): its files (folders left out)."""
+    past its data; then the stream is read to its end (a cut .tar.gz fails there).
+
+    RETURNS (List[TarInfo]): its files (folders left out)."""
     files = []
     stored = os.path.getsize(path)
     while (member := archive.next()) is not None:
