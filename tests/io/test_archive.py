@@ -228,3 +228,15 @@ def test_a_tarball_member_that_inflates_far_beyond_the_archive_is_refused_from_i
     with pytest.raises(ModelFileError, match=r"bomb.tar.gz: ckpt/model.ckpt-24.data-00000-of-00001 inflates \d+ times"):
         load_bilm(path)
 
+
+
+def test_an_archive_with_more_model_files_than_a_model_has_is_refused_before_copying(tmp_path):
+    path = tmp_path / "many.zip"
+    with zipfile.ZipFile(DATA / "elmoformanylangs" / "published" / "relative-config-path.zip") as source, \
+            zipfile.ZipFile(path, "w") as archive:
+        for info in source.infolist():
+            archive.writestr(info, source.read(info))
+        for k in range(100):
+            archive.writestr(f"extra/{k}.json", b"{}")
+    with pytest.raises(ModelFileError, match=r"many.zip: holds 10\d files a model would be read from .*at most 64"):
+        load_archive(path)
