@@ -36,10 +36,12 @@ import torch
 
 from ..bilm import BiLM, BiLMConfig
 from ..bilm.softmax import WordSoftmax
-from .allennlp import _tensors
+from .allennlp import _tensors, config_from_options, tensor_shapes
+from .archive import ARCHIVE_ERRORS
 from .errors import ModelFileError
 from .lm_head import LMHead, read_head_vocabulary
-from .tf_bundle import TensorBundle
+from .limits import check_config_size, check_model_bytes, tensor_bytes
+from .tf_bundle import MAX_INDEX_BYTES, TensorBundle
 from .tf_layouts import INDEX_SUFFIX, ModelFiles, checkpoint_files, checkpoint_prefix, find_beside
 
 PathLike = Union[str, Path]
@@ -52,6 +54,7 @@ UNSEEN_DEFAULTS = {
     "max_characters_per_token": 50,
 }
 ANCHOR = "CNN/W_cnn_0"
+FLOAT_DTYPES = (1, 2, 14, 19)  # TensorFlow's float32, float64, bfloat16, float16
 
 
 @dataclass
@@ -86,11 +89,12 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
     try:
         prefix = checkpoint_prefix(files)
         folder = PurePosixPath(prefix).parent
-        index = files.read(prefix + INDEX_SUFFIX)
+        index = files.read(prefix + INDEX_SUFFIX, limit=MAX_INDEX_BYTES)
         source = f"{path}/{prefix}"
 
-        def open_shard(k: int) -> BinaryIO:
-            return files.open(f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}")
+        def open_shard(k: int) -> Tuple[BinaryIO, int]:
+            name = f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}"
+            return files.open(name), files.sizes[name]
 
         bundle = TensorBundle(index, open_shard, source=source)
         options_name = find_beside(files, folder, OPTIONS_NAME)
@@ -111,20 +115,28 @@ def load_bilm_tf(path: PathLike) -> BiLM:
     """
     with open_tf_model(path) as model:
         config = tf_config(model)
-        bilm = BiLM(config)
-        tensors = list(_tensors(bilm))
-        missing = [t.name for t in tensors if t.name not in model.names]
+        check_config_size(config, model.source)
+        expected = tensor_shapes(config)
+        missing = [name for name in expected if name not in model.names]
         if missing:
             raise ModelFileError(model.source, f"no tensor for {missing[0]} (looked for it under {model.prefix!r})")
-        values = model.bundle.read_many([model.names[t.name] for t in tensors])
+        for name, shape in expected.items():  # compared before the model is built or a byte read
+            entry = model.bundle.entries[model.names[name]]
+            stored = entry.shape
+            if name == "char_embed" and stored[:1] == (config.n_characters,):  # with the padding row
+                stored = (stored[0] - 1, *stored[1:])
+            if stored != shape or entry.dtype not in FLOAT_DTYPES:
+                what = f"shape {entry.shape}" if stored != shape else f"TF dtype {entry.dtype}, not float"
+                raise ModelFileError(model.source, f"tensor {entry.name!r} has {what}, expected {shape}")
+        bilm = BiLM(config)
+        tensors = list(_tensors(bilm))
+        values = _read_tensors(model, [model.names[t.name] for t in tensors])
         with torch.no_grad():
             for tensor in tensors:
                 name = model.names[tensor.name]
-                array = values[name]
+                array = values.pop(name)
                 if tensor.name == "char_embed" and array.shape[0] == config.n_characters:
                     array = array[1:]  # the inference graph's padding row; ours is zero too
-                if tuple(array.shape) != tensor.shape:
-                    raise ModelFileError(model.source, f"tensor {name!r} has shape {array.shape}, expected {tensor.shape}")
                 _check_values(array, name, model.source)
                 tensor.read(np.ascontiguousarray(array, dtype=np.float32))
     return bilm.eval()
@@ -143,7 +155,11 @@ def read_tf_softmax(path: PathLike) -> Tuple[WordSoftmax, Optional[str]]:
                 model.source, "no softmax in this checkpoint (TF-Hub modules and HDF5 dumps leave it out; "
                               "bilm-tf's training checkpoints have it)"
             )
-        values = model.bundle.read_many([w_name, b_name])
+        w_entry, b_entry = model.bundle.entries[w_name], model.bundle.entries[b_name]
+        if len(w_entry.shape) != 2 or b_entry.shape != w_entry.shape[:1]:
+            raise ModelFileError(model.source, f"softmax W {w_entry.shape} and b {b_entry.shape} do not fit together")
+        check_model_bytes(tensor_bytes([w_entry.shape, b_entry.shape]), model.source, "its softmax's parameters")
+        values = _read_tensors(model, [w_name, b_name])
         weight, bias = values[w_name], values[b_name]
         if weight.ndim != 2 or bias.shape != (weight.shape[0],):
             raise ModelFileError(model.source, f"softmax W {weight.shape} and b {bias.shape} do not fit together")
@@ -194,9 +210,9 @@ def tf_config(model: TFModel) -> BiLMConfig:
         )
         return BiLMConfig(**inferred, **UNSEEN_DEFAULTS)  # type: ignore[arg-type]
     try:
-        stated = BiLMConfig.from_options(model.options)
-    except ValueError as err:
-        raise ModelFileError(model.source, f"{OPTIONS_NAME}: {err}") from err
+        stated = config_from_options(model.options, model.source)
+    except ModelFileError as err:
+        raise ModelFileError(model.source, f"{OPTIONS_NAME}: {err.problem}") from err
     differ = {k: (getattr(stated, k), v) for k, v in inferred.items() if getattr(stated, k) != v and k != "n_characters"}
     if differ:
         said = ", ".join(f"{k} {a} (the tensors say {b})" for k, (a, b) in differ.items())
@@ -266,7 +282,7 @@ def _canonical_names(bundle: TensorBundle, source: str) -> Tuple[str, Dict[str, 
 def _read_options(files: ModelFiles, name: str, path: Path) -> dict:
     try:
         options = json.loads(files.read(name).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ModelFileError(f"{path}/{name}", f"not a valid options JSON file ({err})") from err
     if not isinstance(options, dict):
         raise ModelFileError(f"{path}/{name}", "options JSON must be an object with 'lstm' and 'char_cnn' sections")
@@ -278,6 +294,14 @@ def _read_text(files: ModelFiles, name: str, path: Path) -> str:
         return files.read(name).decode("utf-8")
     except UnicodeDecodeError as err:
         raise ModelFileError(f"{path}/{name}", f"not UTF-8 text ({err})") from err
+
+
+def _read_tensors(model: TFModel, names: List[str]) -> Dict[str, np.ndarray]:
+    """``read_many``, with a damaged archive's errors (a corrupt deflate stream, a cut tar) as ModelFileError."""
+    try:
+        return model.bundle.read_many(names)
+    except ARCHIVE_ERRORS as err:
+        raise ModelFileError(model.source, f"its data could not be read: the archive is damaged or truncated ({err})") from err
 
 
 def _check_values(array: np.ndarray, name: str, source: str) -> None:

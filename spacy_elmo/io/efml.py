@@ -34,6 +34,7 @@ from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .efml_architecture import read_architecture
 from .errors import ModelFileError
 from .json_file import read_json_object
+from .limits import check_weights_fit
 
 PathLike = Union[str, Path]
 CONFIG_NAME = "config.json"
@@ -79,16 +80,21 @@ def load_efml(directory: PathLike, *, label: Optional[PathLike] = None) -> BiLM:
         # before char.dic is looked for: a words-only model has none, and that is not what is wrong
         raise ModelFileError(architecture_path, "char_dim is 0: a model without a character CNN (words only) is not supported")
     char_dic = read_dic(directory / CHAR_DIC_NAME)
-    word_dim = int(architecture["token_embedder"].get("word_dim") or 0)
+    try:
+        word_dim = int(architecture["token_embedder"].get("word_dim") or 0)
+    except (TypeError, ValueError) as err:
+        raise ModelFileError(architecture_path, f"word_dim is not a number ({err})") from err
     word_dic = read_dic(directory / WORD_DIC_NAME) if word_dim > 0 else None
     vocab = _vocabulary(char_dic, word_dic, word_dim, directory)
     try:
         config = efml_config(architecture, n_characters=len(char_dic))
     except ValueError as err:
         raise ModelFileError(architecture_path, str(err)) from err
-    bilm = BiLM(config, char_vocab=vocab)
     state = _token_encoder_state(embedder, config, vocab, directory / TOKEN_EMBEDDER_NAME)
     state.update(_encoder_state(encoder, config, directory / ENCODER_NAME))
+    held = sum(value.numel() for value in state.values())
+    check_weights_fit(config, held, architecture_path, words=vocab.n_words, word_dim=vocab.word_dim)
+    bilm = BiLM(config, char_vocab=vocab)
     expected = bilm.state_dict()
     for name, value in state.items():
         if tuple(value.shape) != tuple(expected[name].shape):
@@ -183,7 +189,8 @@ def read_state_dict(path: Path) -> Dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except REFUSED_BY_WEIGHTS_ONLY as err:
-        raise ModelFileError(path, f"refused: holds pickled objects other than tensors ({err})") from err
+        said = [line for line in str(err).splitlines() if "WeightsUnpickler error" in line] or str(err).splitlines()[:1]
+        raise ModelFileError(path, f"refused: holds pickled objects other than tensors ({' '.join(said)})") from err
     # torch's unpickler raises several types for a damaged file: all mean it is not a state dict
     except (RuntimeError, EOFError, ValueError, KeyError, AttributeError, TypeError, IndexError) as err:
         raise ModelFileError(path, f"not a readable torch state dict, perhaps truncated ({err!r})") from err
@@ -270,14 +277,14 @@ def _encoder_state(state: Dict[str, torch.Tensor], config: BiLMConfig, path: Pat
     for direction in ("forward", "backward"):
         for layer in range(config.n_layers):
             theirs, mine = f"{direction}_layer_{layer}", f"{direction}_lstm.layers.{layer}"
-            gates = _gate_order(dim)
             input_weight = _take(state, f"{theirs}.input_linearity.weight", path)
             state_weight = _take(state, f"{theirs}.state_linearity.weight", path)
             bias = _take(state, f"{theirs}.state_linearity.bias", path)
             for name, value in (("input", input_weight), ("state", state_weight), ("bias", bias)):
-                if value.shape[0] != 4 * dim:
-                    rows = f"{value.shape[0]} rows, expected 4 * dim = {4 * dim}"
+                if value.dim() == 0 or value.shape[0] != 4 * dim:
+                    rows = f"{value.shape[0] if value.dim() else 0} rows, expected 4 * dim = {4 * dim}"
                     raise ModelFileError(path, f"{theirs} {name} has {rows}")
+            gates = _gate_order(dim)  # once the rows are known to be there: dim is the architecture's word
             ours[f"{mine}.input_linearity.weight"] = input_weight[gates]
             ours[f"{mine}.input_linearity.bias"] = bias[gates]
             ours[f"{mine}.state_linearity.weight"] = state_weight[gates]

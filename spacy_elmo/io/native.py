@@ -23,6 +23,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from ..files import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
+from .limits import MAX_MODEL_BYTES_ENV, check_weights_fit, max_file_bytes
 from .vector_file import VECTORS_NAME, read_vector_setting, write_vector_setting
 
 PathLike = Union[str, Path]
@@ -47,6 +48,8 @@ def bilm_from_bytes(
         state = load_safetensors_bytes(data)
     except (SafetensorError, ValueError, RuntimeError) as err:
         raise ModelFileError(source, f"not a valid safetensors file ({err})") from err
+    words, word_dim = (char_vocab.n_words, char_vocab.word_dim) if char_vocab is not None else (0, 0)
+    check_weights_fit(config, sum(value.numel() for value in state.values()), source, words=words, word_dim=word_dim)
     try:
         bilm = BiLM(config, char_vocab=char_vocab)
     except ValueError as err:
@@ -122,7 +125,7 @@ def read_config(path: PathLike) -> Dict[str, Any]:
         raise ModelFileError(config_path, f"missing; a spacy-elmo model directory holds {CONFIG_NAME} and {WEIGHTS_NAME}")
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ModelFileError(config_path, f"not valid JSON ({err})") from err
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelFileError(config_path, f"not a spacy-elmo biLM config (expected format {FORMAT!r})")
@@ -142,6 +145,10 @@ def load_native(path: PathLike) -> BiLM:
     weights_path = Path(path) / WEIGHTS_NAME
     if not weights_path.is_file():
         raise ModelFileError(weights_path, "weights file not found")
+    size = weights_path.stat().st_size
+    if size > max_file_bytes():  # read whole below: held to the cap on a model's size first
+        raise ModelFileError(weights_path, f"{size} bytes, more than a model's weights may hold ({max_file_bytes()}, twice "
+                                           f"the cap on a model's size; raise it with {MAX_MODEL_BYTES_ENV})")
     data = weights_path.read_bytes()
     expected = config.get("weights_sha256")
     digest = hashlib.sha256(data).hexdigest()

@@ -4,7 +4,8 @@ names, by base name, else the only, shallowest ``.index``), the options and voca
 above it (``find_beside``), and the published .tar.gz archives by name (``fetch_tf_model``).
 
 Archives are read in place, member by member: nothing is unpacked, a member's path never decides
-where anything is written, links and devices in a tar are never followed.
+where anything is written; members named like paths, links and devices are refused, and members
+held to their declared sizes (``archive``).
 """
 import os
 import re
@@ -15,7 +16,7 @@ from typing import BinaryIO, Dict, List, Optional, Tuple, Union
 
 from ..files import cache_dir
 from .allennlp import pair_candidates
-from .archive import MAX_MEMBER_BYTES
+from .archive import ARCHIVE_ERRORS, MAX_TEXT_BYTES, check_declared, member_limit, tar_members, zip_members
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
 from .registry import PUBLISHED_TF_MODELS, published_names
@@ -46,26 +47,26 @@ class ModelFiles:
                             self.sizes[full.relative_to(path).as_posix()] = full.stat().st_size
             elif zipfile.is_zipfile(path):
                 self._zip = zipfile.ZipFile(path)
-                for info in self._zip.infolist():
-                    if not info.is_dir():
-                        self._add(info.filename, info.file_size, info)
+                for info in zip_members(self._zip, path):
+                    check_declared(path, info.filename, info.file_size, member_limit(), compressed=info.compress_size)
+                    self._add(info.filename, info.file_size, info)
             elif tarfile.is_tarfile(path):
                 self._tar = tarfile.open(path, "r:*")
-                for member in self._tar.getmembers():
-                    if member.isfile():  # links and devices are never followed
-                        self._add(member.name, member.size, member)
+                for member in tar_members(self._tar, path):  # links, devices and bombs are refused
+                    self._add(member.name, member.size, member)
             else:
                 raise ModelFileError(path, "neither a folder, a zip nor a tar archive")
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+        except ARCHIVE_ERRORS as err:
             self.close()
             raise ModelFileError(path, f"not a readable archive, perhaps truncated ({err})") from err
+        except ModelFileError:
+            self.close()
+            raise
 
     def _add(self, name: str, size: int, member: object) -> None:
         name = PurePosixPath(name.lstrip("/")).as_posix()
         if name.startswith("./"):
             name = name[2:]
-        if size > MAX_MEMBER_BYTES:
-            raise ModelFileError(self.path, f"member {name} claims {size} bytes: not a model file")
         self.sizes[name] = size
         self._members[name] = member
 
@@ -73,16 +74,27 @@ class ModelFiles:
         if name not in self.sizes:
             raise ModelFileError(f"{self.path}/{name}", "not found; a checkpoint needs its .index and every .data-* shard")
         if self._zip is not None:
-            return self._zip.open(self._members[name])  # type: ignore[arg-type]
+            try:
+                return self._zip.open(self._members[name])  # type: ignore[arg-type]
+            except ARCHIVE_ERRORS as err:
+                raise ModelFileError(self.path, f"{name} could not be read, perhaps truncated ({err})") from err
         if self._tar is not None:
             handle = self._tar.extractfile(self._members[name])  # type: ignore[arg-type]
             assert handle is not None  # regular files only
             return handle
         return open(self.path / name, "rb")
 
-    def read(self, name: str) -> bytes:
-        with self.open(name) as handle:
-            return handle.read()
+    def read(self, name: str, *, limit: int = MAX_TEXT_BYTES) -> bytes:
+        """The whole of a small file (an index, options, a vocabulary): more than ``limit`` bytes,
+        declared or read, is refused."""
+        check_declared(self.path, name, self.sizes.get(name, 0), limit)
+        try:
+            with self.open(name) as handle:
+                data = handle.read(limit + 1)
+        except ARCHIVE_ERRORS as err:
+            raise ModelFileError(self.path, f"{name} could not be read, perhaps truncated ({err})") from err
+        check_declared(self.path, name, len(data), limit)
+        return data
 
     def close(self) -> None:
         for archive in (self._zip, self._tar):
@@ -137,6 +149,8 @@ def _tf_files(path: PathLike) -> List[str]:
     try:
         files = ModelFiles(Path(path))
     except ModelFileError:
+        if Path(path).is_file() and tarfile.is_tarfile(path):
+            raise  # a tar is read here only: what is wrong with it is the message
         return []
     files.close()
     return list(files.sizes)
@@ -198,7 +212,6 @@ def fetch_tf_model(
         raise ModelFileError(name, f"not found: neither an existing path nor a published model name ({published_names()})")
     model = PUBLISHED_TF_MODELS[name]
     directory = Path(directory) if directory is not None else cache_dir() / model.name
-    directory.mkdir(parents=True, exist_ok=True)
     return ensure_file(
         model.archive_url(base_url), directory / model.file_name, sha256=model.sha256,
         check=_check_tf_archive, transfer=transfer, allow_http=allow_http or model.http_only,
