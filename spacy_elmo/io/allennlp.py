@@ -7,8 +7,9 @@ is [i, j, f, o] with a forget bias of +1 that is not stored; dense weights are s
 Our highway layers use bilm-tf's carry-gate convention, so highway weights map directly.
 """
 import json
+import math
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -17,12 +18,17 @@ from ..bilm import BiLM, BiLMConfig
 from ..bilm.lstm import LSTMPLayer
 from .errors import ModelFileError
 from .json_file import read_json_object
+from .limits import check_config_size
 
 PathLike = Union[str, Path]
 FORGET_BIAS = 1.0
 OPTIONS_NAME = "options.json"
 # the weights beside it: bilm-tf's (and our download cache's) name, then NLPL's
 WEIGHTS_NAMES = ("weights.hdf5", "model.hdf5")
+# the top-level names of a biLM's datasets: one the options do not imply means another architecture
+BILM_GROUPS = ("char_embed", "CNN", "RNN_")
+# each chunk's place is checked before reading; published files are contiguous (one extent each)
+MAX_CHUNKS = 100_000
 
 
 class Tensor(NamedTuple):
@@ -92,6 +98,11 @@ def find_pair(names: Iterable[str], where: PathLike) -> Optional[Tuple[str, str]
 def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
     """Build a biLM from a published options.json + HDF5 weights pair.
 
+    Before the model is built or a value read, every dataset the options imply is compared with
+    the file: its name, shape and float dtype, and that its bytes are in the file (``_check_storage``);
+    a dataset of the biLM's groups that the options do not imply is refused too; then the model's
+    size is held to the cap (``limits``). A hostile pair costs metadata reads only.
+
     options (PathLike): the options JSON.
     weights (PathLike): the HDF5 weights (no softmax; it is not in published files).
     RETURNS (BiLM): the model in eval mode, on CPU.
@@ -102,34 +113,81 @@ def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
     weights = Path(weights)
     if not weights.is_file():
         raise ModelFileError(weights, "weights file not found")
-    bilm = BiLM(config)
     try:
         handle = h5py.File(weights, "r")
     except OSError as err:
         raise ModelFileError(weights, f"not a readable HDF5 file, perhaps truncated or damaged ({err})") from err
     with handle, torch.no_grad():
+        datasets = _matching_datasets(handle, tensor_shapes(config), options, weights)
+        check_config_size(config, options)
+        bilm = BiLM(config)
         for tensor in _tensors(bilm):
-            dataset = _own_dataset(handle, tensor.name, weights)
-            if dataset is None:
-                raise ModelFileError(
-                    weights, f"dataset {tensor.name!r} is missing; is this a biLM weights file for {options}?"
-                )
-            if tuple(dataset.shape) != tensor.shape:
-                raise ModelFileError(
-                    weights,
-                    f"dataset {tensor.name!r} has shape {tuple(dataset.shape)} but the options file "
-                    f"{options} implies {tensor.shape}: the options do not match these weights",
-                )
-            if dataset.dtype.kind != "f":
-                raise ModelFileError(weights, f"dataset {tensor.name!r} has dtype {dataset.dtype}, not float")
             try:
-                values = np.asarray(dataset[...], dtype=np.float32)
-            except OSError as err:
+                values = np.asarray(datasets[tensor.name][...], dtype=np.float32)
+            except (OSError, ValueError, RuntimeError) as err:
                 raise ModelFileError(weights, f"dataset {tensor.name!r} cannot be read ({err})") from err
             if not np.isfinite(values).all():
                 raise ModelFileError(weights, f"dataset {tensor.name!r} holds NaN or infinite values")
             tensor.read(values)
     return bilm.eval()
+
+
+def _matching_datasets(handle, shapes: Dict[str, Tuple[int, ...]], options: PathLike, weights: Path) -> Dict[str, Any]:
+    """The datasets ``shapes`` names, each checked against the file before anything is read."""
+    import h5py
+
+    datasets = {}
+    size = weights.stat().st_size
+    for name, shape in shapes.items():
+        dataset = _own_dataset(handle, name, weights)
+        if dataset is None:
+            raise ModelFileError(weights, f"dataset {name!r} is missing; is this a biLM weights file for {options}?")
+        if tuple(dataset.shape) != shape:
+            raise ModelFileError(
+                weights,
+                f"dataset {name!r} has shape {tuple(dataset.shape)} but the options file "
+                f"{options} implies {shape}: the options do not match these weights",
+            )
+        if dataset.dtype.kind != "f":
+            raise ModelFileError(weights, f"dataset {name!r} has dtype {dataset.dtype}, not float")
+        _check_storage(dataset, name, weights, size)
+        datasets[name] = dataset
+    extra: List[str] = []
+    handle.visititems(lambda n, node: extra.append(n) if isinstance(node, h5py.Dataset) and n not in shapes
+                      and n.split("/")[0].startswith(BILM_GROUPS) else None)
+    if extra:
+        raise ModelFileError(weights, f"holds {len(extra)} datasets the options file {options} does not imply "
+                                      f"({', '.join(sorted(extra)[:3])}...): the options do not match these weights")
+    return datasets
+
+
+def _check_storage(dataset, name: str, weights: Path, file_size: int) -> None:
+    """That the bytes of ``dataset`` lie in the file, from its layout alone (nothing is read): a
+    contiguous dataset's extent, every chunk of a chunked one (all present, none past the end)."""
+    import h5py
+
+    layout = dataset.id.get_create_plist().get_layout()
+    needed = dataset.size * dataset.dtype.itemsize
+    if layout == h5py.h5d.CONTIGUOUS:
+        offset, stored = dataset.id.get_offset(), dataset.id.get_storage_size()
+        if needed and (offset is None or stored < needed or offset + stored > file_size):
+            where = "no bytes stored" if offset is None else f"{stored} bytes at offset {offset}"
+            raise ModelFileError(weights, f"dataset {name!r} needs {needed} bytes but has {where} in a file of "
+                                          f"{file_size}: the file is truncated or damaged")
+    elif layout == h5py.h5d.CHUNKED:
+        chunks = dataset.chunks
+        expected = math.prod(-(-n // c) for n, c in zip(dataset.shape, chunks)) if dataset.size else 0
+        count = dataset.id.get_num_chunks()
+        if count > MAX_CHUNKS:
+            raise ModelFileError(weights, f"dataset {name!r} is cut into {count} chunks, more than {MAX_CHUNKS}: "
+                                          "not a biLM weights file as written; store it contiguous")
+        if count != expected:
+            raise ModelFileError(weights, f"dataset {name!r} has {count} of its {expected} chunks stored: "
+                                          "the file is truncated or damaged")
+        for k in range(count):
+            info = dataset.id.get_chunk_info(k)
+            if info.byte_offset is None or info.byte_offset + info.size > file_size:
+                raise ModelFileError(weights, f"dataset {name!r} has a chunk past the end of the file: truncated")
 
 
 def _own_dataset(handle, name: str, weights: Path):
@@ -179,36 +237,56 @@ def export_allennlp(bilm: BiLM, options: PathLike, weights: PathLike) -> None:
             handle.create_dataset(tensor.name, data=tensor.write().astype(np.float32))
 
 
+def tensor_shapes(config: BiLMConfig) -> Dict[str, Tuple[int, ...]]:
+    """The datasets (name -> shape) a published options file implies, from the options alone.
+
+    RETURNS (Dict[str, Tuple[int, ...]]): in the order ``_tensors`` sets them.
+    """
+    shapes: Dict[str, Tuple[int, ...]] = {"char_embed": (config.n_characters - 1, config.char_embedding_dim)}
+    for i, (width, count) in enumerate(config.filters):
+        shapes[f"CNN/W_cnn_{i}"] = (1, width, config.char_embedding_dim, count)
+        shapes[f"CNN/b_cnn_{i}"] = (count,)
+    n, p, dim = config.n_filters, config.projection_dim, config.dim
+    dense = [(f"CNN_high_{k}/{{}}_{part}", (n, n)) for k in range(config.n_highway) for part in ("transform", "carry")]
+    for pattern, (rows, cols) in [*dense, ("CNN_proj/{}_proj", (n, p))]:
+        shapes[pattern.format("W")], shapes[pattern.format("b")] = (rows, cols), (cols,)
+    for direction in range(2):
+        for k in range(config.n_layers):
+            prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
+            shapes.update({f"{prefix}/W_0": (2 * p, 4 * dim), f"{prefix}/B": (4 * dim,), f"{prefix}/W_P_0": (dim, p)})
+    return shapes
+
+
 def _tensors(bilm: BiLM) -> Iterator[Tensor]:
     cfg = bilm.config
+    shapes = tensor_shapes(cfg)
     enc = bilm.token_encoder
     emb = enc.char_embedding.weight
     yield Tensor(
         "char_embed",
-        (cfg.n_characters - 1, cfg.char_embedding_dim),
+        shapes["char_embed"],
         lambda a: emb.copy_(torch.from_numpy(np.concatenate([np.zeros((1, a.shape[1]), np.float32), a]))),
         lambda: emb[1:].cpu().numpy(),
     )
-    for i, ((width, count), conv) in enumerate(zip(cfg.filters, enc.convolutions)):
+    for i, conv in enumerate(enc.convolutions):
         yield Tensor(
             f"CNN/W_cnn_{i}",
-            (1, width, cfg.char_embedding_dim, count),
+            shapes[f"CNN/W_cnn_{i}"],
             _setter(conv.weight, lambda a: a[0].transpose(2, 1, 0)),
             lambda conv=conv: conv.weight.cpu().numpy().transpose(2, 1, 0)[None],
         )
-        yield Tensor(f"CNN/b_cnn_{i}", (count,), _setter(conv.bias), _getter(conv.bias))
-    n = cfg.n_filters
+        yield Tensor(f"CNN/b_cnn_{i}", shapes[f"CNN/b_cnn_{i}"], _setter(conv.bias), _getter(conv.bias))
     for k in range(cfg.n_highway):
         for part, linear in (("transform", enc.highway.transform[k]), ("carry", enc.highway.carry[k])):
-            yield from _dense(f"CNN_high_{k}/W_{part}", f"CNN_high_{k}/b_{part}", linear, (n, n))
-    yield from _dense("CNN_proj/W_proj", "CNN_proj/b_proj", enc.projection, (n, cfg.projection_dim))
+            yield from _dense(f"CNN_high_{k}/W_{part}", f"CNN_high_{k}/b_{part}", linear, shapes)
+    yield from _dense("CNN_proj/W_proj", "CNN_proj/b_proj", enc.projection, shapes)
     for direction, stack in enumerate((bilm.forward_lstm, bilm.backward_lstm)):
         for k, layer in enumerate(stack.layers):
             prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
-            yield from _lstm_tensors(prefix, layer)
+            yield from _lstm_tensors(prefix, layer, shapes)
 
 
-def _lstm_tensors(prefix: str, layer: LSTMPLayer) -> Iterator[Tensor]:
+def _lstm_tensors(prefix: str, layer: LSTMPLayer, shapes: Dict[str, Tuple[int, ...]]) -> Iterator[Tensor]:
     w_in, w_state = layer.input_linearity.weight, layer.state_linearity.weight
     n_in, dim = w_in.shape[1], layer.dim
 
@@ -228,19 +306,19 @@ def _lstm_tensors(prefix: str, layer: LSTMPLayer) -> Iterator[Tensor]:
 
     yield Tensor(
         f"{prefix}/W_0",
-        (n_in + layer.projection_dim, 4 * dim),
+        shapes[f"{prefix}/W_0"],
         read_kernel,
         lambda: np.concatenate([w_in.cpu().numpy().T, w_state.cpu().numpy().T]),
     )
-    yield Tensor(f"{prefix}/B", (4 * dim,), read_bias, write_bias)
+    yield Tensor(f"{prefix}/B", shapes[f"{prefix}/B"], read_bias, write_bias)
     proj = layer.projection.weight
-    yield Tensor(f"{prefix}/W_P_0", (dim, layer.projection_dim), _setter(proj, np.transpose), _getter(proj, True))
+    yield Tensor(f"{prefix}/W_P_0", shapes[f"{prefix}/W_P_0"], _setter(proj, np.transpose), _getter(proj, True))
 
 
-def _dense(w_name: str, b_name: str, linear: torch.nn.Linear, shape: Tuple[int, int]) -> List[Tensor]:
+def _dense(w_name: str, b_name: str, linear: torch.nn.Linear, shapes: Dict[str, Tuple[int, ...]]) -> List[Tensor]:
     return [
-        Tensor(w_name, shape, _setter(linear.weight, np.transpose), _getter(linear.weight, True)),
-        Tensor(b_name, (shape[1],), _setter(linear.bias), _getter(linear.bias)),
+        Tensor(w_name, shapes[w_name], _setter(linear.weight, np.transpose), _getter(linear.weight, True)),
+        Tensor(b_name, shapes[b_name], _setter(linear.bias), _getter(linear.bias)),
     ]
 
 

@@ -30,6 +30,7 @@ from .contributed import fetch_contributed
 from .download import fetch_published
 from .efml import is_efml_directory
 from .errors import ModelFileError
+from .limits import model_bytes_cap
 from .lm_head import HDF5_SOFTMAX_NAME, SOFTMAX_NAME, VOCAB_NAME, LMHead
 from .native import CONFIG_NAME
 from .native import WEIGHTS_NAME as NATIVE_WEIGHTS_NAME
@@ -110,6 +111,7 @@ def load_bilm(
     options: Optional[PathLike] = None,
     weights: Optional[PathLike] = None,
     optimize: bool = True,
+    max_model_bytes: Optional[int] = None,
 ) -> BiLM:
     """Load a biLM from our directory format, a spaCy pipeline, a published options + HDF5 pair, or
     an ELMoForManyLangs model directory.
@@ -131,10 +133,14 @@ def load_bilm(
         (``optimize_for_inference`` with a 20,000-token char-CNN cache: lockstep directions,
         outputs within about 2e-6 of the plain computation). False keeps the plain float32
         computation bit for bit.
+    max_model_bytes (Optional[int]): refuse a model whose parameters need more bytes than this
+        (default: ``$SPACY_ELMO_MAX_MODEL_BYTES``, else 2 GiB; ``limits``), checked against what its
+        files declare before anything is built.
 
     RETURNS (BiLM): the model in eval mode on CPU; call ``.embed(sentences)``.
     """
-    bilm = resolve_bilm(path, options=options, weights=weights)
+    with model_bytes_cap(max_model_bytes):
+        bilm = resolve_bilm(path, options=options, weights=weights)
     if optimize:
         optimize_for_inference(bilm, char_cache_size=DEFAULT_CHAR_CACHE_SIZE)
     return bilm
