@@ -38,6 +38,11 @@ DUMP_CASES = (
 )
 
 
+def _progress(result: dict) -> None:
+    print(f"{result['name']}: {result['outcome']} {result.get('error', '')} {result.get('seconds')} s", file=sys.stderr,
+          flush=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=None, help="write the record here (JSON)")
@@ -53,7 +58,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             warnings.simplefilter("ignore")  # zipfile's "Duplicate name": the corpus means it
             cases = build_corpus(root / "corpus", seed=args.seed, bomb_bytes=args.bomb_mib << 20)
         built = time.monotonic() - start
-        results = run_cases(cases, root / "corpus", warmup=WARMUP)
+        results = run_cases(cases, root / "corpus", warmup=WARMUP, log=_progress)
         results += [dump_case(case, root / "corpus") for case in select(cases, DUMP_CASES)]
     finally:
         if args.keep is None:

@@ -67,27 +67,32 @@ def outcomes(corpus):
 
 
 def _params():
-    for name in CASES:
-        marks = [pytest.mark.xfail(strict=True, reason=NOT_YET[name])] if name in NOT_YET else []
-        yield pytest.param(name, marks=marks, id=name)
+    return [pytest.param(name, id=name, marks=[pytest.mark.xfail(strict=True, reason=NOT_YET[name])]
+                         if name in NOT_YET else []) for name in CASES]
 
 
 @pytest.mark.parametrize("name", _params())
 def test_a_damaged_model_is_refused_naming_the_file_within_budget(outcomes, name):
     result = outcomes[name]
-    assert result["verdict"] in PASSING, result
-    assert result["seconds"] <= SECONDS and result["growth_mb"] <= MEMORY_MB and not result["left"], result
+    assert result["verdict"] in PASSING, _described(result)
+    assert result["seconds"] <= SECONDS and result["growth_mb"] <= MEMORY_MB and not result["left"], _described(result)
     if result["verdict"] == "refused":
-        assert result["error"] == "ModelFileError" and "\n" not in result["message"].strip(), result
+        assert result["error"] == "ModelFileError" and "\n" not in result["message"].strip(), _described(result)
 
 
 def test_the_intact_layouts_load_and_the_corpus_is_deterministic(corpus, tmp_path):
     root, cases = corpus
     again = build_corpus(tmp_path, bomb_bytes=BOMB_BYTES, only=CASES[:12])
-    assert [c.name for c in again] == CASES[:12]
+    assert sorted(c.name for c in again) == sorted(CASES[:12])
     for case in again:
         assert _contents(root / case.model) == _contents(tmp_path / case.model), case.name
     assert cases["allennlp-pair/intact"].may_load and not cases["allennlp-pair/options-lstm-dim-4e6"].may_load
+
+
+def _described(result):
+    return (f"{result['verdict']}: {result.get('error', '')} from {result.get('origin', '?')}: "
+            f"{result.get('message', '')[:300]!r} ({result.get('seconds')} s, {result.get('growth_mb')} MB "
+            f"above the baseline, left {result.get('left')})")
 
 
 def _contents(path):
@@ -98,5 +103,5 @@ def _contents(path):
 def test_the_command_line_refuses_a_damaged_model_in_one_line(corpus):
     root, cases = corpus
     result = dump_case(cases[DUMPED], root)
-    assert result["verdict"] == "refused", result
-    assert result["message"].startswith("error: ") and "safetensors" in result["message"], result
+    assert result["verdict"] == "refused", _described(result)
+    assert result["message"].lower().startswith("error: ") and "checksum" in result["message"], _described(result)

@@ -39,16 +39,6 @@ def zip_damages(root: Path, weights: str, bomb_bytes: int) -> Damages:
         config = config_of(members)
         return [damage.zip_link(n, "/etc/passwd") if n == config else (n, d) for n, d in members.items()]
 
-    def encrypted(members: Dict[str, bytes]) -> list:
-        out = []
-        for name, data in members.items():
-            info = zipfile.ZipInfo(name)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            if name.endswith(weights):
-                info.flag_bits |= 0x1
-            out.append((info, data))
-        return out
-
     def edited_config(edit: Callable[[bytes], bytes]):
         return rebuild(lambda m: [(n, edit(d) if n == config_of(m) else d) for n, d in m.items()])
 
@@ -63,16 +53,18 @@ def zip_damages(root: Path, weights: str, bomb_bytes: int) -> Damages:
     return {
         f"bomb-{weights}": (rebuild(lambda m: [(n, d) for n, d in m.items() if not n.endswith(weights)],
                                     bomb=(weights, bomb_bytes)), False),
-        "declared-size-4gib": (lambda p, r: damage.zip_declared_size(p, weights, 2**32 - 1), False),
-        "declared-size-10b": (lambda p, r: damage.zip_declared_size(p, weights, 10), False),
-        "path-parent": (renamed("../"), False),
-        "path-absolute": (renamed(_escaped(root) + "/"), False),
+        # a reader may take the member's real bytes, or refuse the lie
+        "declared-size-4gib": (lambda p, r: damage.zip_declared_size(p, weights, 2**32 - 1), True),
+        "declared-size-10b": (lambda p, r: damage.zip_declared_size(p, weights, 10), True),
+        # members are read by their base names: loading is fine, writing outside is not (files left)
+        "path-parent": (renamed("../"), True),
+        "path-absolute": (renamed(_escaped(root) + "/"), True),
         "path-deep": (renamed("d/" * 200), True),
         "link-config": (rebuild(linked), False),
         "duplicate-config": (rebuild(lambda m: [*m.items(), (config_of(m), b"{not json")]), True),
         "missing-weights": (rebuild(lambda m: [(n, d) for n, d in m.items() if not n.endswith(weights)]), False),
         "missing-config": (rebuild(lambda m: [(n, d) for n, d in m.items() if n != config_of(m)]), False),
-        "encrypted-weights": (rebuild(encrypted), False),
+        "encrypted-weights": (lambda p, r: damage.zip_encrypted(p, weights), False),
         "config-huge-size": (edited_config(huge_dim), True),
         "config-bad-utf8": (edited_config(lambda d: damage.INVALID_UTF8 + d), False),
         "many-members": (rebuild(lambda m: [*m.items(), *((f"junk/{i}", b"") for i in range(MANY_MEMBERS))]), True),
@@ -116,8 +108,8 @@ def tar_damages(root: Path, source: Path, bomb_bytes: int) -> Damages:
         "device-data": (swapped(data, damage.tar_entry(data, tarfile.CHRTYPE)), False),
         "fifo-index": (swapped(index, damage.tar_entry(index, tarfile.FIFOTYPE)), False),
         "folder-index": (swapped(index, damage.tar_entry(index, tarfile.DIRTYPE)), False),
-        "path-parent": (renamed("../"), False),
-        "path-absolute": (renamed(_escaped(root) + "/"), False),
+        "path-parent": (renamed("../"), True),
+        "path-absolute": (renamed(_escaped(root) + "/"), True),
         "duplicate-index": (rebuild(lambda m: [*m.values(), damage.tar_entry(index, tarfile.REGTYPE,
                                                                              body=b"junk" * 100)]), False),
         "missing-index": (rebuild(lambda m: [m[n] for n in m if n != index]), False),

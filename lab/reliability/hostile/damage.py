@@ -202,21 +202,32 @@ def zip_link(name: str, target: str) -> Tuple[zipfile.ZipInfo, bytes]:
     return info, target.encode("utf-8")
 
 
-def zip_declared_size(path: Path, member: str, size: int) -> None:
-    """Rewrite the uncompressed size the central directory and the local header declare for a
-    (non-zip64) ``member``: the data stays, the sizes lie."""
+def zip_patch(path: Path, member: str, local: int, central: int, change: Callable[[int], int], fmt: str = "<I") -> None:
+    """Rewrite a field of ``member``'s local header (at byte ``local``) and central directory entry
+    (at byte ``central``) to ``change(old value)``: the sizes or flags a zip declares, lying."""
     data = bytearray(path.read_bytes())
     with zipfile.ZipFile(io.BytesIO(bytes(data))) as z:
         info = z.getinfo(member)
-    struct.pack_into("<I", data, info.header_offset + 22, size)  # local header: uncompressed size
+    (old,) = struct.unpack_from(fmt, data, info.header_offset + local)
+    struct.pack_into(fmt, data, info.header_offset + local, change(old))
     name = member.encode("utf-8")
-    central = data.rfind(b"PK\x01\x02", 0, len(data))
-    while central >= 0:
-        if data[central + 46:central + 46 + len(name)] == name:
-            struct.pack_into("<I", data, central + 24, size)
+    entry = data.rfind(b"PK\x01\x02", 0, len(data))
+    while entry >= 0:
+        if data[entry + 46:entry + 46 + len(name)] == name:
+            struct.pack_into(fmt, data, entry + central, change(old))
             break
-        central = data.rfind(b"PK\x01\x02", 0, central)
+        entry = data.rfind(b"PK\x01\x02", 0, entry)
     path.write_bytes(bytes(data))
+
+
+def zip_declared_size(path: Path, member: str, size: int) -> None:
+    """The uncompressed size a (non-zip64) ``member`` declares, set to ``size``; the data stays."""
+    zip_patch(path, member, 22, 24, lambda old: size)
+
+
+def zip_encrypted(path: Path, member: str) -> None:
+    """``member`` flagged as encrypted (its data unchanged)."""
+    zip_patch(path, member, 6, 8, lambda old: old | 0x1, "<H")
 
 
 # -- tar --------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ EFML_ARCHITECTURE_EDITS: Dict[str, Callable] = {
     "filters-1e8": damage.setter("token_embedder", "filters", [[1, 10**8]]),
     "n-highway-1e6": damage.setter("token_embedder", "n_highway", 10**6),
     "n-layers-negative": damage.setter("encoder", "n_layers", -2),
-    "word-dim-string": damage.setter("token_embedder", "word_dim", "8"),
+    "word-dim-string": damage.setter("token_embedder", "word_dim", "eight"),
 }
 
 
@@ -112,8 +112,9 @@ def build_corpus(root: Path, *, seed: int = 0, bomb_bytes: int = BOMB_BYTES,
 
 def _options_cases(corpus: Corpus, found: Dict[str, Layout]) -> None:
     for name, edit in OPTION_EDITS.items():
+        # a number written as a string may be read as the number
         corpus.add(found["allennlp-pair"], f"options-{name}", lambda p, r, e=edit: damage.edit_json(p, e),
-                   target="options.json", kind="options")
+                   target="options.json", kind="options", may_load=name == "dim-string")
     raw = {"options-not-json": lambda p, r: p.write_text('{"lstm": {"dim": }', encoding="utf-8"),
            "options-deep-json": lambda p, r: damage.deep_json(p)}
     for name, apply in raw.items():
@@ -121,13 +122,13 @@ def _options_cases(corpus: Corpus, found: Dict[str, Layout]) -> None:
     for layout in ("bilm_tf-folder", "seqvec-folder", "tf-checkpoint"):
         for name in OPTION_SAMPLE:
             corpus.add(found[layout], f"options-{name}", lambda p, r, e=OPTION_EDITS[name]: damage.edit_json(p, e),
-                       target="options.json", kind="options")
+                       target="options.json", kind="options", may_load=name == "dim-string")
         corpus.add(found[layout], "options-deep-json", lambda p, r: damage.deep_json(p), target="options.json",
                    kind="options")
     for name in OPTION_SAMPLE:
         corpus.add(found["native"], f"config-{name}",
                    lambda p, r, e=OPTION_EDITS[name]: damage.edit_json(p, lambda c: e(c["options"])),
-                   target="config.json", kind="options")
+                   target="config.json", kind="options", may_load=name == "dim-string")
 
 
 def _hdf5_edits(names: Dict[str, tuple]) -> Dict[str, tuple]:

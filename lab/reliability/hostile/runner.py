@@ -236,7 +236,8 @@ def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
     process.returncode = os.waitstatus_to_exitcode(status)
     outcome = "hang" if killed else "loaded" if process.returncode == 0 else "error"
     rss_mb = usage.ru_maxrss / 1024
-    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    # the package's "error: ..." line, or click's "Error: Invalid value: ..." for an option it checks
+    lines = [line for line in stderr.splitlines() if line.startswith(("error:", "Error:"))]
     result = {"name": case.name, "outcome": outcome, "seconds": round(time.monotonic() - start, 3),
               "rss_mb": round(rss_mb, 1), "returncode": process.returncode,
               "left": sorted(os.path.relpath(p, root) for p in (_listing(root) - _listing(out)) - before)}
