@@ -186,8 +186,9 @@ def _left_after_kill(root: Path) -> List[str]:
     return left
 
 
-def judge(case: Case, result: dict, root: Path) -> dict:
-    """The verdict on one case's result (see the module docstring), with the case's fields."""
+def judge(case: Case, result: dict, root: Path, *, seconds: float = SECONDS) -> dict:
+    """The verdict on one case's result (see the module docstring), with the case's fields; ``seconds``:
+    its time budget."""
     verdict = result["outcome"]
     if verdict == "error":
         message = result.get("message", "")
@@ -202,7 +203,7 @@ def judge(case: Case, result: dict, root: Path) -> dict:
         verdict = "accepted"
     if verdict in PASSING and result.get("growth_mb", 0) > MEMORY_MB:
         verdict = "over-memory"
-    if verdict in PASSING and result.get("seconds", 0) > SECONDS:
+    if verdict in PASSING and result.get("seconds", 0) > seconds:
         verdict = "slow"
     if verdict in PASSING and result.get("left"):
         verdict = "left-files"
@@ -245,7 +246,7 @@ def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
         traced = "Traceback" in stderr
         result.update(error="Traceback" if traced else "ModelFileError",
                       message=stderr.strip()[-500:] if traced or not lines else lines[-1])
-    judged = judge(case, result, root)
+    judged = judge(case, result, root, seconds=seconds)  # the whole command, its interpreter's start included
     judged["name"] = case.name + "@dump"
     return judged
 
