@@ -12,23 +12,35 @@ read by ``allennlp.load_allennlp``. An ELMoForManyLangs zip (NLPL entries 136-17
 
 Only the members named here are read, by their base names, into a private temporary folder
 that is removed afterwards: a member's path never decides where anything is written, and
-nothing in the archive is executed or unpickled.
+nothing in the archive is executed or unpickled. What an archive declares is checked before
+anything is written (``zip_members``, ``tar_members``, which the TensorFlow and contributed
+readers use too): a member named like a path (absolute, or climbing with ".."), a link or a device
+is refused; a member larger than a model file (``member_limit``: twice the cap on a model's size),
+or one that inflates more than ``BOMB_RATIO`` times (weights do not compress so), is refused by its
+declared sizes, and a pair's weights may be no larger than its options imply
+(``pair_weights_limit``). Members are then copied by streaming, held to those limits whatever
+their headers say (``copy_limited``). Errors name the archive and the member, never the private
+folder.
 """
 import json
 import os
+import stat
+import tarfile
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple, Union
+from typing import IO, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..bilm import BiLM
-from .allennlp import OPTIONS_NAME, WEIGHTS_NAMES, find_pair, load_allennlp, pair_candidates
+from .allennlp import OPTIONS_NAME, WEIGHTS_NAMES, find_pair, load_allennlp, pair_candidates, read_options, tensor_shapes
 from ..files import cache_dir, file_sha256
 from .download import Transfer, ensure_file
 from .download_record import recorded_sha256
 from .efml import CONFIG_NAME, ENCODER_NAME, TOKEN_EMBEDDER_NAME, load_efml
 from .errors import ModelFileError
+from .limits import check_config_size, max_model_bytes, tensor_bytes
 from .registry import published_archive
 
 PathLike = Union[str, Path]
@@ -40,9 +52,15 @@ EFML = "elmoformanylangs"
 EFML_FILES = ("char.dic", "word.dic", TOKEN_EMBEDDER_NAME, ENCODER_NAME)
 EFML_REQUIRED = (CONFIG_NAME, TOKEN_EMBEDDER_NAME, ENCODER_NAME)
 EXTRACTED_RECORD = "extracted.json"
-# biLM weights are at most a few GB; a member claiming more is not one (or a zip bomb)
-MAX_MEMBER_BYTES = 8 * 2**30
 MAX_META_BYTES = 1 << 20
+# options, configs, dictionaries and vocabularies: a bilm-tf vocab.txt of 793k words is 7 MB
+MAX_TEXT_BYTES = 64 << 20
+# float32 weights compress about 1.1 times; a large member that inflates 100 times is no model's
+BOMB_RATIO = 100
+BOMB_MIN_BYTES = 16 << 20
+# what an HDF5 file holds beside its datasets' bytes (headers, names, B-trees)
+HDF5_OVERHEAD = 4 << 20
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -76,7 +94,7 @@ def archive_contents(path: PathLike) -> ArchiveContents:
     readable zip, no model's files in it, or two members of one base name."""
     try:
         with zipfile.ZipFile(path) as archive:
-            infos = [info for info in archive.infolist() if not info.is_dir()]
+            infos = zip_members(archive, path)
             meta_infos = [info for info in infos if Path(info.filename).name == META]
             meta = _read_meta(archive, meta_infos[0] if len(meta_infos) == 1 else None)
     except (zipfile.BadZipFile, OSError) as error:
@@ -110,41 +128,151 @@ def load_archive(path: PathLike) -> BiLM:
     """
     contents = archive_contents(path)
     with tempfile.TemporaryDirectory(prefix="spacy-elmo-archive-") as work:
-        extract_members(path, contents, Path(work))
-        if contents.pair is not None:
-            return load_allennlp(Path(work) / contents.pair[0], Path(work) / contents.pair[1])
         try:
+            extract_members(path, contents, Path(work))
+            if contents.pair is not None:
+                return load_allennlp(Path(work) / contents.pair[0], Path(work) / contents.pair[1])
             return load_efml(Path(work), label=path)
         except ModelFileError as error:  # name the zip and its member, not the private folder
-            member = Path(error.path).name if Path(error.path) != Path(work) else "the model"
-            raise ModelFileError(path, f"{member}: {error.problem.replace(work, str(path))}") from error
+            raise _named_by_archive(error, Path(work), path, contents) from error
+
+
+def _named_by_archive(error: ModelFileError, work: Path, path: PathLike, contents: ArchiveContents) -> ModelFileError:
+    if not error.path.startswith(str(work)):
+        return error
+    problem = error.problem
+    for base, member in contents.members.items():
+        problem = problem.replace(str(work / base), f"{path}:{member}")
+    problem = problem.replace(str(work), str(path))
+    base = Path(error.path).name
+    member = contents.members.get(base, "the model") if Path(error.path) != work else "the model"
+    return ModelFileError(path, f"{member}: {problem}")
 
 
 def extract_members(path: PathLike, contents: ArchiveContents, target: Path) -> None:
     """The members a model is read from (``contents.members``) into ``target``, by base name,
     each written to a temporary name and renamed into place; a member's own path never decides
-    where anything goes."""
+    where anything goes. A pair's options come first: its weights may be no larger than they imply."""
     target.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path) as archive:
-        for base, member in contents.members.items():
-            info = archive.getinfo(member)
-            if info.file_size > MAX_MEMBER_BYTES:
-                raise ModelFileError(path, f"{member} claims {info.file_size} bytes, more than a model file")
+        infos = {info.filename: info for info in zip_members(archive, path)}
+        order = sorted(contents.members.items(), key=lambda item: contents.pair is not None and item[0] != contents.pair[0])
+        for base, member in order:
+            limit = member_limit() if base.endswith((".pkl", ".hdf5")) else MAX_TEXT_BYTES
+            if contents.pair is not None and base == contents.pair[1]:
+                limit = pair_weights_limit(target / contents.pair[0], path)
+            info = infos[member]
+            check_declared(path, member, info.file_size, limit, compressed=info.compress_size)
             part = target / (base + ".part")
-            copy_member(archive, info, part, path)
+            with _zip_errors(path, member, part):
+                with archive.open(info) as source:
+                    copy_limited(source, part, limit, archive=path, member=member)
             os.replace(part, target / base)
 
 
 def copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, path: PathLike) -> None:
-    """Stream one member of the zip at ``path`` into ``target``; a damaged member (a CRC mismatch
-    included) is a ModelFileError naming the zip, and leaves no partial ``target``."""
+    """Stream one member of the zip at ``path`` into ``target``, held to ``member_limit``; a damaged
+    member (a CRC mismatch included) is a ModelFileError naming the zip, and leaves no partial ``target``."""
+    check_declared(path, info.filename, info.file_size, member_limit(), compressed=info.compress_size)
+    with _zip_errors(path, info.filename, target):
+        with archive.open(info) as source:
+            copy_limited(source, target, member_limit(), archive=path, member=info.filename)
+
+
+@contextmanager
+def _zip_errors(path: PathLike, member: str, part: Path) -> Iterator[None]:
+    """A damaged member read from the zip at ``path`` is a ModelFileError naming it; ``part`` goes."""
     try:
-        with archive.open(info) as source, open(target, "wb") as sink:
-            while chunk := source.read(1 << 20):
+        yield
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        part.unlink(missing_ok=True)
+        raise ModelFileError(path, f"{member} could not be read from the archive ({error})") from error
+
+
+def member_limit() -> int:
+    """RETURNS (int): the most bytes one model file in an archive may hold: twice the cap on a
+    model's float32 parameters (float64 files), and room for headers."""
+    return 2 * max_model_bytes() + HDF5_OVERHEAD
+
+
+def pair_weights_limit(options: Path, archive: PathLike) -> int:
+    """The most bytes a pair's HDF5 weights may hold, given its options (already copied out):
+    its datasets in float64 at most, and headers. The options' model is held to the cap first."""
+    config = read_options(options)
+    check_config_size(config, f"{archive}:{options.name}")
+    return 2 * tensor_bytes(tensor_shapes(config).values()) + HDF5_OVERHEAD
+
+
+def check_declared(path: PathLike, member: str, size: int, limit: int, *, compressed: Optional[int] = None) -> None:
+    """Refuse a member by the sizes the archive declares, before a byte of it is written.
+
+    size (int): what it inflates to; limit (int): the most it may; compressed (Optional[int]): its
+        stored size in a zip (None: a tar's members have none of their own).
+    """
+    if size > limit:
+        raise ModelFileError(path, f"{member} declares {size} bytes, more than the {limit} such a file may hold "
+                                   "(a model file's size follows from its options and the cap on a model's size)")
+    if compressed is not None and size > BOMB_MIN_BYTES and size > BOMB_RATIO * max(compressed, 1):
+        raise ModelFileError(path, f"{member} inflates {size // max(compressed, 1)} times ({compressed} bytes to "
+                                   f"{size}): a zip bomb, not model weights, which hardly compress")
+
+
+def copy_limited(source: IO[bytes], target: Path, limit: int, *, archive: PathLike, member: str) -> None:
+    """Copy ``source`` into ``target`` by chunks, refusing it (and removing ``target``) once it
+    yields more than ``limit`` bytes, whatever the archive declared."""
+    written = 0
+    try:
+        with open(target, "wb") as sink:
+            while chunk := source.read(CHUNK):
+                written += len(chunk)
+                if written > limit:
+                    raise ModelFileError(archive, f"{member} holds more than the {limit} bytes such a file may; "
+                                                  "its declared size is wrong: a damaged or hostile archive")
                 sink.write(chunk)
-    except (zipfile.BadZipFile, OSError) as error:
+    except BaseException:
         target.unlink(missing_ok=True)
-        raise ModelFileError(path, f"{info.filename} could not be read from the archive ({error})") from error
+        raise
+
+
+def member_name_problem(name: str) -> Optional[str]:
+    """RETURNS (Optional[str]): why a member's name is refused (absolute, a drive, ".." climbing out),
+    or None. No name decides where anything is written; such names only come from hostile archives."""
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return "is named by an absolute path"
+    if ".." in parts:
+        return "is named by a path that climbs out of the archive (..)"
+    return None
+
+
+def zip_members(archive: zipfile.ZipFile, path: PathLike) -> List[zipfile.ZipInfo]:
+    """The files of a zip, refusing members named like paths and symbolic links (by the Unix mode
+    the zip records). RETURNS (List[ZipInfo]): its files (folders left out)."""
+    files = []
+    for info in archive.infolist():
+        problem = member_name_problem(info.filename)
+        if problem is None and stat.S_ISLNK(info.external_attr >> 16):
+            problem = "is a symbolic link"
+        if problem is not None:
+            raise ModelFileError(path, f"member {info.filename!r} {problem}; a model archive holds files only")
+        if not info.is_dir():
+            files.append(info)
+    return files
+
+
+def tar_members(archive: tarfile.TarFile, path: PathLike) -> List[tarfile.TarInfo]:
+    """The regular files of a tar, refusing members named like paths, links and devices.
+    RETURNS (List[TarInfo]): its files (folders left out)."""
+    files = []
+    for member in archive.getmembers():
+        problem = member_name_problem(member.name)
+        if problem is None and not (member.isreg() or member.isdir()):
+            problem = "is a link" if member.issym() or member.islnk() else "is a device or other special file"
+        if problem is not None:
+            raise ModelFileError(path, f"member {member.name!r} {problem}; a model archive holds files only")
+        if member.isreg():
+            files.append(member)
+    return files
 
 
 def folder_language(directory: PathLike) -> Optional[str]:

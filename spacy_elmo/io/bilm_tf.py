@@ -36,10 +36,11 @@ import torch
 
 from ..bilm import BiLM, BiLMConfig
 from ..bilm.softmax import WordSoftmax
-from .allennlp import _tensors
+from .allennlp import _tensors, tensor_shapes
 from .errors import ModelFileError
 from .lm_head import LMHead, read_head_vocabulary
-from .tf_bundle import TensorBundle
+from .limits import check_config_size, check_model_bytes, tensor_bytes
+from .tf_bundle import MAX_INDEX_BYTES, TensorBundle
 from .tf_layouts import INDEX_SUFFIX, ModelFiles, checkpoint_files, checkpoint_prefix, find_beside
 
 PathLike = Union[str, Path]
@@ -52,6 +53,7 @@ UNSEEN_DEFAULTS = {
     "max_characters_per_token": 50,
 }
 ANCHOR = "CNN/W_cnn_0"
+FLOAT_DTYPES = (1, 2, 14, 19)  # TensorFlow's float32, float64, bfloat16, float16
 
 
 @dataclass
@@ -86,11 +88,12 @@ def open_tf_model(path: PathLike) -> Iterator[TFModel]:
     try:
         prefix = checkpoint_prefix(files)
         folder = PurePosixPath(prefix).parent
-        index = files.read(prefix + INDEX_SUFFIX)
+        index = files.read(prefix + INDEX_SUFFIX, limit=MAX_INDEX_BYTES)
         source = f"{path}/{prefix}"
 
-        def open_shard(k: int) -> BinaryIO:
-            return files.open(f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}")
+        def open_shard(k: int) -> Tuple[BinaryIO, int]:
+            name = f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}"
+            return files.open(name), files.sizes[name]
 
         bundle = TensorBundle(index, open_shard, source=source)
         options_name = find_beside(files, folder, OPTIONS_NAME)
@@ -111,20 +114,28 @@ def load_bilm_tf(path: PathLike) -> BiLM:
     """
     with open_tf_model(path) as model:
         config = tf_config(model)
-        bilm = BiLM(config)
-        tensors = list(_tensors(bilm))
-        missing = [t.name for t in tensors if t.name not in model.names]
+        expected = tensor_shapes(config)
+        missing = [name for name in expected if name not in model.names]
         if missing:
             raise ModelFileError(model.source, f"no tensor for {missing[0]} (looked for it under {model.prefix!r})")
+        for name, shape in expected.items():  # compared before the model is built or a byte read
+            entry = model.bundle.entries[model.names[name]]
+            stored = entry.shape
+            if name == "char_embed" and stored[:1] == (config.n_characters,):  # with the padding row
+                stored = (stored[0] - 1, *stored[1:])
+            if stored != shape or entry.dtype not in FLOAT_DTYPES:
+                what = f"shape {entry.shape}" if stored != shape else f"TF dtype {entry.dtype}, not float"
+                raise ModelFileError(model.source, f"tensor {entry.name!r} has {what}, expected {shape}")
+        check_config_size(config, model.source)
+        bilm = BiLM(config)
+        tensors = list(_tensors(bilm))
         values = model.bundle.read_many([model.names[t.name] for t in tensors])
         with torch.no_grad():
             for tensor in tensors:
                 name = model.names[tensor.name]
-                array = values[name]
+                array = values.pop(name)
                 if tensor.name == "char_embed" and array.shape[0] == config.n_characters:
                     array = array[1:]  # the inference graph's padding row; ours is zero too
-                if tuple(array.shape) != tensor.shape:
-                    raise ModelFileError(model.source, f"tensor {name!r} has shape {array.shape}, expected {tensor.shape}")
                 _check_values(array, name, model.source)
                 tensor.read(np.ascontiguousarray(array, dtype=np.float32))
     return bilm.eval()
@@ -143,6 +154,10 @@ def read_tf_softmax(path: PathLike) -> Tuple[WordSoftmax, Optional[str]]:
                 model.source, "no softmax in this checkpoint (TF-Hub modules and HDF5 dumps leave it out; "
                               "bilm-tf's training checkpoints have it)"
             )
+        w_entry, b_entry = model.bundle.entries[w_name], model.bundle.entries[b_name]
+        if len(w_entry.shape) != 2 or b_entry.shape != w_entry.shape[:1]:
+            raise ModelFileError(model.source, f"softmax W {w_entry.shape} and b {b_entry.shape} do not fit together")
+        check_model_bytes(tensor_bytes([w_entry.shape, b_entry.shape]), model.source, "its softmax's parameters")
         values = model.bundle.read_many([w_name, b_name])
         weight, bias = values[w_name], values[b_name]
         if weight.ndim != 2 or bias.shape != (weight.shape[0],):

@@ -21,16 +21,14 @@ from typing import IO, Dict, List, Optional, Tuple
 
 from ..files import cache_dir, file_sha256
 from .allennlp import load_allennlp
+from .archive import check_declared, copy_limited, member_limit, pair_weights_limit, tar_members, zip_members
 from .download import OPTIONS_NAME, WEIGHTS_NAME, Transfer, ensure_file, fetch_pair
 from .download_record import recorded_sha256
 from .errors import ModelFileError
 from .registry import PUBLISHED_CONTRIBUTED, ContributedModel, published_names
 
 EXTRACTED_RECORD = "extracted.json"
-# biLM weights are at most a few GB; a member claiming more is not one
-MAX_MEMBER_BYTES = 8 * 2**30
 MAX_OPTIONS_BYTES = 1 << 20
-CHUNK = 1 << 20
 
 
 def contributed_model(name: str) -> ContributedModel:
@@ -106,13 +104,15 @@ def pair_members(path: Path, model: ContributedModel) -> Tuple[str, str]:
             count = "no member" if not names else f"{len(names)} members"
             raise ModelFileError(path, f"{count} named {base} (published as {model.options_member} and "
                                        f"{model.weights_member}); it holds {held}")
-        if sizes[names[0]] > MAX_MEMBER_BYTES:
-            raise ModelFileError(path, f"{names[0]} claims {sizes[names[0]]} bytes, more than a model file")
+        check_declared(path, names[0], sizes[names[0]], member_limit())
         found.append(names[0])
-    if sizes[found[0]] > MAX_OPTIONS_BYTES:
-        raise ModelFileError(path, f"{found[0]} claims {sizes[found[0]]} bytes, more than an options file")
-    with _open_member(path, found[0]) as source:
-        data = source.read()
+    check_declared(path, found[0], sizes[found[0]], MAX_OPTIONS_BYTES)
+    try:
+        with _open_member(path, found[0]) as source:
+            data = source.read(MAX_OPTIONS_BYTES + 1)
+    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
+        raise ModelFileError(path, f"{found[0]} could not be read from the archive ({error})") from error
+    check_declared(path, found[0], len(data), MAX_OPTIONS_BYTES)
     try:
         json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
@@ -122,15 +122,16 @@ def pair_members(path: Path, model: ContributedModel) -> Tuple[str, str]:
 
 def extract_pair(path: Path, model: ContributedModel, target: Path) -> Tuple[Path, Path]:
     """Copy the archive's options and weights into ``target`` as options.json and weights.hdf5,
-    each through a ``.part`` file renamed into place. RETURNS (Tuple[Path, Path]): the two files."""
+    each through a ``.part`` file renamed into place, the weights held to what the options imply
+    (``archive.pair_weights_limit``). RETURNS (Tuple[Path, Path]): the two files."""
     target.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: List[Path] = []
     for member, name in zip(pair_members(path, model), (OPTIONS_NAME, WEIGHTS_NAME)):
         part = target / (name + ".part")
+        limit = pair_weights_limit(written[0], path) if written else MAX_OPTIONS_BYTES
         try:
-            with _open_member(path, member) as source, open(part, "wb") as sink:
-                while chunk := source.read(CHUNK):
-                    sink.write(chunk)
+            with _open_member(path, member) as source:
+                copy_limited(source, part, limit, archive=path, member=member)
         except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
             part.unlink(missing_ok=True)
             raise ModelFileError(path, f"{member} could not be read from the archive ({error})") from error
@@ -141,13 +142,13 @@ def extract_pair(path: Path, model: ContributedModel, target: Path) -> Tuple[Pat
 
 def _member_sizes(path: Path) -> Dict[str, int]:
     """RETURNS (Dict[str, int]): the regular files in a .zip or .tar(.gz) and their sizes (links,
-    folders and devices left out), by their names in the archive."""
+    devices and path-like names refused, folders left out), by their names in the archive."""
     try:
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as archive:
-                return {info.filename: info.file_size for info in archive.infolist() if not info.is_dir()}
+                return {info.filename: info.file_size for info in zip_members(archive, path)}
         with tarfile.open(path, "r:*") as archive:
-            return {member.name: member.size for member in archive.getmembers() if member.isreg()}
+            return {member.name: member.size for member in tar_members(archive, path)}
     except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
         raise ModelFileError(path, f"not a readable .zip or .tar.gz archive ({error})") from error
 

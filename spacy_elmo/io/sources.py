@@ -23,7 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..bilm import BiLM
 from .allennlp import find_pair, load_allennlp
-from .archive import MAX_MEMBER_BYTES, archive_contents, copy_member, folder_language, load_archive
+from .archive import archive_contents, copy_member, folder_language, load_archive, zip_members
 from .bilm_tf import load_bilm_tf, read_tf_head
 from .download import Transfer, ensure_file
 from .efml import ENCODER_NAME, TOKEN_EMBEDDER_NAME, load_efml
@@ -309,13 +309,11 @@ def _zip_head(path: Path) -> Optional[LMHead]:
     files) copied into a private temporary folder; the head's file is the zip."""
     try:
         with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(prefix="spacy-elmo-head-") as work:
-            for info in archive.infolist():
+            for info in zip_members(archive, path):
                 base = Path(info.filename).name
                 softmax = base.endswith(".hdf5") and "softmax" in base
-                if info.is_dir() or not (softmax or base.startswith("vocab") and base.endswith(".txt")):
+                if not (softmax or base.startswith("vocab") and base.endswith(".txt")):
                     continue
-                if info.file_size > MAX_MEMBER_BYTES:
-                    raise ModelFileError(path, f"{info.filename} claims {info.file_size} bytes, more than a softmax")
                 copy_member(archive, info, Path(work) / base, path)
             head = head_in(Path(work), path)
     except (zipfile.BadZipFile, OSError) as err:

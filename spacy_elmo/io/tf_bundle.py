@@ -8,10 +8,14 @@ values are protobufs: the empty key holds a ``BundleHeaderProto`` (shard count, 
 other key (a variable name) a ``BundleEntryProto`` (dtype, shape, shard, offset, size, masked
 CRC-32C of the bytes). A shard is the tensors' raw little-endian bytes, back to back.
 
-Everything is checked: block and tensor checksums, bounds, dtypes, shapes. Snappy-compressed
+Everything is checked, what the index declares before anything is allocated (an entry's dtype and
+shape against its size, its offset and size against its shard's length), then block and tensor
+checksums. Snappy-compressed
 blocks (TensorFlow writes none) and partitioned or string tensors (no biLM variable is one) are
 refused by name rather than misread. No TensorFlow, protobuf library or pickle is used.
 """
+import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,8 @@ DTYPES = {
 }
 DT_BFLOAT16 = 14
 DTYPE_NAMES = {7: "string", 8: "complex64", 18: "complex128", 20: "resource", 21: "variant"}
+# a biLM's index is kilobytes (one entry per variable); the bytes an index may hold, read whole
+MAX_INDEX_BYTES = 64 << 20
 
 
 def _crc_table() -> np.ndarray:
@@ -124,11 +130,12 @@ class TensorBundle:
     """A TensorFlow checkpoint, read without TensorFlow.
 
     index (bytes): the ``.index`` file's bytes.
-    open_shard (Callable[[int], BinaryIO]): opens data shard k (a seekable binary file).
+    open_shard (Callable[[int], Tuple[BinaryIO, int]]): opens data shard k: a binary file, read
+        forward, and its length in bytes (what the file or archive member holds).
     source (PathLike): what to name in errors (the checkpoint prefix).
     """
 
-    def __init__(self, index: bytes, open_shard: Callable[[int], BinaryIO], *, source: PathLike) -> None:
+    def __init__(self, index: bytes, open_shard: Callable[[int], Tuple[BinaryIO, int]], *, source: PathLike) -> None:
         self.source = str(source)
         self._open_shard = open_shard
         self.num_shards = 1
@@ -152,12 +159,16 @@ class TensorBundle:
         index = Path(f"{prefix}.index")
         if not index.is_file():
             raise ModelFileError(index, "checkpoint index not found")
+        if index.stat().st_size > MAX_INDEX_BYTES:
+            raise ModelFileError(index, f"{index.stat().st_size} bytes, more than a checkpoint index of a biLM "
+                                        f"({MAX_INDEX_BYTES}): not one, or damaged")
 
-        def open_shard(k: int) -> BinaryIO:
+        def open_shard(k: int) -> Tuple[BinaryIO, int]:
             path = Path(f"{prefix}.data-{k:05d}-of-{bundle.num_shards:05d}")
             if not path.is_file():
                 raise ModelFileError(path, "checkpoint data shard not found; copy every .data-* file beside the .index")
-            return open(path, "rb")
+            handle = open(path, "rb")
+            return handle, os.fstat(handle.fileno()).st_size
 
         bundle = cls(index.read_bytes(), open_shard, source=prefix)
         return bundle
@@ -180,30 +191,46 @@ class TensorBundle:
         return self.read_many([name], verify=verify)[name]
 
     def read_many(self, names: List[str], *, verify: bool = True) -> Dict[str, np.ndarray]:
-        """Several tensors, read in file order (cheap on a compressed stream that cannot seek back)."""
+        """Several tensors, read in file order (cheap on a compressed stream that cannot seek back).
+        Every entry is checked against its shard's length (and its dtype and shape against its
+        size) before a byte is read or allocated."""
+        missing = [n for n in names if n not in self.entries]
+        if missing:
+            raise ModelFileError(self.source, f"no tensor {missing[0]!r} in this checkpoint")
         entries = sorted((self.entries[n] for n in names), key=lambda e: (e.shard, e.offset))
         out: Dict[str, np.ndarray] = {}
         handles: Dict[int, BinaryIO] = {}
         try:
+            for shard in sorted({entry.shard for entry in entries}):
+                handles[shard], length = self._open_shard(shard)
+                for entry in entries:
+                    if entry.shard == shard:
+                        self._check_entry(entry, length)
             for entry in entries:
-                if entry.shard not in handles:
-                    handles[entry.shard] = self._open_shard(entry.shard)
                 out[entry.name] = self._read_entry(entry, handles[entry.shard], verify)
         finally:
             for handle in handles.values():
                 handle.close()
         return out
 
-    def _read_entry(self, entry: BundleEntry, handle: BinaryIO, verify: bool) -> np.ndarray:
+    def _check_entry(self, entry: BundleEntry, shard_length: int) -> None:
+        """What the index declares of ``entry``, held to itself and to the shard's length."""
         dtype = DTYPES.get(entry.dtype)
         if dtype is None:
             kind = DTYPE_NAMES.get(entry.dtype, f"TF dtype {entry.dtype}")
             raise ModelFileError(self.source, f"tensor {entry.name!r} is a {kind} tensor; only numeric tensors are read")
-        count = int(np.prod(entry.shape, dtype=np.int64))
-        if count * dtype.itemsize != entry.size:
+        if math.prod(entry.shape) * dtype.itemsize != entry.size:
             raise ModelFileError(
                 self.source, f"tensor {entry.name!r}: {entry.size} bytes stored for shape {entry.shape}; the index is damaged"
             )
+        if entry.offset + entry.size > shard_length:
+            raise ModelFileError(
+                self.source, f"tensor {entry.name!r} declares bytes {entry.offset}..{entry.offset + entry.size} of data "
+                             f"shard {entry.shard}, which holds {shard_length}: the file is truncated or the index damaged"
+            )
+
+    def _read_entry(self, entry: BundleEntry, handle: BinaryIO, verify: bool) -> np.ndarray:
+        dtype = DTYPES[entry.dtype]
         handle.seek(entry.offset)
         data = bytearray(entry.size)  # filled in place: the array below is a view of it, not a copy
         if handle.readinto(data) != entry.size:

@@ -15,7 +15,7 @@ from typing import BinaryIO, Dict, List, Optional, Tuple, Union
 
 from ..files import cache_dir
 from .allennlp import pair_candidates
-from .archive import MAX_MEMBER_BYTES
+from .archive import MAX_TEXT_BYTES, check_declared, member_limit, tar_members, zip_members
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
 from .registry import PUBLISHED_TF_MODELS, published_names
@@ -46,26 +46,27 @@ class ModelFiles:
                             self.sizes[full.relative_to(path).as_posix()] = full.stat().st_size
             elif zipfile.is_zipfile(path):
                 self._zip = zipfile.ZipFile(path)
-                for info in self._zip.infolist():
-                    if not info.is_dir():
-                        self._add(info.filename, info.file_size, info)
+                for info in zip_members(self._zip, path):
+                    check_declared(path, info.filename, info.file_size, member_limit(), compressed=info.compress_size)
+                    self._add(info.filename, info.file_size, info)
             elif tarfile.is_tarfile(path):
                 self._tar = tarfile.open(path, "r:*")
-                for member in self._tar.getmembers():
-                    if member.isfile():  # links and devices are never followed
-                        self._add(member.name, member.size, member)
+                for member in tar_members(self._tar, path):  # links and devices are refused
+                    check_declared(path, member.name, member.size, member_limit())
+                    self._add(member.name, member.size, member)
             else:
                 raise ModelFileError(path, "neither a folder, a zip nor a tar archive")
         except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
             self.close()
             raise ModelFileError(path, f"not a readable archive, perhaps truncated ({err})") from err
+        except ModelFileError:
+            self.close()
+            raise
 
     def _add(self, name: str, size: int, member: object) -> None:
         name = PurePosixPath(name.lstrip("/")).as_posix()
         if name.startswith("./"):
             name = name[2:]
-        if size > MAX_MEMBER_BYTES:
-            raise ModelFileError(self.path, f"member {name} claims {size} bytes: not a model file")
         self.sizes[name] = size
         self._members[name] = member
 
@@ -80,9 +81,17 @@ class ModelFiles:
             return handle
         return open(self.path / name, "rb")
 
-    def read(self, name: str) -> bytes:
-        with self.open(name) as handle:
-            return handle.read()
+    def read(self, name: str, *, limit: int = MAX_TEXT_BYTES) -> bytes:
+        """The whole of a small file (an index, options, a vocabulary): more than ``limit`` bytes,
+        declared or read, is refused."""
+        check_declared(self.path, name, self.sizes.get(name, 0), limit)
+        try:
+            with self.open(name) as handle:
+                data = handle.read(limit + 1)
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+            raise ModelFileError(self.path, f"{name} could not be read, perhaps truncated ({err})") from err
+        check_declared(self.path, name, len(data), limit)
+        return data
 
     def close(self) -> None:
         for archive in (self._zip, self._tar):

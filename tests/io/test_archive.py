@@ -1,8 +1,15 @@
 """Published biLMs as zips (NLPL's ELMo archives, ELMoForManyLangs' zips): read exactly, by member base
 names only; a zip that is no model says what it holds."""
+import functools
+import io
 import json
+import re
+import resource
+import signal
+import struct
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -10,7 +17,7 @@ import torch
 
 from spacy_elmo.bilm import batch_char_ids
 from spacy_elmo.io import ModelFileError, load_allennlp
-from spacy_elmo.io.archive import archive_contents, load_archive
+from spacy_elmo.io.archive import CHUNK, archive_contents, copy_limited, copy_member, load_archive
 
 from ..conftest import TINY
 
@@ -45,18 +52,111 @@ def test_an_nlpl_archive_loads_the_same_biLM_as_its_files(tmp_path, folder):
     assert torch.equal(layers(load_archive(path)), expected)
 
 
-def test_member_paths_never_decide_where_files_go(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", ["../../escaped/options.json", "a/../../escaped/options.json", "C:/escaped/options.json"])
+def test_members_named_like_paths_are_refused_and_nothing_is_written(tmp_path, monkeypatch, name):
     path = tmp_path / "evil.zip"
     with zipfile.ZipFile(path, "w") as archive:
-        archive.write(TINY / "options.json", "../../escaped/options.json")
-        archive.write(TINY / "weights.hdf5", "/abs-escaped/model.hdf5")
-    # the private folder is made under tmp_path/work, so "../../escaped" would land in tmp_path
+        archive.writestr(name, (TINY / "options.json").read_bytes())  # as named: write() would normalise it
+        archive.write(TINY / "weights.hdf5", "model.hdf5")
     (tmp_path / "work").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "work"))
-    bilm = load_archive(path)
-    assert bilm.config.n_layers == 2
-    assert not list(tmp_path.rglob("escaped")) and not Path("/abs-escaped").exists()
-    assert not list((tmp_path / "work").iterdir())  # the private folder is gone afterwards
+    with pytest.raises(ModelFileError, match=rf"evil.zip: member '{re.escape(name)}' is named by .*path"):
+        load_archive(path)
+    assert not list(tmp_path.rglob("escaped")) and not list((tmp_path / "work").iterdir())
+
+
+def _crc32_of_zeros(n: int) -> int:
+    """``zlib.crc32(bytes(n))`` without the bytes: CRC-32's register takes a zero byte by a linear
+    map (32 columns), applied n times by repeated squaring."""
+    def apply(columns, state):
+        return functools.reduce(lambda acc, i: acc ^ columns[i] if state >> i & 1 else acc, range(32), 0)
+
+    power = [~zlib.crc32(b"\0", ~(1 << i) & 0xFFFFFFFF) & 0xFFFFFFFF for i in range(32)]
+    state = 0xFFFFFFFF
+    while n:
+        if n & 1:
+            state = apply(power, state)
+        power = [apply(power, column) for column in power]
+        n >>= 1
+    return ~state & 0xFFFFFFFF
+
+
+def test_the_crc_of_zeros_is_zlibs():
+    assert [_crc32_of_zeros(n) for n in (0, 1, 1000, 65537)] == [zlib.crc32(bytes(n)) for n in (0, 1, 1000, 65537)]
+
+
+def _zip_bomb(path: Path, member: str, size: int) -> None:
+    """A zip whose ``member`` inflates from about size/1000 bytes to ``size`` zeros: a deflate
+    stream of identical blocks (each 16 MiB of zeros, compressed once and repeated), written with
+    its own headers so that building it takes no 1.5 GiB of compression."""
+    chunk = 16 << 20
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = compressor.compress(bytes(chunk)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    assert compressor.compress(bytes(chunk)) + compressor.flush(zlib.Z_FULL_FLUSH) == block  # repeatable
+    end = compressor.flush(zlib.Z_FINISH)
+    crc = _crc32_of_zeros(size)
+    stored = len(block) * (size // chunk) + len(end)
+    name = member.encode()
+    fields = struct.pack("<HHHHHIII", 20, 0, 8, 0, 0x21, crc, stored, size)
+    with open(path, "wb") as out:
+        out.write(b"PK\x03\x04" + fields + struct.pack("<HH", len(name), 0) + name)
+        for _ in range(size // chunk):
+            out.write(block)
+        out.write(end)
+        directory = out.tell()
+        out.write(b"PK\x01\x02" + struct.pack("<H", 20) + fields + struct.pack("<HHHHHII", len(name), 0, 0, 0, 0, 0, 0) + name)
+        listed = out.tell() - directory
+        out.write(b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 1, 1, listed, directory, 0))
+
+
+def test_a_zip_bomb_is_refused_by_its_declared_sizes_before_anything_is_written(tmp_path, monkeypatch):
+    path = tmp_path / "bomb.zip"
+    _zip_bomb(path, "model.hdf5", 3 * 2**29)  # 1.5 GiB of zeros
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.write(TINY / "options.json", "options.json")
+    assert path.stat().st_size < 2 * 10**6 and zipfile.ZipFile(path).getinfo("model.hdf5").file_size == 3 * 2**29
+    (tmp_path / "work").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "work"))
+    # a guard, should the check ever go: no file of more than 100 MB can be written meanwhile
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 10**6, hard))
+    try:
+        with pytest.raises(ModelFileError) as refused:
+            load_archive(path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert str(refused.value).startswith(f"{path}: model.hdf5 declares 1610612736 bytes, more than the ")
+    assert "spacy-elmo-archive" not in str(refused.value)
+    assert not list((tmp_path / "work").iterdir())  # nothing left on disk
+    # without the pair's options to size it, the inflation ratio alone refuses it
+    alone = tmp_path / "alone.zip"
+    _zip_bomb(alone, "encoder.pkl", 64 << 20)
+    with zipfile.ZipFile(alone) as archive, pytest.raises(ModelFileError, match=r"encoder.pkl inflates \d+ times"):
+        copy_member(archive, archive.getinfo("encoder.pkl"), tmp_path / "encoder.pkl", alone)
+    assert not (tmp_path / "encoder.pkl").exists()
+
+
+def test_a_member_larger_than_it_declares_is_cut_off_at_the_limit(tmp_path):
+    source = io.BytesIO(bytes(3 * CHUNK))
+    with pytest.raises(ModelFileError, match=r"m.zip: model.hdf5 holds more than the 2097152 bytes"):
+        copy_limited(source, tmp_path / "out", 2 * CHUNK, archive="m.zip", member="model.hdf5")
+    assert not (tmp_path / "out").exists()
+
+
+def test_errors_of_a_zipped_pair_name_the_zip_and_its_member_not_a_private_folder(tmp_path):
+    options = json.loads((TINY / "options.json").read_text())
+    options["lstm"]["dim"] = 65
+    path = tmp_path / "pair.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("209/options.json", json.dumps(options))
+        archive.write(TINY / "weights.hdf5", "209/model.hdf5")
+    with pytest.raises(ModelFileError) as refused:
+        load_archive(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: 209/model.hdf5: dataset ") and f"{path}:209/options.json implies" in message
+    assert "spacy-elmo-archive" not in message
 
 
 def test_an_archive_without_weights_or_damaged_says_what_is_wrong(tmp_path):

@@ -149,10 +149,17 @@ def test_an_archive_without_the_pair_or_with_a_link_is_refused_naming_what_it_ho
         link = tarfile.TarInfo("elmo/mimic_wiki.hdf5")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         archive.addfile(link)
-    contributed.files["elmo.tar.gz"] = buffer.getvalue()
-    with pytest.raises(ModelFileError, match=r"no member named mimic_wiki.hdf5 .*it holds elmo/options.json"):
+    contributed.files["elmo.tar.gz"] = link_archive = buffer.getvalue()
+    with pytest.raises(ModelFileError, match=r"member 'elmo/mimic_wiki.hdf5' is a link; a model archive holds files only"):
         fetch_contributed("clinical-mimic", directory=tmp_path / "c", transfer=Transfer(**FAST, progress=None))
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == []
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive, tarfile.open(fileobj=io.BytesIO(link_archive)) as linked:
+        options = linked.getmember("elmo/options.json")
+        archive.addfile(options, linked.extractfile(options))
+    contributed.files["elmo.tar.gz"] = buffer.getvalue()
+    with pytest.raises(ModelFileError, match=r"no member named mimic_wiki.hdf5 .*it holds elmo/options.json"):
+        fetch_contributed("clinical-mimic", directory=tmp_path / "d", transfer=Transfer(**FAST, progress=None))
     contributed.files["seqvec.zip"] = published_archive("seqvec", weights=b"not hdf5")
     with pytest.raises(ModelFileError, match="uniref50_v2/weights.hdf5: ") as error:
         fetch_contributed("seqvec", directory=tmp_path / "s")

@@ -1,5 +1,6 @@
 """TensorFlow's checkpoint format read without TensorFlow: the tiny bilm-tf checkpoint in
 tests/data/bilm_tf (written by TensorFlow 2.21's own saver) read back, and damage refused."""
+import dataclasses
 import json
 import shutil
 import struct
@@ -140,3 +141,22 @@ def test_a_file_that_is_no_index_is_refused(folder):
     (folder / f"{PREFIX}.index").write_bytes(b"\0" * 200)
     with pytest.raises(ModelFileError, match="not a TF checkpoint index"):
         TensorBundle.open(folder / PREFIX)
+
+
+def test_an_index_declaring_more_bytes_than_its_shard_holds_is_refused_before_allocating(folder, monkeypatch):
+    bundle = TensorBundle.open(folder / PREFIX)
+    entry = bundle.entries["lm/softmax/W"]
+    shard = (folder / f"{PREFIX}.data-00000-of-00001").stat().st_size
+    rows = 2**40 // (4 * entry.shape[1])  # a terabyte, as a damaged or hostile index could say
+    huge = dataclasses.replace(entry, shape=(rows, entry.shape[1]), size=rows * entry.shape[1] * 4)
+    bundle.entries[entry.name] = huge
+    allocated = []
+    monkeypatch.setattr(tf_bundle, "bytearray", lambda n: allocated.append(n) or bytearray(n), raising=False)
+    with pytest.raises(ModelFileError, match=rf"'lm/softmax/W' declares bytes {entry.offset}\.\.\d+ of data shard 0, "
+                                             rf"which holds {shard}: the file is truncated or the index damaged"):
+        bundle.read_many(["lm/softmax/b", "lm/softmax/W"])
+    assert allocated == []  # refused before a single tensor's bytes were allocated
+    bundle.entries[entry.name] = dataclasses.replace(entry, size=entry.size + 4)  # size against dtype and shape
+    with pytest.raises(ModelFileError, match=r"bytes stored for shape .*the index is damaged"):
+        bundle.read("lm/softmax/W")
+    assert allocated == []
