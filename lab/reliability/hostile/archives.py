@@ -6,7 +6,6 @@ Each returns {damage name: (apply(archive_path, rng), may_load)}.
 """
 import json
 import tarfile
-import zipfile
 from pathlib import Path
 from typing import Callable, Dict, Tuple
 

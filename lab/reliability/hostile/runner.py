@@ -20,6 +20,7 @@ import os
 import queue
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -149,14 +150,16 @@ def run_cases(cases: Sequence[Case], root: Path, *, warmup: Path, seconds: float
                     raise RuntimeError(f"the child did not start in {START_SECONDS} s: {''.join(errors)[-2000:]}")
                 results[current] = {"name": current, "outcome": "hang", "seconds": seconds,
                                     "left": _left_after_kill(root)}
-                log and log(results[current])
+                if log is not None:
+                    log(results[current])
                 break
             if line is None:  # the child ended
                 process.wait()
                 if current is not None:
                     results[current] = {"name": current, "outcome": "crash", "returncode": process.returncode,
                                         "message": "".join(errors)[-500:], "left": _left_after_kill(root)}
-                    log and log(results[current])
+                    if log is not None:
+                        log(results[current])
                 elif process.returncode != 0:
                     raise RuntimeError(f"the child failed: {''.join(errors)[-2000:]}")
                 break
@@ -166,7 +169,8 @@ def run_cases(cases: Sequence[Case], root: Path, *, warmup: Path, seconds: float
                 deadline = time.monotonic() + seconds
             else:
                 results[message["name"]] = message
-                log and log(message)
+                if log is not None:
+                    log(message)
                 current = None
         pending = [c for c in pending if c.name not in results]
     return [judge(case, results[case.name], root) for case in cases]
@@ -178,8 +182,6 @@ def _left_after_kill(root: Path) -> List[str]:
     for folder in _private_dirs(root).values():
         for path in sorted(_listing(folder)):
             left.append(os.path.relpath(path, root))
-    import shutil
-
     for folder in _private_dirs(root).values():
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
