@@ -111,9 +111,9 @@ def file_damages(corpus: Corpus, layout: Layout) -> None:
         optional = target in layout.optional
         binary = (target or layout.source.name).endswith(BINARY_SUFFIXES) or "data-0" in (target or "")
         for fraction, cut in ((0.0, "empty"), (0.02, "cut-2pct"), (0.5, "cut-half"), (1.0, "cut-last-byte")):
-            # a text file's last byte may be a newline
+            # the last byte may be a text file's newline, a shard's padding or a gzip trailer's
             corpus.add(layout, f"{cut}-{label}", lambda p, r, f=fraction: damage.truncate(p, f), target=target,
-                       may_load=optional or (fraction == 1.0 and not binary), kind="truncate")
+                       may_load=optional or fraction == 1.0, kind="truncate")
         corpus.add(layout, f"flip-{label}", lambda p, r: damage.flip_bytes(p, r), target=target, may_load=True,
                    kind="flip")
         corpus.add(layout, f"flip-many-{label}", lambda p, r: damage.flip_bytes(p, r, 64), target=target,

@@ -66,7 +66,9 @@ def layouts(native: Path) -> Dict[str, Layout]:
         Layout("nlpl-zip-no-vocab", BILM_TF / "nlpl_no_vocab.zip"),
         Layout("tf-checkpoint", BILM_TF / "checkpoint_folder",
                ["checkpoint", "model.ckpt-24.index", "model.ckpt-24.data-00000-of-00001", "options.json",
-                "vocab.txt", "model.ckpt-24.meta"], optional=["vocab.txt", "model.ckpt-24.meta"]),
+                "vocab.txt", "model.ckpt-24.meta"],
+               # a checkpoint's sizes come from its tensors, and its .index is found without the pointer file
+               optional=["vocab.txt", "model.ckpt-24.meta", "options.json", "checkpoint"]),
         Layout("tfhub-module", BILM_TF / "tfhub_module",
                ["saved_model.pb", "tfhub_module.pb", "variables/variables.index",
                 "variables/variables.data-00000-of-00002", "variables/variables.data-00001-of-00002"],
@@ -260,6 +262,8 @@ def _zip_cases(corpus: Corpus, found: Dict[str, Layout], bomb_bytes: int) -> Non
 
     for layout, weights in (("nlpl-zip", "model.hdf5"), ("efml-zip", "encoder.pkl")):
         for name, (apply, may_load) in zip_damages(corpus.root, weights, bomb_bytes).items():
+            # NLPL's full zip holds the TensorFlow checkpoint too: without the pair, that loads
+            may_load = may_load or (layout == "nlpl-zip" and name.startswith("missing-"))
             corpus.add(found[layout], name, apply, may_load=may_load, kind=name.split("-")[0])
 
 

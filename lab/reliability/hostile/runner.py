@@ -254,19 +254,23 @@ def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
 
 
 def summary(results: Iterable[dict]) -> dict:
-    """Counts by verdict, the slowest case and the one with the largest peak RSS."""
+    """Counts by verdict, the slowest case, and the largest peak RSS of a load in the runner's child and
+    of a whole command (its interpreter included)."""
     results = list(results)
-    timed = [r for r in results if "rss_mb" in r]
+    timed = [r for r in results if r.get("growth_mb") is not None]  # loaded in the runner's child
     counts: Dict[str, int] = {}
     for r in results:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     slowest = max(results, key=lambda r: r.get("seconds", 0))
     largest = max(timed, key=lambda r: r["rss_mb"]) if timed else None
+    commands = [r for r in results if r["name"].endswith("@dump") and "rss_mb" in r]
+    command = max(commands, key=lambda r: r["rss_mb"]) if commands else None
     return {"cases": len(results), "verdicts": dict(sorted(counts.items())),
             "passed": all(r["verdict"] in PASSING for r in results),
             "slowest": {"name": slowest["name"], "seconds": slowest.get("seconds")},
             "largest_rss": {"name": largest["name"], "rss_mb": largest["rss_mb"],
-                            "growth_mb": largest.get("growth_mb")} if largest else None}
+                            "growth_mb": largest.get("growth_mb")} if largest else None,
+            "largest_command_rss": ({"name": command["name"], "rss_mb": command["rss_mb"]} if command else None)}
 
 
 if __name__ == "__main__":
