@@ -118,7 +118,12 @@ def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
     except OSError as err:
         raise ModelFileError(weights, f"not a readable HDF5 file, perhaps truncated or damaged ({err})") from err
     with handle, torch.no_grad():
-        datasets = _matching_datasets(handle, tensor_shapes(config), options, weights)
+        try:
+            datasets = _matching_datasets(handle, tensor_shapes(config), options, weights)
+        except ModelFileError:
+            raise
+        except (RuntimeError, OSError, KeyError, ValueError, TypeError) as err:  # h5py on a damaged structure
+            raise ModelFileError(weights, f"not a readable HDF5 file, its structure is damaged ({err})") from err
         check_config_size(config, options)
         bilm = BiLM(config)
         for tensor in _tensors(bilm):

@@ -28,6 +28,7 @@ import stat
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,8 @@ BOMB_MIN_BYTES = 16 << 20
 # what an HDF5 file holds beside its datasets' bytes (headers, names, B-trees)
 HDF5_OVERHEAD = 4 << 20
 CHUNK = 1 << 20
+# what reading a damaged zip or tar raises (zlib's error from a corrupt deflate stream included)
+ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, zlib.error, OSError, EOFError)
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def archive_contents(path: PathLike) -> ArchiveContents:
             infos = zip_members(archive, path)
             meta_infos = [info for info in infos if Path(info.filename).name == META]
             meta = _read_meta(archive, meta_infos[0] if len(meta_infos) == 1 else None)
-    except (zipfile.BadZipFile, OSError) as error:
+    except ARCHIVE_ERRORS as error:
         raise ModelFileError(path, f"not a readable zip archive ({error})") from error
     names = {Path(info.filename).name for info in infos}
     pair = find_pair(names, path) if all(pair_candidates(names)) else None
@@ -184,7 +187,7 @@ def _zip_errors(path: PathLike, member: str, part: Path) -> Iterator[None]:
     """A damaged member read from the zip at ``path`` is a ModelFileError naming it; ``part`` goes."""
     try:
         yield
-    except (zipfile.BadZipFile, OSError, EOFError) as error:
+    except ARCHIVE_ERRORS as error:
         part.unlink(missing_ok=True)
         raise ModelFileError(path, f"{member} could not be read from the archive ({error})") from error
 
@@ -246,13 +249,15 @@ def member_name_problem(name: str) -> Optional[str]:
 
 
 def zip_members(archive: zipfile.ZipFile, path: PathLike) -> List[zipfile.ZipInfo]:
-    """The files of a zip, refusing members named like paths and symbolic links (by the Unix mode
-    the zip records). RETURNS (List[ZipInfo]): its files (folders left out)."""
+    """The files of a zip, refusing members named like paths, symbolic links (by the Unix mode the
+    zip records) and encrypted members. RETURNS (List[ZipInfo]): its files (folders left out)."""
     files = []
     for info in archive.infolist():
         problem = member_name_problem(info.filename)
         if problem is None and stat.S_ISLNK(info.external_attr >> 16):
             problem = "is a symbolic link"
+        if problem is None and info.flag_bits & 0x1:
+            problem = "is encrypted"
         if problem is not None:
             raise ModelFileError(path, f"member {info.filename!r} {problem}; a model archive holds files only")
         if not info.is_dir():
@@ -293,7 +298,7 @@ def _read_meta(archive: zipfile.ZipFile, info: Optional[zipfile.ZipInfo]) -> Opt
 def _parse_meta(data: bytes) -> Optional[dict]:
     try:
         meta = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None  # a damaged meta.json does not keep the weights from loading
     return meta if isinstance(meta, dict) else None
 

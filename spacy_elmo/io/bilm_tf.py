@@ -37,6 +37,7 @@ import torch
 from ..bilm import BiLM, BiLMConfig
 from ..bilm.softmax import WordSoftmax
 from .allennlp import _tensors, tensor_shapes
+from .archive import ARCHIVE_ERRORS
 from .errors import ModelFileError
 from .lm_head import LMHead, read_head_vocabulary
 from .limits import check_config_size, check_model_bytes, tensor_bytes
@@ -129,7 +130,7 @@ def load_bilm_tf(path: PathLike) -> BiLM:
         check_config_size(config, model.source)
         bilm = BiLM(config)
         tensors = list(_tensors(bilm))
-        values = model.bundle.read_many([model.names[t.name] for t in tensors])
+        values = _read_tensors(model, [model.names[t.name] for t in tensors])
         with torch.no_grad():
             for tensor in tensors:
                 name = model.names[tensor.name]
@@ -158,7 +159,7 @@ def read_tf_softmax(path: PathLike) -> Tuple[WordSoftmax, Optional[str]]:
         if len(w_entry.shape) != 2 or b_entry.shape != w_entry.shape[:1]:
             raise ModelFileError(model.source, f"softmax W {w_entry.shape} and b {b_entry.shape} do not fit together")
         check_model_bytes(tensor_bytes([w_entry.shape, b_entry.shape]), model.source, "its softmax's parameters")
-        values = model.bundle.read_many([w_name, b_name])
+        values = _read_tensors(model, [w_name, b_name])
         weight, bias = values[w_name], values[b_name]
         if weight.ndim != 2 or bias.shape != (weight.shape[0],):
             raise ModelFileError(model.source, f"softmax W {weight.shape} and b {bias.shape} do not fit together")
@@ -281,7 +282,7 @@ def _canonical_names(bundle: TensorBundle, source: str) -> Tuple[str, Dict[str, 
 def _read_options(files: ModelFiles, name: str, path: Path) -> dict:
     try:
         options = json.loads(files.read(name).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ModelFileError(f"{path}/{name}", f"not a valid options JSON file ({err})") from err
     if not isinstance(options, dict):
         raise ModelFileError(f"{path}/{name}", "options JSON must be an object with 'lstm' and 'char_cnn' sections")
@@ -293,6 +294,14 @@ def _read_text(files: ModelFiles, name: str, path: Path) -> str:
         return files.read(name).decode("utf-8")
     except UnicodeDecodeError as err:
         raise ModelFileError(f"{path}/{name}", f"not UTF-8 text ({err})") from err
+
+
+def _read_tensors(model: TFModel, names: List[str]) -> Dict[str, np.ndarray]:
+    """``read_many``, with a damaged archive's errors (a corrupt deflate stream, a cut tar) as ModelFileError."""
+    try:
+        return model.bundle.read_many(names)
+    except ARCHIVE_ERRORS as err:
+        raise ModelFileError(model.source, f"its data could not be read: the archive is damaged or truncated ({err})") from err
 
 
 def _check_values(array: np.ndarray, name: str, source: str) -> None:

@@ -6,7 +6,8 @@ An archive is downloaded once (resumed, SHA-256 recorded and checked on every la
 download) and kept; its options and weights are copied out, found by the base names the registry
 gives, into ``options.json`` and ``weights.hdf5`` beside it, with a record of the archive's digest
 that says the copy is complete and of this archive. Only those two members are read: a member's
-path never decides where anything is written, links and other non-files are never followed, and
+path never decides where anything is written, an archive holding links, devices or path-like names
+is refused (``archive.tar_members``), the weights are copied within what the options imply, and
 nothing is executed or unpickled.
 
 SeqVec's tokens are protein residues, one amino-acid letter each, not words: ``protein_residues``
@@ -21,7 +22,7 @@ from typing import IO, Dict, List, Optional, Tuple
 
 from ..files import cache_dir, file_sha256
 from .allennlp import load_allennlp
-from .archive import check_declared, copy_limited, member_limit, pair_weights_limit, tar_members, zip_members
+from .archive import ARCHIVE_ERRORS, check_declared, copy_limited, member_limit, pair_weights_limit, tar_members, zip_members
 from .download import OPTIONS_NAME, WEIGHTS_NAME, Transfer, ensure_file, fetch_pair
 from .download_record import recorded_sha256
 from .errors import ModelFileError
@@ -110,12 +111,12 @@ def pair_members(path: Path, model: ContributedModel) -> Tuple[str, str]:
     try:
         with _open_member(path, found[0]) as source:
             data = source.read(MAX_OPTIONS_BYTES + 1)
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
+    except ARCHIVE_ERRORS as error:
         raise ModelFileError(path, f"{found[0]} could not be read from the archive ({error})") from error
     check_declared(path, found[0], len(data), MAX_OPTIONS_BYTES)
     try:
         json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise ModelFileError(path, f"{found[0]} is not a JSON options file ({error})") from error
     return found[0], found[1]
 
@@ -132,7 +133,7 @@ def extract_pair(path: Path, model: ContributedModel, target: Path) -> Tuple[Pat
         try:
             with _open_member(path, member) as source:
                 copy_limited(source, part, limit, archive=path, member=member)
-        except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
+        except ARCHIVE_ERRORS as error:
             part.unlink(missing_ok=True)
             raise ModelFileError(path, f"{member} could not be read from the archive ({error})") from error
         os.replace(part, target / name)
@@ -149,7 +150,7 @@ def _member_sizes(path: Path) -> Dict[str, int]:
                 return {info.filename: info.file_size for info in zip_members(archive, path)}
         with tarfile.open(path, "r:*") as archive:
             return {member.name: member.size for member in tar_members(archive, path)}
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as error:
+    except ARCHIVE_ERRORS as error:
         raise ModelFileError(path, f"not a readable .zip or .tar.gz archive ({error})") from error
 
 

@@ -34,6 +34,7 @@ from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .efml_architecture import read_architecture
 from .errors import ModelFileError
 from .json_file import read_json_object
+from .limits import check_config_size, parameter_count
 
 PathLike = Union[str, Path]
 CONFIG_NAME = "config.json"
@@ -86,9 +87,16 @@ def load_efml(directory: PathLike, *, label: Optional[PathLike] = None) -> BiLM:
         config = efml_config(architecture, n_characters=len(char_dic))
     except ValueError as err:
         raise ModelFileError(architecture_path, str(err)) from err
-    bilm = BiLM(config, char_vocab=vocab)
     state = _token_encoder_state(embedder, config, vocab, directory / TOKEN_EMBEDDER_NAME)
     state.update(_encoder_state(encoder, config, directory / ENCODER_NAME))
+    # the weights against what the architecture declares, before a model of its size is built
+    held = sum(value.numel() for value in state.values())
+    declared = parameter_count(config, words=vocab.n_words, word_dim=vocab.word_dim)
+    if held != declared:
+        raise ModelFileError(architecture_path, f"declares a biLM of {declared} parameters, but {TOKEN_EMBEDDER_NAME} "
+                                                f"and {ENCODER_NAME} hold {held}: they do not describe one model")
+    check_config_size(config, architecture_path, words=vocab.n_words, word_dim=vocab.word_dim)
+    bilm = BiLM(config, char_vocab=vocab)
     expected = bilm.state_dict()
     for name, value in state.items():
         if tuple(value.shape) != tuple(expected[name].shape):
@@ -270,14 +278,14 @@ def _encoder_state(state: Dict[str, torch.Tensor], config: BiLMConfig, path: Pat
     for direction in ("forward", "backward"):
         for layer in range(config.n_layers):
             theirs, mine = f"{direction}_layer_{layer}", f"{direction}_lstm.layers.{layer}"
-            gates = _gate_order(dim)
             input_weight = _take(state, f"{theirs}.input_linearity.weight", path)
             state_weight = _take(state, f"{theirs}.state_linearity.weight", path)
             bias = _take(state, f"{theirs}.state_linearity.bias", path)
             for name, value in (("input", input_weight), ("state", state_weight), ("bias", bias)):
-                if value.shape[0] != 4 * dim:
-                    rows = f"{value.shape[0]} rows, expected 4 * dim = {4 * dim}"
+                if value.dim() == 0 or value.shape[0] != 4 * dim:
+                    rows = f"{value.shape[0] if value.dim() else 0} rows, expected 4 * dim = {4 * dim}"
                     raise ModelFileError(path, f"{theirs} {name} has {rows}")
+            gates = _gate_order(dim)  # once the rows are known to be there: dim is the architecture's word
             ours[f"{mine}.input_linearity.weight"] = input_weight[gates]
             ours[f"{mine}.input_linearity.bias"] = bias[gates]
             ours[f"{mine}.state_linearity.weight"] = state_weight[gates]

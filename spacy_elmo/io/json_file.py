@@ -14,7 +14,7 @@ def read_json_object(path: Path, *, missing: str, invalid: str, not_object: str)
         raise ModelFileError(path, missing)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ModelFileError(path, f"{invalid} ({err})") from err
     if not isinstance(data, dict):
         raise ModelFileError(path, not_object)

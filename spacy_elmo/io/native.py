@@ -23,6 +23,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from ..files import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
+from .limits import check_config_size, parameter_count
 from .vector_file import VECTORS_NAME, read_vector_setting, write_vector_setting
 
 PathLike = Union[str, Path]
@@ -47,6 +48,12 @@ def bilm_from_bytes(
         state = load_safetensors_bytes(data)
     except (SafetensorError, ValueError, RuntimeError) as err:
         raise ModelFileError(source, f"not a valid safetensors file ({err})") from err
+    words, word_dim = (char_vocab.n_words, char_vocab.word_dim) if char_vocab is not None else (0, 0)
+    held, declared = sum(value.numel() for value in state.values()), parameter_count(config, words=words, word_dim=word_dim)
+    if held != declared:  # before a model of the config's size is built
+        raise ModelFileError(source, f"holds {held} parameters, but its config declares a biLM of {declared}: "
+                                     "weights and config do not match")
+    check_config_size(config, source, words=words, word_dim=word_dim)
     try:
         bilm = BiLM(config, char_vocab=char_vocab)
     except ValueError as err:
@@ -122,7 +129,7 @@ def read_config(path: PathLike) -> Dict[str, Any]:
         raise ModelFileError(config_path, f"missing; a spacy-elmo model directory holds {CONFIG_NAME} and {WEIGHTS_NAME}")
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ModelFileError(config_path, f"not valid JSON ({err})") from err
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelFileError(config_path, f"not a spacy-elmo biLM config (expected format {FORMAT!r})")

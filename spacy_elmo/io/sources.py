@@ -23,7 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..bilm import BiLM
 from .allennlp import find_pair, load_allennlp
-from .archive import archive_contents, copy_member, folder_language, load_archive, zip_members
+from .archive import ARCHIVE_ERRORS, archive_contents, copy_member, folder_language, load_archive, zip_members
 from .bilm_tf import load_bilm_tf, read_tf_head
 from .download import Transfer, ensure_file
 from .efml import ENCODER_NAME, TOKEN_EMBEDDER_NAME, load_efml
@@ -316,7 +316,7 @@ def _zip_head(path: Path) -> Optional[LMHead]:
                     continue
                 copy_member(archive, info, Path(work) / base, path)
             head = head_in(Path(work), path)
-    except (zipfile.BadZipFile, OSError) as err:
+    except ARCHIVE_ERRORS as err:
         raise ModelFileError(path, f"not a readable zip archive ({err})") from err
     if head is not None and head.files != (path,):
         head.source, head.files = f"{path} ({' + '.join(f.name for f in head.files)})", (path,)

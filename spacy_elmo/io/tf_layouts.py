@@ -4,7 +4,8 @@ names, by base name, else the only, shallowest ``.index``), the options and voca
 above it (``find_beside``), and the published .tar.gz archives by name (``fetch_tf_model``).
 
 Archives are read in place, member by member: nothing is unpacked, a member's path never decides
-where anything is written, links and devices in a tar are never followed.
+where anything is written; members named like paths, links and devices are refused, and members
+held to their declared sizes (``archive``).
 """
 import os
 import re
@@ -15,7 +16,7 @@ from typing import BinaryIO, Dict, List, Optional, Tuple, Union
 
 from ..files import cache_dir
 from .allennlp import pair_candidates
-from .archive import MAX_TEXT_BYTES, check_declared, member_limit, tar_members, zip_members
+from .archive import ARCHIVE_ERRORS, MAX_TEXT_BYTES, check_declared, member_limit, tar_members, zip_members
 from .download import Transfer, ensure_file
 from .errors import ModelFileError
 from .registry import PUBLISHED_TF_MODELS, published_names
@@ -56,7 +57,7 @@ class ModelFiles:
                     self._add(member.name, member.size, member)
             else:
                 raise ModelFileError(path, "neither a folder, a zip nor a tar archive")
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+        except ARCHIVE_ERRORS as err:
             self.close()
             raise ModelFileError(path, f"not a readable archive, perhaps truncated ({err})") from err
         except ModelFileError:
@@ -74,7 +75,10 @@ class ModelFiles:
         if name not in self.sizes:
             raise ModelFileError(f"{self.path}/{name}", "not found; a checkpoint needs its .index and every .data-* shard")
         if self._zip is not None:
-            return self._zip.open(self._members[name])  # type: ignore[arg-type]
+            try:
+                return self._zip.open(self._members[name])  # type: ignore[arg-type]
+            except ARCHIVE_ERRORS as err:
+                raise ModelFileError(self.path, f"{name} could not be read, perhaps truncated ({err})") from err
         if self._tar is not None:
             handle = self._tar.extractfile(self._members[name])  # type: ignore[arg-type]
             assert handle is not None  # regular files only
@@ -88,7 +92,7 @@ class ModelFiles:
         try:
             with self.open(name) as handle:
                 data = handle.read(limit + 1)
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+        except ARCHIVE_ERRORS as err:
             raise ModelFileError(self.path, f"{name} could not be read, perhaps truncated ({err})") from err
         check_declared(self.path, name, len(data), limit)
         return data
@@ -146,6 +150,8 @@ def _tf_files(path: PathLike) -> List[str]:
     try:
         files = ModelFiles(Path(path))
     except ModelFileError:
+        if Path(path).is_file() and tarfile.is_tarfile(path):
+            raise  # a tar is read here only: what is wrong with it is the message
         return []
     files.close()
     return list(files.sizes)

@@ -7,6 +7,7 @@ import re
 import resource
 import signal
 import struct
+import tarfile
 import tempfile
 import zipfile
 import zlib
@@ -16,10 +17,10 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import batch_char_ids
-from spacy_elmo.io import ModelFileError, load_allennlp
+from spacy_elmo.io import ModelFileError, load_allennlp, load_bilm
 from spacy_elmo.io.archive import CHUNK, archive_contents, copy_limited, copy_member, load_archive
 
-from ..conftest import TINY
+from ..conftest import DATA, TINY
 
 SENTENCES = [["Jeg", "satt", "ved", "elvebredden", "."], ["Banken", "hevet", "renten"]]
 
@@ -186,3 +187,29 @@ def test_an_archive_without_weights_or_damaged_says_what_is_wrong(tmp_path):
 def test_a_damaged_meta_json_leaves_the_language_unknown_and_the_weights_readable(tmp_path):
     path = nlpl_zip(tmp_path / "m.zip", extra=[("meta.json", "{not json")])
     assert archive_contents(path).language is None and load_archive(path).config.dim == 64
+
+
+def _tar_with(path: Path, member: tarfile.TarInfo) -> Path:
+    with tarfile.open(path, "w:gz") as archive:
+        for source in sorted((DATA / "bilm_tf" / "checkpoint_folder").iterdir()):
+            archive.add(source, f"ckpt/{source.name}")
+        archive.addfile(member, io.BytesIO(b"x" * member.size) if member.isreg() else None)
+    return path
+
+
+@pytest.mark.parametrize("kind, name, problem", [
+    (tarfile.SYMTYPE, "ckpt/vocab-link.txt", "is a link"),
+    (tarfile.LNKTYPE, "ckpt/hard.txt", "is a link"),
+    (tarfile.CHRTYPE, "ckpt/tty", "is a device or other special file"),
+    (tarfile.REGTYPE, "../outside.txt", "is named by a path that climbs out"),
+    (tarfile.REGTYPE, "/etc/model.txt", "is named by an absolute path"),
+])
+def test_links_devices_and_path_like_names_in_a_tarball_are_refused_naming_them(tmp_path, kind, name, problem):
+    member = tarfile.TarInfo(name)
+    member.type = kind
+    if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+        member.linkname = "/etc/passwd"
+    member.size = 1 if kind == tarfile.REGTYPE else 0
+    path = _tar_with(tmp_path / "model.tar.gz", member)
+    with pytest.raises(ModelFileError, match=rf"model.tar.gz: member '{re.escape(name)}' {problem}"):
+        load_bilm(path)

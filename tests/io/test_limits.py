@@ -1,6 +1,7 @@
 """What a file declares is checked before a model is built: the parameter count a configuration
 implies, the cap on a model's size, and a hostile options file refused in seconds and little memory."""
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -114,3 +115,30 @@ def test_an_options_file_with_a_huge_lstm_is_refused_in_seconds_and_little_memor
     assert word == "refused" and float(seconds) < 5.0
     assert "the options do not match these weights" in message and str(options) in message
     assert int(peak_kib) < 2**20  # under 1 GiB resident at the peak
+
+
+def test_our_directory_whose_config_declares_a_huge_lstm_is_refused_before_building(tmp_path):
+    from spacy_elmo.io import save_bilm
+
+    directory = save_bilm(load_bilm(options=TINY / "options.json", weights=TINY / "weights.hdf5", optimize=False), tmp_path / "m")
+    config = json.loads((directory / "config.json").read_text())
+    config["options"]["lstm"]["dim"] = 4_000_000  # the weights and their checksum are unchanged
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match=r"model.safetensors: holds \d+ parameters, but its config declares a biLM of "
+                                             r"\d{10}: weights and config do not match"):
+        load_bilm(directory)
+
+
+def test_an_efml_architecture_that_declares_a_huge_lstm_is_refused_before_building(tmp_path):
+    directory = tmp_path / "efml"
+    shutil.copytree(EFML_MODEL, directory)
+    path = directory / "cnn_16_8_16_32_sample.json"
+    architecture = json.loads(path.read_text())
+    architecture["encoder"]["dim"] = 4_000_000
+    path.write_text(json.dumps(architecture))
+    with pytest.raises(ModelFileError, match=r"encoder.pkl: forward_layer_0 input has 128 rows, expected 4 \* dim = 16000000"):
+        load_bilm(directory)
+    architecture["encoder"]["dim"], architecture["token_embedder"]["char_dim"] = 32, 400_000
+    path.write_text(json.dumps(architecture))
+    with pytest.raises(ModelFileError, match="cnn_16_8_16_32_sample.json: declares a biLM of"):
+        load_bilm(directory)

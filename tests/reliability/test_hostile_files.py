@@ -49,14 +49,7 @@ CASES = [
 ]
 DUMPED = "native/cut-half-model.safetensors"
 # what the readers do not refuse cleanly yet: case -> the behaviour
-NOT_YET = {
-    "allennlp-pair/options-deep-json": "json's RecursionError escapes for an options.json nested 100,000 deep",
-    "nlpl-zip/encrypted-weights": "zipfile's RuntimeError (password required) escapes for an encrypted member",
-    "efml-folder/architecture-encoder-dim-4e6": "the model is built from the architecture JSON before the .pkl "
-                                                "shapes are compared: over 10 s",
-    "native/config-lstm-dim-4e6": "the model is built from config.json before the safetensors shapes are compared: "
-                                  "over 10 s",
-}
+NOT_YET = {}
 
 
 @pytest.fixture(scope="module")
