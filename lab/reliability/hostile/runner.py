@@ -31,6 +31,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from .cases import Case
 
+CHECKOUT = Path(__file__).resolve().parents[3]
 SECONDS = 10.0
 MEMORY_MB = 1024  # above the child's RSS after its imports and the intact load
 ADDRESS_MARGIN = 3 << 30  # RLIMIT_AS: the child's address space after the warm-up, plus this
@@ -113,7 +114,7 @@ def _environment(root: Path) -> Dict[str, str]:
         folder.mkdir(parents=True, exist_ok=True)
     return {**os.environ, "TMPDIR": str(dirs["tmp"]), "SPACY_ELMO_CACHE": str(dirs["cache"]),
             "SPACY_ELMO_KERNELS": str(kernel_library.kernel_dir()), "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])}
+            "PYTHONPATH": os.pathsep.join([str(CHECKOUT), os.environ.get("PYTHONPATH", "")])}
 
 
 def run_cases(cases: Sequence[Case], root: Path, *, warmup: Path, seconds: float = SECONDS,
@@ -211,9 +212,19 @@ def judge(case: Case, result: dict, root: Path, *, seconds: float = SECONDS) -> 
         verdict = "left-files"
     out = {"name": case.name, "layout": case.layout, "kind": case.kind, "may_load": case.may_load, **result,
            "verdict": verdict}
-    if "message" in out:  # the record names files relative to the corpus
-        out["message"] = out["message"].replace(str(root) + os.sep, "").replace(str(root), "CORPUS")
+    if "message" in out:
+        out["message"] = portable_text(out["message"], root)
     return out
+
+
+def portable_text(text: str, root: Path) -> str:
+    """A message as a record keeps it: the corpus's files by their path inside it, the checkout and
+    Python's folders by name, and any other absolute or climbing path (a link's target, a member's
+    name) marked with a leading "…" so that it reads as quoted, not as a path of this machine."""
+    for folder, name in ((Path(root), ""), (CHECKOUT, "CHECKOUT/"), (Path(sys.base_prefix), "PYTHON/"),
+                         (Path(sys.prefix), "PYTHON/")):
+        text = text.replace(str(folder) + os.sep, name).replace(str(folder), name.rstrip("/") or "CORPUS")
+    return re.sub(r"(^|[\s=:,(\['\"])(/|~/|\.\./)", r"\1…\2", text)
 
 
 def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
