@@ -53,10 +53,33 @@ def read_options(path: PathLike) -> BiLMConfig:
         path, missing="options file not found", invalid="not a valid options JSON file",
         not_object="options JSON must be an object with 'lstm' and 'char_cnn' sections",
     )
+    return config_from_options(options, path)
+
+
+def config_from_options(options: Dict[str, Any], source: PathLike) -> BiLMConfig:
+    """The BiLMConfig of a published options object, every size a whole number (``int()`` would cut
+    64.5 to 64 and build another model than the file describes). Errors name ``source``."""
+    lstm, cnn = options.get("lstm"), options.get("char_cnn")
+    sizes = [(f"lstm.{k}", lstm.get(k)) for k in ("dim", "projection_dim", "n_layers")] if isinstance(lstm, dict) else []
+    if isinstance(cnn, dict):
+        sizes += [(f"char_cnn.{k}", cnn.get(k)) for k in ("n_highway", "n_characters", "max_characters_per_token")]
+        embedding = cnn.get("embedding")
+        sizes.append(("char_cnn.embedding.dim", embedding.get("dim") if isinstance(embedding, dict) else None))
+        filters = cnn.get("filters") if isinstance(cnn.get("filters"), list) else []
+        sizes += [("char_cnn.filters", v) for pair in filters for v in (pair if isinstance(pair, list) else [pair])]
+    for name, value in sizes:
+        if value is not None and not _whole(value):
+            raise ModelFileError(source, f"{name} is {value!r}, not a whole number")
     try:
         return BiLMConfig.from_options(options)
-    except ValueError as err:
-        raise ModelFileError(path, str(err)) from err
+    except (ValueError, OverflowError) as err:
+        raise ModelFileError(source, str(err)) from err
+
+
+def _whole(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
 
 
 def pair_candidates(names: Iterable[str]) -> Tuple[List[str], List[str]]:
@@ -98,10 +121,10 @@ def find_pair(names: Iterable[str], where: PathLike) -> Optional[Tuple[str, str]
 def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
     """Build a biLM from a published options.json + HDF5 weights pair.
 
-    Before the model is built or a value read, every dataset the options imply is compared with
-    the file: its name, shape and float dtype, and that its bytes are in the file (``_check_storage``);
-    a dataset of the biLM's groups that the options do not imply is refused too; then the model's
-    size is held to the cap (``limits``). A hostile pair costs metadata reads only.
+    Before the model is built or a value read, the model's size is held to the cap (``limits``),
+    then every dataset the options imply is compared with the file: its name, shape and float
+    dtype, and that its bytes are in the file (``_check_storage``); a dataset of the biLM's groups
+    that the options do not imply is refused too. A hostile pair costs metadata reads only.
 
     options (PathLike): the options JSON.
     weights (PathLike): the HDF5 weights (no softmax; it is not in published files).
@@ -118,13 +141,13 @@ def load_allennlp(options: PathLike, weights: PathLike) -> BiLM:
     except OSError as err:
         raise ModelFileError(weights, f"not a readable HDF5 file, perhaps truncated or damaged ({err})") from err
     with handle, torch.no_grad():
+        check_config_size(config, options)  # in constant time: before the datasets are listed
         try:
             datasets = _matching_datasets(handle, tensor_shapes(config), options, weights)
         except ModelFileError:
             raise
         except (RuntimeError, OSError, KeyError, ValueError, TypeError) as err:  # h5py on a damaged structure
             raise ModelFileError(weights, f"not a readable HDF5 file, its structure is damaged ({err})") from err
-        check_config_size(config, options)
         bilm = BiLM(config)
         for tensor in _tensors(bilm):
             try:

@@ -41,7 +41,7 @@ from .download import Transfer, ensure_file
 from .download_record import recorded_sha256
 from .efml import CONFIG_NAME, ENCODER_NAME, TOKEN_EMBEDDER_NAME, load_efml
 from .errors import ModelFileError
-from .limits import check_config_size, max_model_bytes, tensor_bytes
+from .limits import FILE_OVERHEAD, check_config_size, max_file_bytes, tensor_bytes
 from .registry import published_archive
 
 PathLike = Union[str, Path]
@@ -59,8 +59,6 @@ MAX_TEXT_BYTES = 64 << 20
 # float32 weights compress about 1.1 times; a large member that inflates 100 times is no model's
 BOMB_RATIO = 100
 BOMB_MIN_BYTES = 16 << 20
-# what an HDF5 file holds beside its datasets' bytes (headers, names, B-trees)
-HDF5_OVERHEAD = 4 << 20
 CHUNK = 1 << 20
 # what reading a damaged zip or tar raises (zlib's error from a corrupt deflate stream included)
 ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, zlib.error, OSError, EOFError)
@@ -193,9 +191,8 @@ def _zip_errors(path: PathLike, member: str, part: Path) -> Iterator[None]:
 
 
 def member_limit() -> int:
-    """RETURNS (int): the most bytes one model file in an archive may hold: twice the cap on a
-    model's float32 parameters (float64 files), and room for headers."""
-    return 2 * max_model_bytes() + HDF5_OVERHEAD
+    """RETURNS (int): the most bytes one model file in an archive may hold (``limits.max_file_bytes``)."""
+    return max_file_bytes()
 
 
 def pair_weights_limit(options: Path, archive: PathLike) -> int:
@@ -203,14 +200,14 @@ def pair_weights_limit(options: Path, archive: PathLike) -> int:
     its datasets in float64 at most, and headers. The options' model is held to the cap first."""
     config = read_options(options)
     check_config_size(config, f"{archive}:{options.name}")
-    return 2 * tensor_bytes(tensor_shapes(config).values()) + HDF5_OVERHEAD
+    return 2 * tensor_bytes(tensor_shapes(config).values()) + FILE_OVERHEAD
 
 
 def check_declared(path: PathLike, member: str, size: int, limit: int, *, compressed: Optional[int] = None) -> None:
     """Refuse a member by the sizes the archive declares, before a byte of it is written.
 
     size (int): what it inflates to; limit (int): the most it may; compressed (Optional[int]): its
-        stored size in a zip (None: a tar's members have none of their own).
+        stored size in a zip, or a whole tar's (whose members have none of their own).
     """
     if size > limit:
         raise ModelFileError(path, f"{member} declares {size} bytes, more than the {limit} such a file may hold "
@@ -266,17 +263,25 @@ def zip_members(archive: zipfile.ZipFile, path: PathLike) -> List[zipfile.ZipInf
 
 
 def tar_members(archive: tarfile.TarFile, path: PathLike) -> List[tarfile.TarInfo]:
-    """The regular files of a tar, refusing members named like paths, links and devices.
+    """The regular files of a tar, refusing members named like paths, links and devices, and
+    members larger than a model file or inflating more than ``BOMB_RATIO`` times the whole archive
+    (``check_declared``), each as its header is read: before a compressed stream is decompressed
+    past its data; then the stream is read to its end (a cut .tar.gz fails there).
+
     RETURNS (List[TarInfo]): its files (folders left out)."""
     files = []
-    for member in archive.getmembers():
+    stored = os.path.getsize(path)
+    while (member := archive.next()) is not None:
         problem = member_name_problem(member.name)
         if problem is None and not (member.isreg() or member.isdir()):
             problem = "is a link" if member.issym() or member.islnk() else "is a device or other special file"
         if problem is not None:
             raise ModelFileError(path, f"member {member.name!r} {problem}; a model archive holds files only")
         if member.isreg():
+            check_declared(path, member.name, member.size, member_limit(), compressed=stored)
             files.append(member)
+    while archive.fileobj.read(CHUNK):  # to its end: a cut compressed stream fails its own check here
+        pass
     return files
 
 

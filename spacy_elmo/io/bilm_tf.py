@@ -36,7 +36,7 @@ import torch
 
 from ..bilm import BiLM, BiLMConfig
 from ..bilm.softmax import WordSoftmax
-from .allennlp import _tensors, tensor_shapes
+from .allennlp import _tensors, config_from_options, tensor_shapes
 from .archive import ARCHIVE_ERRORS
 from .errors import ModelFileError
 from .lm_head import LMHead, read_head_vocabulary
@@ -115,6 +115,7 @@ def load_bilm_tf(path: PathLike) -> BiLM:
     """
     with open_tf_model(path) as model:
         config = tf_config(model)
+        check_config_size(config, model.source)
         expected = tensor_shapes(config)
         missing = [name for name in expected if name not in model.names]
         if missing:
@@ -127,7 +128,6 @@ def load_bilm_tf(path: PathLike) -> BiLM:
             if stored != shape or entry.dtype not in FLOAT_DTYPES:
                 what = f"shape {entry.shape}" if stored != shape else f"TF dtype {entry.dtype}, not float"
                 raise ModelFileError(model.source, f"tensor {entry.name!r} has {what}, expected {shape}")
-        check_config_size(config, model.source)
         bilm = BiLM(config)
         tensors = list(_tensors(bilm))
         values = _read_tensors(model, [model.names[t.name] for t in tensors])
@@ -210,9 +210,9 @@ def tf_config(model: TFModel) -> BiLMConfig:
         )
         return BiLMConfig(**inferred, **UNSEEN_DEFAULTS)  # type: ignore[arg-type]
     try:
-        stated = BiLMConfig.from_options(model.options)
-    except ValueError as err:
-        raise ModelFileError(model.source, f"{OPTIONS_NAME}: {err}") from err
+        stated = config_from_options(model.options, model.source)
+    except ModelFileError as err:
+        raise ModelFileError(model.source, f"{OPTIONS_NAME}: {err.problem}") from err
     differ = {k: (getattr(stated, k), v) for k, v in inferred.items() if getattr(stated, k) != v and k != "n_characters"}
     if differ:
         said = ", ".join(f"{k} {a} (the tensors say {b})" for k, (a, b) in differ.items())

@@ -34,7 +34,7 @@ from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .efml_architecture import read_architecture
 from .errors import ModelFileError
 from .json_file import read_json_object
-from .limits import check_config_size, parameter_count
+from .limits import check_weights_fit
 
 PathLike = Union[str, Path]
 CONFIG_NAME = "config.json"
@@ -80,7 +80,10 @@ def load_efml(directory: PathLike, *, label: Optional[PathLike] = None) -> BiLM:
         # before char.dic is looked for: a words-only model has none, and that is not what is wrong
         raise ModelFileError(architecture_path, "char_dim is 0: a model without a character CNN (words only) is not supported")
     char_dic = read_dic(directory / CHAR_DIC_NAME)
-    word_dim = int(architecture["token_embedder"].get("word_dim") or 0)
+    try:
+        word_dim = int(architecture["token_embedder"].get("word_dim") or 0)
+    except (TypeError, ValueError) as err:
+        raise ModelFileError(architecture_path, f"word_dim is not a number ({err})") from err
     word_dic = read_dic(directory / WORD_DIC_NAME) if word_dim > 0 else None
     vocab = _vocabulary(char_dic, word_dic, word_dim, directory)
     try:
@@ -89,13 +92,8 @@ def load_efml(directory: PathLike, *, label: Optional[PathLike] = None) -> BiLM:
         raise ModelFileError(architecture_path, str(err)) from err
     state = _token_encoder_state(embedder, config, vocab, directory / TOKEN_EMBEDDER_NAME)
     state.update(_encoder_state(encoder, config, directory / ENCODER_NAME))
-    # the weights against what the architecture declares, before a model of its size is built
     held = sum(value.numel() for value in state.values())
-    declared = parameter_count(config, words=vocab.n_words, word_dim=vocab.word_dim)
-    if held != declared:
-        raise ModelFileError(architecture_path, f"declares a biLM of {declared} parameters, but {TOKEN_EMBEDDER_NAME} "
-                                                f"and {ENCODER_NAME} hold {held}: they do not describe one model")
-    check_config_size(config, architecture_path, words=vocab.n_words, word_dim=vocab.word_dim)
+    check_weights_fit(config, held, architecture_path, words=vocab.n_words, word_dim=vocab.word_dim)
     bilm = BiLM(config, char_vocab=vocab)
     expected = bilm.state_dict()
     for name, value in state.items():
@@ -191,7 +189,8 @@ def read_state_dict(path: Path) -> Dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except REFUSED_BY_WEIGHTS_ONLY as err:
-        raise ModelFileError(path, f"refused: holds pickled objects other than tensors ({err})") from err
+        said = [line for line in str(err).splitlines() if "WeightsUnpickler error" in line] or str(err).splitlines()[:1]
+        raise ModelFileError(path, f"refused: holds pickled objects other than tensors ({' '.join(said)})") from err
     # torch's unpickler raises several types for a damaged file: all mean it is not a state dict
     except (RuntimeError, EOFError, ValueError, KeyError, AttributeError, TypeError, IndexError) as err:
         raise ModelFileError(path, f"not a readable torch state dict, perhaps truncated ({err!r})") from err

@@ -1,4 +1,5 @@
 """The errors raised for a file that cannot be read as a model, or downloaded as one."""
+import re
 from pathlib import Path
 from typing import Sequence, Tuple, Union
 
@@ -12,8 +13,9 @@ class ModelFileError(ValueError):
 
     def __init__(self, path: Union[str, Path], problem: str) -> None:
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        # one line, whatever a library's reason quoted in it spans
+        self.problem = re.sub(r"\s*\n\s*", " ", problem.strip())
+        super().__init__(f"{self.path}: {self.problem}")
 
 
 class DownloadError(ModelFileError):

@@ -23,6 +23,12 @@ from .errors import ModelFileError
 MAX_MODEL_BYTES_ENV = "SPACY_ELMO_MAX_MODEL_BYTES"
 DEFAULT_MAX_MODEL_BYTES = 2 * 2**30
 FLOAT32_BYTES = 4
+# what a weights file holds beside its values (HDF5 headers and B-trees, a safetensors header)
+FILE_OVERHEAD = 4 << 20
+# a biLM has dozens of tensors; a configuration declaring thousands is damaged or hostile
+MAX_TENSORS = 10_000
+# the width of a token's id row at run time (published: 50); no shape shows it
+MAX_CHARACTERS_PER_TOKEN = 1000
 UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _CAP: ContextVar[Optional[int]] = ContextVar("spacy_elmo_max_model_bytes", default=None)
@@ -77,6 +83,12 @@ def parameter_count(config: BiLMConfig, *, words: int = 0, word_dim: int = 0) ->
     return encoder + 2 * config.n_layers * layer
 
 
+def max_file_bytes() -> int:
+    """RETURNS (int): the most bytes one model file may hold: twice the cap (a file of float64
+    values), and room for headers."""
+    return 2 * max_model_bytes() + FILE_OVERHEAD
+
+
 def tensor_bytes(shapes: Iterable[Sequence[int]], itemsize: int = FLOAT32_BYTES) -> int:
     """RETURNS (int): the bytes tensors of these shapes take (exact integers: no overflow)."""
     return sum(math.prod(int(d) for d in shape) for shape in shapes) * itemsize
@@ -98,9 +110,33 @@ def check_model_bytes(nbytes: int, source: Union[str, Path], what: str = "the mo
 
 
 def check_config_size(config: BiLMConfig, source: Union[str, Path], *, words: int = 0, word_dim: int = 0) -> None:
-    """``check_model_bytes`` for the float32 parameters ``config`` implies (see ``parameter_count``)."""
+    """``check_model_bytes`` for the float32 parameters ``config`` implies (see ``parameter_count``),
+    at most ``MAX_TENSORS`` tensors and ``MAX_CHARACTERS_PER_TOKEN``: checked in constant time,
+    before any list of them is made."""
+    if config.max_characters_per_token > MAX_CHARACTERS_PER_TOKEN:
+        raise ModelFileError(source, f"declares {config.max_characters_per_token} characters per token, more than "
+                                     f"{MAX_CHARACTERS_PER_TOKEN}: every token would take that many ids (published "
+                                     "models: 50)")
+    tensors = 2 * len(config.filters) + 4 * config.n_highway + 6 * config.n_layers + 3
+    if tensors > MAX_TENSORS:
+        raise ModelFileError(source, f"declares {tensors} tensors ({len(config.filters)} filters, {config.n_highway} "
+                                     f"highway layers, {config.n_layers} LSTM layers), more than {MAX_TENSORS}: not a "
+                                     "biLM's configuration (a published one has 40)")
     count = parameter_count(config, words=words, word_dim=word_dim)
     check_model_bytes(count * FLOAT32_BYTES, source, f"the {count} parameters it declares")
+
+
+def check_weights_fit(config: BiLMConfig, held: int, source: Union[str, Path], *, words: int = 0, word_dim: int = 0) -> None:
+    """Before a model of ``config``'s size is built: weights already read (bounded by their file)
+    must hold exactly the parameters it declares, and it must be under the cap.
+
+    held (int): the parameters the weights hold.
+    """
+    declared = parameter_count(config, words=words, word_dim=word_dim)
+    if held != declared:
+        raise ModelFileError(source, f"the weights hold {held} parameters, but the configuration declares a biLM of "
+                                     f"{declared}: they do not describe one model")
+    check_config_size(config, source, words=words, word_dim=word_dim)
 
 
 def _size(nbytes: int) -> str:

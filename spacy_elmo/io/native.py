@@ -23,7 +23,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from ..files import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
 from .errors import ModelFileError
-from .limits import check_config_size, parameter_count
+from .limits import MAX_MODEL_BYTES_ENV, check_weights_fit, max_file_bytes
 from .vector_file import VECTORS_NAME, read_vector_setting, write_vector_setting
 
 PathLike = Union[str, Path]
@@ -49,11 +49,7 @@ def bilm_from_bytes(
     except (SafetensorError, ValueError, RuntimeError) as err:
         raise ModelFileError(source, f"not a valid safetensors file ({err})") from err
     words, word_dim = (char_vocab.n_words, char_vocab.word_dim) if char_vocab is not None else (0, 0)
-    held, declared = sum(value.numel() for value in state.values()), parameter_count(config, words=words, word_dim=word_dim)
-    if held != declared:  # before a model of the config's size is built
-        raise ModelFileError(source, f"holds {held} parameters, but its config declares a biLM of {declared}: "
-                                     "weights and config do not match")
-    check_config_size(config, source, words=words, word_dim=word_dim)
+    check_weights_fit(config, sum(value.numel() for value in state.values()), source, words=words, word_dim=word_dim)
     try:
         bilm = BiLM(config, char_vocab=char_vocab)
     except ValueError as err:
@@ -149,6 +145,10 @@ def load_native(path: PathLike) -> BiLM:
     weights_path = Path(path) / WEIGHTS_NAME
     if not weights_path.is_file():
         raise ModelFileError(weights_path, "weights file not found")
+    size = weights_path.stat().st_size
+    if size > max_file_bytes():  # read whole below: held to the cap on a model's size first
+        raise ModelFileError(weights_path, f"{size} bytes, more than a model's weights may hold ({max_file_bytes()}, twice "
+                                           f"the cap on a model's size; raise it with {MAX_MODEL_BYTES_ENV})")
     data = weights_path.read_bytes()
     expected = config.get("weights_sha256")
     digest = hashlib.sha256(data).hexdigest()

@@ -192,8 +192,8 @@ class TensorBundle:
 
     def read_many(self, names: List[str], *, verify: bool = True) -> Dict[str, np.ndarray]:
         """Several tensors, read in file order (cheap on a compressed stream that cannot seek back).
-        Every entry is checked against its shard's length (and its dtype and shape against its
-        size) before a byte is read or allocated."""
+        Every entry of a shard read is checked against the shard's length, and every tensor asked
+        for by its dtype and shape against its size, before a byte is read or allocated."""
         missing = [n for n in names if n not in self.entries]
         if missing:
             raise ModelFileError(self.source, f"no tensor {missing[0]!r} in this checkpoint")
@@ -203,9 +203,11 @@ class TensorBundle:
         try:
             for shard in sorted({entry.shard for entry in entries}):
                 handles[shard], length = self._open_shard(shard)
-                for entry in entries:
+                for entry in self.entries.values():  # a shard shorter than its index says is truncated
                     if entry.shard == shard:
-                        self._check_entry(entry, length)
+                        self._check_bounds(entry, length)
+            for entry in entries:
+                self._check_size(entry)
             for entry in entries:
                 out[entry.name] = self._read_entry(entry, handles[entry.shard], verify)
         finally:
@@ -213,8 +215,15 @@ class TensorBundle:
                 handle.close()
         return out
 
-    def _check_entry(self, entry: BundleEntry, shard_length: int) -> None:
-        """What the index declares of ``entry``, held to itself and to the shard's length."""
+    def _check_bounds(self, entry: BundleEntry, shard_length: int) -> None:
+        if entry.offset + entry.size > shard_length:
+            raise ModelFileError(
+                self.source, f"tensor {entry.name!r} declares bytes {entry.offset}..{entry.offset + entry.size} of data "
+                             f"shard {entry.shard}, which holds {shard_length}: the file is truncated or the index damaged"
+            )
+
+    def _check_size(self, entry: BundleEntry) -> None:
+        """That ``entry`` is numeric and its dtype and shape make its size."""
         dtype = DTYPES.get(entry.dtype)
         if dtype is None:
             kind = DTYPE_NAMES.get(entry.dtype, f"TF dtype {entry.dtype}")
@@ -222,11 +231,6 @@ class TensorBundle:
         if math.prod(entry.shape) * dtype.itemsize != entry.size:
             raise ModelFileError(
                 self.source, f"tensor {entry.name!r}: {entry.size} bytes stored for shape {entry.shape}; the index is damaged"
-            )
-        if entry.offset + entry.size > shard_length:
-            raise ModelFileError(
-                self.source, f"tensor {entry.name!r} declares bytes {entry.offset}..{entry.offset + entry.size} of data "
-                             f"shard {entry.shard}, which holds {shard_length}: the file is truncated or the index damaged"
             )
 
     def _read_entry(self, entry: BundleEntry, handle: BinaryIO, verify: bool) -> np.ndarray:

@@ -52,8 +52,7 @@ class ModelFiles:
                     self._add(info.filename, info.file_size, info)
             elif tarfile.is_tarfile(path):
                 self._tar = tarfile.open(path, "r:*")
-                for member in tar_members(self._tar, path):  # links and devices are refused
-                    check_declared(path, member.name, member.size, member_limit())
+                for member in tar_members(self._tar, path):  # links, devices and bombs are refused
                     self._add(member.name, member.size, member)
             else:
                 raise ModelFileError(path, "neither a folder, a zip nor a tar archive")

@@ -213,3 +213,24 @@ def test_links_devices_and_path_like_names_in_a_tarball_are_refused_naming_them(
     path = _tar_with(tmp_path / "model.tar.gz", member)
     with pytest.raises(ModelFileError, match=rf"model.tar.gz: member '{re.escape(name)}' {problem}"):
         load_bilm(path)
+
+
+def test_a_tarball_member_that_inflates_far_beyond_the_archive_is_refused_from_its_header(tmp_path):
+    path = tmp_path / "bomb.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for source in sorted((DATA / "bilm_tf" / "checkpoint_folder").iterdir()):
+            if ".data-" not in source.name:
+                archive.add(source, f"ckpt/{source.name}")
+        member = tarfile.TarInfo("ckpt/model.ckpt-24.data-00000-of-00001")
+        member.size = 64 << 20
+        archive.addfile(member, io.BytesIO(bytes(member.size)))
+    assert path.stat().st_size < 10**6
+    with pytest.raises(ModelFileError, match=r"bomb.tar.gz: ckpt/model.ckpt-24.data-00000-of-00001 inflates \d+ times"):
+        load_bilm(path)
+
+
+def test_a_tarball_cut_by_its_last_byte_is_refused(tmp_path):
+    path = tmp_path / "lm.tar.gz"
+    path.write_bytes((DATA / "bilm_tf" / "deeppavlov_lm.tar.gz").read_bytes()[:-1])  # the gzip trailer
+    with pytest.raises(ModelFileError, match=r"lm.tar.gz: not a readable archive, perhaps truncated"):
+        load_bilm(path)

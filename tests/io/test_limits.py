@@ -1,6 +1,8 @@
 """What a file declares is checked before a model is built: the parameter count a configuration
 implies, the cap on a model's size, and a hostile options file refused in seconds and little memory."""
 import json
+import re
+import os
 import shutil
 import subprocess
 import sys
@@ -113,7 +115,7 @@ def test_an_options_file_with_a_huge_lstm_is_refused_in_seconds_and_little_memor
     refused, peak_kib = run.stdout.strip().split("\n")
     word, seconds, message = refused.split("\t")
     assert word == "refused" and float(seconds) < 5.0
-    assert "the options do not match these weights" in message and str(options) in message
+    assert "more than the cap of 2.0 GiB" in message and message.startswith(str(options))
     assert int(peak_kib) < 2**20  # under 1 GiB resident at the peak
 
 
@@ -124,8 +126,8 @@ def test_our_directory_whose_config_declares_a_huge_lstm_is_refused_before_build
     config = json.loads((directory / "config.json").read_text())
     config["options"]["lstm"]["dim"] = 4_000_000  # the weights and their checksum are unchanged
     (directory / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelFileError, match=r"model.safetensors: holds \d+ parameters, but its config declares a biLM of "
-                                             r"\d{10}: weights and config do not match"):
+    with pytest.raises(ModelFileError, match=r"model.safetensors: the weights hold \d+ parameters, but the configuration "
+                                             r"declares a biLM of \d{10}: they do not describe one model"):
         load_bilm(directory)
 
 
@@ -140,5 +142,44 @@ def test_an_efml_architecture_that_declares_a_huge_lstm_is_refused_before_buildi
         load_bilm(directory)
     architecture["encoder"]["dim"], architecture["token_embedder"]["char_dim"] = 32, 400_000
     path.write_text(json.dumps(architecture))
-    with pytest.raises(ModelFileError, match="cnn_16_8_16_32_sample.json: declares a biLM of"):
+    with pytest.raises(ModelFileError, match=r"cnn_16_8_16_32_sample.json: the weights hold \d+ parameters, but the configuration declares"):
         load_bilm(directory)
+
+
+@pytest.mark.parametrize("section, key", [("lstm", "n_layers"), ("char_cnn", "n_highway")])
+def test_options_declaring_a_million_layers_are_refused_before_any_list_of_tensors_is_made(tmp_path, section, key):
+    options = json.loads((TINY / "options.json").read_text())
+    options[section][key] = 1_000_000
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    with pytest.raises(ModelFileError, match=r"options.json: declares \d+ tensors .*more than 10000: not a biLM's"):
+        load_bilm(options=path, weights=TINY / "weights.hdf5")
+
+
+def test_a_weights_file_larger_than_a_model_may_be_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    from spacy_elmo.io import save_bilm
+
+    directory = save_bilm(load_bilm(options=TINY / "options.json", weights=TINY / "weights.hdf5", optimize=False), tmp_path / "m")
+    monkeypatch.setenv(MAX_MODEL_BYTES_ENV, "1000")  # a model file may then hold 2000 bytes and headers
+    os.truncate(directory / "model.safetensors", 8 << 20)  # sparse: what a hostile file could declare
+    with pytest.raises(ModelFileError, match=rf"model.safetensors: 8388608 bytes, more than a model's weights may hold .*{MAX_MODEL_BYTES_ENV}"):
+        load_bilm(directory)
+
+
+@pytest.mark.parametrize("section, key, value, problem", [
+    ("char_cnn", "max_characters_per_token", 10**9, "declares 1000000000 characters per token, more than 1000"),
+    ("lstm", "dim", 64.5, "lstm.dim is 64.5, not a whole number"),
+    ("lstm", "n_layers", True, "lstm.n_layers is True, not a whole number"),
+])
+def test_options_that_no_shape_shows_are_held_to_whole_and_bounded_numbers(tmp_path, section, key, value, problem):
+    options = json.loads((TINY / "options.json").read_text())
+    options[section][key] = value
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    with pytest.raises(ModelFileError, match=rf"options.json: {re.escape(problem)}"):
+        load_bilm(options=path, weights=TINY / "weights.hdf5")
+
+
+def test_a_library_reason_that_spans_lines_comes_as_one_line():
+    error = ModelFileError("model.bin", "refused (first\n\n  second\nthird)")
+    assert str(error) == "model.bin: refused (first second third)" and error.problem == "refused (first second third)"

@@ -160,3 +160,10 @@ def test_an_index_declaring_more_bytes_than_its_shard_holds_is_refused_before_al
     with pytest.raises(ModelFileError, match=r"bytes stored for shape .*the index is damaged"):
         bundle.read("lm/softmax/W")
     assert allocated == []
+
+
+def test_a_shard_cut_short_is_refused_even_where_the_tensors_read_are_intact(folder):
+    data_path = folder / f"{PREFIX}.data-00000-of-00001"
+    data_path.write_bytes(data_path.read_bytes()[:-1])  # the last entry's last byte: no biLM tensor's
+    with pytest.raises(ModelFileError, match=r"declares bytes \d+\.\.\d+ of data shard 0, which holds \d+: the file is truncated"):
+        TensorBundle.open(folder / PREFIX).read("lm/char_embed")
