@@ -55,13 +55,8 @@ CASES = [
 DUMPED = "native/cut-half-model.safetensors"
 # what the readers do not refuse cleanly yet: case -> the behaviour
 NOT_YET = {
-    "native/sparse-8gib-model.safetensors": "a MemoryError escapes: the whole weights file is read before its size "
-                                            "is checked",
-    "efml-folder/architecture-word-dim-string": "a ValueError escapes for a word_dim that is no number",
-    "efml-folder/flip-many-encoder.pkl": "the message of a damaged .pkl spans several lines (torch's explanation)",
     "tf-checkpoint/options-lstm-dim-4e6": "an options.json that contradicts the checkpoint's shapes is ignored, not "
                                           "refused",
-    "allennlp-pair/options-max-characters-1e9": "a billion characters per token is accepted",
 }
 
 
