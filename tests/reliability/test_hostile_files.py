@@ -9,9 +9,9 @@ run in one child process (a new one after a hang or a crash), with 64 MiB bombs.
 """
 import pytest
 
-from lab.reliability.hostile.cases import select
+from lab.reliability.hostile.cases import Case, select
 from lab.reliability.hostile.layouts import DATA, build_corpus
-from lab.reliability.hostile.runner import MEMORY_MB, PASSING, SECONDS, dump_case, run_cases
+from lab.reliability.hostile.runner import MEMORY_MB, PASSING, SECONDS, dump_case, judge, portable_text, run_cases
 
 BOMB_BYTES = 64 << 20
 CASES = [
@@ -91,7 +91,7 @@ def test_a_damaged_model_is_refused_naming_the_file_within_budget(outcomes, name
         assert result["error"] == "ModelFileError" and "\n" not in result["message"].strip(), _described(result)
 
 
-def test_the_intact_layouts_load_and_the_corpus_is_deterministic(corpus, tmp_path):
+def test_the_corpus_is_the_same_bytes_when_built_again(corpus, tmp_path):
     root, cases = corpus
     again = build_corpus(tmp_path, bomb_bytes=BOMB_BYTES, only=CASES[:12])
     assert sorted(c.name for c in again) == sorted(CASES[:12])
@@ -116,3 +116,31 @@ def test_the_command_line_refuses_a_damaged_model_in_one_line(corpus):
     result = dump_case(cases[DUMPED], root)
     assert result["verdict"] == "refused", _described(result)
     assert result["message"].lower().startswith("error: ") and "checksum" in result["message"], _described(result)
+
+
+def test_the_verdicts_fail_every_outcome_but_a_clean_refusal_or_an_allowed_load(tmp_path):
+    case = Case("pair/cut", "pair", "pair/options.json", "pair/weights.hdf5")
+    named = f"{tmp_path}/pair/weights.hdf5: not a readable HDF5 file"
+    fine = {"seconds": 0.1, "growth_mb": 1.0, "left": []}
+    verdicts = {
+        "refused": {"outcome": "error", "error": "ModelFileError", "message": named},
+        "failed": {"outcome": "error", "error": "RuntimeError", "message": named, "origin": "h5py/h5f.pyx"},
+        "unclear": {"outcome": "error", "error": "ModelFileError", "message": "weights.hdf5: damaged"},
+        "accepted": {"outcome": "loaded"},
+        "left-files": {"outcome": "error", "error": "ModelFileError", "message": named, "left": ["_tmp/x"]},
+        "over-memory": {"outcome": "error", "error": "ModelFileError", "message": named, "growth_mb": MEMORY_MB + 1},
+        "slow": {"outcome": "error", "error": "ModelFileError", "message": named, "seconds": SECONDS + 1},
+        "hang": {"outcome": "hang"},
+    }
+    for verdict, result in verdicts.items():
+        assert judge(case, {"name": case.name, **fine, **result}, tmp_path)["verdict"] == verdict
+    two_lines = {"outcome": "error", "error": "ModelFileError", "message": named + "\nmore"}
+    assert judge(case, {"name": case.name, **fine, **two_lines}, tmp_path)["verdict"] == "unclear"
+    may_load = Case("pair/flip", "pair", "pair/options.json", "pair/weights.hdf5", may_load=True)
+    assert judge(may_load, {"name": may_load.name, **fine, "outcome": "loaded"}, tmp_path)["verdict"] == "loaded"
+    assert judge(case, {"name": case.name, **fine, **verdicts["refused"]}, tmp_path)["message"].startswith("pair/")
+
+
+def test_a_record_keeps_no_machine_path_of_a_message(tmp_path):
+    text = portable_text(f"{tmp_path}/a.zip: member ../x links to /etc/passwd", tmp_path)
+    assert text == "a.zip: member …../x links to …/etc/passwd"

@@ -12,8 +12,9 @@ overruns is killed (``hang``), one that dies is a ``crash``; the rest of its cas
 
 Verdicts (``judge``): ``refused`` (a ``ModelFileError`` with a one-line message naming a file the user
 gave) and, for a case whose damage may leave a model, ``loaded`` pass; ``failed`` (any other
-exception, or a message that names no file of the user's or spans lines), ``accepted`` (a damaged
-model that must not load loaded), ``hang``, ``crash``, ``over-memory`` and ``left-files`` fail.
+exception), ``unclear`` (a message that names no file of the user's or spans lines), ``accepted`` (a
+damaged model that must not load loaded), ``hang``, ``crash``, ``slow``, ``over-memory`` and
+``left-files`` fail.
 """
 import json
 import os
