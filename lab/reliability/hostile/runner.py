@@ -59,6 +59,15 @@ def _status(field: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def _reset_peak_rss() -> None:
+    """Start the peak RSS (VmHWM) again from the current RSS; where the kernel does not allow it, the
+    peak stays the child's so far, an upper bound of the case's."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def _origin(error: BaseException) -> str:
     """The module the exception came from: its innermost frame's file, by its last two parts."""
     frames = traceback.extract_tb(error.__traceback__)
@@ -81,7 +90,7 @@ def _child(request: dict) -> None:
         case = Case(**item)
         print(json.dumps({"start": case.name}), flush=True)
         before = _listing(root)
-        Path("/proc/self/clear_refs").write_text("5")  # the peak RSS starts again from the current one
+        _reset_peak_rss()
         start = time.monotonic()
         result = {"name": case.name}
         try:
