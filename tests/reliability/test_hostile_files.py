@@ -134,6 +134,8 @@ def test_the_verdicts_fail_every_outcome_but_a_clean_refusal_or_an_allowed_load(
     }
     for verdict, result in verdicts.items():
         assert judge(case, {"name": case.name, **fine, **result}, tmp_path)["verdict"] == verdict
+    traceback = {"outcome": "error", "error": "Traceback", "message": "Traceback (most recent call last): ..."}
+    assert judge(case, {"name": case.name, **fine, **traceback}, tmp_path)["verdict"] == "failed"
     two_lines = {"outcome": "error", "error": "ModelFileError", "message": named + "\nmore"}
     assert judge(case, {"name": case.name, **fine, **two_lines}, tmp_path)["verdict"] == "unclear"
     may_load = Case("pair/flip", "pair", "pair/options.json", "pair/weights.hdf5", may_load=True)

@@ -38,6 +38,8 @@ MEMORY_MB = 1024  # above the child's RSS after its imports and the intact load
 ADDRESS_MARGIN = 3 << 30  # RLIMIT_AS: the child's address space after the warm-up, plus this
 START_SECONDS = 120.0  # a child's imports and warm-up, on a busy machine
 PASSING = ("refused", "loaded")
+# what a command's failure is recorded as when it ends on its one error line, without a traceback
+COMMAND_ERROR = "error line"
 # the libraries whose own exceptions must never reach the user
 FOREIGN = ("torch", "h5py", "zipfile", "tarfile", "json", "struct", "numpy", "safetensors", "gzip", "zlib")
 
@@ -206,7 +208,7 @@ def judge(case: Case, result: dict, root: Path, *, seconds: float = SECONDS) -> 
     if verdict == "error":
         message = result.get("message", "")
         named = any(path in message for path in case.paths(root))
-        if result.get("error") != "ModelFileError":
+        if result.get("error") not in ("ModelFileError", COMMAND_ERROR):
             verdict = "failed"
         elif "\n" in message.strip() or not named:
             verdict = "unclear"
@@ -267,7 +269,7 @@ def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
               "left": sorted(os.path.relpath(p, root) for p in (_listing(root) - _listing(out)) - before)}
     if outcome == "error":
         traced = "Traceback" in stderr
-        result.update(error="Traceback" if traced else "ModelFileError",
+        result.update(error="Traceback" if traced else COMMAND_ERROR,
                       message=stderr.strip()[-500:] if traced or not lines else lines[-1])
     judged = judge(case, result, root, seconds=seconds)  # the whole command, its interpreter's start included
     judged["name"] = case.name + "@dump"
