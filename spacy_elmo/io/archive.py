@@ -60,6 +60,8 @@ MAX_TEXT_BYTES = 64 << 20
 BOMB_RATIO = 100
 BOMB_MIN_BYTES = 16 << 20
 CHUNK = 1 << 20
+# the files a model is copied out of a zip from: an EFML model's four and a few JSON files
+MAX_MODEL_MEMBERS = 64
 # what reading a damaged zip or tar raises (zlib's error from a corrupt deflate stream included)
 ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, zlib.error, OSError, EOFError)
 
@@ -112,9 +114,15 @@ def archive_contents(path: PathLike) -> ArchiveContents:
             path, f"a biLM archive holds {OPTIONS_NAME} and {' or '.join(WEIGHTS_NAMES)} (a published pair, as NLPL's ELMo "
                   f"archives), or {', '.join(EFML_REQUIRED)} (an ELMoForManyLangs model); this one holds {found}"
         )
+    if len(wanted) > MAX_MODEL_MEMBERS:
+        raise ModelFileError(path, f"holds {len(wanted)} files a model would be read from ({', '.join(wanted[:3])}, ...); "
+                                   f"a model has at most {MAX_MODEL_MEMBERS}")
+    by_base: Dict[str, List[str]] = {}
+    for info in infos:
+        by_base.setdefault(Path(info.filename).name, []).append(info.filename)
     members: Dict[str, str] = {}
     for name in wanted:
-        found_as: List[str] = [info.filename for info in infos if Path(info.filename).name == name]
+        found_as = by_base[name]
         if len(found_as) > 1:
             raise ModelFileError(path, f"holds {len(found_as)} members named {name} ({', '.join(found_as)}): "
                                        "which one is the model's is not clear; unpack the one you mean")
@@ -266,7 +274,7 @@ def tar_members(archive: tarfile.TarFile, path: PathLike) -> List[tarfile.TarInf
     """The regular files of a tar, refusing members named like paths, links and devices, and
     members larger than a model file or inflating more than ``BOMB_RATIO`` times the whole archive
     (``check_declared``), each as its header is read: before a compressed stream is decompressed
-    past its data; then the stream is read to its end (a cut .tar.gz fails there).
+    past its data.
 
     RETURNS (List[TarInfo]): its files (folders left out)."""
     files = []
@@ -280,8 +288,6 @@ def tar_members(archive: tarfile.TarFile, path: PathLike) -> List[tarfile.TarInf
         if member.isreg():
             check_declared(path, member.name, member.size, member_limit(), compressed=stored)
             files.append(member)
-    while archive.fileobj.read(CHUNK):  # to its end: a cut compressed stream fails its own check here
-        pass
     return files
 
 
