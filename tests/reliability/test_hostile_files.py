@@ -56,8 +56,6 @@ CASES = [
 DUMPED = "native/cut-half-model.safetensors"
 # what the readers do not refuse cleanly yet: case -> the behaviour
 NOT_YET = {
-    "deeppavlov-hub-tar/sparse-8gib-deeppavlov_hub.tar.gz": "a .tar.gz followed by an 8 GiB hole is read to its "
-                                                            "end: over 10 s",
     "tf-checkpoint/options-lstm-dim-4e6": "an options.json that contradicts the checkpoint's shapes is ignored, not "
                                           "refused",
 }
