@@ -9,7 +9,7 @@ the same seed is the same bytes.
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from . import damage
 
@@ -49,7 +49,7 @@ class Case:
 
 @dataclass
 class Layout:
-    """A published layout as a fixture: ``source`` (a file or folder) copied as ``entry``'s name;
+    """A published layout as a fixture: ``source`` (a file or folder), copied under its own name;
     ``files``: the files inside a folder layout to damage one by one (empty for a single-file
     layout); ``optional``: those the biLM does not need; ``pair``: (options, weights) inside the
     folder when the user gives the two files rather than the folder."""
@@ -70,7 +70,6 @@ class Corpus:
         self.seed = seed
         self.only = None if only is None else set(only)
         self.cases: List[Case] = []
-        self.layouts: Dict[str, Layout] = {}
 
     def rng(self, name: str) -> random.Random:
         return random.Random(f"{self.seed}:{name}")
@@ -93,7 +92,6 @@ class Corpus:
             model, weights = str(relative), None
         case = Case(name, layout.name, model, weights, may_load, kind or damage_name.split("-")[0])
         self.cases.append(case)
-        self.layouts[layout.name] = layout
         return case
 
     def intact(self, layout: Layout) -> Case:
