@@ -123,8 +123,9 @@ def _options_cases(corpus: Corpus, found: Dict[str, Layout]) -> None:
         corpus.add(found["allennlp-pair"], name, apply, target="options.json", kind="options")
     for layout in ("bilm_tf-folder", "seqvec-folder", "tf-checkpoint"):
         for name in OPTION_SAMPLE:
+            # a checkpoint's options that contradict its tensors are overruled by them, with a warning
             corpus.add(found[layout], f"options-{name}", lambda p, r, e=OPTION_EDITS[name]: damage.edit_json(p, e),
-                       target="options.json", kind="options", may_load=name == "dim-string")
+                       target="options.json", kind="options", may_load=name == "dim-string" or layout == "tf-checkpoint")
         corpus.add(found[layout], "options-deep-json", lambda p, r: damage.deep_json(p), target="options.json",
                    kind="options")
     for name in OPTION_SAMPLE:
