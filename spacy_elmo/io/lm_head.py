@@ -29,8 +29,9 @@ from safetensors.torch import load as load_tensors
 from ..bilm import BiLM
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.softmax import WordSoftmax
-from .allennlp import _own_dataset
+from .allennlp import _check_storage, _own_dataset
 from .errors import ModelFileError
+from .limits import MAX_MODEL_BYTES_ENV, check_model_bytes, max_file_bytes, tensor_bytes
 from .native import read_config
 
 PathLike = Union[str, Path]
@@ -135,24 +136,30 @@ def read_softmax_hdf5(path: PathLike, n_words: int) -> WordSoftmax:
     except OSError as err:
         raise ModelFileError(path, f"not a readable HDF5 file, perhaps truncated or damaged ({err})") from err
     with handle:
-        arrays = {}
+        datasets = {}
         for name in ("softmax/W", "softmax/b"):
             dataset = _own_dataset(handle, name, path)
             if dataset is None:
                 raise ModelFileError(path, f"dataset {name!r} is missing; is this a published *_softmax_weights.hdf5?")
             if dataset.dtype.kind != "f":
                 raise ModelFileError(path, f"dataset {name!r} has dtype {dataset.dtype}, not float")
-            try:
-                arrays[name] = np.asarray(dataset[...], dtype=np.float32)
-            except OSError as err:
-                raise ModelFileError(path, f"dataset {name!r} cannot be read ({err})") from err
-    weight, bias = arrays["softmax/W"], arrays["softmax/b"]
-    if weight.ndim != 2 or weight.shape[0] != n_words or bias.shape != (n_words,):
-        raise ModelFileError(
-            path, f"softmax/W {weight.shape} and softmax/b {bias.shape} do not fit a vocabulary of "
-            f"{n_words} words (expected ({n_words}, projection_dim) and ({n_words},)): is it the vocabulary "
-            "this softmax was trained with?"
-        )
+            datasets[name] = dataset
+        # what the file declares, held to the vocabulary, the cap and the file's own bytes before a value is read
+        weight_shape, bias_shape = tuple(datasets["softmax/W"].shape), tuple(datasets["softmax/b"].shape)
+        if len(weight_shape) != 2 or weight_shape[0] != n_words or bias_shape != (n_words,):
+            raise ModelFileError(
+                path, f"softmax/W {weight_shape} and softmax/b {bias_shape} do not fit a vocabulary of "
+                f"{n_words} words (expected ({n_words}, projection_dim) and ({n_words},)): is it the vocabulary "
+                "this softmax was trained with?"
+            )
+        check_model_bytes(tensor_bytes([weight_shape, bias_shape]), path, "the softmax's weights")
+        size = path.stat().st_size
+        for name, dataset in datasets.items():
+            _check_storage(dataset, name, path, size)
+        try:
+            weight, bias = (np.asarray(datasets[name][...], dtype=np.float32) for name in ("softmax/W", "softmax/b"))
+        except OSError as err:
+            raise ModelFileError(path, f"the softmax cannot be read ({err})") from err
     return _softmax(weight, bias, path)
 
 
@@ -171,6 +178,10 @@ def read_native_softmax(directory: PathLike, n_words: int) -> Dict[str, torch.Te
     RETURNS (Dict[str, torch.Tensor]): ``weight`` (n_words, P) and ``bias``, float32.
     """
     path = Path(directory) / SOFTMAX_NAME
+    if path.stat().st_size > max_file_bytes():
+        raise ModelFileError(path, f"holds {path.stat().st_size} bytes, more than a softmax under the cap on a "
+                                   f"model's size may ({max_file_bytes()}); raise {MAX_MODEL_BYTES_ENV} if you trust it")
+    _check_native_softmax_shape(path, n_words)
     data = path.read_bytes()
     extra = read_config(directory).get("extra", {})
     if extra.get("softmax_sha256") not in (None, hashlib.sha256(data).hexdigest()):
@@ -182,6 +193,19 @@ def read_native_softmax(directory: PathLike, n_words: int) -> Dict[str, torch.Te
     if tensors.get("weight") is None or tensors["weight"].shape[0] != n_words:
         raise ModelFileError(path, f"softmax does not match {VOCAB_NAME} ({n_words} words)")
     return {name: tensor.float() for name, tensor in tensors.items()}
+
+
+def _check_native_softmax_shape(path: Path, n_words: int) -> None:
+    """That the header of ``softmax.safetensors`` declares a (n_words, P) weight, before its bytes are read."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            shape = tuple(handle.get_slice("weight").get_shape()) if "weight" in handle.keys() else None
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise ModelFileError(path, f"not a valid safetensors file ({err})") from err
+    if shape is None or len(shape) != 2 or shape[0] != n_words:
+        raise ModelFileError(path, f"softmax weight {shape} does not match {VOCAB_NAME} ({n_words} words)")
 
 
 def load_published_head(softmax: PathLike, vocabulary: PathLike) -> LMHead:

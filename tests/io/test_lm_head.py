@@ -10,7 +10,7 @@ import torch
 
 from spacy_elmo.io import ModelFileError
 from spacy_elmo.io import sources
-from spacy_elmo.io.lm_head import read_head_vocabulary
+from spacy_elmo.io.lm_head import read_head_vocabulary, read_softmax_hdf5
 from spacy_elmo.io.loading import load_lm_head, shipped_model_dir
 from spacy_elmo.io.sources import PairSource, PublishedPairSource
 from spacy_elmo.io.registry import PUBLISHED_MODELS
@@ -167,3 +167,23 @@ def test_specials_anywhere_in_the_vocabulary_keep_every_row_with_its_word(tmp_pa
     assert vocab.tokens == ["<S>", "</S>", "<UNK>", "cat", "dog", "the", *listed[5:-1]]
     for word in vocab.tokens:
         assert torch.equal(state["weight"][vocab.index[word]], torch.from_numpy(weight[listed.index(word)])), word
+
+
+def test_a_softmax_over_the_cap_on_a_models_size_is_refused_before_it_is_read(tmp_path):
+    from spacy_elmo.io.limits import model_bytes_cap
+
+    softmax = write_published_head(tmp_path / "pub") / "tiny_softmax_weights.hdf5"
+    words = len(SPECIALS) + len(WORDS)
+    with model_bytes_cap(64), pytest.raises(ModelFileError, match=r"the softmax's weights need .* more than the cap") as err:
+        read_softmax_hdf5(softmax, words)
+    assert err.value.path == str(softmax)
+    assert read_softmax_hdf5(softmax, words).weight.shape[0] == words  # under the default cap the same file loads
+
+
+def test_our_softmax_whose_header_does_not_fit_the_vocabulary_is_refused_naming_it(tmp_path):
+    folder = shutil.copytree(shipped_model_dir(), tmp_path / "model")
+    words = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (folder / "vocab.txt").write_text("\n".join(words[:-1]) + "\n", encoding="utf-8")
+    with pytest.raises(ModelFileError, match=rf"softmax weight \({len(words)}, \d+\) does not match vocab.txt") as err:
+        load_lm_head(folder)
+    assert err.value.path.endswith("softmax.safetensors")
