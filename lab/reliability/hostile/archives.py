@@ -52,15 +52,16 @@ def zip_damages(root: Path, weights: str, bomb_bytes: int) -> Damages:
     return {
         f"bomb-{weights}": (rebuild(lambda m: [(n, d) for n, d in m.items() if not n.endswith(weights)],
                                     bomb=(weights, bomb_bytes)), False),
-        # a reader may take the member's real bytes, or refuse the lie
-        "declared-size-4gib": (lambda p, r: damage.zip_declared_size(p, weights, 2**32 - 1), True),
+        # a declared size over what the model may hold is refused before a byte is written; one under the
+        # real bytes may be read (the copy stops at the limit, and the CRC catches a cut member)
+        "declared-size-4gib": (lambda p, r: damage.zip_declared_size(p, weights, 2**32 - 1), False),
         "declared-size-10b": (lambda p, r: damage.zip_declared_size(p, weights, 10), True),
-        # members are read by their base names: loading is fine, writing outside is not (files left)
-        "path-parent": (renamed("../"), True),
-        "path-absolute": (renamed(_escaped(root) + "/"), True),
+        # member names that climb out or are absolute are refused; a deep relative one is read by its base name
+        "path-parent": (renamed("../"), False),
+        "path-absolute": (renamed(_escaped(root) + "/"), False),
         "path-deep": (renamed("d/" * 200), True),
         "link-config": (rebuild(linked), False),
-        "duplicate-config": (rebuild(lambda m: [*m.items(), (config_of(m), b"{not json")]), True),
+        "duplicate-config": (rebuild(lambda m: [*m.items(), (config_of(m), b"{not json")]), False),
         "missing-weights": (rebuild(lambda m: [(n, d) for n, d in m.items() if not n.endswith(weights)]), False),
         "missing-config": (rebuild(lambda m: [(n, d) for n, d in m.items() if n != config_of(m)]), False),
         "encrypted-weights": (lambda p, r: damage.zip_encrypted(p, weights), False),
@@ -107,8 +108,8 @@ def tar_damages(root: Path, source: Path, bomb_bytes: int) -> Damages:
         "device-data": (swapped(data, damage.tar_entry(data, tarfile.CHRTYPE)), False),
         "fifo-index": (swapped(index, damage.tar_entry(index, tarfile.FIFOTYPE)), False),
         "folder-index": (swapped(index, damage.tar_entry(index, tarfile.DIRTYPE)), False),
-        "path-parent": (renamed("../"), True),
-        "path-absolute": (renamed(_escaped(root) + "/"), True),
+        "path-parent": (renamed("../"), False),
+        "path-absolute": (renamed(_escaped(root) + "/"), False),
         "duplicate-index": (rebuild(lambda m: [*m.values(), damage.tar_entry(index, tarfile.REGTYPE,
                                                                              body=b"junk" * 100)]), False),
         "missing-index": (rebuild(lambda m: [m[n] for n in m if n != index]), False),

@@ -114,9 +114,9 @@ def build_corpus(root: Path, *, seed: int = 0, bomb_bytes: int = BOMB_BYTES,
 
 def _options_cases(corpus: Corpus, found: Dict[str, Layout]) -> None:
     for name, edit in OPTION_EDITS.items():
-        # a number written as a string may be read as the number
+        # sizes must be whole numbers: a number written as a string is refused too
         corpus.add(found["allennlp-pair"], f"options-{name}", lambda p, r, e=edit: damage.edit_json(p, e),
-                   target="options.json", kind="options", may_load=name == "dim-string")
+                   target="options.json", kind="options")
     raw = {"options-not-json": lambda p, r: p.write_text('{"lstm": {"dim": }', encoding="utf-8"),
            "options-deep-json": lambda p, r: damage.deep_json(p)}
     for name, apply in raw.items():
@@ -125,13 +125,13 @@ def _options_cases(corpus: Corpus, found: Dict[str, Layout]) -> None:
         for name in OPTION_SAMPLE:
             # a checkpoint's options that contradict its tensors are overruled by them, with a warning
             corpus.add(found[layout], f"options-{name}", lambda p, r, e=OPTION_EDITS[name]: damage.edit_json(p, e),
-                       target="options.json", kind="options", may_load=name == "dim-string" or layout == "tf-checkpoint")
+                       target="options.json", kind="options", may_load=layout == "tf-checkpoint")
         corpus.add(found[layout], "options-deep-json", lambda p, r: damage.deep_json(p), target="options.json",
                    kind="options")
     for name in OPTION_SAMPLE:
         corpus.add(found["native"], f"config-{name}",
                    lambda p, r, e=OPTION_EDITS[name]: damage.edit_json(p, lambda c: e(c["options"])),
-                   target="config.json", kind="options", may_load=name == "dim-string")
+                   target="config.json", kind="options")
 
 
 def _hdf5_edits(names: Dict[str, tuple]) -> Dict[str, tuple]:
@@ -148,7 +148,7 @@ def _hdf5_edits(names: Dict[str, tuple]) -> Dict[str, tuple]:
         "hdf5-char_embed-156M-rows": (lambda p: damage.hdf5_replace(p, char, damage.huge_dataset((156_600_000, 4))), False),
         "hdf5-lstm-W_0-2e31-wide": (lambda p: damage.hdf5_replace(p, w0, damage.huge_dataset((names[w0][0], 2**31))), False),
         "hdf5-cnn-6-dims": (lambda p: damage.hdf5_replace(p, cnn, damage.typed_dataset((1, 1, 1, 1, 1, 1), "f4")), False),
-        "hdf5-char_embed-int8": (lambda p: damage.hdf5_replace(p, char, damage.typed_dataset(shape, "i1")), True),
+        "hdf5-char_embed-int8": (lambda p: damage.hdf5_replace(p, char, damage.typed_dataset(shape, "i1")), False),
         "hdf5-char_embed-float64": (lambda p: damage.hdf5_replace(p, char, damage.typed_dataset(shape, "f8")), True),
         "hdf5-char_embed-complex": (lambda p: damage.hdf5_replace(p, char, damage.typed_dataset(shape, "c8")), False),
         "hdf5-char_embed-strings": (lambda p: damage.hdf5_replace(p, char, damage.typed_dataset(shape, "str")), False),
