@@ -111,6 +111,9 @@ def test_the_command_line_refuses_a_damaged_model_in_one_line(corpus):
     result = dump_case(cases[DUMPED], root)
     assert result["verdict"] == "refused", _described(result)
     assert result["message"].lower().startswith("error: ") and "checksum" in result["message"], _described(result)
+    # the command's own peak, its interpreter and imports included (not this test process's, which
+    # wait4 would report for a child started from a large process)
+    assert 50 < result["rss_mb"] < MEMORY_MB, _described(result)
 
 
 def test_the_verdicts_fail_every_outcome_but_a_clean_refusal_or_an_allowed_load(tmp_path):

@@ -239,6 +239,18 @@ def portable_text(text: str, root: Path) -> str:
     return re.sub(r"(^|[\s=:,(\['\"])(/|~/|\.\./)", r"\1…\2", text)
 
 
+# ``python -m spacy_elmo ARGS`` that writes its peak resident memory (VmHWM, KiB) to argv[1] as it exits
+PEAK_REPORTING_MAIN = """\
+import atexit, runpy, sys
+def report(path=sys.argv[1]):
+    with open("/proc/self/status") as status, open(path, "w") as out:
+        out.write(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+atexit.register(report)
+sys.argv = ["spacy_elmo", *sys.argv[2:]]
+runpy.run_module("spacy_elmo", run_name="__main__", alter_sys=True)
+"""
+
+
 def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
     """``python -m spacy_elmo dump --model CASE`` (``--options --weights`` for a pair) on one sentence,
     in its own interpreter: the outcome is its exit status and its error line (a ``Traceback`` fails)."""
@@ -247,7 +259,9 @@ def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
     (out / "input.txt").write_text("a small sentence\n", encoding="utf-8")
     given = (["--options", str(root / case.model), "--weights", str(root / case.weights)] if case.weights
              else ["--model", str(root / case.model)])
-    command = [sys.executable, "-m", "spacy_elmo", "dump", *given, "--input", str(out / "input.txt"),
+    peak = out / "peak_kib"
+    peak.unlink(missing_ok=True)
+    command = [sys.executable, "-c", PEAK_REPORTING_MAIN, str(peak), "dump", *given, "--input", str(out / "input.txt"),
                "--output", str(out / "layers.hdf5")]
     before = _listing(root) - _listing(out)
     start = time.monotonic()
@@ -261,7 +275,10 @@ def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
     timer.cancel()
     process.returncode = os.waitstatus_to_exitcode(status)
     outcome = "hang" if killed else "loaded" if process.returncode == 0 else "error"
-    rss_mb = usage.ru_maxrss / 1024
+    # the command's own peak (VmHWM, written at its exit); wait4's ru_maxrss would be the larger of it and
+    # this process's RSS when it started the command, which Linux carries over exec
+    rss_mb = int(peak.read_text()) / 1024 if peak.is_file() else usage.ru_maxrss / 1024
+    peak.unlink(missing_ok=True)
     # the package's "error: ..." line, or click's "Error: Invalid value: ..." for an option it checks
     lines = [line for line in stderr.splitlines() if line.startswith(("error:", "Error:"))]
     result = {"name": case.name, "outcome": outcome, "seconds": round(time.monotonic() - start, 3),
