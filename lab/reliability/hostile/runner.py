@@ -263,10 +263,11 @@ def dump_case(case: Case, root: Path, *, seconds: float = 60.0) -> dict:
     peak.unlink(missing_ok=True)
     command = [sys.executable, "-c", PEAK_REPORTING_MAIN, str(peak), "dump", *given, "--input", str(out / "input.txt"),
                "--output", str(out / "layers.hdf5")]
+    environment = _environment(root)  # makes the private folders, which are no file the command left
     before = _listing(root) - _listing(out)
     start = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env=_environment(root), start_new_session=True)
+                               env=environment, start_new_session=True)
     killed: List[bool] = []
     timer = threading.Timer(seconds, lambda: (killed.append(True), os.killpg(process.pid, 9)))
     timer.start()
