@@ -22,6 +22,7 @@ from safetensors.torch import save as save_safetensors_bytes
 
 from ..files import write_atomic
 from ..bilm import BiLM, BiLMConfig, CharVocabulary
+from .allennlp import config_from_options
 from .errors import ModelFileError
 from .limits import MAX_MODEL_BYTES_ENV, check_weights_fit, max_file_bytes
 from .vector_file import VECTORS_NAME, read_vector_setting, write_vector_setting
@@ -138,7 +139,9 @@ def load_native(path: PathLike) -> BiLM:
     """Load a biLM directory written by ``save_bilm``. RETURNS (BiLM): in eval mode, on CPU."""
     config = read_config(path)
     try:
-        bilm_config = BiLMConfig.from_options(config["options"])
+        if not isinstance(config.get("options"), dict):
+            raise KeyError("options")
+        bilm_config = config_from_options(config["options"], Path(path) / CONFIG_NAME)
         char_vocab = None if config.get("char_vocab") is None else CharVocabulary.from_json(config["char_vocab"])
     except (KeyError, ValueError) as err:
         raise ModelFileError(Path(path) / CONFIG_NAME, f"bad options ({err})") from err

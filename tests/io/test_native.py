@@ -79,3 +79,14 @@ def test_load_bilm_argument_errors(tmp_path):
         load_bilm(options=tmp_path / "o.json")
     with pytest.raises(ValueError, match="not both"):
         load_bilm(tmp_path, options=tmp_path / "o.json", weights=tmp_path / "w")
+
+
+@pytest.mark.parametrize("value", ["64", 64.5, True])
+def test_a_size_in_our_config_that_is_no_whole_number_is_refused_naming_the_config(tmp_path, tiny_bilm, value):
+    path = save_bilm(tiny_bilm, tmp_path / "m")
+    config = json.loads((path / CONFIG_NAME).read_text())
+    config["options"]["lstm"]["dim"] = value
+    (path / CONFIG_NAME).write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match=rf"lstm.dim is {value!r}, not a whole number") as err:
+        load_bilm(path)
+    assert err.value.path == str(path / CONFIG_NAME)
