@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from spacy_elmo.files import write_atomic
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 from lab.reliability.hostile.runner import PEAK_REPORTING_MAIN
@@ -123,9 +124,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "passed": all(r["passed"] for r in results.values()), "commands": results,
     }
     print(json.dumps({k: v for k, v in record.items() if k != "provenance"}, indent=1))
-    if args.output is not None:
+    if args.output is not None:  # written whole or not at all
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        write_atomic(args.output, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
     return 0 if record["passed"] else 1
 
 
