@@ -10,7 +10,7 @@ chose (``precision.py``):
 
 | path | when | where |
 |---|---|---|
-| ``reference`` | autograd under autocast, inside ``op_by_op()``, or dtypes the others lack | ``bilm/lstm.py`` |
+| ``reference`` | under autocast, inside ``op_by_op()`` with autograd, or dtypes the others lack | ``bilm/lstm.py`` |
 | ``train_step`` | autograd, float32/float64 | ``train_step.py`` (one autograd node a layer) |
 | ``compiled`` | no autograd, paired float32 weights, not ``exact``, the library loads | ``compiled.py`` |
 | ``lockstep`` | as ``compiled``, where it is not available or inside ``python_step()`` | ``lockstep.py`` |
@@ -74,8 +74,9 @@ class Runner:
 
     def encode_tokens(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """``encoder.encode_distinct(char_ids)``, through the char cache at inference (eval mode, no
-        autograd): a cached token's encoding is the one computed when it was first seen."""
-        if self.char_cache is not None and not encoder.training and not torch.is_grad_enabled():
+        autograd, no autocast): a cached token's encoding is the one computed when it was first seen."""
+        if (self.char_cache is not None and not encoder.training and not torch.is_grad_enabled()
+                and not torch.is_autocast_enabled(char_ids.device.type)):  # the cache keeps float32 encodings
             cache = self.char_cache
             return encoder.encode_distinct(char_ids, lambda rows: cache.encode(encoder, rows))
         return encoder.encode_distinct(char_ids)
@@ -87,11 +88,13 @@ class Runner:
             if not _OP_BY_OP.active and train_step.usable(projected, *state, *weights):
                 return "train_step"
             return "reference"
+        if torch.is_autocast_enabled(projected.device.type):
+            return "reference"  # autocast decides each op's dtype: only the reference loop follows it
         return "in_place"
 
     def stack_path(self, forward: LSTMPStack, backward: LSTMPStack, inputs: Sequence[torch.Tensor]) -> Optional[str]:
         """The path of both stacks in lockstep, or None: then each layer runs by ``layer_path``."""
-        if self.exact or len(forward.layers) != len(backward.layers):
+        if self.exact or len(forward.layers) != len(backward.layers) or torch.is_autocast_enabled(inputs[0].device.type):
             return None
         parameters = (*forward.parameters(), *backward.parameters())
         if torch.is_grad_enabled() and (any(x.requires_grad for x in inputs) or any(p.requires_grad for p in parameters)):

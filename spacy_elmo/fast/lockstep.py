@@ -199,7 +199,8 @@ def _bf16_copies(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> 
     cached = getattr(owner, "_bf16_paired", None)
     if cached is None or cached[0] != key:
         copies = tuple(w.to(torch.bfloat16) for w in paired)  # strides kept: same layouts
-        rows = (bf16_rows.pack(copies[1]), bf16_rows.pack(copies[2])) if bf16_rows.rows_op() is not None else None
+        on_cpu = copies[1].device.type == "cpu"  # the kernel library's ops are CPU code
+        rows = (bf16_rows.pack(copies[1]), bf16_rows.pack(copies[2])) if on_cpu and bf16_rows.rows_op() is not None else None
         cached = (key, copies, rows)
         owner._bf16_paired = cached
     return cached

@@ -22,6 +22,8 @@ import zipfile
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
+import torch
+
 from ..bilm import BiLM
 from ..fast import DEFAULT_CHAR_CACHE_SIZE, optimize_for_inference
 from .allennlp import OPTIONS_NAME, find_pair
@@ -112,6 +114,7 @@ def load_bilm(
     weights: Optional[PathLike] = None,
     optimize: bool = True,
     max_model_bytes: Optional[int] = None,
+    device: Union[str, torch.device] = "cpu",
 ) -> BiLM:
     """Load a biLM from our directory format, a spaCy pipeline, a published options + HDF5 pair, or
     an ELMoForManyLangs model directory.
@@ -136,11 +139,14 @@ def load_bilm(
     max_model_bytes (Optional[int]): refuse a model whose parameters need more bytes than this
         (default: ``$SPACY_ELMO_MAX_MODEL_BYTES``, else 2 GiB; ``limits``), checked against what its
         files declare before anything is built.
+    device (Union[str, torch.device]): where the model runs ("cpu", "cuda", "cuda:1"); its inputs go
+        there, and ``embed`` hands back numpy arrays on the CPU wherever it ran.
 
-    RETURNS (BiLM): the model in eval mode on CPU; call ``.embed(sentences)``.
+    RETURNS (BiLM): the model in eval mode on ``device``; call ``.embed(sentences)``.
     """
     with model_bytes_cap(max_model_bytes):
         bilm = resolve_bilm(path, options=options, weights=weights)
+    bilm.to(device)
     if optimize:
         optimize_for_inference(bilm, char_cache_size=DEFAULT_CHAR_CACHE_SIZE)
     return bilm

@@ -10,7 +10,7 @@ from ..bilm import BiLMConfig
 from ..probes import TASKS
 
 SECTIONS = ("paths", "system", "corpus", "vocab", "model", "softmax", "training", "finetune", "probe")
-AUTOCASTS = ("off", "bf16")
+AUTOCASTS = ("off", "bf16", "fp16")
 # [training] autocast was named precision, with "fp32" for "off": read until the next release, with a warning
 AUTOCAST_WAS = {"fp32": "off", "bf16": "bf16"}
 
@@ -58,10 +58,14 @@ class TrainingSettings:
     # linear warm-up from 0 over this many steps, then "constant" or "inverse_sqrt" (lr * sqrt(warmup / step))
     warmup_steps: int = 0
     lr_schedule: str = "constant"
-    # "off", or "bf16": the forward pass under CPU/GPU autocast to bfloat16 (weights, optimizer and
+    # "off", "bf16": the forward pass under CPU/GPU autocast to bfloat16 (weights, optimizer and
     # loss stay fp32); a CPU without bf16 arithmetic emulates it, slower than fp32, and the run warns
-    # (setup.py). Formerly "precision" ("fp32" or "bf16"), still read with a DeprecationWarning.
+    # (setup.py); or "fp16": autocast to float16 on a GPU, with a gradient scaler (float16's range is
+    # too narrow for small gradients). Formerly "precision" ("fp32" or "bf16"), read with a DeprecationWarning.
     autocast: str = "off"
+    # on a GPU, float32 products in TF32 (10-bit mantissa) on tensor cores: faster, less exact;
+    # set explicitly for every run (torch's own default has changed between releases)
+    tf32: bool = False
     grad_clip: float = 10.0
     dropout: float = 0.1
     max_epochs: int = 10
@@ -81,7 +85,7 @@ class TrainingSettings:
         if self.lr_schedule not in ("constant", "inverse_sqrt"):
             problems.append(f"training.lr_schedule must be 'constant' or 'inverse_sqrt', not {self.lr_schedule!r}")
         if self.autocast not in AUTOCASTS:
-            problems.append(f"training.autocast must be 'off' or 'bf16', not {self.autocast!r}")
+            problems.append(f"training.autocast must be one of {AUTOCASTS}, not {self.autocast!r}")
         if self.warmup_steps < 0:
             problems.append("training.warmup_steps must be >= 0")
         if not 0.0 <= self.dropout < 1.0:

@@ -35,6 +35,8 @@ from .schedule import learning_rate_at, make_optimizer
 from .vocab import Vocab
 
 CHECKPOINTS = "checkpoints"
+# [training] autocast: the dtype the forward pass runs its products in ("off": none)
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -134,28 +136,44 @@ def train_step(
     step: int,
     initial: Optional[BiLMState] = None,
     module: Optional[nn.Module] = None,
+    scaler: Optional[torch.amp.GradScaler] = None,
 ) -> Tuple[Dict[str, Any], torch.Tensor]:
-    """One update after ``step`` updates: forward (bf16 autocast if set), backward, the scheduled rate, clipping, the step.
+    """One update after ``step`` updates: forward (under autocast if set), backward, the scheduled rate, clipping, the step.
 
     optimizer (torch.optim.Optimizer): its groups hold ``initial_lr``, the schedule's base rate.
     initial (Optional[BiLMState]): the state carried from the previous window (windows mode).
     module (Optional[nn.Module]): what runs the forward pass: ``lm`` itself, or its DistributedDataParallel wrapper.
+    scaler (Optional[torch.amp.GradScaler]): scales the objective before backward (``gradient_scaler``:
+        float16 autocast needs one); a step whose gradients overflowed is skipped and the scale lowered.
     RETURNS (Tuple[dict, torch.Tensor]): the model's outputs and the loss reported (mean token NLL of both directions).
     """
-    with torch.autocast(lm.bilm.device.type, dtype=torch.bfloat16, enabled=settings.autocast == "bf16"):
+    dtype = AUTOCAST_DTYPES.get(settings.autocast)
+    with torch.autocast(lm.bilm.device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         out = lm.run_batch(batch, initial, module=module)
     # bilm-tf differentiates the mean token loss times unroll_steps, i.e. the summed loss of
     # a row's window averaged over rows; with sentences, the summed loss of each sentence
     objective = 0.5 * (out["forward_nll"] + out["backward_nll"]) / len(batch.lengths)
     loss = 0.5 * (out["forward_nll"] / max(out["forward_n"], 1) + out["backward_nll"] / max(out["backward_n"], 1))
     optimizer.zero_grad(set_to_none=True)
-    objective.backward()
+    (objective if scaler is None else scaler.scale(objective)).backward()
     for group in optimizer.param_groups:
         group["lr"] = learning_rate_at(step + 1, settings, base=group["initial_lr"])
+    if scaler is not None:
+        scaler.unscale_(optimizer)  # clip the true gradients
     if settings.grad_clip > 0:
         nn.utils.clip_grad_norm_([p for p in lm.parameters() if p.requires_grad], settings.grad_clip)
-    optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)
+        scaler.update()
     return out, loss
+
+
+def gradient_scaler(settings: TrainingSettings, device: torch.device) -> Optional[torch.amp.GradScaler]:
+    """The gradient scaler a run needs: float16 autocast's (its range loses small gradients
+    unscaled); None otherwise (bfloat16 has float32's range)."""
+    return torch.amp.GradScaler(device.type) if settings.autocast == "fp16" else None
 
 
 class _Run:
@@ -171,6 +189,7 @@ class _Run:
         self.output, self.info, self.dev_segments, self.extra = output, info, dev_segments, extra
         self.device = lm.bilm.device
         self.optimizer = make_optimizer(lm.parameters(), settings)
+        self.scaler = gradient_scaler(settings, self.device)
         self.state = RunState()
 
     def restore(self, resume: bool) -> None:
@@ -238,7 +257,7 @@ class _Run:
             initial = initial_state(self.lm, batch, state.carry)
             out, loss = train_step(
                 self.lm, batch, optimizer=self.optimizer, settings=self.settings, step=state.step, initial=initial,
-                module=self.module,
+                module=self.module, scaler=self.scaler,
             )
             state.carry = out["state"] if batch.carry_state else None
             state.step += 1

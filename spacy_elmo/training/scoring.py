@@ -19,7 +19,7 @@ starting with <S>. (bilm-tf's ``test`` lists the backward NLLs in reading order,
 ``backward[::-1]``.) Words outside the softmax's vocabulary are scored as ``<UNK>``.
 """
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -155,6 +155,7 @@ def load_lm(
     options: Optional[PathLike] = None,
     weights: Optional[PathLike] = None,
     chunk_size: Optional[int] = None,
+    device: Union[str, torch.device] = "cpu",
 ) -> ElmoLM:
     """A model with its own softmax as a language model.
 
@@ -165,9 +166,12 @@ def load_lm(
     options (Optional[PathLike]), weights (Optional[PathLike]): a published pair given as its two
         files instead of ``model`` (its softmax.hdf5 and vocabulary beside the weights).
     chunk_size (Optional[int]): softmax rows normalized at a time (memory: tokens x rows).
+    device (Union[str, torch.device]): where it runs ("cpu", "cuda"); results come back as numpy
+        arrays and floats wherever it ran.
     RETURNS (ElmoLM): the language model, in eval mode.
     """
     lm, vocab, head = load_scoring_lm(model, options=options, weights=weights, what="load_lm")
+    lm.to(device)
     if chunk_size is not None:
         lm.softmax.chunk_size = chunk_size
     lm.eval()

@@ -21,10 +21,15 @@ def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo
     """Threads, device, process group and seeds (identical on all ranks, so the initial weights are);
     freed memory kept for reuse (``memory.py``); a warning where bf16 autocast would run emulated."""
     keep_freed_memory()
+    check_autocast_device(config.training.autocast, torch.device(device))
     warn_if_bf16_is_emulated(config.training.autocast, torch.device(device))
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     torch_device = torch.device(device)
+    if torch_device.type == "cuda":
+        # explicit, whatever torch's default of the day: TF32 only where the config asks for it
+        torch.backends.cuda.matmul.allow_tf32 = config.training.tf32
+        torch.backends.cudnn.allow_tf32 = config.training.tf32
     info = init_distributed(torch_device)
     if torch_device.type == "cuda" and info.enabled:
         torch_device = torch.device("cuda", info.local_rank)
@@ -33,6 +38,13 @@ def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
     return torch_device, info
+
+
+def check_autocast_device(autocast: str, device: torch.device) -> None:
+    """Refuse float16 autocast off a GPU: CPUs without AVX512-FP16 emulate its products, and its
+    gradient scaler is a GPU habit; bfloat16 needs no scaler and runs on CPUs with bf16 arithmetic."""
+    if autocast == "fp16" and device.type != "cuda":
+        raise ValueError(f'training.autocast "fp16" runs on a GPU only (--device cuda); use "bf16" or "off" on {device.type}')
 
 
 def warn_if_bf16_is_emulated(autocast: str, device: torch.device) -> None:
