@@ -3,7 +3,7 @@ pretraining steps, and a ``spacy train --gpu-id 0`` run, written to one JSON rec
 
 Here, on a machine that reaches PyPI, once: spaCy's stack for the GPU machine's Python (3.12 by
 default), unpacked, stripped of tests, other languages' data and debug symbols, in one archive
-(16 MB; the GPU machine has torch, numpy, h5py and safetensors but neither spaCy nor thinc, and no
+(17 MB; the GPU machine has torch, numpy, h5py and safetensors but neither spaCy nor thinc, and no
 network):
 
     python -m bench.gpu_check bundle --output .whl/gpusite.tar.xz
@@ -126,16 +126,12 @@ def bundle(output: Path, *, python: str) -> Dict:
 
 
 def _trim(site: Path) -> None:
-    """What a training run never reads: the packages' tests, spaCy's languages other than English
-    and the multi-language one, Cython sources, and the shared libraries' symbol tables."""
+    """What a training run never reads: the packages' tests, Cython sources, and the shared
+    libraries' symbol tables. (spaCy's languages stay: its registry imports every one.)"""
     import shutil
 
     for tests in ("spacy/tests", "thinc/tests", "blis/tests", "srsly/tests"):
         shutil.rmtree(site / tests, ignore_errors=True)
-    lang = site / "spacy" / "lang"
-    for entry in lang.iterdir():
-        if entry.is_dir() and entry.name not in ("en", "xx", "__pycache__"):
-            shutil.rmtree(entry)
     for pattern in ("*.pyx", "*.pxd", "*.cpp", "*.c"):
         for path in site.rglob(pattern):
             path.unlink()
@@ -453,7 +449,7 @@ def pretraining(device: torch.device, train: List[List[str]], *, quick: bool) ->
                         synchronize(device)
                         start = time.perf_counter()
                         _, loss = train_step(lm, batch, optimizer=optimizer, settings=settings, step=k, scaler=scaler)
-                        losses.append(float(loss))
+                        losses.append(float(loss.detach()))
                         if k >= 2:
                             seconds += time.perf_counter() - start
                             targets += batch.n_targets
