@@ -88,7 +88,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     check = commands.add_parser("run", help="the check itself, on the GPU machine")
     check.add_argument("--output", type=Path, required=True, help="the JSON record to write")
     check.add_argument("--device", default="cuda", help="the device checked (cpu: a dry run of the script)")
-    check.add_argument("--parts", default="parity,inference,pretraining,spacy", help="comma-separated parts")
+    check.add_argument("--parts", default="parity,inference,pretraining,lm,spacy", help="comma-separated parts")
     check.add_argument("--rounds", type=int, default=5, help="timed rounds per setting (after one warm-up)")
     check.add_argument("--spacy-steps", type=int, default=200)
     check.add_argument("--quick", action="store_true", help="the tiny shape everywhere (a dry run on CPU)")
@@ -173,6 +173,7 @@ def run_check(args: argparse.Namespace) -> Dict:
         "parity": lambda: parity(device, test, quick=args.quick),
         "inference": lambda: inference(device, train, rounds=args.rounds, quick=args.quick),
         "pretraining": lambda: pretraining(device, train, quick=args.quick),
+        "lm": lambda: language_model(device, test),
         "spacy": lambda: spacy_run(device, steps=args.spacy_steps),
     }
     started = time.perf_counter()
@@ -460,6 +461,32 @@ def pretraining(device: torch.device, train: List[List[str]], *, quick: bool) ->
                 entry[mode] = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
             log(f"pretraining {shape} {mode}: {json.dumps(entry[mode])}")
         results[shape] = entry
+    return results
+
+
+# ---- the language model
+
+
+def language_model(device: torch.device, test: List[List[str]]) -> Dict:
+    """``load_lm(device=)`` of the shipped model: perplexity, log-probabilities and substitutes on
+    the device against the CPU's (TF32 off)."""
+    from spacy_elmo.training.scoring import load_lm
+
+    sentences = [s for s in test if 5 <= len(s) <= 30][:32]
+    results: Dict[str, Any] = {"sentences": len(sentences)}
+    with tf32(False):
+        cpu, gpu = load_lm(), load_lm(device=device)
+        results["device"] = str(gpu.bilm.device)
+        ppl = [lm.perplexity(sentences).mean for lm in (cpu, gpu)]
+        results["perplexity_cpu"], results["perplexity_device"] = ppl
+        results["perplexity_relative_difference"] = abs(ppl[0] - ppl[1]) / ppl[0]
+        logprobs = [lm.logprobs(sentences[:8]) for lm in (cpu, gpu)]
+        results["logprob_largest_difference"] = max(
+            float(np.abs(np.asarray(a.forward) - np.asarray(b.forward)).max()) for a, b in zip(*logprobs))
+        found = [lm.substitutes([["We", "sat", "on", "the", "river", "bank", "."]], top=5) for lm in (cpu, gpu)]
+        words = [[s.word for s in f[0][5].combined] for f in found]
+        results["bank_substitutes_cpu"], results["bank_substitutes_device"] = words
+    results["within_tolerance"] = results["logprob_largest_difference"] <= PARITY_TOLERANCE * 10
     return results
 
 

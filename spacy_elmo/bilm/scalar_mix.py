@@ -101,7 +101,8 @@ def mix_layers(layers: Any, weights: Any, gamma: float, xp: Any = np) -> Any:
 
     weights: the softmax-normalized weights (``softmax_weights``), in ``xp``.
     """
-    return xp.tensordot(weights, layers, axes=1) * xp.float32(gamma)
+    # asarray, not xp.float32(gamma): cupy's float32 is numpy's, which refuses a GPU array
+    return xp.tensordot(weights, layers, axes=1) * xp.asarray(gamma, dtype=xp.float32)
 
 
 def select_layer(layers: np.ndarray, layer: Layer) -> np.ndarray:
