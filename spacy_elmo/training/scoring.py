@@ -172,6 +172,7 @@ def load_lm(
     """
     lm, vocab, head = load_scoring_lm(model, options=options, weights=weights, what="load_lm")
     lm.to(device)
+    head.softmax.to(device)  # the head's own rows (the order its words are in), for substitutes
     if chunk_size is not None:
         lm.softmax.chunk_size = chunk_size
     lm.eval()
