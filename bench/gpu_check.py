@@ -8,10 +8,16 @@ network):
 
     python -m bench.gpu_check bundle --output .whl/gpusite.tar.xz
 
-On the GPU machine, from the repository's root (about 6 minutes on one H200):
+Then, just before sending the tree (a copy without ``.git``), the commit it is and every tracked
+file's blob id, from which the record's provenance checks the copy (``records.provenance``):
+
+    python -m bench.gpu_check manifest --output .whl/tree-manifest.txt
+
+On the GPU machine, from the repository's root (about 3 minutes on one H200):
 
     mkdir -p /tmp/site && tar -xJf .whl/gpusite.tar.xz -C /tmp/site
-    PYTHONPATH=/tmp/site:$PWD python3 -m bench.gpu_check run --output results/gpu/gpu-check.json
+    SPACY_ELMO_TREE_MANIFEST=.whl/tree-manifest.txt PYTHONPATH=/tmp/site:$PWD \\
+        python3 -m bench.gpu_check run --output results/gpu/gpu-check.json
 
 Each part runs on its own, so one that fails is recorded with its error and the others still run;
 the record is rewritten after each part, so a run cut short keeps what it finished.
@@ -53,6 +59,7 @@ from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.io import load_allennlp
 from spacy_elmo.io.loading import DEFAULT_CHAR_CACHE_SIZE, resolve_bilm
+from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance, write_tree_manifest
 
 from .workloads import SHAPES, conllu_sentences
 
@@ -76,6 +83,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
     if args.command == "bundle":
         return bundle(args.output, python=args.python)
+    if args.command == "manifest":
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        return {"commit": write_tree_manifest(args.output)}
     return run_check(args)
 
 
@@ -85,6 +95,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     pack = commands.add_parser("bundle", help="spaCy's stack for the GPU machine, in one archive")
     pack.add_argument("--output", type=Path, required=True, help="the archive to write (.tar.xz)")
     pack.add_argument("--python", default=BUNDLE_PYTHON, help="the GPU machine's Python version")
+    manifest = commands.add_parser("manifest", help="the commit and tracked files of the tree about to be sent")
+    manifest.add_argument("--output", type=Path, required=True)
     check = commands.add_parser("run", help="the check itself, on the GPU machine")
     check.add_argument("--output", type=Path, required=True, help="the JSON record to write")
     check.add_argument("--device", default="cuda", help="the device checked (cpu: a dry run of the script)")
@@ -164,9 +176,10 @@ def _entry_points(site: Path) -> None:
 
 def run_check(args: argparse.Namespace) -> Dict:
     device = torch.device(args.device)
+    command = "python -m bench.gpu_check " + " ".join(_argv(args))
+    mark_start(command)
     record: Dict[str, Any] = {
-        "command": "python -m bench.gpu_check " + " ".join(_argv(args)),
-        "machine": machine(device), "parity_tolerance": PARITY_TOLERANCE, "parts": {},
+        "command": command, "machine": machine(device), "parity_tolerance": PARITY_TOLERANCE, "parts": {},
     }
     train, test = conllu_sentences(EWT / "train.conllu"), conllu_sentences(EWT / "test.conllu")
     parts: Dict[str, Callable[[], Dict]] = {
@@ -203,6 +216,11 @@ def _argv(args: argparse.Namespace) -> List[str]:
 
 
 def write(record: Dict, path: Path) -> None:
+    record["provenance"] = provenance(
+        model=[model_record()], data=data_record([EWT / "train.conllu", EWT / "test.conllu", TINY]),
+        model_note="the shipped en_small (parity, lm, spacy, and the pretraining shape); the other models are "
+        "the tiny AllenNLP fixture and random weights (torch seed 0) of the full published shape",
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n", encoding="utf-8")
 

@@ -16,6 +16,8 @@ The record (``provenance(...)``):
   them when it is written, says so under ``unknown`` and leaves ``started`` null (which
   ``check_record`` refuses in a new record).
 - ``commit``, ``dirty``: the same when the record was written (the code may have changed meanwhile).
+  A copy of the checkout without its ``.git`` (sent to a GPU machine) reads both from the manifest
+  that ``$SPACY_ELMO_TREE_MANIFEST`` names (``write_tree_manifest``), checking every file against it.
 - ``dirty_note`` (where given, or ``$SPACY_ELMO_DIRTY_NOTE``): what a run from a tree with
   uncommitted changes knows of them.
 - ``model``: ``model_record(...)`` of the biLM the run used (name, version, weights file and its
@@ -36,6 +38,7 @@ relative to it, a path in a datasets folder as ``assets/datasets/...`` (project.
 ``vars.datasets``), and any other by its last three parts, ``.../GRANDPARENT/PARENT/NAME``.
 """
 import datetime
+import hashlib
 import os
 import platform
 import shlex
@@ -57,6 +60,8 @@ DATASETS = "assets/datasets"
 DATA_ENV = "SPACY_ELMO_DATA"
 # what a run from a tree with uncommitted changes says about them, for commands that take no argument for it
 DIRTY_NOTE_ENV = "SPACY_ELMO_DIRTY_NOTE"
+# a copy of the checkout without .git: the manifest of the commit it was copied from (write_tree_manifest)
+TREE_MANIFEST_ENV = "SPACY_ELMO_TREE_MANIFEST"
 UNVERSIONED = "unversioned"
 PathLike = Union[str, Path]
 
@@ -309,9 +314,50 @@ def _relative_path(arg: str) -> str:
 
 
 def _checkout_state() -> tuple:
+    if not (CHECKOUT / ".git").exists() and os.environ.get(TREE_MANIFEST_ENV):
+        return manifest_state(Path(os.environ[TREE_MANIFEST_ENV]))
     commit = _git("rev-parse", "HEAD")
     changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *RESULTS_EXCLUDED)
     return commit, None if changed is None else bool(changed)
+
+
+def write_tree_manifest(path: PathLike) -> str:
+    """For a copy of the checkout without its ``.git`` (sent to another machine): the commit and
+    every tracked file's git blob id (``git ls-files -s``), written to ``path``; the copy's records
+    then read their commit and cleanliness from it (``$SPACY_ELMO_TREE_MANIFEST``, ``manifest_state``).
+
+    RETURNS (str): the commit.
+    """
+    commit, listing = _git("rev-parse", "HEAD"), _git("ls-files", "-s")
+    if commit is None or listing is None:
+        raise RuntimeError(f"{CHECKOUT} is not a git checkout: there is no commit to write")
+    Path(path).write_text(f"commit {commit}\n{listing}\n", encoding="utf-8")
+    return commit
+
+
+def manifest_state(path: Path) -> tuple:
+    """The commit a manifest (``write_tree_manifest``) names, and whether any tracked file outside
+    ``results/`` differs from it here: each file's git blob id is computed anew and compared.
+
+    RETURNS (tuple): (commit, dirty).
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or not lines[0].startswith("commit "):
+        raise ValueError(f"{path}: not a tree manifest (its first line names no commit)")
+    commit = lines[0].split()[1]
+    for line in filter(None, lines[1:]):
+        meta, name = line.split("\t", 1)
+        mode, blob, _ = meta.split()
+        if name.startswith("results/"):
+            continue
+        file = CHECKOUT / name
+        if mode == "120000":
+            data = os.readlink(file).encode() if file.is_symlink() else None
+        else:
+            data = file.read_bytes() if file.is_file() and not file.is_symlink() else None
+        if data is None or hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != blob:
+            return commit, True
+    return commit, False
 
 
 def _is_below(path: Path, root: Path) -> bool:
