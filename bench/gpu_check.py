@@ -528,7 +528,8 @@ def spacy_run(device: torch.device, *, steps: int) -> Dict:
         result: Dict[str, Any] = {"command": " ".join(["python -m spacy train configs/tagger-elmo.cfg", "--gpu-id", gpu_id,
                                                         "--training.max_steps", str(steps)]),
                                   "train_returncode": done.returncode, "train_s": round(train_s, 1),
-                                  "train_log_tail": (done.stdout + done.stderr)[-3000:], "corpus": corpus["counts"]}
+                                  "train_log_tail": (done.stdout + done.stderr).replace(str(work), "TMP")[-3000:],
+                                  "corpus": corpus["counts"]}
         if done.returncode != 0:
             raise RuntimeError(f"spacy train exited {done.returncode}: {(done.stdout + done.stderr)[-1500:]}")
         meta = json.loads((work / "out" / "model-last" / "meta.json").read_text(encoding="utf-8"))
