@@ -28,7 +28,6 @@ SHAPED_BILM_ARCHITECTURES = ("spacy-elmo.BiLM.v1", "spacy-elmo.BiLM.v2")
 LISTENER_ARCHITECTURE = "spacy-elmo.ElmoListener.v1"
 STANDALONE_ARCHITECTURE = "spacy-elmo.StandaloneElmo.v1"
 TOK2VEC_ARCHITECTURE = "spacy-elmo.ElmoTok2Vec.v1"
-INFERENCE_SETTINGS = ("optimize", "precision", "char_cache_size")
 # what a spacy-elmo.BiLM.v3 model holds until its weights are loaded: the smallest biLM there is
 UNLOADED = BiLMConfig(char_embedding_dim=1, filters=((1, 1),), n_highway=0, dim=1, projection_dim=1, n_layers=1)
 
@@ -221,10 +220,18 @@ def bilm_v3(
     ``char_cache_size``), with its defaults.
     RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
     """
-    arguments = dict(locals())  # the arguments
-    source = arguments.pop("name")
-    inference = _inference_plan(BILM_ARCHITECTURE, **{key: arguments.pop(key) for key in INFERENCE_SETTINGS})
-    return _bilm_model(**arguments, inference=inference, source=source)
+    inference = _inference_plan(
+        BILM_ARCHITECTURE, optimize=optimize, precision=precision, char_cache_size=char_cache_size
+    )
+    return _bilm_model(
+        max_window=max_window,
+        batch_size=batch_size,
+        max_batch_items=max_batch_items,
+        trainable=trainable,
+        frozen_cache_mb=frozen_cache_mb,
+        inference=inference,
+        source=name,
+    )
 
 
 def _inference_plan(architecture: str, **settings: Any) -> InferencePlan:

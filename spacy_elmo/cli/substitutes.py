@@ -30,8 +30,10 @@ def substitutes_cli(
 ) -> None:
     """Print, per token, the top words of the forward LM (from the left context), the backward LM
     (from the right context) and both combined (mean of the two log-probabilities), with probabilities."""
+    from ..io.lm_head import UNK_TOKEN
     from ..training.corpus import make_tokenizer
     from ..training.scoring import load_lm
+    from ..usage.substitutes import NOT_WORDS
 
     tokens = make_tokenizer(lang)(text)
     if not tokens:
@@ -40,6 +42,7 @@ def substitutes_cli(
         lm = load_lm(model, options=options, weights=weights)
     except ValueError as err:  # a damaged file (ModelFileError) or no softmax
         raise typer.BadParameter(str(err)) from err
-    [found] = lm.substitutes([tokens], top=top, include_boundaries=include_boundaries or all_entries, words_only=not all_entries)
+    exclude = () if all_entries else (UNK_TOKEN,) if include_boundaries else NOT_WORDS
+    [found] = lm.substitutes([tokens], top=top, exclude=exclude)
     for token in found:
         typer.echo(json.dumps(token.to_dict(), ensure_ascii=False))

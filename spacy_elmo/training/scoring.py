@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from ..bilm.batching import windows
-from ..io.lm_head import UNK_TOKEN, LMHead
+from ..io.lm_head import LMHead
 from ..io.loading import PathLike
-from ..usage.substitutes import BOUNDARIES, TokenSubstitutes, sentence_substitutes
+from ..usage.substitutes import NOT_WORDS, TokenSubstitutes, sentence_substitutes
 from .batches import sentence_batch
 from .head import load_scoring_lm
 from .lm import LanguageModel
@@ -125,21 +125,20 @@ class ElmoLM:
         sentences: Sequence[Sequence[str]],
         *,
         top: int = 5,
-        include_boundaries: bool = False,
-        words_only: bool = True,
+        exclude: Sequence[str] = NOT_WORDS,
         batch_size: int = 32,
     ) -> List[List[TokenSubstitutes]]:
         """The words the LM expects at each token: forward, backward and combined lists.
 
-        include_boundaries (bool): offer <S> and </S> too, as bilm-tf's graph ranks them.
-        words_only (bool): never offer <UNK> (default); False keeps every vocabulary entry.
+        top (int): words per list.
+        exclude (Sequence[str]): entries never offered (they still count in the normalizer); default
+            ``usage.substitutes.NOT_WORDS`` (<S>, </S>, <UNK>): words only; () offers every entry, as
+            bilm-tf's graph ranks them.
+        batch_size (int): sentences (windows) per biLM pass.
         RETURNS (List[List[TokenSubstitutes]]): per sentence, per token. A sentence longer than
             ``bilm.batching.MAX_WINDOW`` tokens runs in windows, as the elmo component runs it.
         """
         _check_sentences(sentences)
-        exclude = () if include_boundaries else BOUNDARIES
-        if words_only:
-            exclude = (*exclude, UNK_TOKEN)
         pieces = [(i, begin, end) for i, s in enumerate(sentences) for begin, end in windows(0, len(s))]
         found = sentence_substitutes(self.lm.bilm, self.head, [list(sentences[i][b:e]) for i, b, e in pieces], top=top,
                                      exclude=exclude, batch_size=batch_size)

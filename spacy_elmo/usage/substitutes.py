@@ -10,9 +10,11 @@ lists of the ``top`` most probable words of the head's vocabulary:
   the geometric mean of the two probabilities, not renormalized over the vocabulary.
 
 Each word's probability is the full softmax over the whole vocabulary (normalized chunk by chunk:
-``WordSoftmax.top_log_probs``). By default ``<S>`` and ``</S>`` are not offered as substitutes
-(simple_elmo's ``get_elmo_substitutes`` drops them too) but stay in the normalizer; ``exclude=()``
-offers every word, as bilm-tf's graph ranks them. simple_elmo reports forward and backward lists
+``WordSoftmax.top_log_probs``). Substitutes are words by default: ``NOT_WORDS`` (``<S>``, ``</S>``
+and ``<UNK>``) are not offered but stay in the normalizer. simple_elmo's ``get_elmo_substitutes``
+drops the boundaries too; ``<UNK>`` pools the probability of every rare word, so it often ranks
+first while being no word a reader could put in the sentence (the sense induction of ``senses.py``
+leaves it out for the same reason). ``exclude=()`` offers every entry, as bilm-tf's graph ranks them. simple_elmo reports forward and backward lists
 only, with raw logits; here both carry log-probabilities.
 """
 from dataclasses import dataclass
@@ -22,10 +24,11 @@ import torch
 
 from ..bilm import BiLM
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
-from ..io.lm_head import LMHead
+from ..io.lm_head import UNK_TOKEN, LMHead
 
 DIRECTIONS = ("forward", "backward", "combined")
-BOUNDARIES = (BOS_TOKEN, EOS_TOKEN)
+# the vocabulary entries never offered by default: the sentence boundaries and the rare-word class
+NOT_WORDS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def sentence_substitutes(
     sentences: Sequence[Sequence[str]],
     *,
     top: int = 5,
-    exclude: Sequence[str] = BOUNDARIES,
+    exclude: Sequence[str] = NOT_WORDS,
     batch_size: int = 32,
 ) -> List[List[TokenSubstitutes]]:
     """The substitutes of every token of every sentence (see the module docstring).
@@ -75,8 +78,8 @@ def sentence_substitutes(
     head (LMHead): its softmax and vocabulary (a model source's ``head()``, ``io.loading.load_lm_head``).
     sentences (Sequence[Sequence[str]]): tokenized sentences.
     top (int): words per list.
-    exclude (Sequence[str]): words never offered (they still count in the normalizer); default
-        <S> and </S>; add "<UNK>" to leave rare words out, or give () to offer every word.
+    exclude (Sequence[str]): entries never offered (they still count in the normalizer); default
+        ``NOT_WORDS`` (<S>, </S>, <UNK>): words only; () offers every entry.
     batch_size (int): sentences per biLM pass.
     RETURNS (List[List[TokenSubstitutes]]): per sentence, per token.
     """
@@ -118,7 +121,7 @@ def _substitutes(head: LMHead, values: torch.Tensor, ids: torch.Tensor) -> Tuple
 
 
 def doc_substitutes(
-    doc: Any, bilm: BiLM, head: LMHead, *, top: int = 5, exclude: Sequence[str] = BOUNDARIES
+    doc: Any, bilm: BiLM, head: LMHead, *, top: int = 5, exclude: Sequence[str] = NOT_WORDS
 ) -> List[Optional[TokenSubstitutes]]:
     """The substitutes of a spaCy Doc's tokens, sentence by sentence where the Doc has sentence
     boundaries (else the whole Doc as one sentence); whitespace tokens are not read.
@@ -126,6 +129,8 @@ def doc_substitutes(
     doc (Doc): the Doc.
     bilm (BiLM): e.g. ``nlp.get_pipe("elmo").bilm``.
     head (LMHead): the softmax of the model the component was initialized from (``load_lm_head``).
+    top (int): words per list.
+    exclude (Sequence[str]): entries never offered, as ``sentence_substitutes`` (default: words only).
     RETURNS (List[Optional[TokenSubstitutes]]): one per token of the Doc (None for whitespace);
         ``position`` is the token's index in the Doc.
     """

@@ -68,10 +68,10 @@ def test_substitutes_are_words_unless_asked_for_every_entry(tmp_path):
     words = lm.substitutes(sentence, top=size - 3)[0]
     assert all(UNK_TOKEN not in {s.word for s in t.combined} | {s.word for s in t.forward} for t in words)
     assert all({"<S>", "</S>"}.isdisjoint(s.word for s in t.combined) for t in words)
-    every = lm.substitutes(sentence, top=size, include_boundaries=True, words_only=False)[0]
+    every = lm.substitutes(sentence, top=size, exclude=())[0]
     offered = {s.word for t in every for s in t.combined}
     assert {UNK_TOKEN, "<S>", "</S>"} <= offered
-    boundaries = lm.substitutes(sentence, top=size - 1, include_boundaries=True)[0]
+    boundaries = lm.substitutes(sentence, top=size - 1, exclude=[UNK_TOKEN])[0]
     assert {"<S>", "</S>"} <= {s.word for t in boundaries for s in t.backward}
 
 

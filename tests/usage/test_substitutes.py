@@ -1,11 +1,16 @@
 """Substitutes: the model's own softmax at each token, against a brute-force argmax over the
 vocabulary and against bilm-tf's graph."""
+import json
+
 import pytest
 import spacy
 import torch
+from typer.testing import CliRunner
 
+from spacy_elmo.cli import app
 from spacy_elmo.io.loading import load_lm_head
-from spacy_elmo.usage.substitutes import doc_substitutes, sentence_substitutes
+from spacy_elmo.training.scoring import load_lm
+from spacy_elmo.usage.substitutes import NOT_WORDS, doc_substitutes, sentence_substitutes
 
 from ..published_head import bilm_tf_reference, write_published_head
 
@@ -46,9 +51,34 @@ def test_substitutes_are_the_brute_force_best_words_of_each_direction_and_their_
                 got = getattr(token, name)
                 assert [s.word for s in got] == [head.words[j] for j in best.indices], (name, i)
                 torch.testing.assert_close(torch.tensor([s.log_prob for s in got]), best.values, rtol=1e-5, atol=1e-6)
-    # <UNK> is offered unless excluded; <S> and </S> never are
-    offered = {s.word for sent in sentence_substitutes(bilm, head, SENTENCES, top=13) for t in sent for s in t.forward}
-    assert "<UNK>" in offered and not offered & {"<S>", "</S>"}
+    # words only unless asked: every word may be offered, never <S>, </S> or <UNK>
+    words = len(head) - len(NOT_WORDS)
+    offered = {s.word for sent in sentence_substitutes(bilm, head, SENTENCES, top=words) for t in sent for s in t.forward}
+    assert offered == set(head.words) - set(NOT_WORDS)
+    every = {s.word for sent in sentence_substitutes(bilm, head, SENTENCES, top=len(head), exclude=()) for t in sent
+             for s in t.forward}
+    assert every == set(head.words)
+
+
+def test_every_way_to_ask_for_substitutes_offers_the_same_words_only_by_default(tmp_path):
+    """sentence_substitutes, doc_substitutes, load_lm().substitutes and the command share one default."""
+    model = write_published_head(tmp_path / "pub")
+    bilm, head = load_lm_head(model)
+    tokens = ["the", "cat", "sees", "a", "zebra", "."]
+    words = len(head) - len(NOT_WORDS)
+    [alone] = sentence_substitutes(bilm, head, [tokens], top=words)
+    in_doc = doc_substitutes(spacy.blank("en")(" ".join(tokens)), bilm, head, top=words)
+    [from_lm] = load_lm(model).substitutes([tokens], top=words)
+    printed = CliRunner().invoke(app, ["substitutes", " ".join(tokens), "--model", str(model), "--top", str(words)])
+    assert printed.exit_code == 0, printed.output
+    from_command = [json.loads(line) for line in printed.stdout.splitlines()]
+    for i, token in enumerate(alone):
+        for name in ("forward", "backward", "combined"):
+            offered = [s.word for s in getattr(token, name)]
+            assert not set(offered) & set(NOT_WORDS)
+            assert [s.word for s in getattr(in_doc[i], name)] == offered
+            assert [s.word for s in getattr(from_lm[i], name)] == offered
+            assert [s["word"] for s in from_command[i][name]] == offered
 
 
 def test_the_doc_view_reads_each_sentence_alone_and_skips_whitespace(tmp_path):
