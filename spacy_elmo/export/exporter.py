@@ -165,7 +165,7 @@ def export_bilm(
         if fmt == "torchscript":
             scripted.save(str(written))
         else:
-            _write_onnx(scripted, example, written, opset)
+            write_onnx(scripted, example, written, opset)
             record.update(opset=opset, onnx=_onnx_versions(), activations=ONNX_ACTIVATIONS)
             if precision == "int8":
                 record["int8"] = _quantize_int8(written, bilm, Path(work))
@@ -178,7 +178,9 @@ def export_bilm(
     return record
 
 
-def _write_onnx(scripted: torch.jit.ScriptModule, example, path: Path, opset: int) -> None:
+def write_onnx(scripted: torch.jit.ScriptModule, example, path: Path, opset: int) -> None:
+    """A scripted ``ExportGraph`` as an ONNX file at ``path``: inputs ``char_ids`` and ``lengths``, output
+    ``layers``, batch and length dynamic; ``example`` is its (char_ids, lengths) to record with."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
         torch.onnx.export(

@@ -1,15 +1,12 @@
 """ExportGraph computes BiLM.forward's layers with shapes that follow the input's only."""
 import copy
-import warnings
 
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
-from spacy_elmo.bilm import BiLM, BiLMConfig
+from lab.reliability.export_precision import kernels, long_memory_bilm, long_sentences
 from spacy_elmo.export import export_bilm
-from spacy_elmo.export.graph import OnnxRuntimeActivations
 from spacy_elmo.fast import optimize_for_inference
 
 from .exported import run_file
@@ -65,35 +62,19 @@ def test_one_file_runs_batch_sizes_and_lengths_other_than_the_example_it_was_com
         np.testing.assert_allclose(model.layers(ids, lengths), expected, atol=1e-5)
 
 
-# Three layers, clips other than the fixtures' and LSTM weights three times torch's default scale: a
-# rounding difference at one timestep is still felt many steps later, yet the float32 reference stays
-# within 3e-6 of the float64 one over 200 tokens. ONNX Runtime's own float32 Sigmoid and Tanh kernels
-# (approximations) put the top layer 1.45e-5 from it here; each row's layers are compared with the float64
-# reference, as lab/reliability/parity_deep.py compares deep stacks: two float32 computations, each within
-# 3.5e-6 of it, may lie 7e-6 apart.
-LONG_MEMORY = dict(
-    char_embedding_dim=4, filters=((1, 4), (2, 8), (3, 16)), n_highway=1, dim=64, projection_dim=16, n_layers=3,
-    cell_clip=5.0, proj_clip=2.0,
-)
-LONG_WORDS = ["the", "bank", "of", "river", "money", "flooded", "a", "sat", "on", "we", ".", "Über", "x" * 30, "cat"]
-
-
 @pytest.fixture(scope="module")
 def long_memory(tmp_path_factory):
+    """A 3-layer model whose rounding differences are felt many steps later, yet whose float32 reference
+    stays within 3e-6 of the float64 one over 200 tokens; ONNX Runtime's own float32 Sigmoid and Tanh
+    kernels (approximations) put its top layer 1.45e-5 from it. Each row is compared with the float64
+    reference, as lab/reliability/parity_deep.py compares deep stacks: two float32 computations, each
+    within 3.5e-6 of it, may lie 7e-6 apart."""
     pytest.importorskip("onnxruntime")
-    torch.manual_seed(0)
-    bilm = BiLM(BiLMConfig(**LONG_MEMORY))
-    with torch.no_grad():
-        for name, param in bilm.named_parameters():
-            if "lstm" in name:
-                param.mul_(3.0)
-    bilm.eval()
-    rng = np.random.default_rng(0)
-    words = [str(rng.choice(LONG_WORDS)) for _ in range(200)]
+    bilm = long_memory_bilm()
     folder = tmp_path_factory.mktemp("long")
     for fmt in ("onnx", "torchscript"):
         export_bilm(bilm, folder / fmt, fmt, model={"name": "long memory"})
-    return bilm, folder, [words, words[:37], words[50:180]]
+    return bilm, folder, long_sentences()
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
@@ -108,25 +89,8 @@ def test_a_deep_model_exports_to_the_reference_layers_on_200_tokens(long_memory,
     assert worst <= 1e-5, f"{fmt}: max abs diff {worst:.3g} to the float64 reference"
 
 
-class _SigmoidAndTanh(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.activations = OnnxRuntimeActivations()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.stack([self.activations.sigmoid(x), self.activations.tanh(x)])
-
-
 def test_onnx_runtime_computes_the_onnx_files_sigmoid_and_tanh_as_precisely_as_torch(tmp_path):
-    ort = pytest.importorskip("onnxruntime")
-    x = torch.linspace(-20, 20, 400_001)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
-        torch.onnx.export(torch.jit.script(_SigmoidAndTanh()), (x,), str(tmp_path / "a.onnx"), dynamo=False,
-                          opset_version=17, input_names=["x"], dynamic_axes={"x": {0: "n"}})
-    session = ort.InferenceSession(str(tmp_path / "a.onnx"), providers=["CPUExecutionProvider"])
-    got = torch.from_numpy(session.run(None, {"x": x.numpy()})[0]).double()
-    exact = [torch.sigmoid(x.double()), torch.tanh(x.double())]
-    for ours, torch_own, truth in zip(got, [torch.sigmoid(x), torch.tanh(x)], exact):
+    pytest.importorskip("onnxruntime")
+    for name, errors in kernels(tmp_path, points=400_001).items():
         # ONNX Runtime's own Sigmoid and Tanh kernels are 1.9 and 10 times as far off as torch's ops
-        assert float((ours - truth).abs().max()) <= 1.25 * float((torch_own.double() - truth).abs().max())
+        assert errors["onnxruntime, the exported form"] <= 1.25 * errors["torch"], (name, errors)
