@@ -50,8 +50,8 @@ SPEED_WORDS = "the bank of the river flooded and we sat on its side watching mon
 
 def long_memory_bilm(seed: int = 0) -> BiLM:
     """``LONG_MEMORY`` with torch's default initialization (seeded) and every LSTM weight times 3:
-    a rounding difference is carried many steps, and the float32 reference stays within 3e-6 of
-    the float64 one on ``long_sentences()``."""
+    a rounding difference is carried many steps, and the float32 reference stays within the 1e-5
+    contract of the float64 one on ``long_sentences()`` (``long`` in the record says how far)."""
     torch.manual_seed(seed)
     bilm = BiLM(LONG_MEMORY)
     with torch.no_grad():

@@ -65,10 +65,10 @@ def test_one_file_runs_batch_sizes_and_lengths_other_than_the_example_it_was_com
 @pytest.fixture(scope="module")
 def long_memory(tmp_path_factory):
     """A 3-layer model whose rounding differences are felt many steps later, yet whose float32 reference
-    stays within 3e-6 of the float64 one over 200 tokens; ONNX Runtime's own float32 Sigmoid and Tanh
+    stays within 5.1e-6 of the float64 one over 200 tokens; ONNX Runtime's own float32 Sigmoid and Tanh
     kernels (approximations) put its top layer 1.45e-5 from it. Each row is compared with the float64
     reference, as lab/reliability/parity_deep.py compares deep stacks: two float32 computations, each
-    within 3.5e-6 of it, may lie 7e-6 apart."""
+    within about 5e-6 of it, may lie 8e-6 apart (docs/export.md)."""
     pytest.importorskip("onnxruntime")
     bilm = long_memory_bilm()
     folder = tmp_path_factory.mktemp("long")
