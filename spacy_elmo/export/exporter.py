@@ -4,10 +4,12 @@ The graph is ``graph.ExportGraph`` (the reference computation, no runner), compi
 ``torch.jit.script``: its timestep loop stays a loop, so the file runs any batch size and length
 (``torch.jit.trace`` would unroll the loop to the example's length). ONNX goes through torch's
 TorchScript-based exporter (``dynamo=False``) at the opset ``OPSET``; the loop becomes an ONNX
-``Loop``. The record (``record_path``) names the model and its weights' SHA-256, the char-id
-convention, the inputs and outputs, the opset and the versions; a model with a learned character
-vocabulary (ELMoForManyLangs) also gets it beside the file (``chars_path``), as
-``CharVocabulary.to_json`` writes it, so the file's ids can be made without the source model.
+``Loop``, and its sigmoids and tanhs take forms that ONNX Runtime computes precisely
+(``graph.OnnxRuntimeActivations``). The record (``record_path``) names the model and its weights'
+SHA-256, the char-id convention, the inputs and outputs, the opset, the activations' forms and the
+versions; a model with a learned character vocabulary (ELMoForManyLangs) also gets it beside the
+file (``chars_path``), as ``CharVocabulary.to_json`` writes it, so the file's ids can be made
+without the source model.
 """
 import hashlib
 import json
@@ -53,6 +55,12 @@ LEARNED_IDS = (
     "BiLM.batch_ids): per token [word id, begin-of-word, one id per code point (cut to "
     "max_characters_per_token - 2), end-of-word, padding...]; the vocabulary is the .chars.json beside "
     "the file; a padding token is all 0"
+)
+
+
+ONNX_ACTIVATIONS = (
+    "sigmoid as 1 / (1 + exp(-x)), tanh computed in float64 and rounded to float32 "
+    "(spacy_elmo.export.graph.OnnxRuntimeActivations): ONNX Runtime's float32 Sigmoid and Tanh approximate"
 )
 
 
@@ -131,7 +139,7 @@ def export_bilm(
     check_request(fmt, output, precision, opset)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.jit's deprecation notice: TorchScript is the format asked for
-        scripted = torch.jit.script(ExportGraph(bilm).eval())
+        scripted = torch.jit.script(ExportGraph(bilm, for_onnx=fmt == "onnx").eval())
     ids, lengths = bilm.batch_ids(CHECK_SENTENCES)
     example = (torch.from_numpy(ids), torch.from_numpy(lengths))
     record: Dict[str, Any] = {
@@ -157,8 +165,8 @@ def export_bilm(
         if fmt == "torchscript":
             scripted.save(str(written))
         else:
-            _write_onnx(scripted, example, written, opset)
-            record.update(opset=opset, onnx=_onnx_versions())
+            write_onnx(scripted, example, written, opset)
+            record.update(opset=opset, onnx=_onnx_versions(), activations=ONNX_ACTIVATIONS)
             if precision == "int8":
                 record["int8"] = _quantize_int8(written, bilm, Path(work))
         os.replace(written, output)
@@ -170,7 +178,9 @@ def export_bilm(
     return record
 
 
-def _write_onnx(scripted: torch.jit.ScriptModule, example, path: Path, opset: int) -> None:
+def write_onnx(scripted: torch.jit.ScriptModule, example, path: Path, opset: int) -> None:
+    """A scripted ``ExportGraph`` as an ONNX file at ``path``: inputs ``char_ids`` and ``lengths``, output
+    ``layers``, batch and length dynamic; ``example`` is its (char_ids, lengths) to record with."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
         torch.onnx.export(

@@ -15,6 +15,9 @@ so ``ExportGraph`` computes the same layers with shapes that depend only on the 
 The weights are the ``BiLM``'s own modules (no copy), and the math of a timestep is
 ``bilm.lstm.cell_step`` written again in TorchScript-compilable form. The timestep loop is a
 ``torch.jit.script`` loop, so one exported graph serves every batch size and length.
+
+The sigmoids and tanhs are ``Activations``: torch's own in a TorchScript file, and for ONNX the
+forms of ``OnnxRuntimeActivations``, which ONNX Runtime computes as precisely as torch does.
 """
 from typing import List, Optional
 
@@ -25,6 +28,36 @@ from ..bilm import BiLM
 from ..fast import detach
 
 
+class Activations(nn.Module):
+    """The graph's sigmoid and tanh as torch computes them: the reference's ops (the TorchScript file)."""
+
+    def sigmoid(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x)
+
+    def tanh(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x)
+
+
+class OnnxRuntimeActivations(Activations):
+    """The graph's sigmoid and tanh in forms that ONNX Runtime's CPU provider computes precisely.
+
+    Its float32 ``Sigmoid`` and ``Tanh`` kernels are fast approximations (MLAS's), about 2 and 10
+    times as far from float64 as torch's ops, at every graph optimization level. An LSTM carries
+    each step's error in its cell and hidden state, so on a deep model it grows with the sentence:
+    past the 1e-5 contract at 200 tokens (``tests/export/test_graph.py``). Its ``Exp`` and its
+    float64 ``Tanh`` are precise: sigmoid is written as ``1 / (1 + exp(-x))``, torch's own formula
+    for float32 sigmoid, and tanh is computed in float64 and rounded once; together they cost about
+    5% of ONNX Runtime's time on the shipped biLM. docs/export.md gives the measured errors and cost
+    (``lab/reliability/export_precision.py``).
+    """
+
+    def sigmoid(self, x: torch.Tensor) -> torch.Tensor:
+        return 1.0 / (1.0 + torch.exp(-x))
+
+    def tanh(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x.double()).to(x.dtype)
+
+
 def _clip_value(limit: Optional[float]) -> float:
     """A clip of None as +inf: clamping to [-inf, inf] leaves every finite value unchanged."""
     return float("inf") if limit is None else float(limit)
@@ -33,8 +66,16 @@ def _clip_value(limit: Optional[float]) -> float:
 class ExportStack(nn.Module):
     """One direction's LSTMP layers (``bilm.lstm.LSTMPStack``'s modules), over a masked batch."""
 
-    def __init__(self, stack: nn.Module, dim: int, cell_clip: Optional[float], proj_clip: Optional[float]) -> None:
+    def __init__(
+        self,
+        stack: nn.Module,
+        dim: int,
+        cell_clip: Optional[float],
+        proj_clip: Optional[float],
+        activations: Activations,
+    ) -> None:
         super().__init__()
+        self.activations = activations
         self.input_linearity = nn.ModuleList([layer.input_linearity for layer in stack.layers])
         self.state_linearity = nn.ModuleList([layer.state_linearity for layer in stack.layers])
         self.projection = nn.ModuleList([layer.projection for layer in stack.layers])
@@ -74,12 +115,12 @@ class ExportStack(nn.Module):
         steps_out: List[torch.Tensor] = []
         for t in range(steps):
             gates = projected[:, t] + torch.mm(h, state_t)
-            i = torch.sigmoid(gates[:, :dim])
-            j = torch.tanh(gates[:, dim : 2 * dim])
-            f = torch.sigmoid(gates[:, 2 * dim : 3 * dim])
-            o = torch.sigmoid(gates[:, 3 * dim :])
+            i = self.activations.sigmoid(gates[:, :dim])
+            j = self.activations.tanh(gates[:, dim : 2 * dim])
+            f = self.activations.sigmoid(gates[:, 2 * dim : 3 * dim])
+            o = self.activations.sigmoid(gates[:, 3 * dim :])
             c = torch.clamp(f * c + i * j, -self.cell_clip, self.cell_clip)
-            h = torch.clamp(torch.mm(o * torch.tanh(c), projection_t), -self.proj_clip, self.proj_clip)
+            h = torch.clamp(torch.mm(o * self.activations.tanh(c), projection_t), -self.proj_clip, self.proj_clip)
             steps_out.append(h * mask[:, t : t + 1])
         if len(steps_out) == 0:
             return projected.new_zeros(batch, 0, self.projection_dim)
@@ -89,9 +130,10 @@ class ExportStack(nn.Module):
 class ExportEncoder(nn.Module):
     """The char-CNN token encoder (``bilm.token_encoder.CharCNNEncoder``'s modules) over every position."""
 
-    def __init__(self, encoder: nn.Module) -> None:
+    def __init__(self, encoder: nn.Module, activations: Activations) -> None:
         super().__init__()
         config = encoder.config
+        self.activations = activations
         self.char_embedding = encoder.char_embedding
         self.convolutions = encoder.convolutions
         self.transform = encoder.highway.transform
@@ -109,10 +151,10 @@ class ExportEncoder(nn.Module):
         pooled: List[torch.Tensor] = []
         for conv in self.convolutions:
             value = torch.amax(conv(embedded), dim=-1)
-            pooled.append(torch.relu(value) if self.relu else torch.tanh(value))
+            pooled.append(torch.relu(value) if self.relu else self.activations.tanh(value))
         x = torch.cat(pooled, dim=-1)
         for transform, carry in zip(self.transform, self.carry):
-            gate = torch.sigmoid(carry(x))
+            gate = self.activations.sigmoid(carry(x))
             x = gate * torch.relu(transform(x)) + (1.0 - gate) * x
         if self.has_words:
             x = torch.cat([self.word_embedding(rows[:, 0]), x], dim=-1)
@@ -123,18 +165,22 @@ class ExportGraph(nn.Module):
     """``BiLM.forward``'s layers as one graph of fixed structure.
 
     bilm (BiLM): the model; any attached runner is detached (the export is the reference path).
+    for_onnx (bool): compute sigmoid and tanh as ``OnnxRuntimeActivations`` does (an ONNX file), not
+        with torch's ops (a TorchScript file).
     forward(char_ids (LongTensor (B, T, token_width)), lengths (LongTensor (B,))) returns the
     layers (L+1, B, T, 2 * projection_dim), zero at padding: ``BiLM(char_ids, lengths).layers``.
     """
 
-    def __init__(self, bilm: BiLM) -> None:
+    def __init__(self, bilm: BiLM, *, for_onnx: bool = False) -> None:
         super().__init__()
         detach(bilm)
         bilm.eval()
         config = bilm.config
-        self.encoder = ExportEncoder(bilm.token_encoder)
-        self.forward_stack = ExportStack(bilm.forward_lstm, config.dim, config.cell_clip, config.proj_clip)
-        self.backward_stack = ExportStack(bilm.backward_lstm, config.dim, config.cell_clip, config.proj_clip)
+        activations = OnnxRuntimeActivations() if for_onnx else Activations()
+        self.encoder = ExportEncoder(bilm.token_encoder, activations)
+        clips = (config.cell_clip, config.proj_clip)
+        self.forward_stack = ExportStack(bilm.forward_lstm, config.dim, *clips, activations)
+        self.backward_stack = ExportStack(bilm.backward_lstm, config.dim, *clips, activations)
         self.projection_dim = config.projection_dim
 
     def forward(self, char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

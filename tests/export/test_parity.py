@@ -82,6 +82,8 @@ def test_the_record_names_the_model_its_weights_digest_and_the_char_ids(exported
         assert record["model"]["weights_sha256"] == file_sha256(weights_file)
     assert record["file_sha256"] == file_sha256(files["onnx"])
     assert record["opset"] == 17 and record["torch"] and record["onnx"]["onnxruntime"]
+    assert "OnnxRuntimeActivations" in record["activations"]
     assert record["char_ids"]["token_width"] == reference.token_width
     assert record["char_ids"]["name"] == ("learned" if reference.char_vocab is not None else "bytes")
-    assert "opset" not in json.loads(record_path(files["torchscript"]).read_text(encoding="utf-8"))
+    torchscript = json.loads(record_path(files["torchscript"]).read_text(encoding="utf-8"))
+    assert "opset" not in torchscript and "activations" not in torchscript
