@@ -76,3 +76,25 @@ def test_a_runner_is_not_saved_with_the_weights(exact):
     assert not any(hasattr(module, "runner") for module in bilm.modules() if module is not bilm)
     assert not hasattr(bilm.token_encoder, "cache") and bilm.runner.char_cache is None
     assert not any("runner" in key for key in bilm.state_dict())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_an_optimized_model_under_autocast_runs_the_reference_loop_and_matches_the_plain_one(dtype):
+    """autocast (a GPU user's fp16) picks each op's dtype: the in-place and lockstep loops, which
+    write into float32 buffers, used to fail with mixed dtypes; the reference loop follows it."""
+    sentences = [["The", "bank", "raised", "rates", "."], ["We", "sat", "by", "the", "river"]]
+    plain, optimized = random_bilm(seed=3), random_bilm(seed=3)
+    optimize_for_inference(optimized, char_cache_size=100)
+    optimized.embed(sentences)  # float32 encodings in the char cache first
+    with torch.autocast("cpu", dtype=dtype):
+        with torch.no_grad():
+            assert optimized.runner.stack_path(optimized.forward_lstm, optimized.backward_lstm, stack_inputs(optimized)) is None
+            assert layer_path(optimized, requires_grad=False) == "reference"
+        expected, got = plain.embed(sentences), optimized.embed(sentences)
+    for e, g in zip(expected, got):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        assert abs(g - e).max() < 1e-3
+    # the cache kept its float32 encodings: outside autocast the optimized path is as before
+    assert optimized.runner.char_cache is not None
+    for e, g in zip(plain.embed(sentences), optimized.embed(sentences)):
+        assert abs(g - e).max() < 1e-5

@@ -222,3 +222,14 @@ def test_our_directory_wins_over_a_published_name(no_download, tmp_path, monkeyp
 
 def test_nothing_given_is_the_shipped_biLM():
     assert locate_bilm() == NativeSource(loading.shipped_model_dir(), language="en", shipped=True)
+
+
+def test_load_bilm_puts_every_tensor_on_the_device_asked_for(tiny_paths):
+    """Every parameter and buffer, and what the default path derives from them (the paired
+    directions), on the device named; the meta device stands in for cuda here."""
+    bilm = load_bilm(options=tiny_paths[0], weights=tiny_paths[1], device="meta")
+    tensors = [*bilm.parameters(), *bilm.buffers()]
+    assert tensors and {t.device.type for t in tensors} == {"meta"}
+    assert bilm.device.type == "meta" and bilm.runner is not None
+    plain = load_bilm(options=tiny_paths[0], weights=tiny_paths[1], optimize=False)
+    assert plain.device.type == "cpu" and plain.runner is None

@@ -91,6 +91,34 @@ def test_commit_and_dirty_are_the_checkouts_as_git_reports_them(checkout, tmp_pa
     assert (provenance()["commit"], provenance()["dirty"]) == (None, None)
 
 
+def test_a_copy_without_git_reads_commit_and_cleanliness_from_its_manifest(checkout, tmp_path, monkeypatch):
+    """A tree sent to another machine without .git: its records name the manifest's commit, and
+    dirty says whether any tracked file outside results/ differs from that commit's."""
+    repo = checkout
+    (repo / "results").mkdir()
+    (repo / "results" / "run.json").write_text("{}\n", encoding="utf-8")
+    _git(repo, "add", "results/run.json")
+    _git(repo, "commit", "-q", "-m", "results")
+    commit = _git(repo, "rev-parse", "HEAD")
+    manifest = tmp_path / "tree-manifest.txt"
+    assert module.write_tree_manifest(manifest) == commit
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "code.py").write_bytes((repo / "code.py").read_bytes())
+    (copy / "results").mkdir()
+    (copy / "results" / "run.json").write_text('{"written": "on the other machine"}\n', encoding="utf-8")
+    monkeypatch.setattr(module, "CHECKOUT", copy)
+    monkeypatch.setenv(module.TREE_MANIFEST_ENV, str(manifest))
+    assert (provenance()["commit"], provenance()["dirty"], provenance()["start_clean"]) == (commit, False, True)
+    (copy / "code.py").write_text("x = 2\n", encoding="utf-8")
+    assert (provenance()["commit"], provenance()["dirty"]) == (commit, True)
+    (copy / "code.py").unlink()  # a missing file is a change too
+    assert provenance()["dirty"] is True
+    manifest.write_text("not a manifest\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a tree manifest"):
+        provenance()
+
+
 def test_a_package_main_reads_as_python_dash_m(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     main = tmp_path / "spacy_elmo" / "__main__.py"

@@ -102,3 +102,12 @@ def test_a_sentence_longer_than_a_window_gets_its_substitutes_window_by_window(t
     for alone, windowed in zip(tail, found[MAX_WINDOW:]):  # the last window as a sentence of its own, to 1e-5
         assert [s.word for s in windowed.combined] == [s.word for s in alone.combined]
         assert [s.log_prob for s in windowed.combined] == pytest.approx([s.log_prob for s in alone.combined], abs=1e-5)
+
+
+def test_load_lm_puts_the_model_and_the_heads_own_softmax_on_the_device_asked_for():
+    """``substitutes`` multiplies with the head's softmax: it must move with the model (on a GPU it
+    stayed on the CPU). The meta device stands in for cuda: no tensor of either may stay behind."""
+    lm = load_lm(device="meta")
+    tensors = [*lm.lm.parameters(), *lm.lm.buffers(), *lm.head.softmax.parameters()]
+    assert tensors and {t.device.type for t in tensors} == {"meta"}
+    assert lm.bilm.device.type == "meta"
