@@ -97,7 +97,12 @@ class ShardEmbedder:
     """A Ray Data actor (or a Spark Python worker's): loads the pipeline once, then embeds and writes
     the shards it is given."""
 
-    def __init__(self, model: Union[str, ModelSource], output: str, settings: Dict[str, Any], batch_size: int, threads: int) -> None:
+    def __init__(
+        self, model: Union[str, ModelSource], output: str, settings: Dict[str, Any], batch_size: int, threads: int,
+        device: Optional[str] = None,
+    ) -> None:
+        """device (Optional[str]): where the biLM runs ("cpu", "cuda:1"); None: the GPU where this process
+            sees one (a Ray actor given a GPU sees only it), else the CPU."""
         import torch
 
         torch.set_num_threads(threads)
@@ -106,8 +111,9 @@ class ShardEmbedder:
         self.settings = EmbedSettings(**settings)
         if weights_sha256(self.elmo.bilm) != self.settings.weights_sha256:
             raise RuntimeError(f"{model.name}: this worker's copy of the model has other weights than the driver's")
-        if torch.cuda.is_available():  # Ray gave this actor a GPU (CUDA_VISIBLE_DEVICES names only it)
-            self.elmo.bilm.to("cuda")
+        if device is None:  # Ray gave this actor a GPU (CUDA_VISIBLE_DEVICES names only it), or none
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.elmo.bilm.to(device)
         self.output = Path(output)
         self.batch_size = batch_size
         self.written = 0

@@ -13,9 +13,9 @@ import time
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional
 
-from .corpus import BATCH_PER_CPU, ShardEmbedder, shard_blocks
+from .corpus import BATCH_PER_CPU, BATCH_PER_GPU, ShardEmbedder, shard_blocks
 from .inputs import CorpusFiles
 from .runs import EmbedReport, ModelSource, PathLike, check_choices, finished_shards, model_source, open_run, write_finished
 
@@ -39,9 +39,12 @@ def _embed_file(
     """One Spark task: read input file ``index`` where it lies, and embed the shards not yet done.
     RETURNS (Iterator[Dict[str, int]]): one summary of the file: index, shards, written, rows, tokens,
         undecodable (so that the driver collects one row per file, not per shard)."""
-    key = (model, output, tuple(sorted(settings.items())), batch_size)
-    if key not in _EMBEDDERS:  # once per Python worker
-        _EMBEDDERS[key] = ShardEmbedder(model, output, settings, batch_size, threads=1)
+    from pyspark import TaskContext
+
+    device = task_device(TaskContext.get().resources())
+    key = (model, output, tuple(sorted(settings.items())), batch_size, device)
+    if key not in _EMBEDDERS:  # once per Python worker (and GPU)
+        _EMBEDDERS[key] = ShardEmbedder(model, output, settings, batch_size, threads=1, device=device)
     embedder = _EMBEDDERS[key]
     summary = {"index": index, "shards": 0, "written": 0, "rows": 0, "tokens": 0, "undecodable": 0}
     for item in shard_blocks(files, index, Path(output), rows=settings["shard_rows"], strict=strict):
@@ -50,6 +53,14 @@ def _embed_file(
         for name in ("written", "rows", "tokens", "undecodable"):
             summary[name] += done[name]
     yield summary
+
+
+def task_device(resources: Mapping[str, Any]) -> str:
+    """Where a Spark task runs the biLM: the GPU Spark's scheduler assigned it (``resources()["gpu"]``,
+    set by ``spark.task.resource.gpu.amount``), else the CPU; never a GPU Spark did not hand out."""
+    gpu = resources.get("gpu")
+    addresses = list(getattr(gpu, "addresses", None) or [])
+    return f"cuda:{addresses[0]}" if addresses else "cpu"
 
 
 def embed_corpus_spark(
@@ -73,8 +84,9 @@ def embed_corpus_spark(
     spark (Optional[SparkSession]): the session to use; None: the active one, or a new one on
         ``master`` (none where every shard is found done).
     master (Optional[str]): for a new session: "local[2]", "spark://HOST:7077", "yarn"; None: Spark's default.
-    batch_size (Optional[int]): sentences per forward pass; None: ``BATCH_PER_CPU`` (one torch
-        thread per Python worker).
+    batch_size (Optional[int]): sentences per forward pass; None: ``BATCH_PER_GPU`` where the session
+        gives each task a GPU (``spark.task.resource.gpu.amount``; each task runs on the one it is
+        assigned), else ``BATCH_PER_CPU`` (one torch thread per Python worker).
     RETURNS (EmbedReport): as ``embed_corpus`` (``actors``: Spark's default parallelism).
     """
     check_choices(layers=layers, dtype=dtype)
@@ -91,7 +103,8 @@ def embed_corpus_spark(
         builder = session_class.builder.appName("spacy-elmo embed-corpus")
         spark = (builder.master(master) if master else builder).getOrCreate()
     context = spark.sparkContext
-    batch_size = batch_size or BATCH_PER_CPU
+    gpus = context.getConf().get("spark.task.resource.gpu.amount")
+    batch_size = batch_size or (BATCH_PER_GPU if gpus else BATCH_PER_CPU)
     task = partial(
         _embed_file, files=files, output=str(output), settings=asdict(settings), batch_size=batch_size,
         model=model, strict=strict_utf8,

@@ -241,3 +241,13 @@ def test_a_standalone_cluster_losing_a_worker_mid_run_writes_the_shards_ray_writ
     assert shards == on_ray.shards and skipped >= 1 and skipped + written == shards
     assert checksums(output) == checksums(ray_output)
     assert (output / FINISHED_NAME).read_text() == (ray_output / FINISHED_NAME).read_text()
+
+
+def test_a_spark_task_runs_on_the_gpu_its_scheduler_assigned_and_else_on_the_cpu():
+    from pyspark.resource import ResourceInformation
+
+    from spacy_elmo.embed.spark import task_device
+
+    assert task_device({"gpu": ResourceInformation("gpu", ["1"])}) == "cuda:1"
+    assert task_device({"gpu": ResourceInformation("gpu", [])}) == "cpu"
+    assert task_device({}) == "cpu"
