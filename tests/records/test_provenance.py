@@ -54,6 +54,15 @@ def checkout(tmp_path, monkeypatch):
     return repo
 
 
+def commit_results(repo):
+    """Commit a results file in ``repo``: an output, which never makes the code dirty. RETURNS repo."""
+    (repo / "results").mkdir()
+    (repo / "results" / "run.json").write_text("{}\n", encoding="utf-8")
+    _git(repo, "add", "results/run.json")
+    _git(repo, "commit", "-q", "-m", "results")
+    return repo
+
+
 def test_record_names_command_machine_and_date():
     before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     record = provenance("python -m lab.reliability.parity --output results/parity.json")
@@ -70,11 +79,7 @@ def test_record_names_command_machine_and_date():
 
 
 def test_commit_and_dirty_are_the_checkouts_as_git_reports_them(checkout, tmp_path, monkeypatch):
-    repo = checkout
-    (repo / "results").mkdir()
-    (repo / "results" / "run.json").write_text("{}\n", encoding="utf-8")
-    _git(repo, "add", "results/run.json")
-    _git(repo, "commit", "-q", "-m", "results")
+    repo = commit_results(checkout)
     first = _git(repo, "rev-parse", "HEAD")
     assert (provenance()["commit"], provenance()["dirty"]) == (first, False)
     (repo / "notes.txt").write_text("untracked\n", encoding="utf-8")  # untracked files leave it clean
@@ -94,11 +99,7 @@ def test_commit_and_dirty_are_the_checkouts_as_git_reports_them(checkout, tmp_pa
 def test_a_copy_without_git_reads_commit_and_cleanliness_from_its_manifest(checkout, tmp_path, monkeypatch):
     """A tree sent to another machine without .git: its records name the manifest's commit, and
     dirty says whether any tracked file outside results/ differs from that commit's."""
-    repo = checkout
-    (repo / "results").mkdir()
-    (repo / "results" / "run.json").write_text("{}\n", encoding="utf-8")
-    _git(repo, "add", "results/run.json")
-    _git(repo, "commit", "-q", "-m", "results")
+    repo = commit_results(checkout)
     commit = _git(repo, "rev-parse", "HEAD")
     manifest = tmp_path / "tree-manifest.txt"
     assert module.write_tree_manifest(manifest) == commit

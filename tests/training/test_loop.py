@@ -23,14 +23,20 @@ def tiny_lm(config):
     return LanguageModel(bilm, WordSoftmax(len(VOCAB), config.model.projection_dim))
 
 
+def scheduled_optimizer(lm, settings):
+    """The run's optimizer, its groups holding the schedule's base rate as a run's restore sets it."""
+    optimizer = make_optimizer(lm.parameters(), settings)
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+    return optimizer
+
+
 def test_a_step_uses_the_scheduled_rate_and_reports_the_mean_token_loss_it_had_before_the_update(tmp_path):
     config = tiny_config(tmp_path / "unused.txt", training__warmup_steps=4, training__grad_clip=1.0)
     settings = replace(config.training, dropout=0.0)
     lm = tiny_lm(config)
     batch = sentence_batch(SENTENCES, VOCAB, lm.bilm.config.max_characters_per_token)
-    optimizer = make_optimizer(lm.parameters(), settings)
-    for group in optimizer.param_groups:
-        group.setdefault("initial_lr", group["lr"])
+    optimizer = scheduled_optimizer(lm, settings)
     lm.eval()
     with torch.no_grad():
         before = lm.run_batch(batch)
@@ -52,9 +58,7 @@ def test_a_float16_step_scales_the_objective_unscales_before_clipping_and_steps_
     settings = replace(config.training, dropout=0.0)
     lm = tiny_lm(config)
     batch = sentence_batch(SENTENCES, VOCAB, lm.bilm.config.max_characters_per_token)
-    optimizer = make_optimizer(lm.parameters(), settings)
-    for group in optimizer.param_groups:
-        group.setdefault("initial_lr", group["lr"])
+    optimizer = scheduled_optimizer(lm, settings)
     scaler = gradient_scaler(settings, torch.device("cpu"))
     assert scaler is not None and gradient_scaler(replace(settings, autocast="bf16"), torch.device("cpu")) is None
     weights = [p.detach().clone() for p in lm.parameters()]
