@@ -17,7 +17,7 @@ On the GPU machine, from the repository's root (about 3 minutes on one H200):
 
     mkdir -p /tmp/site && tar -xJf .whl/gpusite.tar.xz -C /tmp/site
     SPACY_ELMO_TREE_MANIFEST=.whl/tree-manifest.txt PYTHONPATH=/tmp/site:$PWD \\
-        python3 -m bench.gpu_check run --output results/gpu/gpu-check.json
+        python3 -m bench.gpu_check run --output results/gpu/GPU/gpu-check.json
 
 Each part runs on its own, so one that fails is recorded with its error and the others still run;
 the record is rewritten after each part, so a run cut short keeps what it finished.
