@@ -98,7 +98,7 @@ def optimize_for_inference(
         )
         precision = FP32
     bilm.eval()
-    prepacked.route_linears(bilm, prepacked.TORCH)  # reduced precisions stand in for plain layers
+    prepacked.route_layers(bilm, prepacked.TORCH)  # reduced precisions stand in for plain layers
     reduce_precision(bilm, precision, keep=precision.float32_layers)
     encoder = bilm.token_encoder
     current = None if bilm.runner is None else bilm.runner.char_cache
@@ -108,8 +108,7 @@ def optimize_for_inference(
     else:
         pair_directions(bilm.forward_lstm, bilm.backward_lstm)
         if not precision.reduced:
-            runner.routes = payoff.choose_routes(bilm.forward_lstm, bilm.backward_lstm)
-            prepacked.route_linears(encoder, runner.routes.batch)
+            use_routes(bilm, payoff.choose_routes(bilm.forward_lstm, bilm.backward_lstm))
     if not char_cache_size:
         runner.char_cache = None
     elif vocab is not None:
@@ -120,6 +119,18 @@ def optimize_for_inference(
     else:
         runner.char_cache = current
     return bilm
+
+
+def use_routes(bilm: BiLM, routes: prepacked.Routes) -> None:
+    """Run the float32 products of an optimized biLM (``optimize_for_inference`` with precision "fp32",
+    not ``exact``) on ``routes`` (``prepacked.py``): the LSTMs' by regime, the token encoder's
+    char-CNN, highway and projection on the batch route. ``optimize_for_inference`` calls it with the routes it
+    measured; the tests and benchmarks, to run a given route."""
+    runner = bilm.runner
+    if runner is None or runner.exact or runner.precision.reduced:
+        raise ValueError("routes apply to a biLM optimized for inference in fp32 (optimize_for_inference, exact=False)")
+    runner.routes = routes
+    prepacked.route_layers(bilm.token_encoder, routes.batch)
 
 
 def forget_derived_weights(bilm: BiLM) -> None:

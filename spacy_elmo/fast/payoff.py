@@ -175,9 +175,9 @@ def forget_said() -> None:
 
 
 # Rows of the products timed for each route (``choose_routes``): a timestep of one sentence; a
-# timestep of a batch of 64, with the first layer's input products of 256 positions.
+# timestep of a batch of 64, with the first layer's input products of 128 positions.
 ROUTE_ROWS = {"one_sentence": 1, "batch": 64}
-ROUTE_INPUT_ROWS = 256
+ROUTE_INPUT_ROWS = 128
 # oneDNN's route is taken only where it is faster than torch's by more than this factor, in the
 # median round and at best: where MKL is as fast, MKL stays.
 ROUTE_MARGIN = 1.1

@@ -22,7 +22,7 @@ can be neither copied nor pickled, so it stays off the module) under the weights
 are a second copy of the weights they pack: the memory of the model's linear layers again.
 """
 import weakref
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -142,9 +142,56 @@ class PrepackedLinear(nn.Linear):
         return y.reshape(*lead, self.out_features)
 
 
-def route_linears(module: nn.Module, route: str) -> int:
-    """Put ``PrepackedLinear`` stand-ins in place of the plain ``nn.Linear`` layers below ``module``
-    (route ``ONEDNN``), or the plain layers back (``TORCH``).
+class PrepackedConv1d(nn.Conv1d):
+    """A 1-d convolution (stride 1, no padding or dilation, one group: the char-CNN's) whose float32
+    products at inference take the oneDNN route: every window of every row is one row of a product
+    with the filters, so a token's features do not depend on the other tokens convolved with it
+    (torch's convolution of a batch sums otherwise than of one token).
+
+    conv (nn.Conv1d): the layer whose parameters are shared (not copied). In training mode, with
+    autograd on, or where the route cannot run (``usable``), it is the plain layer.
+    """
+
+    def __init__(self, conv: nn.Conv1d) -> None:
+        if not convolves_as_product(conv):
+            raise ValueError(f"{conv} is not a convolution of stride 1 without padding, dilation or groups")
+        nn.Module.__init__(self)
+        for name in ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "transposed",
+                     "output_padding", "groups", "padding_mode", "_reversed_padding_repeated_twice"):
+            setattr(self, name, getattr(conv, name))
+        self.weight = conv.weight
+        self.bias = conv.bias
+        self.training = conv.training
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", route={ONEDNN}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training or torch.is_grad_enabled() or not usable(self.weight) or x.dtype != torch.float32 or x.dim() != 3:
+            return super().forward(x)
+        weight = self.weight
+        packed = cached(self, (weight, self.bias), lambda: pack(weight.reshape(self.out_channels, -1)))
+        rows, channels, length = x.shape
+        width = self.kernel_size[0]
+        windows = x.unfold(2, width, 1).permute(0, 2, 1, 3).reshape(-1, channels * width)  # (rows x positions, in x width)
+        y = product(windows, packed, None if self.bias is None else self.bias.detach())
+        return y.view(rows, length - width + 1, self.out_channels).transpose(1, 2)
+
+
+def convolves_as_product(conv: nn.Module) -> bool:
+    """Whether ``conv`` is a plain ``nn.Conv1d`` that ``PrepackedConv1d`` can stand in for."""
+    return (
+        type(conv) is nn.Conv1d
+        and conv.stride == (1,)
+        and conv.padding == (0,)
+        and conv.dilation == (1,)
+        and conv.groups == 1
+    )
+
+
+def route_layers(module: nn.Module, route: str) -> int:
+    """Put ``PrepackedLinear`` and ``PrepackedConv1d`` stand-ins in place of the plain ``nn.Linear``
+    and ``nn.Conv1d`` layers below ``module`` (route ``ONEDNN``), or the plain layers back (``TORCH``).
 
     RETURNS (int): the number of layers replaced.
     """
@@ -155,14 +202,25 @@ def route_linears(module: nn.Module, route: str) -> int:
         for name, child in list(parent.named_children()):
             if route == ONEDNN and type(child) is nn.Linear:
                 setattr(parent, name, PrepackedLinear(child))
-                count += 1
-            elif route == TORCH and isinstance(child, PrepackedLinear):
-                plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None, device="meta")
-                plain.weight, plain.bias = child.weight, child.bias
-                plain.train(child.training)
-                setattr(parent, name, plain)
-                count += 1
+            elif route == ONEDNN and convolves_as_product(child):
+                setattr(parent, name, PrepackedConv1d(child))
+            elif route == TORCH and isinstance(child, (PrepackedLinear, PrepackedConv1d)):
+                setattr(parent, name, _plain(child))
+            else:
+                continue
+            count += 1
     return count
+
+
+def _plain(layer: nn.Module) -> nn.Module:
+    """The plain torch layer a stand-in shares its parameters with."""
+    if isinstance(layer, PrepackedLinear):
+        plain = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
+    else:
+        plain = nn.Conv1d(layer.in_channels, layer.out_channels, layer.kernel_size, bias=layer.bias is not None, device="meta")
+    plain.weight, plain.bias = layer.weight, layer.bias
+    plain.train(layer.training)
+    return plain
 
 
 class PairPacks(NamedTuple):
@@ -189,8 +247,3 @@ def pair_packs(pair: Sequence[nn.Module]) -> PairPacks:
         )
 
     return cached(pair[0], tensors, make)
-
-
-def routes_record() -> Dict[str, Any]:
-    """What the run record says of the fp32 products: whether the oneDNN route exists here."""
-    return {"onednn_available": available(), "routes": list(ROUTES)}
