@@ -170,8 +170,9 @@ def step_products(
 
 
 def forget_said() -> None:
-    """Measure and warn again (the next pass in each precision and regime)."""
+    """Measure and warn again (the next pass in each precision and regime), and choose the routes again."""
     _SAID.clear()
+    _ROUTES.clear()
 
 
 # Rows of the products timed for each route (``choose_routes``): a timestep of one sentence; a
