@@ -157,7 +157,7 @@ def run_lockstep(
             projected.add_(bias)
         pair_states = [states[0][k], states[1][k]]
         if not precision.reduced and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
-            out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:], onednn=packs)
+            out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:], packs)
         else:
             packed_rows = bf16_row_weights(pair, paired_weights(*pair)) if bf16 else None
             out, finals = run_in_place(
