@@ -4,6 +4,10 @@
         --json results/bench/CPU/tf-peer.json --markdown results/bench/CPU/tf-peer.md
     python -m bench.bench_tf_peer --tf-python /work/tfenv/bin/python --quick   # tiny model, seconds
 
+The sentences are UD EWT test's (``--test-data``, default: the project's assets, docs/datasets.md);
+where those are not fetched, ``--test-data sample/ewt/train.conllu`` (the shipped sample: its test
+part holds too few sentences of 20-30 tokens for a batch of 64).
+
 The peer runs in TensorFlow's own environment (``--tf-python``: a Python with tensorflow-cpu 2.21.0,
 simple-elmo 0.9.2, tf-keras 2.21.0, smart-open and h5py; docs/speed.md says how to make one), as a
 second process (``bench/tf_peer.py``, with ``TF_USE_LEGACY_KERAS=1``) that times its own calls on

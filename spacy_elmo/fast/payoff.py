@@ -223,6 +223,9 @@ def choose_routes(forward: LSTMPStack, backward: LSTMPStack) -> prepacked.Routes
                 "route": chosen[regime],
             }
         routes = prepacked.Routes(**chosen)
+        if routes == prepacked.TORCH_ROUTES:
+            for pair in pairs:  # packed for the measurement only: a copy of the weights not to keep
+                prepacked.forget(pair[0])
         _ROUTES[key] = (routes, {"shape": dict(zip(("input", "dim", "projection", "layers", "threads"), key)), **measured})
     return _ROUTES[key][0]
 
