@@ -36,7 +36,7 @@ from . import compiled, payoff, train_step
 from .in_place import run_in_place
 from .lockstep import paired_weights, run_lockstep, runs_in_lockstep
 from .precision import FP32, Precision
-from .prepacked import TORCH_ROUTES
+from .prepacked import TORCH, TORCH_ROUTES, route_layers
 from .switches import ThreadSwitch
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
@@ -177,5 +177,7 @@ def attach(bilm: BiLM, *, exact: bool = True, precision: Precision = FP32) -> Ru
 
 
 def detach(bilm: BiLM) -> None:
-    """Let ``bilm`` run its reference loop again."""
+    """Let ``bilm`` run its reference loop again, on torch's products (the oneDNN route's stand-ins,
+    ``prepacked.py``, give their plain layers back)."""
     bilm.runner = None
+    route_layers(bilm, TORCH)

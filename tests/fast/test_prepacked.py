@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from spacy_elmo.fast import forget_derived_weights, optimize_for_inference, prepacked, python_step
+from spacy_elmo.fast import detach, forget_derived_weights, optimize_for_inference, prepacked, python_step
 from spacy_elmo.fast.optimize import use_routes
 from spacy_elmo.fast.prepacked import ONEDNN, TORCH, TORCH_ROUTES, PrepackedConv1d, PrepackedLinear, Routes
 
@@ -129,3 +129,12 @@ def test_a_sentences_layers_are_bitwise_equal_alone_in_a_batch_of_32_and_from_th
         again = batch_model.embed(sentences[:5], batch_size=32)
     assert all(np.array_equal(a, b) for a, b in zip(alone, batched))
     assert all(np.array_equal(a, b) for a, b in zip(alone, again))
+
+
+def test_a_detached_model_runs_the_reference_on_torchs_products():
+    bilm = optimize_for_inference(random_bilm(seed=6))
+    use_routes(bilm, ONEDNN_ROUTES)
+    detach(bilm)
+    assert not any(isinstance(m, (PrepackedLinear, PrepackedConv1d)) for m in bilm.modules())
+    # the weights stay paired (their layout, not their values): torch's products to float32 rounding
+    torch.testing.assert_close(layers(bilm).layers, layers(random_bilm(seed=6)).layers, rtol=0, atol=1e-5)
