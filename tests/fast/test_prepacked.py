@@ -11,11 +11,14 @@ import torch
 from torch import nn
 
 from spacy_elmo.fast import detach, forget_derived_weights, optimize_for_inference, prepacked, python_step
+from spacy_elmo.fast import compiled
+from spacy_elmo.fast.in_place import run_in_place
 from spacy_elmo.fast.optimize import use_routes
 from spacy_elmo.fast.prepacked import ONEDNN, TORCH, TORCH_ROUTES, PrepackedConv1d, PrepackedLinear, Routes
 
 from ..bilm.sentences import SENTENCES, layers
 from ..conftest import load_tiny_bilm, random_bilm
+from .test_compiled import needs_compiler, pair_inputs
 
 pytestmark = pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
 ONEDNN_ROUTES = Routes(ONEDNN, ONEDNN)
@@ -138,3 +141,37 @@ def test_a_detached_model_runs_the_reference_on_torchs_products():
     assert not any(isinstance(m, (PrepackedLinear, PrepackedConv1d)) for m in bilm.modules())
     # the weights stay paired (their layout, not their values): torch's products to float32 rounding
     torch.testing.assert_close(layers(bilm).layers, layers(random_bilm(seed=6)).layers, rtol=0, atol=1e-5)
+
+
+def packs_of(weights):
+    """``PairPacks`` for the (2, in, out) recurrent and projection weights of ``test_compiled.pair_inputs``."""
+    state, projection = weights
+    return prepacked.PairPacks(
+        inputs=(), input_biases=(),
+        state=tuple(prepacked.pack(w.t()) for w in state), projection=tuple(prepacked.pack(w.t()) for w in projection),
+    )
+
+
+@needs_compiler
+@pytest.mark.parametrize("batch_sizes,clip", [([3, 3, 2, 1], 3.0), ([1] * 12, None), ([5, 2, 0, 0], 0.5), ([], 3.0)])
+def test_the_compiled_loop_on_the_onednn_route_gives_the_python_loops_and_torchs_results(batch_sizes, clip):
+    pair, projected, states, weights = pair_inputs(batch_sizes, clip=clip)
+    packs = packs_of(weights)
+    on_torch, _ = run_in_place(pair, projected, batch_sizes, states, weights, packed=True, fused=True)
+    python, python_finals = run_in_place(pair, projected, batch_sizes, states, weights, packed=True, fused=True, onednn=packs)
+    got, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, states, weights, packs)
+    torch.testing.assert_close(got, python, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got, on_torch, atol=1e-5, rtol=0)
+    for (h1, c1), (h2, c2) in zip(python_finals, finals):
+        torch.testing.assert_close(h2, h1, atol=1e-5, rtol=0)
+        torch.testing.assert_close(c2, c1, atol=1e-5, rtol=0)
+
+
+@needs_compiler
+def test_the_compiled_loop_refuses_packs_of_the_wrong_shape_or_number():
+    pair, projected, states, weights = pair_inputs([2, 1])
+    packs = packs_of(weights)
+    with pytest.raises(RuntimeError, match="one prepacked weight per direction"):
+        compiled.run_pair_compiled(pair, projected, [2, 1], states, weights, packs._replace(state=packs.state[:1]))
+    with pytest.raises(RuntimeError, match="prepacked weights of the wrong shape"):
+        compiled.run_pair_compiled(pair, projected, [2, 1], states, weights, packs._replace(state=packs.projection))
