@@ -4,7 +4,10 @@ Routes: where the fp32 products run (``prepacked.py``: torch's, MKL on CPU, or o
 prepacked weights) is chosen by ``choose_routes`` when ``optimize_for_inference`` runs, on the
 model's own weights: each regime's products in both routes, in ``ROUNDS`` interleaved rounds, as
 below; oneDNN's only where it is faster by more than ``ROUTE_MARGIN``. Once per process, model
-shape and thread count; ``chosen_routes`` gives what was measured, for the run record.
+shape and thread count; ``chosen_routes`` gives what was measured, for the run record. What it
+costs: both regimes' products 2 x ``ROUNDS`` times on the model's weights, and packing them once (the
+full published model: about 10 GFLOP a batch round, its 168 MB of recurrent weights read per
+one-sentence round; about a second on an idle two-core EPYC), once per process and model shape.
 
 Precisions:
 
