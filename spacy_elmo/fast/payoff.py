@@ -7,7 +7,7 @@ below; oneDNN's only where it is faster by more than ``ROUTE_MARGIN``. Once per 
 shape and thread count; ``chosen_routes`` gives what was measured, for the run record. What it
 costs: both regimes' products 2 x ``ROUNDS`` times on the model's weights, and packing them once (the
 full published model: about 10 GFLOP a batch round, its 168 MB of recurrent weights read per
-one-sentence round; about a second on an idle two-core EPYC), once per process and model shape.
+one-sentence round), once per process and model shape; the run record's ``fp32_routes`` has the times.
 
 Precisions:
 
