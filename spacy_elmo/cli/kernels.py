@@ -11,15 +11,17 @@ import json
 import torch
 import typer
 
-from ..fast import kernel_library, optimize_for_inference
+from ..fast import kernel_library, optimize_for_inference, payoff
 from ..records.machine import fp32_routes
 from ._app import app
 
 HOW_ROUTES_ARE_CHOSEN = (
     "per model, when optimize_for_inference runs (the component's default path): each regime's products "
-    "(one sentence: a timestep of one row; batch: a timestep of 64 rows and 128 positions' input products) "
-    "timed on the model's own weights in torch's route and oneDNN's, interleaved; oneDNN's only where it is "
-    "faster by more than 10% in the median round and at best (SPACY_ELMO_PRECISION_CHECK=0: torch's, unmeasured)"
+    f"(one sentence: a timestep of one row; batch: a timestep of {payoff.ROUTE_ROWS['batch']} rows and "
+    f"{payoff.ROUTE_INPUT_ROWS} positions' input products) timed on the model's own weights in torch's route and "
+    f"oneDNN's, {payoff.ROUNDS} interleaved rounds; oneDNN's only where it is faster by more than "
+    f"{round(100 * (payoff.ROUTE_MARGIN - 1))}% in the median round and at best "
+    f"({payoff.ENV}=0: torch's, unmeasured)"
 )
 
 
