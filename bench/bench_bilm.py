@@ -78,6 +78,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     # The interleaved GEMM bound uses the shape that did best here.
     args.gemm_shape = max(gemm_shapes, key=lambda shape: report["gemm"]["x".join(map(str, shape))])
     report["gemm_shape"] = list(args.gemm_shape)
+    args.gemm_route = max(report["gemm"]["routes"]["x".join(map(str, args.gemm_shape))].items(), key=lambda item: item[1])[0]
     sentences, source = benchmark_sentences(args.sentences, args.test_data)
     report["sentences"] = {"source": source, "count": len(sentences), "tokens": sum(map(len, sentences))}
     vocab, vocab_source = [], ""
@@ -184,7 +185,7 @@ def bench_shape(shape: str, workdir: Path, sentences, vocab, args) -> Dict:
     for name, runs in (("batch", [batch]), ("single", singles)):
         positions = sum(int(lengths.sum()) for _, lengths in runs)
         if name == "batch":
-            bound: Callable[[], float] = GemmBound(positions * flops["total"], shape=args.gemm_shape)
+            bound: Callable[[], float] = GemmBound(positions * flops["total"], shape=args.gemm_shape, route=args.gemm_route)
         else:
             bound = MatvecRate(recurrent, positions)
         entry = run_workload(models, runs, args.repeats, bound)

@@ -55,7 +55,7 @@ def _header_lines(report: Dict) -> List[str]:
         *_provenance_lines(report.get("provenance")),
         f"torch {machine['torch']}, {machine['threads']} threads, CPU capability {machine['cpu_capability']} "
         f"({' '.join(machine['cpu_flags']) or 'no flags read'}), quantized engine {machine['quantized_engine']}. "
-        f"Short best-case torch.mm: {gemm['peak']:.1f} GFLOP/s. Optimized fp32 timestep loop: "
+        f"Short best-case float32 product ({gemm.get('route', 'torch')} route): {gemm['peak']:.1f} GFLOP/s. Optimized fp32 timestep loop: "
         f"{_step_loop(machine)}.",
         f"Sentences: {report['sentences']['count']} ({report['sentences']['tokens']} tokens), "
         f"{report['sentences']['source']}. Char cache: up to {report['cache']['size']} entries, filled with "

@@ -6,7 +6,8 @@ and about fifty torch operator calls from Python, each costing microseconds of d
 float32 paired weights in one call: per timestep the recurrent product (``baddbmm``), one
 vectorized loop for the gates, cell and hidden state (``csrc/cell_math.cpp``: exp and tanh
 written out within about 1 ulp, so that the compiler vectorizes them) and the projection
-(``bmm``). Its outputs are within 1e-5 of the float64 reference on full windows of deep stacks
+(``bmm``); on the oneDNN route (``prepacked.py``) both products are oneDNN's on the pair's
+prepacked weights, one direction after the other. Its outputs are within 1e-5 of the float64 reference on full windows of deep stacks
 (tests/fast/test_default_path_parity.py), as the reference loop's are. ``dispatch.py`` decides
 when it runs: only for a runner that is not ``exact``; ``kernel_library.py`` builds, verifies and
 loads the library (where it cannot, the Python loop runs).
@@ -18,6 +19,7 @@ import torch
 from ..bilm.lstm import LSTMPLayer, State
 from . import kernel_library
 from .in_place import final_hidden
+from .prepacked import PairPacks
 
 
 def compiled_step(build: bool = True) -> Optional[Callable]:
@@ -43,14 +45,18 @@ def run_pair_compiled(
     batch_sizes: Sequence[int],
     states: Sequence[State],
     paired: Tuple[torch.Tensor, torch.Tensor],
+    onednn: Optional[PairPacks] = None,
 ) -> Tuple[torch.Tensor, List[State]]:
-    """``in_place.run_in_place(layers, projected, batch_sizes, states, paired, packed=True, fused=True)``, with the
-    timestep loop in C++ (check ``usable`` first). Same arguments and results."""
+    """``in_place.run_in_place(layers, projected, batch_sizes, states, paired, packed=True, fused=True,
+    onednn=onednn)``, with the timestep loop in C++ (check ``usable`` first). Same arguments and results."""
     layer = layers[0]
     h0 = torch.stack([h for h, _ in states])
     cell = torch.stack([c for _, c in states])
     sizes = [int(n) for n in batch_sizes]
     out = projected.new_zeros(len(sizes), len(layers), h0.shape[1], layer.projection_dim)
-    compiled_step()(projected, h0, cell, sizes, paired[0], paired[1], layer.cell_clip, layer.proj_clip, out)
+    state_packs, projection_packs = ([], []) if onednn is None else (list(onednn.state), list(onednn.projection))
+    compiled_step()(
+        projected, h0, cell, sizes, paired[0], paired[1], layer.cell_clip, layer.proj_clip, out, state_packs, projection_packs
+    )
     finals = [(final_hidden(out[:, d], h0[d], sizes), cell[d]) for d in range(len(layers))]
     return out, finals

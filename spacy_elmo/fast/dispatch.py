@@ -20,6 +20,9 @@ chose (``precision.py``):
 
 ``exact`` runners (the elmo component with ``optimize = false``, training) take only paths whose
 float32 results equal the reference's bit for bit; the others move at float32 rounding level.
+On ``compiled`` and ``lockstep`` the float32 products take the route the runner's ``Routes`` gives
+for the pass (``prepacked.py``: torch's, or oneDNN's on prepacked weights; chosen by
+``payoff.choose_routes`` when ``optimize_for_inference`` runs).
 """
 from typing import List, Optional, Sequence, Tuple
 
@@ -33,6 +36,7 @@ from . import compiled, payoff, train_step
 from .in_place import run_in_place
 from .lockstep import paired_weights, run_lockstep, runs_in_lockstep
 from .precision import FP32, Precision
+from .prepacked import TORCH, TORCH_ROUTES, route_layers
 from .switches import ThreadSwitch
 
 StackResult = Tuple[List[torch.Tensor], List[State]]
@@ -62,15 +66,18 @@ class Runner:
         its stand-ins in place); layers that carry anything else run one direction at a time.
     char_cache (Optional[CharCNNCache]): token encodings kept across calls at inference
         (``char_cache.py``; ``optimize_for_inference`` sets it), or None.
+    routes (Routes): where the lockstep pair's float32 products run in each regime
+        (``prepacked.py``; ``optimize_for_inference`` sets them).
     """
 
     def __init__(self, *, exact: bool, precision: Precision = FP32) -> None:
         self.exact = exact
         self.precision = precision
         self.char_cache = None
+        self.routes = TORCH_ROUTES
 
     def __repr__(self) -> str:
-        return f"Runner(exact={self.exact}, precision={self.precision.name})"
+        return f"Runner(exact={self.exact}, precision={self.precision.name}, routes={tuple(self.routes)})"
 
     def encode_tokens(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """``encoder.encode_distinct(char_ids)``, through the char cache at inference (eval mode, no
@@ -147,7 +154,8 @@ class Runner:
             )
         first_inputs = None if layout is None else distinct_inputs(layout)
         return run_lockstep(
-            forward, backward, inputs, batch_sizes, states, self.precision, path == "compiled", first_inputs=first_inputs
+            forward, backward, inputs, batch_sizes, states, self.precision, path == "compiled", first_inputs=first_inputs,
+            route=self.routes.of_pass(int(batch_sizes[0]) if len(batch_sizes) else 0),
         )
 
 
@@ -172,5 +180,7 @@ def attach(bilm: BiLM, *, exact: bool = True, precision: Precision = FP32) -> Ru
 
 
 def detach(bilm: BiLM) -> None:
-    """Let ``bilm`` run its reference loop again."""
+    """Let ``bilm`` run its reference loop again, on torch's products (the oneDNN route's stand-ins,
+    ``prepacked.py``, give their plain layers back)."""
     bilm.runner = None
+    route_layers(bilm, TORCH)

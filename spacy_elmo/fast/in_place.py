@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from ..bilm.lstm import LSTMPLayer, State, clip
-from . import bf16_rows, int8_rows
+from . import bf16_rows, int8_rows, prepacked
+from .prepacked import PairPacks
 
 
 def run_in_place(
@@ -26,6 +27,7 @@ def run_in_place(
     fused: bool = False,
     row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     int8: Optional[Tuple] = None,
+    onednn: Optional[PairPacks] = None,
 ) -> Tuple[torch.Tensor, List[State]]:
     """The timesteps of D layers of one shape (directions) over the same batch sizes, without autograd.
 
@@ -46,6 +48,8 @@ def run_in_place(
         products (the same bf16 contract, read at the memory's rate for one sentence).
     int8 (Optional[Tuple]): the recurrent and projection entries of ``lockstep.int8_weights``: every
         product on ``int8_rows``' kernel for all D layers at once.
+    onednn (Optional[PairPacks]): with float32 ``paired`` weights, the same weights prepacked for
+        oneDNN (``prepacked.pair_packs``): every product on them, one layer after the other.
     """
     layer = layers[0]
     n_dir, steps, batch = projected.shape[0], len(batch_sizes), states[0][0].shape[0]
@@ -55,7 +59,7 @@ def run_in_place(
     out = projected.new_zeros(steps, n_dir, batch, layer.projection_dim)
     gates_buffer = projected.new_empty(n_dir * batch * 4 * dim)
     hidden_buffer = projected.new_empty(n_dir * batch * dim)
-    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights, int8)
+    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights, int8, onednn)
     h = h0
     views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     fused = fused and projected.device.type == "cpu"
@@ -93,6 +97,7 @@ def _step_products(
     gates_numel: int,
     row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     int8: Optional[Tuple] = None,
+    onednn: Optional[PairPacks] = None,
 ) -> Tuple[StepProduct, StepProduct]:
     """The two products of an in-place timestep for these weights: ``recurrent(p, h, gates)``
     writes ``p + h @ W_state`` into ``gates``; ``project(hidden, dest)`` writes ``hidden @ W_proj``
@@ -102,8 +107,19 @@ def _step_products(
     its input and adds in float32); without them one layer's own linear maps (plain, or the
     reduced-precision stand-ins of precision.py). ``int8``: both directions' int8 weights and biases
     (``lockstep.int8_weights``), in the order of the layers' own int8 products (bias, then ``p``).
+    ``onednn``: the float32 weights prepacked for oneDNN, one product per layer (``prepacked.product``).
     """
-    if int8 is not None:
+    if onednn is not None:
+
+        def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
+            for d, packed in enumerate(onednn.state):
+                gates[d].copy_(prepacked.product(h[d], packed, add=p[d]))
+
+        def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
+            for d, packed in enumerate(onednn.projection):
+                dest[d].copy_(prepacked.product(hidden[d], packed))
+
+    elif int8 is not None:
         (state_weights, state_bias), (projection_weights, projection_bias) = int8
 
         def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:

@@ -15,7 +15,8 @@ With bf16 layers (``precision.py``) the pair's products take bfloat16 copies of 
 (``bf16_weights``) while the gates, cells and outputs stay float32; with int8 layers the pair's
 products take ``int8_rows``' kernel on both directions' weights packed together (``int8_weights``:
 each row quantized on its own, the same results as the layers' own int8 products, one call per
-product for the pair instead of one a direction). In float32 on CPU the pair's
+product for the pair instead of one a direction). In float32 on the oneDNN route (``prepacked.py``)
+every product is each direction's own on its prepacked weights. In float32 on CPU the pair's
 timestep loop runs compiled where it can be built (``compiled.py``), else ``in_place.run_in_place``.
 ``dispatch.py`` decides when the pair runs in lockstep at all.
 """
@@ -28,7 +29,7 @@ import torch
 from torch import nn
 
 from ..bilm.lstm import LSTMPLayer, LSTMPStack, State
-from . import bf16_rows, compiled, int8_rows
+from . import bf16_rows, compiled, int8_rows, prepacked
 from .in_place import run_in_place
 from .precision import Kernels, Precision, ReducedPrecisionLinear
 from .versions import tensors_version
@@ -102,6 +103,7 @@ def run_lockstep(
     precision: Precision,
     use_compiled: bool,
     first_inputs: Optional[Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+    route: str = prepacked.TORCH,
 ) -> Tuple[StackResult, StackResult]:
     """Run both stacks in lockstep, as ``(forward(inputs[0], ...), backward(inputs[1], ...))`` would,
     on paired weights without autograd (``dispatch.run_stacks`` checks that they are).
@@ -113,6 +115,8 @@ def run_lockstep(
         distinct rows (U, width) and, per direction, each position's row in it (B, T): then
         ``inputs[d][b, t]`` equals ``table[slots[d][b, t]]`` at every running position, and the
         first layer's input projections are computed once per distinct row.
+    route (str): where float32 products run (``prepacked.py``): ``TORCH`` (batched products on the
+        paired weights) or ``ONEDNN`` (each direction's on its prepacked weights).
     """
     pairs = list(zip(forward.layers, backward.layers))
     xs = list(inputs)
@@ -126,13 +130,23 @@ def run_lockstep(
         if bf16:
             paired = bf16_weights(pair, paired)
         quantized = int8_weights(pair) if precision.kernels is Kernels.INT8 else None
+        packs = prepacked.pair_packs(pair) if route == prepacked.ONEDNN and not precision.reduced else None
         gates = paired[0].shape[-1]
         # Running positions only, timestep after timestep (no padding rows), both directions in one
         # batched product (MKL then gives each direction its own thread), bias added afterwards
         # (baddbmm with a broadcast bias is slower).
         bias = torch.stack([layer.input_linearity.bias for layer in pair])[:, None]
         projected = _workspace(forward, 2 * len(rows) * gates, xs[0]).view(2, len(rows), gates)
-        if k == 0 and first_inputs is not None:
+        if packs is not None:  # the bias within the product
+            if k == 0 and first_inputs is not None:
+                table, slots = first_inputs
+                for d in range(2):
+                    distinct = prepacked.product(table, packs.inputs[d], packs.input_biases[d])
+                    torch.index_select(distinct, 0, gather_running(slots[d], rows, times), out=projected[d])
+            else:
+                for d in range(2):
+                    projected[d].copy_(prepacked.product(gather_running(xs[d], rows, times), packs.inputs[d], packs.input_biases[d]))
+        elif k == 0 and first_inputs is not None:
             table, slots = first_inputs
             distinct = _input_products(table.expand(2, *table.shape), paired[0], quantized)
             distinct.add_(bias)
@@ -143,12 +157,12 @@ def run_lockstep(
             projected.add_(bias)
         pair_states = [states[0][k], states[1][k]]
         if not precision.reduced and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
-            out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:])
+            out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:], packs)
         else:
             packed_rows = bf16_row_weights(pair, paired_weights(*pair)) if bf16 else None
             out, finals = run_in_place(
                 pair, projected, batch_sizes, pair_states, paired[1:], packed=True, fused=True, row_weights=packed_rows,
-                int8=None if quantized is None else quantized[1:],
+                int8=None if quantized is None else quantized[1:], onednn=packs,
             )
         for d, stack in enumerate((forward, backward)):
             y = stack.skip(k, xs[d], out[:, d].transpose(0, 1))

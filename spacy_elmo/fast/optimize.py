@@ -17,6 +17,7 @@ from typing import Iterable, Optional, Union
 import torch
 
 from ..bilm import BiLM
+from . import payoff, prepacked
 from .char_cache import CharCNNCache
 from .dispatch import attach
 from .lockstep import forget_bf16_weights, pair_directions, unpair_directions
@@ -71,7 +72,10 @@ def optimize_for_inference(
         (at most char_cache_size); the cache then keeps exactly these. Without a vocabulary the
         cache fills as tokens are seen and evicts the least recently used; such a cache of the
         same size is kept (with its entries) when this runs again, which is then cheap.
-    exact (bool): keep the plain float32 computation bit for bit. If False (the default), each
+    exact (bool): keep the plain float32 computation bit for bit. If False (the default), the float32
+        products take the faster of torch's (MKL on CPU) and oneDNN's on prepacked weights, measured
+        here on the model's own weights per regime (``payoff.choose_routes``, ``prepacked.py``;
+        oneDNN's holds a second copy of the weights it packs). And each
         layer's weights of the two directions share one tensor (same values; the recurrent ones
         column-major), so both directions step in lockstep with batched products (see
         lockstep.py; ``dispatch.py`` chooses the path), and tanh goes through sigmoid (2.7x faster than MKL's tanh, which
@@ -94,6 +98,7 @@ def optimize_for_inference(
         )
         precision = FP32
     bilm.eval()
+    prepacked.route_layers(bilm, prepacked.TORCH)  # reduced precisions stand in for plain layers
     reduce_precision(bilm, precision, keep=precision.float32_layers)
     encoder = bilm.token_encoder
     current = None if bilm.runner is None else bilm.runner.char_cache
@@ -102,6 +107,8 @@ def optimize_for_inference(
         unpair_directions(bilm.forward_lstm, bilm.backward_lstm)
     else:
         pair_directions(bilm.forward_lstm, bilm.backward_lstm)
+        if not precision.reduced:
+            use_routes(bilm, payoff.choose_routes(bilm.forward_lstm, bilm.backward_lstm))
     if not char_cache_size:
         runner.char_cache = None
     elif vocab is not None:
@@ -114,9 +121,21 @@ def optimize_for_inference(
     return bilm
 
 
+def use_routes(bilm: BiLM, routes: prepacked.Routes) -> None:
+    """Run the float32 products of an optimized biLM (``optimize_for_inference`` with precision "fp32",
+    not ``exact``) on ``routes`` (``prepacked.py``): the LSTMs' by regime, the token encoder's
+    char-CNN, highway and projection on the batch route. ``optimize_for_inference`` calls it with the routes it
+    measured; the tests and benchmarks, to run a given route."""
+    runner = bilm.runner
+    if runner is None or runner.exact or runner.precision.reduced:
+        raise ValueError("routes apply to a biLM optimized for inference in fp32 (optimize_for_inference, exact=False)")
+    runner.routes = routes
+    prepacked.route_layers(bilm.token_encoder, routes.batch)
+
+
 def forget_derived_weights(bilm: BiLM) -> None:
-    """Drop what ``optimize_for_inference`` derived from the weights: char cache entries and
-    reduced-precision copies (both are remade as needed).
+    """Drop what ``optimize_for_inference`` derived from the weights: char cache entries,
+    reduced-precision copies and weights prepacked for oneDNN (all are remade as needed).
 
     They notice optimizer steps, ``load_state_dict`` and ``.to()`` themselves; call this after
     writes that torch does not count: through ``param.data`` or numpy views of the parameters,
@@ -128,3 +147,4 @@ def forget_derived_weights(bilm: BiLM) -> None:
         if isinstance(module, ReducedPrecisionLinear):
             module.forget()
         forget_bf16_weights(module)
+        prepacked.forget(module)

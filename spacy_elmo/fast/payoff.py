@@ -1,4 +1,15 @@
-"""Whether a reduced precision pays against fp32 here: measured once, said once.
+"""Whether a reduced precision pays against fp32 here, and where fp32's products run fastest: measured once.
+
+Routes: where the fp32 products run (``prepacked.py``: torch's, MKL on CPU, or oneDNN's on
+prepacked weights) is chosen by ``choose_routes`` when ``optimize_for_inference`` runs, on the
+model's own weights: each regime's products in both routes, in ``ROUNDS`` interleaved rounds, as
+below; oneDNN's only where it is faster by more than ``ROUTE_MARGIN``. Once per process, model
+shape and thread count; ``chosen_routes`` gives what was measured, for the run record. What it
+costs: both regimes' products 2 x ``ROUNDS`` times on the model's weights, and packing them once (the
+full published model: about 10 GFLOP a batch round, its 168 MB of recurrent weights read per
+one-sentence round), once per process and model shape; the run record's ``fp32_routes`` has the times.
+
+Precisions:
 
 bf16, fp16 and int8 read fewer bytes of weight per product, but whether they run faster than
 fp32 depends on the CPU's kernels, and on the regime: on an AMD EPYC with AVX512-BF16 but no AMX,
@@ -27,12 +38,12 @@ import os
 import statistics
 import time
 import warnings
-from typing import Callable, Dict, List, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Set, Tuple
 
 import torch
 
 from ..bilm.lstm import LSTMPLayer, LSTMPStack
-from . import bf16_rows, int8_rows
+from . import bf16_rows, int8_rows, prepacked
 from .lockstep import bf16_row_weights, bf16_weights, int8_weights, paired_weights
 from .precision import FP32, Kernels, Precision
 
@@ -64,11 +75,11 @@ def check_pass(forward: LSTMPStack, backward: LSTMPStack, rows: int, precision: 
     warn_if_slower(precision, regime, rows=rows, fp32_us=fp32_us, precision_us=precision_us)
 
 
-def slower(fp32_us: Sequence[float], precision_us: Sequence[float]) -> bool:
-    """Whether rounds of timings say the precision is slower than fp32 by more than ``MARGIN``: in the
+def slower(fp32_us: Sequence[float], precision_us: Sequence[float], margin: float = MARGIN) -> bool:
+    """Whether rounds of timings say the precision is slower than fp32 by more than ``margin``: in the
     median of the rounds' ratios and in the ratio of the best times both."""
     ratios = [p / f for f, p in zip(fp32_us, precision_us)]
-    return statistics.median(ratios) > MARGIN and min(precision_us) > MARGIN * min(fp32_us)
+    return statistics.median(ratios) > margin and min(precision_us) > margin * min(fp32_us)
 
 
 def warn_if_slower(
@@ -164,5 +175,117 @@ def step_products(
 
 
 def forget_said() -> None:
-    """Measure and warn again (the next pass in each precision and regime)."""
+    """Measure and warn again (the next pass in each precision and regime), and choose the routes again."""
     _SAID.clear()
+    _ROUTES.clear()
+
+
+# Rows of the products timed for each route (``choose_routes``): a timestep of one sentence; a
+# timestep of a batch of 64, with the first layer's input products of 128 positions.
+ROUTE_ROWS = {"one_sentence": 1, "batch": 64}
+ROUTE_INPUT_ROWS = 128
+# oneDNN's route is taken only where it is faster than torch's by more than this factor, in the
+# median round and at best: where MKL is as fast, MKL stays.
+ROUTE_MARGIN = 1.1
+# per model shape and thread count: the routes chosen and what was measured (the run record's)
+_ROUTES: Dict[Tuple, Tuple[prepacked.Routes, Dict[str, Any]]] = {}
+
+
+def choose_routes(forward: LSTMPStack, backward: LSTMPStack) -> prepacked.Routes:
+    """The route of the float32 products in each regime for these stacks (paired, float32; see
+    ``prepacked.py``), measured on their own weights once per process, model shape and thread count.
+
+    Each regime's products (``route_products``) run in both routes in ``ROUNDS`` rounds, the first of
+    the two alternating; oneDNN's is taken where it is faster by more than ``ROUTE_MARGIN`` in the median
+    of the rounds' ratios and in the ratio of the best times. Without the measurement (no oneDNN here,
+    weights not float32 on CPU or not paired, or ``SPACY_ELMO_PRECISION_CHECK=0``): torch's route.
+    RETURNS (Routes): the routes.
+    """
+    pairs = list(zip(forward.layers, backward.layers))
+    weight = pairs[0][0].state_linearity.weight if pairs else None
+    if (
+        weight is None
+        or not prepacked.usable(weight)
+        or os.environ.get(ENV, "1") == "0"
+        or any(paired_weights(*pair) is None for pair in pairs)
+    ):
+        return prepacked.TORCH_ROUTES
+    layer = pairs[0][0]
+    key = (layer.input_linearity.in_features, layer.dim, layer.projection_dim, len(pairs), torch.get_num_threads())
+    if key not in _ROUTES:
+        chosen, measured = {}, {}
+        for regime, rows in ROUTE_ROWS.items():
+            torch_us, onednn_us = time_routes(pairs, rows, ROUTE_INPUT_ROWS if rows > 1 else 0)
+            faster = slower(onednn_us, torch_us, ROUTE_MARGIN)  # torch's slower than oneDNN's
+            speeds = sorted(t / o for t, o in zip(torch_us, onednn_us))
+            chosen[regime] = prepacked.ONEDNN if faster else prepacked.TORCH
+            measured[regime] = {
+                "rows": rows,
+                "input_rows": ROUTE_INPUT_ROWS if rows > 1 else 0,
+                "torch_us_best": min(torch_us),
+                "onednn_us_best": min(onednn_us),
+                "onednn_speedup_median": statistics.median(speeds),
+                "route": chosen[regime],
+            }
+        routes = prepacked.Routes(**chosen)
+        if routes == prepacked.TORCH_ROUTES:
+            for pair in pairs:  # packed for the measurement only: a copy of the weights not to keep
+                prepacked.forget(pair[0])
+        _ROUTES[key] = (routes, {"shape": dict(zip(("input", "dim", "projection", "layers", "threads"), key)), **measured})
+    return _ROUTES[key][0]
+
+
+def chosen_routes() -> List[Dict[str, Any]]:
+    """What ``choose_routes`` measured and chose in this process, per model shape (the run record's)."""
+    return [measured for _, measured in _ROUTES.values()]
+
+
+def time_routes(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], rows: int, input_rows: int) -> Tuple[List[float], List[float]]:
+    """``route_products`` in both routes, ``ROUNDS`` rounds, each timing both (the first alternating).
+
+    RETURNS (Tuple[List[float], List[float]]): the rounds' microseconds of each, torch's first.
+    """
+    products = route_products(pairs, rows, input_rows)
+    names = [prepacked.TORCH, prepacked.ONEDNN]
+    times: Dict[str, List[float]] = {name: [] for name in names}
+    with torch.no_grad():
+        for name in names:
+            products[name]()  # warm-up: the weights are packed on first use
+        for r in range(ROUNDS):
+            for name in names if r % 2 == 0 else names[::-1]:
+                start = time.perf_counter()
+                products[name]()
+                times[name].append((time.perf_counter() - start) * 1e6)
+    return times[prepacked.TORCH], times[prepacked.ONEDNN]
+
+
+def route_products(
+    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], rows: int, input_rows: int
+) -> Dict[str, Callable[[], None]]:
+    """One timestep's recurrent products and projections of ``rows`` rows on paired layer pairs, and
+    the first pair's input products of ``input_rows`` positions (none for 0), as the lockstep pair
+    computes them on each route, on random inputs.
+    RETURNS (Dict[str, Callable[[], None]]): per route, a function that runs them once."""
+    paired = [paired_weights(*pair) for pair in pairs]
+    packs = [prepacked.pair_packs(pair) for pair in pairs]
+    width, proj, gates = paired[0][0].shape[1], paired[0][1].shape[1], paired[0][1].shape[2]
+    x, h, hidden = torch.randn(2, input_rows, width), torch.randn(2, rows, proj), torch.randn(2, rows, gates // 4)
+    p, out_gates, out = torch.randn(2, rows, gates), torch.empty(2, rows, gates), torch.empty(2, rows, proj)
+    bias = torch.stack([layer.input_linearity.bias.detach() for layer in pairs[0]])[:, None]
+
+    def torch_route() -> None:
+        if input_rows:
+            torch.bmm(x, paired[0][0]).add_(bias)
+        for weights in paired:
+            torch.baddbmm(p, h, weights[1], out=out_gates)
+            torch.bmm(hidden, weights[2], out=out)
+
+    def onednn_route() -> None:
+        for d in range(2 if input_rows else 0):
+            prepacked.product(x[d], packs[0].inputs[d], packs[0].input_biases[d])
+        for pack in packs:
+            for d in range(2):
+                prepacked.product(h[d], pack.state[d], add=p[d])
+                out[d].copy_(prepacked.product(hidden[d], pack.projection[d]))
+
+    return {prepacked.TORCH: torch_route, prepacked.ONEDNN: onednn_route}

@@ -1,9 +1,11 @@
 """The facts of this machine that a run record names (``spacy_elmo.provenance``): the CPU's model,
-the flags that decide which kernels run, and the kernel variant they decided on."""
+the flags that decide which kernels run, the kernel variant they decided on, and the routes the fp32
+products took."""
 import platform
 from pathlib import Path
+from typing import Any, Dict
 
-from ..fast import kernel_library
+from ..fast import kernel_library, payoff, prepacked
 
 
 def cpu_model() -> str:
@@ -34,3 +36,10 @@ def kernel_variant() -> str:
     """RETURNS (str): the kernel library's variant this process runs (``fast/kernel_variants.py``:
     "portable", "avx2", "avx512", "avx512_vnni", "avx512_bf16"; "off" or "refused: WHY" where none runs)."""
     return kernel_library.variant_record()
+
+
+def fp32_routes() -> Dict[str, Any]:
+    """RETURNS (Dict[str, Any]): whether this torch has oneDNN's linear ops (``onednn_available``) and,
+    per model shape optimized in this process so far, what ``fast.payoff.choose_routes`` measured and
+    the route it chose in each regime (``chosen``; empty before any)."""
+    return {"onednn_available": prepacked.available(), "chosen": payoff.chosen_routes()}

@@ -27,9 +27,11 @@ The record (``provenance(...)``):
 - ``data``: ``data_record(...)``: the SHA-256 of every input data file the run read (corpora, .spacy
   files, test text) by its portable path; ``{}`` with ``data_note`` when it read none (generated
   sentences). A file that gathers runs holds the union of its runs' data.
-- ``cpu``, ``cpu_flags``, ``cpu_capability``, ``kernel_variant``, ``cpu_count``, ``torch_threads``,
-  ``python``, ``torch``, ``spacy_elmo``, ``date`` (UTC, when written): the machine, the kernels'
-  instruction set chosen for it (``records.machine.kernel_variant``) and the versions.
+- ``cpu``, ``cpu_flags``, ``cpu_capability``, ``kernel_variant``, ``fp32_routes``, ``cpu_count``,
+  ``torch_threads``, ``python``, ``torch``, ``spacy_elmo``, ``date`` (UTC, when written): the machine,
+  the kernels' instruction set chosen for it (``records.machine.kernel_variant``), the routes the
+  fp32 products took and why (``records.machine.fp32_routes``; recorded when written, so after the
+  run) and the versions.
 - ``unknown`` (only in records written before ``SCHEMA_DATE``, filled in afterwards): {field: why it
   is null}. ``backfilled`` says where each field added afterwards came from.
 
@@ -50,7 +52,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 import torch
 
 from ..files import file_sha256
-from .machine import cpu_flags, cpu_model, kernel_variant
+from .machine import cpu_flags, cpu_model, fp32_routes, kernel_variant
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # what runs write, not what they run: a changed results file does not make the code dirty
@@ -143,6 +145,7 @@ def provenance(
         "cpu_flags": cpu_flags(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "kernel_variant": kernel_variant(),
+        "fp32_routes": fp32_routes(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),

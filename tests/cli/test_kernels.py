@@ -1,11 +1,11 @@
 """`kernels`: where the compiled LSTM step is, whether it is built, verified and loaded; `--build`
-builds it, saying so, and builds again one that is refused."""
+builds it, saying so, and builds again one that is refused; where the fp32 products run."""
 import json
 
 import pytest
 from typer.testing import CliRunner
 
-from spacy_elmo.fast import kernel_library, kernel_variants
+from spacy_elmo.fast import kernel_library, kernel_variants, payoff, prepacked
 from spacy_elmo.cli import app
 
 runner = CliRunner()
@@ -48,3 +48,18 @@ def test_kernels_names_the_variant_this_cpu_runs_and_refuses_one_it_cannot(monke
     result = runner.invoke(app, ["kernels", "--build"])
     assert result.exit_code == 1 and "'avx9' is not a kernel variant here" in result.stderr
     assert json.loads(result.stdout)["variant"] is None
+
+
+def test_kernels_says_where_the_fp32_products_run_and_with_routes_measures_them_for_the_shipped_model():
+    payoff.forget_said()
+    status = json.loads(runner.invoke(app, ["kernels"]).stdout)["fp32_routes"]
+    assert status["onednn_available"] == prepacked.available() and status["chosen"] == []
+    assert "faster by more than 10%" in status["how"]
+    measured = json.loads(runner.invoke(app, ["kernels", "--routes"]).stdout)["fp32_routes"]["chosen"]
+    if not prepacked.available():  # nothing to choose between: torch's route, unmeasured
+        assert measured == []
+        return
+    assert len(measured) == 1 and measured[0]["shape"]["layers"] == 2
+    for regime in ("one_sentence", "batch"):
+        assert measured[0][regime]["route"] in prepacked.ROUTES and measured[0][regime]["torch_us_best"] > 0
+    payoff.forget_said()

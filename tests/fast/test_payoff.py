@@ -1,10 +1,11 @@
-"""A reduced precision slower than fp32 in a regime says so once, with the numbers; fp32 never measures."""
+"""A reduced precision slower than fp32 in a regime says so once, with the numbers; fp32 never measures
+that, but chooses the route of its products per regime once per model shape."""
 import warnings
 
 import pytest
 import torch
 
-from spacy_elmo.fast import optimize_for_inference, payoff
+from spacy_elmo.fast import optimize_for_inference, payoff, prepacked
 from spacy_elmo.fast import precision as quantize
 from spacy_elmo.fast.precision import FP32, INT8
 
@@ -89,3 +90,43 @@ def test_only_slowness_that_holds_across_rounds_counts(fp32_us, precision_us, sl
         warnings.simplefilter("always")
         assert payoff.warn_if_slower(INT8, "one sentence", rows=1, fp32_us=fp32_us, precision_us=precision_us) is slower
     assert len(said) == int(slower)
+
+
+@pytest.fixture
+def routes_timed(monkeypatch):
+    """The routes' timing replaced by fixed rounds of microseconds per regime: oneDNN's 0.6x torch's
+    time in batches, 1.05x one sentence at a time (within the margin): what the choice does with them."""
+    payoff.forget_said()
+    calls = []
+
+    def fixed(pairs, rows, input_rows):
+        calls.append((rows, input_rows))
+        torch_us = [100.0, 98.0, 300.0, 101.0, 99.0, 100.0, 102.0]
+        factor = 1.05 if rows == 1 else 0.6
+        return torch_us, [t * factor for t in torch_us]
+
+    monkeypatch.setattr(payoff, "time_routes", fixed)
+    yield calls
+    payoff.forget_said()
+
+
+@pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
+def test_fp32_routes_are_chosen_per_regime_once_per_shape_and_recorded(routes_timed):
+    fast = optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    assert fast.runner.routes == prepacked.Routes(one_sentence=prepacked.TORCH, batch=prepacked.ONEDNN)
+    assert routes_timed == [(1, 0), (payoff.ROUTE_ROWS["batch"], payoff.ROUTE_INPUT_ROWS)]
+    optimize_for_inference(random_bilm(seed=3, dim=32, projection_dim=16))  # the same shape: not measured again
+    assert len(routes_timed) == 2
+    (chosen,) = payoff.chosen_routes()
+    assert chosen["shape"]["dim"] == 32 and chosen["batch"]["route"] == prepacked.ONEDNN
+    assert chosen["batch"]["onednn_speedup_median"] == pytest.approx(1 / 0.6)
+    layers(fast, SENTENCES)  # runs on the routes chosen
+
+
+def test_without_the_measurement_fp32_stays_on_torchs_route(routes_timed, monkeypatch):
+    monkeypatch.setenv(payoff.ENV, "0")
+    assert optimize_for_inference(random_bilm(seed=2)).runner.routes == prepacked.TORCH_ROUTES
+    assert optimize_for_inference(random_bilm(seed=2), exact=True).runner.routes == prepacked.TORCH_ROUTES
+    monkeypatch.delenv(payoff.ENV)
+    assert optimize_for_inference(random_bilm(seed=2), precision="fp16").runner.routes == prepacked.TORCH_ROUTES
+    assert routes_timed == [] and payoff.chosen_routes() == []

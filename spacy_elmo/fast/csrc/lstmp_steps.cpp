@@ -6,6 +6,7 @@
 // registered in the namespace the variant names (variant.cpp), as torch.ops.spacy_elmo_VARIANT.lstmp_steps.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/baddbmm.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/empty.h>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 extern "C" void spacy_elmo_cell_rows(
     const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
@@ -37,13 +39,39 @@ extern "C" void spacy_elmo_int8_rows(const int8_t* packed, const int32_t* offset
 
 namespace {
 
+// x @ W^T (+ add) on weights prepacked for oneDNN (spacy_elmo/fast/prepacked.py::product): torch's
+// mkldnn::_linear_pointwise ops, one row computed as two equal rows so that it is summed as the rows
+// of a batch are. x: (n, in) and add: (n, out), rows contiguous. Returns (max(n, 2), out); row r is row r's.
+at::Tensor onednn_product(const at::Tensor& x, const at::Tensor& packed, const at::Tensor* add) {
+  static const auto linear =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, c10::string_view,
+                            c10::List<std::optional<at::Scalar>>, std::optional<c10::string_view>)>();
+  static const auto linear_add =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mkldnn::_linear_pointwise", "binary")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                            c10::string_view)>();
+  const bool one = x.size(0) == 1;
+  const at::Tensor rows = one ? x.expand({2, x.size(1)}).contiguous() : x.contiguous();
+  if (add == nullptr) {
+    return linear.call(rows, packed, std::nullopt, "none", c10::List<std::optional<at::Scalar>>(), std::nullopt);
+  }
+  const at::Tensor other = one ? add->expand({2, add->size(1)}).contiguous() : add->contiguous();
+  return linear_add.call(rows, other, packed, std::nullopt, "add");
+}
+
 // projected: (D, sum(batch_sizes), 4 * dim), the running rows timestep after timestep;
 // h0: (D, B, proj); cell: (D, B, dim), updated in place; w_state: (D, proj, 4 * dim);
 // w_proj: (D, dim, proj); out: (T, D, B, proj), zero-filled, receives every step's output.
+// packed_state, packed_proj: empty (the products on w_state and w_proj through torch), or D weights
+// each prepacked for oneDNN (spacy_elmo/fast/prepacked.py::pack: (4 * dim, proj) and (proj, dim)),
+// which the products then take (the same weights as w_state and w_proj).
 void lstmp_steps(
     const at::Tensor& projected, const at::Tensor& h0, const at::Tensor& cell, at::IntArrayRef batch_sizes,
     const at::Tensor& w_state, const at::Tensor& w_proj, std::optional<double> cell_clip,
-    std::optional<double> proj_clip, const at::Tensor& out) {
+    std::optional<double> proj_clip, const at::Tensor& out, at::TensorList packed_state, at::TensorList packed_proj) {
   for (const at::Tensor* t : {&projected, &h0, &cell, &w_state, &w_proj, &out}) {
     TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, "lstmp_steps: float32 CPU tensors only");
   }
@@ -66,6 +94,14 @@ void lstmp_steps(
     total += n;
   }
   TORCH_CHECK(projected.size(1) == total && projected.size(2) == gates_width, "lstmp_steps: projected shape");
+  const bool onednn = !packed_state.empty();
+  TORCH_CHECK(packed_state.size() == packed_proj.size() && (!onednn || static_cast<int64_t>(packed_state.size()) == n_dir),
+              "lstmp_steps: one prepacked weight per direction for both products, or none");
+  for (size_t d = 0; onednn && d < packed_state.size(); ++d) {
+    TORCH_CHECK(packed_state[d].is_mkldnn() && packed_proj[d].is_mkldnn() && packed_state[d].size(0) == gates_width &&
+                    packed_state[d].size(1) == proj && packed_proj[d].size(0) == proj && packed_proj[d].size(1) == dim,
+                "lstmp_steps: prepacked weights of the wrong shape");
+  }
   const float clip_c = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
   at::Tensor gates_buffer = at::empty({n_dir * batch * gates_width}, projected.options());
   at::Tensor hidden_buffer = at::empty({n_dir * batch * dim}, projected.options());
@@ -76,22 +112,37 @@ void lstmp_steps(
     if (n == 0) break;
     at::Tensor gates = gates_buffer.narrow(0, 0, n_dir * n * gates_width).view({n_dir, n, gates_width});
     at::Tensor hidden = hidden_buffer.narrow(0, 0, n_dir * n * dim).view({n_dir, n, dim});
-    at::baddbmm_out(gates, projected.narrow(1, offset, n), n == batch ? h : h.narrow(1, 0, n), w_state);
+    // each direction's gates: rows of the gates buffer, or of oneDNN's product
+    std::vector<at::Tensor> direction_gates(n_dir);
+    std::vector<const float*> g(n_dir);
+    if (onednn) {
+      for (int64_t d = 0; d < n_dir; ++d) {
+        const at::Tensor add = projected.select(0, d).narrow(0, offset, n);
+        direction_gates[d] = onednn_product(h.select(0, d).narrow(0, 0, n), packed_state[d], &add);
+        g[d] = direction_gates[d].data_ptr<float>();
+      }
+    } else {
+      at::baddbmm_out(gates, projected.narrow(1, offset, n), n == batch ? h : h.narrow(1, 0, n), w_state);
+      for (int64_t d = 0; d < n_dir; ++d) g[d] = gates.data_ptr<float>() + d * n * gates_width;
+    }
     offset += n;
-    const float* g = gates.data_ptr<float>();
     float* c = cell.data_ptr<float>();
     float* hid = hidden.data_ptr<float>();
     // rows of both directions, split between threads when there are many
     at::parallel_for(0, n_dir * n, std::max<int64_t>(1, 32768 / (dim + 1)), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const int64_t d = row / n, r = row % n;
-        spacy_elmo_cell_rows(g + row * gates_width, c + (d * batch + r) * dim, hid + row * dim, 1, dim, clip_c,
+        spacy_elmo_cell_rows(g[d] + r * gates_width, c + (d * batch + r) * dim, hid + row * dim, 1, dim, clip_c,
                              cell_clip.has_value());
       }
     });
     at::Tensor step_out = out.select(0, static_cast<int64_t>(t));
     at::Tensor dest = n == batch ? step_out : step_out.narrow(1, 0, n);
-    if (n == batch) {
+    if (onednn) {
+      for (int64_t d = 0; d < n_dir; ++d) {
+        dest.select(0, d).copy_(onednn_product(hidden.select(0, d), packed_proj[d], nullptr).narrow(0, 0, n));
+      }
+    } else if (n == batch) {
       at::bmm_out(dest, hidden, w_proj);
     } else {
       dest.copy_(at::bmm(hidden, w_proj));
@@ -217,8 +268,10 @@ std::string instruction_sets() { return spacy_elmo_instruction_sets(); }
 void define_ops(torch::Library& m) {
   m.def(
       "lstmp_steps(Tensor projected, Tensor h0, Tensor(a!) cell, int[] batch_sizes, Tensor w_state, Tensor w_proj, "
-      "float? cell_clip, float? proj_clip, Tensor(b!) out) -> ()");
+      "float? cell_clip, float? proj_clip, Tensor(b!) out, Tensor[] packed_state, Tensor[] packed_proj) -> ()");
   m.impl("lstmp_steps", c10::DispatchKey::CPU, TORCH_FN(lstmp_steps));
+  // prepacked weights are oneDNN tensors, which send the call to this key
+  m.impl("lstmp_steps", c10::DispatchKey::MkldnnCPU, TORCH_FN(lstmp_steps));
   m.def("bf16_rows(Tensor x, Tensor packed, Tensor? add, Tensor(a!) out) -> ()");
   m.impl("bf16_rows", c10::DispatchKey::CPU, TORCH_FN(bf16_rows));
   m.def("bf16_native() -> bool", TORCH_FN(bf16_native));

@@ -1,0 +1,321 @@
+"""Our default path beside bilm-tf's graph on TensorFlow (simple-elmo 0.9.2), in one run, interleaved.
+
+    python -m bench.bench_tf_peer --tf-python /work/tfenv/bin/python \\
+        --json results/bench/CPU/tf-peer.json --markdown results/bench/CPU/tf-peer.md
+    python -m bench.bench_tf_peer --tf-python /work/tfenv/bin/python --quick   # tiny model, seconds
+
+The sentences are UD EWT test's (``--test-data``, default: the project's assets, docs/datasets.md);
+where those are not fetched, ``--test-data sample/ewt/train.conllu`` (the shipped sample: its test
+part holds too few sentences of 20-30 tokens for a batch of 64).
+
+The peer runs in TensorFlow's own environment (``--tf-python``: a Python with tensorflow-cpu 2.21.0,
+simple-elmo 0.9.2, tf-keras 2.21.0, smart-open and h5py; docs/speed.md says how to make one), as a
+second process (``bench/tf_peer.py``, with ``TF_USE_LEGACY_KERAS=1``) that times its own calls on
+request, so that the two never run at once. Both run the same model: the published shape
+(``--shape full``: 2x4096_512_2048cnn_2xhighway) with random weights (torch seed 0), written in the
+published format (options.json + HDF5) that both read; the record gives the largest difference of
+their layers on the batch (the same computation: float32 rounding apart).
+
+Modes: "ours fp32" (``optimize_for_inference``'s default, which chose the fp32 products' routes on
+this machine: the record's ``provenance.fp32_routes``), "ours bf16" (precision "bf16", where the CPU
+has bf16 arithmetic) and "tensorflow fp32" (bilm-tf's graph; its LSTM state is set to zero before
+every call, outside the timed span: the graph is stateful). No char cache: every call encodes its
+tokens, as the peer does. Workloads: a batch of ``--batch`` sentences of 20-30 tokens (UD EWT
+test) in one call, and the first ``--single`` of them one sentence a call. Each round runs every
+mode on both workloads, the order rotated between rounds; the ratios are taken round by round
+(our tokens/s over TensorFlow's in the same round), reported as median and range.
+
+The roofline: in the same run, each float32 product of the model's batch (LSTM input, recurrent and
+cell-projection products, highways, token projection; at the workload's rows) is timed on every route
+this machine has (``bench/hardware.py``: torch's and oneDNN's), the best route counting, and in
+bfloat16 (torch's ``linear``); the model's mix at those rates gives the fp32 and bf16 product rates,
+against which our effective GFLOP/s (the FLOPs the optimized path does, ``workloads.work_done``, over
+the time) is the roofline ratio. Defaults take about 10 minutes on a 2-core EPYC.
+"""
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.fast import optimize_for_inference
+from spacy_elmo.fast.precision import cpu_has_bf16
+from spacy_elmo.records.provenance import data_record, mark_start, provenance
+
+from .bandwidth import cpu_record
+from .hardware import best_time, product_routes
+from .workloads import (
+    PUBLISHED_NAMES, SHAPES, add_data_options, bench_command, benchmark_sentences, char_batch, data_file,
+    flops_per_position, published_bilm, resolve_data_options, work_done,
+)
+
+PEER = Path(__file__).resolve().parent / "tf_peer.py"
+TENSORFLOW = "tensorflow fp32"
+WORKLOADS = ("batch", "one sentence")
+
+
+def main(argv: Optional[List[str]] = None) -> Dict:
+    args = parse_args(argv)
+    report: Dict = {"command": bench_command("bench.bench_tf_peer", argv)}
+    mark_start(report["command"])
+    torch.set_num_threads(args.threads)
+    started = time.time()
+    report["machine"] = {"cpu": cpu_record(), "threads": args.threads, "load_average_before": list(os.getloadavg())}
+    sentences, source = benchmark_sentences(args.batch, args.test_data)
+    singles = sentences[: args.single]
+    report["sentences"] = {"source": source, "batch": len(sentences), "one_at_a_time": len(singles),
+                           "batch_tokens": sum(map(len, sentences)), "one_at_a_time_tokens": sum(map(len, singles))}
+    with tempfile.TemporaryDirectory(prefix="tf-peer-") as tmp:
+        work = Path(tmp)
+        plain = published_bilm(args.shape, work)
+        config = plain.config
+        models = {"ours fp32": plain}
+        if cpu_has_bf16():
+            models["ours bf16"] = optimize_for_inference(copy.deepcopy(plain), precision="bf16")
+        optimize_for_inference(plain)
+        batch = char_batch(sentences, config.max_characters_per_token)
+        ones = [char_batch([sentence], config.max_characters_per_token) for sentence in singles]
+        with Peer(args.tf_python, work / f"{args.shape}_options.json", work / f"{args.shape}_weights.hdf5",
+                  args.threads, len(sentences), work) as peer:
+            report["peer"] = peer.about
+            peer.load("batch", batch[0])
+            for k, (ids, _) in enumerate(ones):
+                peer.load(f"one {k}", ids)
+            report["peer_max_abs_diff"] = peer_difference(plain, batch, peer.layers("batch"))
+            runs = {
+                "batch": {**{name: ours(model, [batch]) for name, model in models.items()}, TENSORFLOW: lambda: peer.run(["batch"])},
+                "one sentence": {**{name: ours(model, ones) for name, model in models.items()},
+                                 TENSORFLOW: lambda: peer.run([f"one {k}" for k in range(len(ones))])},
+            }
+            seconds = interleaved(runs, args.rounds)
+        report["rates"] = product_rates(config, batch, args.quick)
+    tokens = {"batch": report["sentences"]["batch_tokens"], "one sentence": report["sentences"]["one_at_a_time_tokens"]}
+    report["results"] = summarize(seconds, tokens)
+    report["roofline"] = roofline(config, [batch], seconds["batch"], report["rates"])
+    report["config"] = config.to_options()
+    report["shape"] = PUBLISHED_NAMES.get(args.shape, args.shape)
+    report["machine"]["load_average_after"] = list(os.getloadavg())
+    report["provenance"] = provenance(
+        model=None, model_note=f"random weights (torch seed 0) of the shape {PUBLISHED_NAMES.get(args.shape, args.shape)}",
+        data=data_record([data_file(args.test_data, "test")]))
+    report["seconds"] = time.time() - started
+    text = markdown(report)
+    print(text)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(text, encoding="utf-8")
+    return report
+
+
+class Peer:
+    """bilm-tf's graph in TensorFlow's environment (``bench/tf_peer.py``), one request at a time."""
+
+    def __init__(self, python: str, options: Path, weights: Path, threads: int, max_batch: int, work: Path) -> None:
+        env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+        self.work = work
+        self.process = subprocess.Popen(
+            [python, str(PEER), str(options), str(weights), str(threads), str(max_batch)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+        )
+        self.about = self._answer()
+        if not self.about.get("ready"):
+            raise RuntimeError(f"the TensorFlow peer did not start: {self.about}")
+
+    def __enter__(self) -> "Peer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process.poll() is None:
+            self._ask({"quit": True}, answer=False)
+            self.process.wait(timeout=60)
+
+    def load(self, name: str, ids: torch.Tensor) -> None:
+        path = self.work / f"ids-{len(list(self.work.glob('ids-*.npy')))}.npy"
+        np.save(path, ids.numpy())
+        self._ask({"load": name, "ids": str(path)})
+
+    def run(self, names: Sequence[str]) -> float:
+        """Seconds of one call per name, summed (the state reset before each is not counted)."""
+        return sum(self._ask({"run": name})["seconds"] for name in names)
+
+    def layers(self, name: str) -> np.ndarray:
+        """The layers (3, B, T, width) of ``name``'s sentences, without the boundary tokens."""
+        return np.load(self._ask({"layers": name})["written"]).transpose(1, 0, 2, 3)
+
+    def _ask(self, request: Dict, answer: bool = True) -> Dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._answer() if answer else {}
+
+    def _answer(self) -> Dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the TensorFlow peer stopped (exit status {self.process.wait()}): see its messages above")
+        return json.loads(line)
+
+
+def ours(model: BiLM, runs: Sequence[Tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], float]:
+    """A function that runs ``model`` on every (ids, lengths) of ``runs`` and gives the seconds it took."""
+
+    def run() -> float:
+        start = time.perf_counter()
+        with torch.no_grad():
+            for ids, lengths in runs:
+                model(ids, lengths)
+        return time.perf_counter() - start
+
+    return run
+
+
+def peer_difference(model: BiLM, batch: Tuple[torch.Tensor, torch.Tensor], theirs: np.ndarray) -> float:
+    """The largest difference between our layers and the peer's on the batch (real tokens only)."""
+    ids, lengths = batch
+    with torch.no_grad():
+        layers = model(ids, lengths).layers.numpy()
+    return float(max(np.abs(layers[:, b, 1 : n - 1] - theirs[:, b, : n - 2]).max() for b, n in enumerate(lengths.tolist())))
+
+
+def interleaved(runs: Dict[str, Dict[str, Callable[[], float]]], rounds: int) -> Dict[str, Dict[str, List[float]]]:
+    """Every mode on every workload once a round (a warm-up round first, not kept), the modes' order
+    rotated between rounds. RETURNS per workload and mode the rounds' seconds."""
+    seconds: Dict[str, Dict[str, List[float]]] = {w: {m: [] for m in modes} for w, modes in runs.items()}
+    for r in range(-1, rounds):
+        for workload, modes in runs.items():
+            names = list(modes)
+            shift = max(r, 0) % len(names)
+            for name in names[shift:] + names[:shift]:
+                took = modes[name]()
+                if r >= 0:
+                    seconds[workload][name].append(took)
+        print(f"round {r + 1}/{rounds}" if r >= 0 else "warm-up done", file=sys.stderr, flush=True)
+    return seconds
+
+
+def summarize(seconds: Dict[str, Dict[str, List[float]]], tokens: Dict[str, int]) -> Dict:
+    """Per workload and mode: tokens/s (median, min, max); and against TensorFlow, the rounds' ratios
+    of tokens/s (median, min, max)."""
+    result: Dict = {}
+    for workload, modes in seconds.items():
+        entry: Dict = {}
+        for name, times in modes.items():
+            rates = [tokens[workload] / t for t in times]
+            entry[name] = {"tokens_per_s": statistics.median(rates), "tokens_per_s_min": min(rates),
+                           "tokens_per_s_max": max(rates), "rounds": len(rates)}
+            if name != TENSORFLOW:
+                ratios = sorted(peer / t for t, peer in zip(times, modes[TENSORFLOW]))
+                entry[name].update(vs_tensorflow=statistics.median(ratios), vs_tensorflow_min=ratios[0],
+                                   vs_tensorflow_max=ratios[-1])
+        result[workload] = entry
+    return result
+
+
+def model_products(config: BiLMConfig, positions: int, distinct: int, rows: int) -> List[Tuple[int, int, int, int]]:
+    """The float32 products of a batch as (rows, in, out, count): per layer and direction the input
+    products over every position and the recurrent and cell projections over ``rows`` rows a timestep
+    (``positions`` rows in all), and the token encoder's highways and projection over the distinct tokens."""
+    d, p, f = config.dim, config.projection_dim, config.n_filters
+    lstm = 2 * config.n_layers
+    return [
+        (positions, p, 4 * d, lstm), (rows, p, 4 * d, lstm), (rows, d, p, lstm),
+        (distinct, f, f, 2 * config.n_highway), (distinct, f, p, 1),
+    ]
+
+
+def product_rates(config: BiLMConfig, batch: Tuple[torch.Tensor, torch.Tensor], quick: bool) -> Dict:
+    """GFLOP/s of each of the batch's product shapes on every fp32 route and in bf16, and the model's
+    mix at the best fp32 route's and at bf16's rates (see the module's docstring)."""
+    ids, lengths = batch
+    work = work_done(config, [batch])
+    shapes = model_products(config, work["positions"], work["distinct_tokens"], len(lengths))
+    repeats = 1 if quick else 3
+    per_shape, fp32_seconds, bf16_seconds, total = {}, 0.0, 0.0, 0.0
+    for rows, width, out, count in shapes:
+        flops = 2.0 * rows * width * out
+        rates = {route: flops / best_time(fn, repeats) / 1e9 for route, fn in product_routes(rows, width, out).items()}
+        x, weight = torch.randn(rows, width).bfloat16(), torch.randn(out, width).bfloat16()
+        rates["bf16"] = flops / best_time(lambda: torch.nn.functional.linear(x, weight), repeats) / 1e9
+        best = max(rate for route, rate in rates.items() if route != "bf16")
+        per_shape[f"{rows}x{width}x{out}"] = {**rates, "count": count}
+        fp32_seconds += count * flops / (best * 1e9)
+        bf16_seconds += count * flops / (rates["bf16"] * 1e9)
+        total += count * flops
+    return {"shapes": per_shape, "fp32_gflop_per_s": total / fp32_seconds / 1e9, "bf16_gflop_per_s": total / bf16_seconds / 1e9}
+
+
+def roofline(config: BiLMConfig, runs, seconds: Dict[str, List[float]], rates: Dict) -> Dict:
+    """Our effective GFLOP/s on the batch (the FLOPs the optimized path does over the median time, and
+    the nominal count: every position through the whole model) against the product rates."""
+    work = work_done(config, runs)
+    result = {"flops_done": work["done_flops"], "flops_nominal": work["nominal_flops"],
+              "flops_per_position": flops_per_position(config)["total"]}
+    for name, times in seconds.items():
+        if name == TENSORFLOW:
+            continue
+        effective = work["done_flops"] / statistics.median(times) / 1e9
+        product = rates["bf16_gflop_per_s"] if "bf16" in name else rates["fp32_gflop_per_s"]
+        result[name] = {"effective_gflop_per_s": effective, "of_product_rate": effective / product,
+                        "nominal_gflop_per_s": work["nominal_flops"] / statistics.median(times) / 1e9}
+    return result
+
+
+def markdown(report: Dict) -> str:
+    lines = [f"# Our default path beside bilm-tf on TensorFlow: {report['shape']}", "",
+             f"Command: `{report['command']}`", "",
+             f"CPU: {report['machine']['cpu']['model']}, {report['machine']['threads']} threads; load "
+             f"{report['machine']['load_average_before'][0]:.1f} before, {report['machine']['load_average_after'][0]:.1f} after. "
+             f"Peer: TensorFlow {report['peer']['tensorflow']}, simple-elmo {report['peer']['simple_elmo']}; "
+             f"largest difference of the layers on the batch: {report['peer_max_abs_diff']:.2e}. "
+             f"Sentences: {report['sentences']['source']}.", "",
+             "| workload | mode | tokens/s (median, range) | against TensorFlow (median, range) |", "|---|---|---:|---:|"]
+    for workload, modes in report["results"].items():
+        for name, entry in modes.items():
+            ratio = (f"{entry['vs_tensorflow']:.2f}x ({entry['vs_tensorflow_min']:.2f}-{entry['vs_tensorflow_max']:.2f})"
+                     if "vs_tensorflow" in entry else "1")
+            lines.append(f"| {workload} | {name} | {entry['tokens_per_s']:,.1f} ({entry['tokens_per_s_min']:,.1f}-"
+                         f"{entry['tokens_per_s_max']:,.1f}) | {ratio} |")
+    rates, roof = report["rates"], report["roofline"]
+    lines += ["", f"Product rates on the model's batch shapes: fp32 {rates['fp32_gflop_per_s']:.1f} GFLOP/s (best route "
+              f"per shape), bf16 {rates['bf16_gflop_per_s']:.1f} GFLOP/s."]
+    for name, entry in roof.items():
+        if isinstance(entry, dict):
+            lines.append(f"- {name}, batch: {entry['effective_gflop_per_s']:.1f} GFLOP/s effective, "
+                         f"{100 * entry['of_product_rate']:.0f}% of the product rate.")
+    routes = report["provenance"]["fp32_routes"]["chosen"]
+    lines += ["", "fp32 routes chosen: " + (", ".join(f"{r['shape']}: one sentence {r['one_sentence']['route']}, "
+                                                       f"batch {r['batch']['route']}" for r in routes) or "none measured")]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tf-python", required=True, help="the Python of TensorFlow's environment")
+    parser.add_argument("--shape", default="full", choices=sorted(SHAPES))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--batch", type=int, default=64, help="sentences in the batch")
+    parser.add_argument("--single", type=int, default=16, help="of those, how many run one at a time")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--markdown", default=None)
+    parser.add_argument("--quick", action="store_true", help="tiny model, few sentences, two rounds: a smoke run")
+    add_data_options(parser, test=True)
+    args = resolve_data_options(parser.parse_args(argv))
+    if args.quick:
+        args.shape, args.rounds, args.batch, args.single = "tiny", 2, 8, 2
+    return args
+
+
+if __name__ == "__main__":
+    main()
