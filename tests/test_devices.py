@@ -23,6 +23,8 @@ ON_THE_CPU = {
     ("fast/int8_rows.py", "pack", "zeros"): (1, "int8 runs on the CPU only (Precision.cpu_only)"),
     ("fast/payoff.py", "step_products", "randn"): (3, "times CPU kernels only: check_pass returns before off the CPU"),
     ("fast/payoff.py", "step_products", "empty"): (2, "times CPU kernels only: check_pass returns before off the CPU"),
+    ("fast/payoff.py", "route_products", "randn"): (4, "times CPU routes only: choose_routes measures float32 CPU weights"),
+    ("fast/payoff.py", "route_products", "empty"): (2, "times CPU routes only: choose_routes measures float32 CPU weights"),
     ("fast/precision.py", "_pack_int8", "zeros"): (1, "int8 runs on the CPU only (Precision.cpu_only)"),
     ("fast/precision.py", "_probe_full_range", "ones"): (2, "probes the CPU's int8 engine"),
     ("io/efml.py", "_gate_order", "arange"): (1, "reorders weights while a file is read, before any device"),
