@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import typer
 from typer.core import TyperCommand
 
-INPUT = "a text file (plain, .gz, .bz2, .xz, .zst or .lz4), a folder of them or a glob"
+INPUT = ("a text file (plain, .gz, .bz2, .xz, .zst or .lz4), a folder (its .txt, .text and .tokens files, plain "
+         "or compressed) or a glob")
 MODEL_HELP = ("any biLM load_bilm takes: a published name, our directory, a spaCy pipeline, a folder holding a "
               "published pair, a zip, an ELMoForManyLangs directory, a TensorFlow checkpoint (default: the shipped biLM)")
 MODEL = typer.Option(None, "--model", help=MODEL_HELP)
@@ -65,12 +66,26 @@ def report(stats: Any) -> None:
 
 
 def input_files(value: Any) -> Any:
-    """``--input``'s check: every file, folder or glob it names exists (``io.text_input.text_files``)."""
+    """``--input``'s check: every file, folder or glob it names exists, and a folder holds text to read
+    (``io.text_input.text_files``)."""
+    from ..io.text_input import TEXT_SUFFIXES
+
+    return _check_inputs(value, TEXT_SUFFIXES)
+
+
+def corpus_input_files(value: Any) -> Any:
+    """``input_files`` for the commands that read a training corpus: a folder's files in its formats."""
+    from ..training.corpus import CORPUS_SUFFIXES
+
+    return _check_inputs(value, CORPUS_SUFFIXES)
+
+
+def _check_inputs(value: Any, suffixes: Sequence[str]) -> Any:
     from ..io.text_input import text_files
 
     for spec in value if isinstance(value, (list, tuple)) else [value]:
         try:
-            text_files(spec)
+            text_files(spec, suffixes=suffixes)
         except FileNotFoundError as err:
             raise typer.BadParameter(str(err)) from None
     return value
