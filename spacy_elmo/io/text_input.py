@@ -104,7 +104,7 @@ class TextStats:
         are not text, None where there were none."""
         said = []
         if self.skipped:
-            said.append(f"{self.skipped} file{'s' if self.skipped != 1 else ''} in the input folder not read: "
+            said.append(f"{self.skipped} file{'s' if self.skipped != 1 else ''} in input folders not read: "
                         "a folder is read for the files in the formats the command reads (docs/commands.md)")
         if self.undecodable:
             said.append(f"{self.undecodable} of {self.lines} lines held bytes that are not UTF-8, replaced by U+FFFD "

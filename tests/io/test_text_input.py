@@ -89,7 +89,7 @@ def test_a_folder_is_read_for_its_text_files_only_and_the_others_are_counted(tmp
     (tmp_path / "README").write_text("about\n", encoding="utf-8")
     stats = TextStats()
     assert [line.text for line in read_lines(tmp_path, stats=stats)] == ["first", "second"]
-    assert stats.skipped == 3 and "3 files in the input folder not read" in stats.report()
+    assert stats.skipped == 3 and "3 files in input folders not read" in stats.report()
     # a file named itself is read whatever its name
     assert [line.text for line in read_lines(tmp_path / "gold.csv")] == ["bank,1"]
 
