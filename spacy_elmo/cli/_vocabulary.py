@@ -65,24 +65,17 @@ def report(stats: Any) -> None:
         typer.echo(stats.report(), err=True)
 
 
-def input_files(value: Any) -> Any:
-    """``--input``'s check: every file, folder or glob it names exists, and a folder holds text to read
-    (``io.text_input.text_files``)."""
-    from ..io.text_input import TEXT_SUFFIXES
-
-    return _check_inputs(value, TEXT_SUFFIXES)
+# commands whose --input is a training corpus: a folder is read for the files in the corpus's formats
+CORPUS_INPUT = {"evaluate"}
 
 
-def corpus_input_files(value: Any) -> Any:
-    """``input_files`` for the commands that read a training corpus: a folder's files in its formats."""
+def input_files(ctx: typer.Context, value: Any) -> Any:
+    """``--input``'s check: every file, folder or glob it names exists, and a folder holds files in the
+    formats the command reads (``io.text_input.text_files``)."""
+    from ..io.text_input import TEXT_SUFFIXES, text_files
     from ..training.corpus import CORPUS_SUFFIXES
 
-    return _check_inputs(value, CORPUS_SUFFIXES)
-
-
-def _check_inputs(value: Any, suffixes: Sequence[str]) -> Any:
-    from ..io.text_input import text_files
-
+    suffixes = CORPUS_SUFFIXES if ctx.info_name in CORPUS_INPUT else TEXT_SUFFIXES
     for spec in value if isinstance(value, (list, tuple)) else [value]:
         try:
             text_files(spec, suffixes=suffixes)

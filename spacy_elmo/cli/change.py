@@ -50,7 +50,7 @@ def change_cli(
     from ..usage.usages import load_tokenizer, load_usages_or_collect, read_targets
 
     # without the usage extra these raise the ImportError that names it (CommandWithOldSpellings prints it)
-    from ..usage.change import ChangeSettings, run_change, unscored
+    from ..usage.change import ChangeSettings, run_change
     from ..usage.clustering import APSettings
     from ..usage.ranking import read_gold
 
@@ -73,9 +73,8 @@ def change_cli(
     report(stats)
     if not [path for path in output if path.suffix != ".json"]:
         typer.echo(run.tsv(), nl=False)
-    for line in [*unscored(run.scores), *run.evaluation.get("warnings", [])]:
-        typer.echo(f"warning: {line}", err=True)
-    typer.echo(json.dumps(run.summary(), allow_nan=False), err=True)
+    typer.echo("\n".join([*(f"warning: {line}" for line in run.warnings()), json.dumps(run.summary(), allow_nan=False)]),
+               err=True)
     used = (dict(model=model_record(model, options=options, weights=weights)) if bilm.cache_info().currsize else
             dict(model=None, model_note=f"read from usages files collected with {run.usages['model']}"))
     inputs = [p for p in (*input, targets, gold, binary) if p is not None and Path(p).is_file()]

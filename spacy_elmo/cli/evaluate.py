@@ -7,7 +7,7 @@ import typer
 
 from ..bilm.softmax import DEFAULT_CHUNK_SIZE
 from ._app import app
-from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, corpus_input_files, output_file
+from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpellings, input_files, output_file
 
 
 @app.command("evaluate", cls=CommandWithOldSpellings)
@@ -20,7 +20,7 @@ def evaluate_cli(
     ),
     options: Optional[Path] = OPTIONS,
     weights: Optional[Path] = WEIGHTS,
-    input: str = typer.Option(..., "--input", help=f"held-out text, one sentence a line: {INPUT}", callback=corpus_input_files),
+    input: str = typer.Option(..., "--input", help=f"held-out text, one sentence a line: {INPUT}", callback=input_files),
     tokenizer: str = typer.Option(
         "whitespace", "--tokenizer", help="'whitespace' (pre-tokenized text, as the published figures) or a spaCy "
         "language code (raw text)"

@@ -60,11 +60,10 @@ def senses_cli(
         for example in sense.examples:
             typer.echo(f"    {example}")
     if output is not None:
-        used = {**settings.__dict__, "window": window, "max_uses": max_uses, "seed": seed, "uses_seen": found.seen[word],
-                "uses_kept": len(uses)}
+        used = {**settings.__dict__, "window": window, "max_uses": max_uses, "seed": seed}
         record = {"provenance": provenance(model=model_record(model, options=options, weights=weights),
                                            data=data_record([p for p in [input] if p.is_file()]),
                                            **({} if input.is_file() else {"data_note": f"the corpus folder {portable_path(input)}"})),
-                  **senses_record(inventory, uses, word=word, match=mode, settings=used)}
+                  **senses_record(inventory, uses, word=word, match=mode, settings=used, seen=found.seen[word])}
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -222,6 +222,11 @@ class ChangeRun:
         rows = [f"{s.target}\t{format_score(s.score)}\t{s.uses_a}\t{s.uses_b}\t{s.reason or ''}" for s in self.scores]
         return "\n".join(["target\tscore\tuses_a\tuses_b\treason", *rows]) + "\n"
 
+    def warnings(self) -> List[str]:
+        """RETURNS (List[str]): what the run should say beside its scores: the targets without a score
+        and why (``unscored``), and where gold and targets do not match one to one."""
+        return [*unscored(self.scores), *self.evaluation.get("warnings", [])]
+
     def summary(self) -> Dict[str, Any]:
         """RETURNS (Dict[str, Any]): the settings, the evaluation and the targets without a score with
         why (what the command prints as JSON), strict JSON."""

@@ -197,11 +197,15 @@ def uses_in_windows(uses: Sequence[Any], window: int) -> List[Tuple[Sequence[str
 
 
 def senses_record(
-    inventory: SenseInventory, uses: Sequence[Any], *, word: str, match: str, settings: Dict[str, Any]
+    inventory: SenseInventory, uses: Sequence[Any], *, word: str, match: str, settings: Dict[str, Any], seen: int,
 ) -> Dict[str, Any]:
-    """RETURNS (Dict[str, Any]): the senses and each use's sense as JSON (provenance added by the caller)."""
+    """The senses and each use's sense as JSON (provenance added by the caller).
+
+    uses (Sequence[Usage]): the uses clustered (kept). seen (int): the word's uses in the corpus.
+    RETURNS (Dict[str, Any]): the record.
+    """
     return {
-        "word": word, "match": match, "method": SOURCE, "settings": settings,
+        "word": word, "match": match, "method": SOURCE, "settings": settings, "uses_seen": seen, "uses_kept": len(uses),
         "senses": [s.to_dict() for s in inventory.senses],
         "uses": [{"doc_id": u.doc_id, "start_char": u.start_char, "end_char": u.end_char, "sense": int(label)}
                  for u, label in zip(uses, inventory.labels)],

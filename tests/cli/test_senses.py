@@ -34,7 +34,7 @@ def test_senses_prints_and_writes_the_libraries_senses(tmp_path):
     sizes = [s["size"] for s in written["senses"]]
     assert [line.split(" (")[0] for line in printed] == ["sense 0", "sense 1"] and sizes == sorted(sizes, reverse=True)
     assert all(f"({n} use{'s' if n != 1 else ''})" in line for line, n in zip(printed, sizes))
-    assert written["settings"]["uses_seen"] == 4 and written["settings"]["uses_kept"] == 4
+    assert written["uses_seen"] == 4 and written["uses_kept"] == 4
 
 
 def test_senses_of_a_word_the_corpus_lacks_is_refused(tmp_path):
