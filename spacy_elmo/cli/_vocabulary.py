@@ -65,7 +65,7 @@ def report(stats: Any) -> None:
         typer.echo(stats.report(), err=True)
 
 
-# commands whose --input is a training corpus: a folder is read for the files in the corpus's formats
+# commands whose --input is a training corpus: every file of a folder is read (by its format, or as text)
 CORPUS_INPUT = {"evaluate"}
 
 
@@ -73,9 +73,8 @@ def input_files(ctx: typer.Context, value: Any) -> Any:
     """``--input``'s check: every file, folder or glob it names exists, and a folder holds files in the
     formats the command reads (``io.text_input.text_files``)."""
     from ..io.text_input import TEXT_SUFFIXES, text_files
-    from ..training.corpus import CORPUS_SUFFIXES
 
-    suffixes = CORPUS_SUFFIXES if ctx.info_name in CORPUS_INPUT else TEXT_SUFFIXES
+    suffixes = None if ctx.info_name in CORPUS_INPUT else TEXT_SUFFIXES
     for spec in value if isinstance(value, (list, tuple)) else [value]:
         try:
             text_files(spec, suffixes=suffixes)

@@ -13,9 +13,10 @@ compressed, one sentence or document a line.
 - Lines are numbered from 1; a line's place is ``NAME:LINE``, NAME relative to the folder given.
 - A folder is read for the files whose suffix names a format the command reads, plain or under one
   of the codecs' suffixes (``a.txt``, ``a.txt.gz``), hidden ones left out: ``TEXT_SUFFIXES``
-  (``.txt``, ``.text``, ``.tokens``) for every command that reads lines of text, and the training
-  corpus's own formats beside them for ``pretrain``, ``finetune`` and ``evaluate``. So a ``.csv``,
-  a ``.json`` or a README beside the corpus never becomes corpus lines; the files left out are
+  (``.txt``, ``.text``, ``.tokens``) for every command that reads lines of text; the training
+  corpus reader (``pretrain``, ``finetune``, ``evaluate``) reads every file, as its format by suffix
+  or text (the 1B Word Benchmark's shards have no suffix). So a ``.csv``, a ``.json`` or a README
+  beside a corpus of lines never becomes corpus lines; the files left out are
   counted (``TextStats.skipped``, reported with the undecodable lines) and named where the folder
   holds nothing to read. A file named itself, or matched by a glob, is read whatever its name: the
   reader asked for it.
@@ -127,9 +128,12 @@ def decode_line(raw: bytes, *, place: str, strict: bool) -> Tuple[str, bool]:
         return raw.decode("utf-8", "replace"), True
 
 
-def read_in_folder(path: PathLike, suffixes: Sequence[str] = TEXT_SUFFIXES) -> bool:
+def read_in_folder(path: PathLike, suffixes: Optional[Sequence[str]] = TEXT_SUFFIXES) -> bool:
     """Whether a folder's file is read: its suffix, under one codec suffix at most, is one of
-    ``suffixes`` (``a.txt``, ``a.txt.gz``; not ``a.csv``, ``a.json``, ``README``)."""
+    ``suffixes`` (``a.txt``, ``a.txt.gz``; not ``a.csv``, ``a.json``, ``README``); every file where
+    ``suffixes`` is None."""
+    if suffixes is None:
+        return True
     found = [s.lower() for s in Path(path).suffixes]
     if found and found[-1] in CODECS:
         found.pop()
@@ -137,12 +141,14 @@ def read_in_folder(path: PathLike, suffixes: Sequence[str] = TEXT_SUFFIXES) -> b
 
 
 def text_files(
-    spec: Union[PathLike, Sequence[PathLike]], *, suffixes: Sequence[str] = TEXT_SUFFIXES, stats: Optional["TextStats"] = None
+    spec: Union[PathLike, Sequence[PathLike]], *, suffixes: Optional[Sequence[str]] = TEXT_SUFFIXES,
+    stats: Optional["TextStats"] = None
 ) -> List[Tuple[Path, str]]:
     """The files named by a path, a folder (the files below it that ``read_in_folder``, hidden ones
     left out), a glob, or a comma-separated list (or a list) of these.
 
-    suffixes (Sequence[str]): the formats a folder's files are read in (the module docstring).
+    suffixes (Optional[Sequence[str]]): the formats a folder's files are read in (the module
+        docstring); None: every file.
     stats (Optional[TextStats]): counts a folder's files left out (``skipped``).
     RETURNS (List[Tuple[Path, str]]): each file and its name relative to the folder or glob base, in
         order, sorted within each part. Raises FileNotFoundError naming a part that matches nothing.
@@ -160,7 +166,7 @@ def text_files(
             if not below:
                 others = ", ".join(p.relative_to(path).as_posix() for p in visible[:5])
                 raise FileNotFoundError(f"{part}: the folder holds no file to read (a folder is read for its "
-                                        f"{', '.join(suffixes)} files, plain or compressed)"
+                                        f"{', '.join(suffixes or ['visible'])} files, plain or compressed)"
                                         + (f"; it holds {others}{', ...' if len(visible) > 5 else ''}" if visible else ""))
             if stats is not None:
                 stats.skipped += len(visible) - len(below)

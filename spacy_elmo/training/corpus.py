@@ -21,8 +21,6 @@ Tokenizer = Callable[[str], List[str]]
 FORMATS = ("auto", "txt", "jsonl", "spacy")
 _END = object()
 _SUFFIX_FORMATS = {".txt": "txt", ".text": "txt", ".tokens": "txt", ".jsonl": "jsonl", ".spacy": "spacy"}
-# the files of a folder a corpus reads: those in its formats
-CORPUS_SUFFIXES = tuple(_SUFFIX_FORMATS)
 
 
 @dataclass
@@ -65,11 +63,11 @@ class CorpusStats:
 
 def resolve_paths(spec: Union[PathLike, Sequence[PathLike]]) -> List[Path]:
     """Files named by a path, a directory (recursively), a glob, or a comma-separated / list of these
-    (``io.text_input.text_files``: a folder's files in the corpus formats, ``CORPUS_SUFFIXES``).
+    (``io.text_input.text_files``: every file of a folder, read by its suffix's format or as text).
 
     RETURNS (List[Path]): the files, de-duplicated. Raises FileNotFoundError naming what matched nothing.
     """
-    return [path for path, _ in text_files(spec, suffixes=CORPUS_SUFFIXES)]
+    return [path for path, _ in text_files(spec, suffixes=None)]
 
 
 def file_format(path: Path, fmt: str = "auto") -> str:
