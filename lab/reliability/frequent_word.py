@@ -82,7 +82,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{name}: {ran['outcome']} in {ran['seconds']} s, peak {ran['peak_mb']} MB, {seen} uses seen, "
                   f"{kept} kept", file=sys.stderr, flush=True)
     record = {
-        "provenance": provenance(model=model_record(args.model), model_note="the biLM neighbors ran"),
+        "provenance": provenance(model=model_record(args.model), model_note="the biLM neighbors ran", data={},
+                                 data_note="the corpora are written by the run itself (cases: corpus_bytes, corpus_lines)"),
         "query": QUERY, "word": WORD, "top": TOP, "budget_mb": args.budget_mb,
         "passed": all(c["passed"] for c in cases.values()), "cases": cases,
     }
