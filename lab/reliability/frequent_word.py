@@ -73,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             seen, kept = result.get("uses_seen"), result.get("uses_kept")
             cases[name] = {
                 "command": "python -m spacy_elmo " + " ".join(a.replace(folder, "TMP") for a in arguments),
-                "corpus_bytes": corpus.stat().st_size, "corpus_lines": sum(1 for _ in corpus.open("rb")) if name != "one-line" else 1,
+                "corpus_bytes": corpus.stat().st_size, "corpus_lines": corpus.read_bytes().count(b"\n") or 1,
                 "uses_in_corpus": expected[name], "uses_seen": seen, "uses_kept": kept,
                 **ran, "passed": ran["passed"] and seen == expected[name] and kept is not None and kept <= TOP,
             }
