@@ -27,7 +27,7 @@ evaluation's ``warnings``, which targets the gold leaves out and which gold word
 The record is strict JSON: a value that is not a number (no score, an undefined rho) is null.
 """
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -117,14 +117,17 @@ class ChangeSettings:
 @dataclass(frozen=True)
 class ChangeScore:
     """target (str). score (float): NaN where there is none.
-    uses_a, uses_b (int): the uses scored in each period.
-    reason (Optional[str]): why there is no score; None where there is one."""
+    uses_a, uses_b (int): the uses scored in each period (kept: at most the usages' cap).
+    reason (Optional[str]): why there is no score; None where there is one.
+    seen_a, seen_b (Optional[int]): the uses each period's corpus holds, where known."""
 
     target: str
     score: float
     uses_a: int
     uses_b: int
     reason: Optional[str] = None
+    seen_a: Optional[int] = None
+    seen_b: Optional[int] = None
 
 
 def explained_score(a: np.ndarray, b: np.ndarray, settings: ChangeSettings) -> Tuple[float, Optional[str]]:
@@ -235,11 +238,12 @@ class ChangeRun:
 
     def record(self, provenance: Dict[str, Any], corpora: Sequence[str]) -> Dict[str, Any]:
         """RETURNS (Dict[str, Any]): the JSON record: provenance, settings, evaluation, corpora, scores
-        (each with its reason where it has no score), strict JSON."""
+        (each with the uses kept and seen a period, and its reason where it has no score), strict JSON."""
         return strict_json({"provenance": provenance, "change": self.settings.record(), "usages": self.usages,
                             "evaluation": self.evaluation, "corpora": list(corpora),
                             "scores": [{"target": s.target, "score": s.score, "uses_a": s.uses_a, "uses_b": s.uses_b,
-                                        "reason": s.reason} for s in self.scores]})
+                                        "seen_a": s.seen_a, "seen_b": s.seen_b, "reason": s.reason}
+                                       for s in self.scores]})
 
 
 def run_change(
@@ -265,7 +269,8 @@ def run_change(
     if (first.layer, first.model, first.match) != (second.layer, second.model, second.match):
         raise ValueError(f"the periods' usages differ: layer {first.layer} / {second.layer}, model "
                          f"{first.model} / {second.model}, match {first.match} / {second.match}")
-    scores = change_scores(periods[0].vectors, periods[1].vectors, targets, settings)
+    scores = [replace(s, seen_a=periods[0].found.get(s.target), seen_b=periods[1].found.get(s.target))
+              for s in change_scores(periods[0].vectors, periods[1].vectors, targets, settings)]
     usages = {"layer": first.layer, "match": first.match, "max_uses": first.max_uses, "seed": first.seed,
               "max_tokens": first.max_tokens, "model": first.model}
     by_target = {s.target: s.score for s in scores}

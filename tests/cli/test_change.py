@@ -157,6 +157,8 @@ def test_targets_without_a_score_are_named_with_why_on_stderr_and_in_the_record(
     written = _strict(record.read_text(encoding="utf-8"))
     [zebra] = [s for s in written["scores"] if s["target"] == "zebra"]
     assert zebra["score"] is None and zebra["reason"].startswith("too few uses")
+    [cat] = [s for s in written["scores"] if s["target"] == "cat"]
+    assert (cat["uses_a"], cat["seen_a"], cat["uses_b"], cat["seen_b"]) == (9, 9, 9, 9)
     summary = _strict(result.stderr.strip().splitlines()[-1])
     assert set(summary["without_score"]) == {"zebra"}
     assert (folder / "out.tsv").read_text(encoding="utf-8").splitlines()[-1].startswith("zebra\tnan\t0\t0\ttoo few uses")
@@ -205,3 +207,13 @@ def test_a_layer_the_model_lacks_is_refused_with_every_choice(files):
                                       str(folder / "targets.txt"), "--model", str(model), "--layers", "5"])
     said = " ".join(result.output.replace("│", " ").split())
     assert result.exit_code == 2 and "'top' (the default" in said and "'mean'" in said and "from 0 to" in said
+
+
+def test_the_record_says_how_many_uses_each_period_held_and_how_many_were_scored(files):
+    folder, model = files
+    record = folder / "capped.json"
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--model", str(model), "--max-uses", "4", "--output", str(record)])
+    assert result.exit_code == 0, result.output
+    [cat] = [s for s in _strict(record.read_text(encoding="utf-8"))["scores"] if s["target"] == "cat"]
+    assert (cat["uses_a"], cat["seen_a"], cat["uses_b"], cat["seen_b"]) == (4, 9, 4, 9)
