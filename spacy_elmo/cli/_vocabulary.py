@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import typer
 from typer.core import TyperCommand
 
-INPUT = "a text file (plain, .gz, .bz2, .xz, .zst or .lz4), a folder of them or a glob"
+INPUT = ("a text file (plain, .gz, .bz2, .xz, .zst or .lz4), a folder (its .txt, .text and .tokens files, plain "
+         "or compressed) or a glob")
 MODEL_HELP = ("any biLM load_bilm takes: a published name, our directory, a spaCy pipeline, a folder holding a "
               "published pair, a zip, an ELMoForManyLangs directory, a TensorFlow checkpoint (default: the shipped biLM)")
 MODEL = typer.Option(None, "--model", help=MODEL_HELP)
@@ -64,13 +65,19 @@ def report(stats: Any) -> None:
         typer.echo(stats.report(), err=True)
 
 
-def input_files(value: Any) -> Any:
-    """``--input``'s check: every file, folder or glob it names exists (``io.text_input.text_files``)."""
-    from ..io.text_input import text_files
+# commands whose --input is a training corpus: every file of a folder is read (by its format, or as text)
+CORPUS_INPUT = {"evaluate"}
 
+
+def input_files(ctx: typer.Context, value: Any) -> Any:
+    """``--input``'s check: every file, folder or glob it names exists, and a folder holds files in the
+    formats the command reads (``io.text_input.text_files``)."""
+    from ..io.text_input import TEXT_SUFFIXES, text_files
+
+    suffixes = None if ctx.info_name in CORPUS_INPUT else TEXT_SUFFIXES
     for spec in value if isinstance(value, (list, tuple)) else [value]:
         try:
-            text_files(spec)
+            text_files(spec, suffixes=suffixes)
         except FileNotFoundError as err:
             raise typer.BadParameter(str(err)) from None
     return value

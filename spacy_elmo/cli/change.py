@@ -27,7 +27,8 @@ def change_cli(
     max_uses: int = typer.Option(1000, "--max-uses", min=1, help="at most this many uses a target and period (seeded sample)"),
     seed: int = typer.Option(0, "--seed"),
     min_uses: int = typer.Option(3, "--min-uses", min=1, help="fewer uses in a period: no score (nan)"),
-    damping: float = typer.Option(0.5, "--damping", help="jsd: affinity propagation's damping"),
+    damping: float = typer.Option(0.9, "--damping", help="jsd: affinity propagation's damping, in [0.5, 1) (Frey & Dueck's 0.9)"),
+    max_iter: int = typer.Option(1000, "--max-iter", min=1, help="jsd: affinity propagation's most iterations"),
     preference: Optional[float] = typer.Option(None, "--preference", help="jsd: affinity propagation's preference (default: the median similarity)"),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="spaCy pipeline with a lemmatizer, to match lemmas (default: word forms)"),
     lang: str = typer.Option("en", "--lang", help="language of the blank pipeline"),
@@ -40,8 +41,9 @@ def change_cli(
         "evaluation, provenance), any other the TSV (default: the TSV to standard output)", callback=output_file,
     ),
 ) -> None:
-    """Print target<TAB>score<TAB>uses_a<TAB>uses_b for every target; with --gold, Spearman's rho and its
-    p-value; with --binary, the accuracy of labelling the top --changed-share of targets changed."""
+    """Print target<TAB>score<TAB>uses_a<TAB>uses_b<TAB>reason for every target (the reason: why it has no
+    score); with --gold, Spearman's rho and its p-value; with --binary, the accuracy of labelling the top
+    --changed-share of targets changed. Targets and gold words are matched lower-cased, as the text is."""
     from ..io import load_bilm
     from ..io.text_input import TextStats
     from ..records.provenance import data_record, model_record, portable_path, provenance
@@ -58,7 +60,8 @@ def change_cli(
     # loaded once, and only where a period is a corpus, not a usages file
     bilm = lru_cache(maxsize=None)(partial(load_bilm, model, options=options, weights=weights))
     try:
-        settings = ChangeSettings(metric, min_uses=min_uses, clustering=APSettings(damping=damping, preference=preference))
+        settings = ChangeSettings(metric, min_uses=min_uses, clustering=APSettings(damping=damping, max_iter=max_iter,
+                                                                                      preference=preference))
         wanted = read_targets(targets)
         collect = dict(nlp=load_tokenizer(pipeline, lang=lang), layer=layers, max_uses=max_uses, seed=seed,
                        model=str(model or weights or "en_small"), strict_utf8=strict_utf8, stats=stats)
@@ -70,12 +73,13 @@ def change_cli(
     report(stats)
     if not [path for path in output if path.suffix != ".json"]:
         typer.echo(run.tsv(), nl=False)
-    typer.echo(json.dumps(run.summary()), err=True)
+    typer.echo("\n".join([*(f"warning: {line}" for line in run.warnings()), json.dumps(run.summary(), allow_nan=False)]),
+               err=True)
     used = (dict(model=model_record(model, options=options, weights=weights)) if bilm.cache_info().currsize else
             dict(model=None, model_note=f"read from usages files collected with {run.usages['model']}"))
     inputs = [p for p in (*input, targets, gold, binary) if p is not None and Path(p).is_file()]
     for path in output:
         path.parent.mkdir(parents=True, exist_ok=True)
         text = (json.dumps(run.record(provenance(**used, data=data_record(inputs)), [portable_path(p) for p in input]),
-                           indent=2, ensure_ascii=False) + "\n") if path.suffix == ".json" else run.tsv()
+                           indent=2, ensure_ascii=False, allow_nan=False) + "\n") if path.suffix == ".json" else run.tsv()
         path.write_text(text, encoding="utf-8")

@@ -50,7 +50,8 @@ def neighbors_cli(
     report(stats)
     typer.echo(f"Query: {' '.join(found.query)}  (target: {found.query[found.position]})")
     described = "mean of layers" if found.layer == "mean" else f"layer {found.layer}"
-    typer.echo(f"ELMo ({described}), {found.uses} corpus sentences use {word!r}:")
+    typer.echo(f"ELMo ({described}), {found.uses} corpus sentences use {word!r}; {found.uses_seen} uses seen, "
+               f"the {found.uses_kept} nearest kept:")
     for hit in found.neighbors:
         typer.echo(f"  {hit.score:.3f}  {hit.highlighted()}")
     typer.echo("Static (layer 0 alone), nearest words:")

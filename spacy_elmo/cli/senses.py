@@ -34,7 +34,7 @@ def senses_cli(
     from ..io.loading import load_lm_head
     from ..io.text_input import TextStats
     from ..records.provenance import data_record, model_record, portable_path, provenance
-    from ..usage.usages import corpus_lines, find_usages, load_tokenizer, sample_usages
+    from ..usage.usages import corpus_lines, find_usages, load_tokenizer
 
     # without the usage extra these raise the ImportError that names it (CommandWithOldSpellings prints it)
     from ..usage.senses import SOURCE, SenseSettings, induce_senses, senses_record, uses_in_windows
@@ -43,8 +43,8 @@ def senses_cli(
     try:
         settings = SenseSettings(top=top, patterns=not no_patterns, n_clusters=n_clusters, examples=examples)
         lines = corpus_lines(input, strict_utf8=strict_utf8, stats=stats)
-        found, mode = find_usages(load_tokenizer(pipeline, lang=lang), lines, [word])
-        uses = sample_usages(found, max_uses=max_uses, seed=seed)[word]
+        found = find_usages(load_tokenizer(pipeline, lang=lang), lines, [word], max_uses=max_uses, seed=seed)
+        uses, mode = found.uses[word], found.match
         if not uses:
             raise ValueError(f"{input}: no use of {word!r} ({'lemmas' if mode == 'lemma' else 'word forms'} matched)")
         bilm, head = load_lm_head(model, options=options, weights=weights, what="senses")
@@ -52,10 +52,11 @@ def senses_cli(
         raise typer.BadParameter(str(err)) from err
     report(stats)
     inventory = induce_senses(bilm, head, uses_in_windows(uses, window), settings)
-    typer.echo(f"{len(uses)} of {len(found[word])} uses of {word!r} ({'lemmas' if mode == 'lemma' else 'word forms'} "
-               f"matched), {len(inventory.senses)} senses; {SOURCE}")
+    typer.echo(f"{len(uses)} of {found.seen[word]} uses of {word!r} kept ({'lemmas' if mode == 'lemma' else 'word forms'} "
+               f"matched; at most {max_uses}, seed {seed}), {len(inventory.senses)} senses, numbered by size; {SOURCE}")
     for sense in inventory.senses:
-        typer.echo(f"sense {sense.label} ({sense.size} uses): " + ", ".join(w for w, _ in sense.substitutes))
+        typer.echo(f"sense {sense.label} ({sense.size} use{'s' if sense.size != 1 else ''}): "
+                   + ", ".join(w for w, _ in sense.substitutes))
         for example in sense.examples:
             typer.echo(f"    {example}")
     if output is not None:
@@ -63,6 +64,6 @@ def senses_cli(
         record = {"provenance": provenance(model=model_record(model, options=options, weights=weights),
                                            data=data_record([p for p in [input] if p.is_file()]),
                                            **({} if input.is_file() else {"data_note": f"the corpus folder {portable_path(input)}"})),
-                  **senses_record(inventory, uses, word=word, match=mode, settings=used)}
+                  **senses_record(inventory, uses, word=word, match=mode, settings=used, seen=found.seen[word])}
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

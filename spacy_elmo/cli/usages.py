@@ -17,7 +17,7 @@ def usages_cli(
     model: Optional[str] = MODEL,
     options: Optional[Path] = OPTIONS,
     weights: Optional[Path] = WEIGHTS,
-    layers: str = typer.Option("top", "--layers", help="'top', 'mean' (of all layers) or a layer index (0 = char-CNN)"),
+    layers: str = typer.Option("top", "--layers", help="'top' (the default), 'mean' (of all layers) or a layer index (0 = char-CNN)"),
     max_uses: int = typer.Option(1000, "--max-uses", min=1, help="at most this many uses a target (seeded sample)"),
     seed: int = typer.Option(0, "--seed", help="seed of the sample"),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="spaCy pipeline with a lemmatizer, to match lemmas (default: a blank one: word forms)"),
@@ -46,5 +46,5 @@ def usages_cli(
     typer.echo(f"matched on {'lemmas' if found.settings.match == 'lemma' else 'word forms'}; layer {layers}; "
                f"at most {max_uses} uses a target (seed {seed})")
     for target in wanted:
-        typer.echo(f"  {target}\t{len(found.usages[target])} of {found.found[target]} uses")
+        typer.echo(f"  {target}\t{len(found.usages[target])} of {found.found[target]} uses kept")
     typer.echo(f"wrote {output}")

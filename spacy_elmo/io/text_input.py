@@ -11,6 +11,17 @@ compressed, one sentence or document a line.
   ``FILE:LINE`` stays true); ``strict_utf8`` refuses the first such line instead, naming the file
   and the line.
 - Lines are numbered from 1; a line's place is ``NAME:LINE``, NAME relative to the folder given.
+- A folder is read for the files whose suffix names a format the command reads, plain or under one
+  of the codecs' suffixes (``a.txt``, ``a.txt.gz``), hidden ones left out: ``TEXT_SUFFIXES``
+  (``.txt``, ``.text``, ``.tokens``) for every command that reads lines of text; the training
+  corpus reader (``pretrain``, ``finetune``, ``evaluate``) reads every file, as its format by suffix
+  or text (the 1B Word Benchmark's shards have no suffix). So a ``.csv``, a ``.json`` or a README
+  beside a corpus of lines never becomes corpus lines; the files left out are
+  counted (``TextStats.skipped``, reported with the undecodable lines) and named where the folder
+  holds nothing to read. A file named itself, or matched by a glob, is read whatever its name: the
+  reader asked for it.
+- What a pass keeps of what it finds is bounded: ``Reservoir`` is the one seeded sample of at most
+  ``cap`` items from a stream of any length (the uses of a word, the rows of an index).
 """
 import bz2
 import glob
@@ -18,13 +29,16 @@ import gzip
 import io
 import json
 import lzma
+import random
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 PathLike = Union[str, Path]
 BINARY_PROBE = 8192
+TEXT_SUFFIXES = (".txt", ".text", ".tokens")
+Item = TypeVar("Item")
 
 
 def _pyarrow_codec(codec: str) -> Callable[..., BinaryIO]:
@@ -84,13 +98,19 @@ class TextStats:
     lines: int = 0
     undecodable: int = 0
     first_undecodable: Optional[str] = None
+    skipped: int = 0
 
     def report(self) -> Optional[str]:
-        """RETURNS (Optional[str]): one line on the undecodable lines, None where there were none."""
-        if not self.undecodable:
-            return None
-        return (f"{self.undecodable} of {self.lines} lines held bytes that are not UTF-8, replaced by U+FFFD "
-                f"(the first: {self.first_undecodable}; --strict-utf8 refuses them)")
+        """RETURNS (Optional[str]): one line on the undecodable lines and the files a folder held that
+        are not text, None where there were none."""
+        said = []
+        if self.skipped:
+            said.append(f"{self.skipped} file{'s' if self.skipped != 1 else ''} in input folders not read: "
+                        "a folder is read for the files in the formats the command reads (docs/commands.md)")
+        if self.undecodable:
+            said.append(f"{self.undecodable} of {self.lines} lines held bytes that are not UTF-8, replaced by U+FFFD "
+                        f"(the first: {self.first_undecodable}; --strict-utf8 refuses them)")
+        return "\n".join(said) or None
 
 
 def decode_line(raw: bytes, *, place: str, strict: bool) -> Tuple[str, bool]:
@@ -108,10 +128,28 @@ def decode_line(raw: bytes, *, place: str, strict: bool) -> Tuple[str, bool]:
         return raw.decode("utf-8", "replace"), True
 
 
-def text_files(spec: Union[PathLike, Sequence[PathLike]]) -> List[Tuple[Path, str]]:
-    """The files named by a path, a folder (every file below it, hidden ones left out), a glob, or a
-    comma-separated list (or a list) of these.
+def read_in_folder(path: PathLike, suffixes: Optional[Sequence[str]] = TEXT_SUFFIXES) -> bool:
+    """Whether a folder's file is read: its suffix, under one codec suffix at most, is one of
+    ``suffixes`` (``a.txt``, ``a.txt.gz``; not ``a.csv``, ``a.json``, ``README``); every file where
+    ``suffixes`` is None."""
+    if suffixes is None:
+        return True
+    found = [s.lower() for s in Path(path).suffixes]
+    if found and found[-1] in CODECS:
+        found.pop()
+    return bool(found) and found[-1] in suffixes
 
+
+def text_files(
+    spec: Union[PathLike, Sequence[PathLike]], *, suffixes: Optional[Sequence[str]] = TEXT_SUFFIXES,
+    stats: Optional["TextStats"] = None
+) -> List[Tuple[Path, str]]:
+    """The files named by a path, a folder (the files below it that ``read_in_folder``, hidden ones
+    left out), a glob, or a comma-separated list (or a list) of these.
+
+    suffixes (Optional[Sequence[str]]): the formats a folder's files are read in (the module
+        docstring); None: every file.
+    stats (Optional[TextStats]): counts a folder's files left out (``skipped``).
     RETURNS (List[Tuple[Path, str]]): each file and its name relative to the folder or glob base, in
         order, sorted within each part. Raises FileNotFoundError naming a part that matches nothing.
     """
@@ -122,10 +160,16 @@ def text_files(spec: Union[PathLike, Sequence[PathLike]]) -> List[Tuple[Path, st
         if path.is_file():
             found.setdefault(path, path.name)
         elif path.is_dir():
-            below = sorted(p for p in path.rglob("*") if p.is_file()
-                           and not any(piece.startswith(".") for piece in p.relative_to(path).parts))
+            visible = sorted(p for p in path.rglob("*") if p.is_file()
+                             and not any(piece.startswith(".") for piece in p.relative_to(path).parts))
+            below = [p for p in visible if read_in_folder(p, suffixes)]
             if not below:
-                raise FileNotFoundError(f"{part}: the folder holds no files")
+                others = ", ".join(p.relative_to(path).as_posix() for p in visible[:5])
+                raise FileNotFoundError(f"{part}: the folder holds no file to read (a folder is read for its "
+                                        f"{', '.join(suffixes or ['visible'])} files, plain or compressed)"
+                                        + (f"; it holds {others}{', ...' if len(visible) > 5 else ''}" if visible else ""))
+            if stats is not None:
+                stats.skipped += len(visible) - len(below)
             for p in below:
                 found.setdefault(p, p.relative_to(path).as_posix())
         else:
@@ -167,7 +211,7 @@ def read_lines(
     RETURNS (Iterator[TextLine]): the lines, empty ones included (each keeps its number).
     """
     stats = TextStats() if stats is None else stats
-    for path, name in text_files(spec):
+    for path, name in text_files(spec, stats=stats):
         stats.files += 1
         with open_text(path) as handle:
             for number, raw in enumerate(_raw_lines(handle, path), start=1):
@@ -203,3 +247,49 @@ def read_sentences(
             raise ValueError(f"{path}: a .json input must be a list of lists of token strings")
         return data
     return [line.text.split() for line in read_lines(path, strict_utf8=strict_utf8, stats=stats)]
+
+
+class Reservoir(Generic[Item]):
+    """A seeded uniform sample of at most ``cap`` items from a stream of any length (Vitter's
+    algorithm R): memory holds ``cap`` items however many are offered, and the same stream and seed
+    keep the same items.
+
+    cap (int): most items kept. seed (str): the sample's seed (a word's own, so that its sample does
+        not depend on what else was sampled beside it).
+    """
+
+    def __init__(self, cap: int, seed: str) -> None:
+        if cap < 1:
+            raise ValueError(f"a sample keeps at least 1 item, not {cap}")
+        self.cap = cap
+        self.seen = 0
+        self.items: List[Tuple[int, Item]] = []
+        self._random = random.Random(seed)
+
+    def slot(self) -> Optional[int]:
+        """Count one more item of the stream; RETURNS (Optional[int]): the place it takes in the
+        sample (``put`` it there), or None where it is not kept."""
+        self.seen += 1
+        if len(self.items) < self.cap:
+            return len(self.items)
+        chosen = self._random.randrange(self.seen)
+        return chosen if chosen < self.cap else None
+
+    def put(self, place: int, item: Item) -> None:
+        """Keep ``item``, the stream's latest, at ``place`` (``slot``'s answer)."""
+        entry = (self.seen - 1, item)
+        if place == len(self.items):
+            self.items.append(entry)
+        else:
+            self.items[place] = entry
+
+    def offer(self, item: Item) -> bool:
+        """``slot`` then ``put``: RETURNS (bool) whether the item was kept."""
+        place = self.slot()
+        if place is not None:
+            self.put(place, item)
+        return place is not None
+
+    def kept(self) -> List[Item]:
+        """RETURNS (List[Item]): the kept items in stream order."""
+        return [item for _, item in sorted(self.items, key=lambda entry: entry[0])]

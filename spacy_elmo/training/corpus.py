@@ -63,11 +63,11 @@ class CorpusStats:
 
 def resolve_paths(spec: Union[PathLike, Sequence[PathLike]]) -> List[Path]:
     """Files named by a path, a directory (recursively), a glob, or a comma-separated / list of these
-    (``io.text_input.text_files``).
+    (``io.text_input.text_files``: every file of a folder, read by its suffix's format or as text).
 
     RETURNS (List[Path]): the files, de-duplicated. Raises FileNotFoundError naming what matched nothing.
     """
-    return [path for path, _ in text_files(spec)]
+    return [path for path, _ in text_files(spec, suffixes=None)]
 
 
 def file_format(path: Path, fmt: str = "auto") -> str:

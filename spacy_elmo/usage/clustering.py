@@ -4,15 +4,24 @@ scikit-learn and scipy compute them (the ``usage`` extra), each with the setting
 implementation its method was published with:
 
 - ``affinity_propagation``: scikit-learn's ``AffinityPropagation`` (Frey & Dueck 2007, "Clustering
-  by passing messages between data points") with the settings of Kutuzov & Giulianelli's JSD
-  (github.com/akutuzov/semeval2020, ``code/jsd.py``): features standardized (``StandardScaler``),
-  similarity the negative squared Euclidean distance, damping 0.5, at most 200 iterations,
-  converged after 15 without a change of exemplars, preference the median similarity. Two
-  deviations, so that a score means what it says: where every similarity is equal (all uses
-  identical) the uses form one cluster (scikit-learn makes each its own cluster when the
-  preference equals the similarities, as the median then does, which scores two identical periods
-  as changed); and a run that does not converge labels every point -1 (scikit-learn warns and
-  labels by the exemplars of its last iteration, where it has any).
+  by passing messages between data points") as Kutuzov & Giulianelli's JSD runs it
+  (github.com/akutuzov/semeval2020, ``code/jsd.py``: features standardized, ``StandardScaler``;
+  similarity the negative squared Euclidean distance; preference the median similarity), with the
+  message-passing settings of Frey & Dueck's own implementation (``apcluster``: damping 0.9, at most
+  1,000 iterations, converged after 100 without a change of exemplars; ``APSettings``). The
+  semeval2020 code, and Martinc et al. (2020, github.com/matejMartinc/scalable_semantic_shift),
+  keep scikit-learn's defaults (damping 0.5, 200 or 150 iterations, 15 to converge) and take the
+  labels of the last iteration whether it converged or not. Usages of a word in real or templated
+  text hold many near-identical vectors (one phrase, many uses), and on such ties the messages
+  oscillate at damping 0.5: no exemplar set is reached, and scikit-learn's labels then depend on
+  where the run stopped. Frey & Dueck's damping is the one they give for that case ("higher values
+  ... may be needed if oscillations occur"), and more iterations let a heavily damped run settle.
+  Two deviations from scikit-learn, so that a score means what it says: where every similarity is
+  equal (all uses identical) the uses form one cluster (scikit-learn makes each its own cluster
+  when the preference equals the similarities, as the median then does, which scores two identical
+  periods as changed); and a run that does not converge labels every point -1 (scikit-learn warns
+  and labels by the exemplars of its last iteration, where it has any), which the JSD reports as
+  "no convergence".
 - ``average_linkage`` (UPGMA) on cosine distances, scipy's ``linkage(method="average")`` cut into
   ``n_clusters``, as SymPatternWSI clusters substitute vectors (Amrami & Goldberg 2018,
   github.com/asafamr/SymPatternWSI, ``spwsi/wsi_clustering.py``: scikit-learn's
@@ -42,7 +51,7 @@ except ImportError as err:
 
 @dataclass(frozen=True)
 class APSettings:
-    """Affinity propagation's settings (defaults: Kutuzov & Giulianelli's ``code/jsd.py``).
+    """Affinity propagation's settings (defaults: Frey & Dueck's ``apcluster``, the module docstring says why).
 
     damping (float): weight of the previous messages, in [0.5, 1).
     max_iter (int): most iterations.
@@ -51,9 +60,9 @@ class APSettings:
     seed (int): seed of the tiny noise that breaks ties (scikit-learn's ``random_state``).
     """
 
-    damping: float = 0.5
-    max_iter: int = 200
-    convergence_iter: int = 15
+    damping: float = 0.9
+    max_iter: int = 1000
+    convergence_iter: int = 100
     preference: Optional[float] = None
     seed: int = 0
 

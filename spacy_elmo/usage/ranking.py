@@ -2,7 +2,8 @@
 binary decision of SemEval-2020 Task 1's Subtask 1.
 
 Gold files are SemEval-2020 Task 1's (``truth/graded.txt`` and ``truth/binary.txt``): one target a
-line, ``target<TAB>score``; the binary file's scores are 0 or 1.
+line, ``target<TAB>score``; the binary file's scores are 0 or 1. A gold word is matched to a target
+as the text is, lower-cased (``by_case``; two gold words that differ only in case are refused).
 
 - ``spearman``: ``scipy.stats.spearmanr`` (Pearson's correlation of the two rankings, ties given
   their average rank; the two-sided p-value from Student's t with n - 2 degrees of freedom), as the
@@ -20,6 +21,7 @@ from typing import Dict, Mapping, Sequence, Tuple, Union
 import numpy as np
 
 from .extra import missing_statistics
+from .usages import case_keys
 
 try:
     from scipy.stats import spearmanr
@@ -92,7 +94,18 @@ def read_gold(path: PathLike) -> Dict[str, float]:
             raise ValueError(f"{path}, line {number}: expected 'target<TAB>score', got {line!r}") from None
     if not gold:
         raise ValueError(f"{path}: no targets in the gold file")
+    case_keys(gold, where=str(path))
     return gold
+
+
+def by_case(gold: Mapping[str, float], targets: Sequence[str]) -> Dict[str, float]:
+    """The gold re-keyed by the targets' spelling: a gold word is the target it equals lower-cased
+    (a word that is no target keeps its own).
+
+    RETURNS (Dict[str, float]): in the gold's order.
+    """
+    spelled = case_keys(targets, where="the targets")
+    return {spelled.get(word.lower(), word): value for word, value in gold.items()}
 
 
 def aligned(scores: Mapping[str, float], gold: Mapping[str, float]) -> Tuple[np.ndarray, np.ndarray]:

@@ -166,9 +166,21 @@ def induce_senses(
         raise ValueError("no uses to cluster")
     bags = substitute_bags(bilm, head, contexts, top=settings.top, patterns=settings.patterns, batch_size=settings.batch_size)
     matrix, _ = tfidf_matrix(bags, tfidf=settings.tfidf)
-    labels = average_linkage(matrix, settings.n_clusters)
+    labels = numbered_by_size(average_linkage(matrix, settings.n_clusters))
     senses = describe_senses(labels, bags, contexts, top=10, examples=settings.examples)
     return SenseInventory(labels, senses, bags, settings)
+
+
+def numbered_by_size(labels: np.ndarray) -> np.ndarray:
+    """The clusters renumbered 0, 1, ... from the largest down (ties: the one whose first use comes
+    first), so a sense's number is its rank, the same on every run of the same uses.
+
+    RETURNS (np.ndarray): (n,) int labels.
+    """
+    found, first, inverse, sizes = np.unique(labels, return_index=True, return_inverse=True, return_counts=True)
+    rank = np.empty(len(found), dtype=np.int64)
+    rank[np.lexsort((first, -sizes))] = np.arange(len(found))
+    return rank[inverse.reshape(-1)]
 
 
 def uses_in_windows(uses: Sequence[Any], window: int) -> List[Tuple[Sequence[str], int]]:
@@ -185,11 +197,15 @@ def uses_in_windows(uses: Sequence[Any], window: int) -> List[Tuple[Sequence[str
 
 
 def senses_record(
-    inventory: SenseInventory, uses: Sequence[Any], *, word: str, match: str, settings: Dict[str, Any]
+    inventory: SenseInventory, uses: Sequence[Any], *, word: str, match: str, settings: Dict[str, Any], seen: int,
 ) -> Dict[str, Any]:
-    """RETURNS (Dict[str, Any]): the senses and each use's sense as JSON (provenance added by the caller)."""
+    """The senses and each use's sense as JSON (provenance added by the caller).
+
+    uses (Sequence[Usage]): the uses clustered (kept). seen (int): the word's uses in the corpus.
+    RETURNS (Dict[str, Any]): the record.
+    """
     return {
-        "word": word, "match": match, "method": SOURCE, "settings": settings,
+        "word": word, "match": match, "method": SOURCE, "settings": settings, "uses_seen": seen, "uses_kept": len(uses),
         "senses": [s.to_dict() for s in inventory.senses],
         "uses": [{"doc_id": u.doc_id, "start_char": u.start_char, "end_char": u.end_char, "sense": int(label)}
                  for u, label in zip(uses, inventory.labels)],

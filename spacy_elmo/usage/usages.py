@@ -6,8 +6,9 @@ target in a line, the line as its context, one vector per occurrence). A corpus 
 one document (a sentence or a paragraph) a line, or a folder of such files (read in sorted
 order). Each line is tokenized by a spaCy pipeline; a target matches a token's lemma where the
 pipeline has a lemmatizer, else its word form, both lower-cased (``UsageSet.match`` says which).
-At most ``max_uses`` uses per target are kept, a seeded random sample (seeded per target, so a
-target's sample does not depend on the other targets); lines are cut to ``max_tokens`` tokens
+At most ``max_uses`` uses per target are kept, a seeded random sample drawn as the corpus is read
+(seeded per target, so a target's sample does not depend on the other targets; memory holds the
+kept uses, whatever the corpus holds); lines are cut to ``max_tokens`` tokens
 (the reference reads 400), and the pipeline reads only the start of a line that holds them
 (``leading_text``), so a line of megabytes costs what a short one does and never meets spaCy's
 ``nlp.max_length``. The biLM runs once per distinct line that holds a kept use.
@@ -23,15 +24,14 @@ offsets in its line), ``token_index``, ``context`` (the line's tokens joined by 
 """
 import io
 import json
-import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..io.text_input import TextStats, read_lines
+from ..io.text_input import Reservoir, TextStats, read_lines
 from ..bilm.scalar_mix import Layer, select_layer
 
 PathLike = Union[str, Path]
@@ -99,15 +99,20 @@ class UsageSet:
         return self.vectors[target]
 
 
-def parse_layer(text: Union[int, str]) -> Layer:
-    """ "top" -> -1, "mean" -> "mean", "2" -> 2; anything else raises ValueError."""
-    if isinstance(text, int) or text == "mean":
-        return text
-    if text == "top":
-        return -1
-    if str(text).lstrip("-").isdigit():
-        return int(text)
-    raise ValueError(f"layer must be 'top', 'mean' or a layer index, not {text!r}")
+def parse_layer(text: Union[int, str], n_layers: Optional[int] = None) -> Layer:
+    """ "top" -> -1, "mean" -> "mean", "2" -> 2; anything else, or an index a model of ``n_layers``
+    output layers does not have, raises ValueError naming every choice."""
+    top = "" if n_layers is None else f", layer {n_layers - 1}"
+    indices = "a layer index" if n_layers is None else f"a layer index from 0 to {n_layers - 1}"
+    choices = f"choose 'top' (the default{top}), 'mean' (of all layers) or {indices} (0 = the char-CNN; -1 = top)"
+    if isinstance(text, int) or str(text).lstrip("-").isdigit():
+        index = int(text)
+        if n_layers is not None and not -n_layers <= index < n_layers:
+            raise ValueError(f"--layers {text}: this model has {n_layers} layers; {choices}")
+        return index
+    if text in ("mean", "top"):
+        return -1 if text == "top" else "mean"
+    raise ValueError(f"--layers {text!r}: {choices}")
 
 
 def corpus_lines(corpus: PathLike, *, strict_utf8: bool = False, stats: Optional[TextStats] = None) -> Iterator[Tuple[str, str]]:
@@ -123,9 +128,26 @@ def corpus_lines(corpus: PathLike, *, strict_utf8: bool = False, stats: Optional
             yield line.place, line.text
 
 
+def case_keys(words: Iterable[str], *, where: str) -> Dict[str, str]:
+    """The one case policy of targets and gold words: each is matched lower-cased, so two that differ
+    only in case would be one target split in two; they are refused.
+
+    where (str): what holds the words, for the error.
+    RETURNS (Dict[str, str]): lower-cased word -> the word as given.
+    """
+    keys: Dict[str, str] = {}
+    for word in words:
+        other = keys.setdefault(word.lower(), word)
+        if other != word:
+            raise ValueError(f"{where}: {other!r} and {word!r} differ only in case; words are matched lower-cased "
+                             "(the text's 'Bank' and 'bank' are one target), so give each word once")
+    return keys
+
+
 def read_targets(path: PathLike) -> List[str]:
     """Target words from a file, one a line (SemEval-2020 Task 1's ``targets.txt``; a line's first
-    tab-separated field, so a gold file serves too). RETURNS (List[str]): in file order, unique."""
+    tab-separated field, so a gold file serves too). RETURNS (List[str]): in file order, unique;
+    raises ValueError for two that differ only in case (``case_keys``)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: targets file not found (one target word a line)")
@@ -133,6 +155,7 @@ def read_targets(path: PathLike) -> List[str]:
     targets = list(dict.fromkeys(t for t in targets if t))
     if not targets:
         raise ValueError(f"{path}: no targets in the file")
+    case_keys(targets, where=str(path))
     return targets
 
 
@@ -173,20 +196,42 @@ def leading_text(text: str, max_tokens: int) -> str:
     return text[: end or limit]
 
 
+@dataclass
+class FoundUsages:
+    """The uses of the targets a pass over a corpus kept, and how many it saw.
+
+    uses (Dict[str, List[Usage]]): per target (as given), the kept uses in corpus order: every use,
+        or a seeded sample of ``max_uses`` where the corpus holds more.
+    seen (Dict[str, int]): per target, its uses in the corpus.
+    match (str): "lemma" or "form".
+    """
+
+    uses: Dict[str, List[Usage]]
+    seen: Dict[str, int]
+    match: str
+
+
 def find_usages(
-    nlp: Any, lines: Iterable[Tuple[str, str]], targets: Sequence[str], *, max_tokens: int = MAX_TOKENS, batch_size: int = 256
-) -> Tuple[Dict[str, List[Usage]], str]:
-    """Every use of the targets in the lines (no biLM yet).
+    nlp: Any, lines: Iterable[Tuple[str, str]], targets: Sequence[str], *, max_uses: int, seed: int = 0,
+    max_tokens: int = MAX_TOKENS, batch_size: int = 256,
+) -> FoundUsages:
+    """The uses of the targets in the lines (no biLM yet), at most ``max_uses`` a target: a seeded
+    sample of every use (``io.text_input.Reservoir``, seeded per target, so a target's sample does not
+    depend on the other targets), drawn as the lines go by, so memory holds ``max_uses`` uses a target
+    whatever the corpus holds.
 
     nlp (Language): tokenizes (and lemmatizes, where it can) each line.
     lines (Iterable[Tuple[str, str]]): (doc_id, text), as ``corpus_lines`` gives them.
-    targets (Sequence[str]): lemmas or word forms; matched lower-cased.
-    RETURNS (Tuple[Dict[str, List[Usage]], str]): per target (as given) its uses in corpus order,
-        and the match mode ("lemma" or "form").
+    targets (Sequence[str]): lemmas or word forms; matched lower-cased (two that differ only in case
+        are refused: ``case_keys``).
+    max_uses (int): uses kept a target. seed (int): the sample's seed.
+    RETURNS (FoundUsages): the kept uses, the uses seen and the match mode.
     """
+    if max_uses < 1:
+        raise ValueError(f"max_uses must be at least 1, not {max_uses}")
     mode = match_mode(nlp)
-    wanted: Dict[str, str] = {t.lower(): t for t in targets}
-    found: Dict[str, List[Usage]] = {t: [] for t in targets}
+    wanted = case_keys(targets, where="the targets")
+    samples = {t: Reservoir(max_uses, f"{seed}:{t}") for t in targets}
     pairs = ((leading_text(text, max_tokens), doc_id) for doc_id, text in lines)
     for doc, doc_id in nlp.pipe(pairs, as_tuples=True, batch_size=batch_size):
         words = [t for t in doc if not t.is_space][:max_tokens]
@@ -194,22 +239,9 @@ def find_usages(
         for i, token in enumerate(words):
             key = (token.lemma_ if mode == "lemma" else token.text).lower()
             if key in wanted:
-                found[wanted[key]].append(Usage(wanted[key], doc_id, token.idx, token.idx + len(token.text), i, tokens))
-    return found, mode
-
-
-def sample_usages(found: Dict[str, List[Usage]], *, max_uses: int, seed: int) -> Dict[str, List[Usage]]:
-    """At most ``max_uses`` uses per target: a seeded sample (per target), kept in corpus order."""
-    if max_uses < 1:
-        raise ValueError(f"max_uses must be at least 1, not {max_uses}")
-    kept = {}
-    for target, uses in found.items():
-        if len(uses) <= max_uses:
-            kept[target] = list(uses)
-        else:
-            chosen = random.Random(f"{seed}:{target}").sample(range(len(uses)), max_uses)
-            kept[target] = [uses[i] for i in sorted(chosen)]
-    return kept
+                target = wanted[key]
+                samples[target].offer(Usage(target, doc_id, token.idx, token.idx + len(token.text), i, tokens))
+    return FoundUsages({t: s.kept() for t, s in samples.items()}, {t: s.seen for t, s in samples.items()}, mode)
 
 
 def usage_vectors(
@@ -270,21 +302,22 @@ def collect_usages(
     """
     if not targets:
         raise ValueError("no targets given")
-    chosen = parse_layer(layer)
+    chosen = parse_layer(layer, bilm.config.n_output_layers)
     if nlp is None:
         import spacy
 
         nlp = spacy.blank(lang)
-    found, mode = find_usages(nlp, corpus_lines(corpus, strict_utf8=strict_utf8, stats=stats), targets, max_tokens=max_tokens)
-    kept = sample_usages(found, max_uses=max_uses, seed=seed)
+    found = find_usages(nlp, corpus_lines(corpus, strict_utf8=strict_utf8, stats=stats), targets, max_uses=max_uses,
+                        seed=seed, max_tokens=max_tokens)
+    kept = found.uses
     every = [u for t in targets for u in kept[t]]
     matrix = usage_vectors(bilm, [(u.tokens, u.token_index) for u in every], layer=chosen, batch_size=batch_size)
     vectors, offset = {}, 0
     for t in targets:
         vectors[t] = matrix[offset : offset + len(kept[t])]
         offset += len(kept[t])
-    settings = UsageSettings(layer=layer, match=mode, max_uses=max_uses, seed=seed, max_tokens=max_tokens, model=model)
-    return UsageSet(settings, kept, vectors, {t: len(found[t]) for t in targets})
+    settings = UsageSettings(layer=layer, match=found.match, max_uses=max_uses, seed=seed, max_tokens=max_tokens, model=model)
+    return UsageSet(settings, kept, vectors, dict(found.seen))
 
 
 def write_usages(usage_set: UsageSet, path: PathLike) -> Path:
@@ -364,11 +397,19 @@ def load_usages_or_collect(
     source: PathLike, bilm_loader: Any, targets: Sequence[str], **options: Any
 ) -> UsageSet:
     """A usages Parquet file as written, or a corpus collected now (``bilm_loader()`` gives the model
-    only when one is needed)."""
+    only when one is needed). A file's targets are matched to ``targets`` as the text is, lower-cased,
+    and renamed to their spelling there."""
     if Path(source).is_file() and Path(source).suffix == ".parquet":
         found = read_usages(source)
-        missing = [t for t in targets if t not in found.usages]
+        spelled = {t.lower(): t for t in found.usages}
+        missing = [t for t in targets if t.lower() not in spelled]
         if missing:
             raise ValueError(f"{source}: collected without the targets {missing[:5]}; collect them again with `usages`")
+        for target in targets:
+            own = spelled[target.lower()]
+            if own != target:
+                found.usages[target] = [replace(u, target=target) for u in found.usages.pop(own)]
+                found.vectors[target] = found.vectors.pop(own)
+                found.found[target] = found.found.pop(own)
         return found
     return collect_usages(bilm_loader(), source, targets, **options)

@@ -30,7 +30,7 @@ def files(tmp_path):
 
 def _table(text):
     rows = [line.split("\t") for line in text.strip().splitlines()]
-    assert rows[0] == ["target", "score", "uses_a", "uses_b"]
+    assert rows[0] == ["target", "score", "uses_a", "uses_b", "reason"]
     return {r[0]: (float(r[1]), int(r[2]), int(r[3])) for r in rows[1:]}
 
 
@@ -80,7 +80,7 @@ def test_gold_files_add_spearman_and_binary_accuracy_to_the_record(files):
                                      str(folder / "targets.txt"), "--metric", "apd", "--model", str(model),
                                      "--gold", str(folder / "graded.txt"), "--output", str(folder / "out" / "again.json")])
     assert again.exit_code == 0, again.output
-    assert "warning" not in again.output and _table(again.stdout)["cat"][1:] == (9, 9)
+    assert "the old spelling" not in again.output and _table(again.stdout)["cat"][1:] == (9, 9)
     rewritten = json.loads((folder / "out" / "again.json").read_text(encoding="utf-8"))
     assert rewritten["evaluation"]["spearman"] == written["evaluation"]["spearman"]
 
@@ -137,3 +137,83 @@ def test_without_the_usage_extra_change_stops_with_the_line_that_installs_it(fil
     assert result.exit_code == 1 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert "scipy and scikit-learn" in line and line.endswith("pip install 'spacy-elmo[usage]'")
+
+
+def _strict(text):
+    def refuse(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_targets_without_a_score_are_named_with_why_on_stderr_and_in_the_record(files):
+    folder, model = files
+    record = folder / "out.json"
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--model", str(model), "--output", str(record),
+                                      "--output", str(folder / "out.tsv")])
+    assert result.exit_code == 0, result.output
+    assert "warning: 1 target without a score for too few uses (the first, 'zebra': too few uses: 0 in the first" in result.stderr
+    written = _strict(record.read_text(encoding="utf-8"))
+    [zebra] = [s for s in written["scores"] if s["target"] == "zebra"]
+    assert zebra["score"] is None and zebra["reason"].startswith("too few uses")
+    [cat] = [s for s in written["scores"] if s["target"] == "cat"]
+    assert (cat["uses_a"], cat["seen_a"], cat["uses_b"], cat["seen_b"]) == (9, 9, 9, 9)
+    summary = _strict(result.stderr.strip().splitlines()[-1])
+    assert set(summary["without_score"]) == {"zebra"}
+    assert (folder / "out.tsv").read_text(encoding="utf-8").splitlines()[-1].startswith("zebra\tnan\t0\t0\ttoo few uses")
+
+
+def test_a_gold_covering_part_of_the_targets_spelled_otherwise_is_matched_and_warned_about(files):
+    folder, model = files
+    (folder / "part.txt").write_text("CAT\t0.9\nDog\t0.5\nfish\t0.2\n", encoding="utf-8")
+    record = folder / "out.json"
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--model", str(model), "--gold", str(folder / "part.txt"),
+                                      "--output", str(record)])
+    assert result.exit_code == 0, result.output
+    assert "warning: the graded gold covers 3 of the 5 targets; not in it: bird, zebra" in result.stderr
+    spearman = _strict(record.read_text(encoding="utf-8"))["evaluation"]["spearman"]
+    assert spearman["targets"] == 3 and spearman["without_score"] == 0
+
+
+def test_targets_that_differ_only_in_case_are_refused_before_any_model_runs(files):
+    folder, model = files
+    (folder / "cased.txt").write_text("cell\nCell\nCELL\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+                                      str(folder / "cased.txt"), "--model", str(model)])
+    assert result.exit_code == 2 and "differ only in case" in " ".join(result.output.replace("│", " ").split())
+
+
+def test_a_folder_input_reads_its_text_files_and_says_how_many_others_it_left(files):
+    folder, model = files
+    for name in ("period_a", "period_b"):
+        (folder / name).mkdir()
+        (folder / name / "corpus.txt").write_text((folder / f"{name[-1]}.txt").read_text(encoding="utf-8"), encoding="utf-8")
+        (folder / name / "gold.csv").write_text("cat,1\n", encoding="utf-8")
+        (folder / name / "meta.json").write_text('{"cat": 1}\n', encoding="utf-8")
+    by_folder = CliRunner().invoke(app, ["change", "--input", str(folder / "period_a"), "--input", str(folder / "period_b"),
+                                         "--targets", str(folder / "targets.txt"), "--model", str(model)])
+    by_file = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"),
+                                       "--targets", str(folder / "targets.txt"), "--model", str(model)])
+    assert by_folder.exit_code == 0, by_folder.output
+    assert by_folder.stdout == by_file.stdout
+    assert "4 files in input folders not read" in by_folder.stderr  # a .csv and a .json beside each period
+
+
+def test_a_layer_the_model_lacks_is_refused_with_every_choice(files):
+    folder, model = files
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--model", str(model), "--layers", "5"])
+    said = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "'top' (the default" in said and "'mean'" in said and "from 0 to" in said
+
+
+def test_the_record_says_how_many_uses_each_period_held_and_how_many_were_scored(files):
+    folder, model = files
+    record = folder / "capped.json"
+    result = CliRunner().invoke(app, ["change", "--input", str(folder / "a.txt"), "--input", str(folder / "b.txt"), "--targets",
+                                      str(folder / "targets.txt"), "--model", str(model), "--max-uses", "4", "--output", str(record)])
+    assert result.exit_code == 0, result.output
+    [cat] = [s for s in _strict(record.read_text(encoding="utf-8"))["scores"] if s["target"] == "cat"]
+    assert (cat["uses_a"], cat["seen_a"], cat["uses_b"], cat["seen_b"]) == (4, 9, 4, 9)

@@ -20,7 +20,7 @@ def test_senses_prints_and_writes_the_libraries_senses(tmp_path):
     result = CliRunner().invoke(app, ["senses", "--input", str(corpus), "--word", "cat", "--model", str(model), "--senses", "2",
                                       "--top", "3", "--output", str(out)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("4 of 4 uses of 'cat' (word forms matched), 2 senses")
+    assert result.stdout.startswith("4 of 4 uses of 'cat' kept (word forms matched; at most 200, seed 0), 2 senses, numbered by size")
     written = json.loads(out.read_text(encoding="utf-8"))
     bilm, head = load_lm_head(model)
     contexts = [(line.split(), line.split().index("cat")) for line in LINES if "cat" in line.split()]
@@ -29,6 +29,12 @@ def test_senses_prints_and_writes_the_libraries_senses(tmp_path):
     assert [s["members"] for s in written["senses"]] == [list(s.members) for s in expected.senses]
     assert [u["doc_id"] for u in written["uses"]] == ["corpus.txt:1", "corpus.txt:2", "corpus.txt:3", "corpus.txt:5"]
     assert "[cat]" in result.stdout
+    # senses are printed 0, 1, ... from the largest, each with "1 use" or "N uses"
+    printed = [line for line in result.stdout.splitlines() if line.startswith("sense ")]
+    sizes = [s["size"] for s in written["senses"]]
+    assert [line.split(" (")[0] for line in printed] == ["sense 0", "sense 1"] and sizes == sorted(sizes, reverse=True)
+    assert all(f"({n} use{'s' if n != 1 else ''})" in line for line, n in zip(printed, sizes))
+    assert written["uses_seen"] == 4 and written["uses_kept"] == 4
 
 
 def test_senses_of_a_word_the_corpus_lacks_is_refused(tmp_path):

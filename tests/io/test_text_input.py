@@ -39,7 +39,7 @@ def test_nothing_to_read_is_an_error_naming_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         list(read_lines(tmp_path / "nope.txt"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="holds no files"):
+    with pytest.raises(FileNotFoundError, match="holds no file to read"):
         list(read_lines(tmp_path / "empty"))
 
 
@@ -79,3 +79,42 @@ def test_undecodable_bytes_are_replaced_counted_and_reported_or_refused_with_fil
     assert TextStats(lines=3).report() is None
     with pytest.raises(TextDecodeError, match=r"latin1.txt:2: byte 3 is not UTF-8"):
         list(read_lines(path, strict_utf8=True))
+
+
+def test_a_folder_is_read_for_its_text_files_only_and_the_others_are_counted(tmp_path):
+    (tmp_path / "a.txt").write_text("first\n", encoding="utf-8")
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(b"second\n"))
+    (tmp_path / "gold.csv").write_text("bank,1\n", encoding="utf-8")
+    (tmp_path / "meta.json").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "README").write_text("about\n", encoding="utf-8")
+    stats = TextStats()
+    assert [line.text for line in read_lines(tmp_path, stats=stats)] == ["first", "second"]
+    assert stats.skipped == 3 and "3 files in input folders not read" in stats.report()
+    # a file named itself is read whatever its name
+    assert [line.text for line in read_lines(tmp_path / "gold.csv")] == ["bank,1"]
+
+
+def test_a_folder_without_text_files_names_what_it_holds(tmp_path):
+    (tmp_path / "scores.csv").write_text("bank,1\n", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match=r"holds no file to read .*\.txt.*; it holds scores\.csv"):
+        text_files(tmp_path)
+
+
+def test_a_reservoir_keeps_a_seeded_sample_of_at_most_its_cap_in_stream_order():
+    from spacy_elmo.io.text_input import Reservoir
+
+    def sample(n, seed):
+        kept = Reservoir(5, seed)
+        for i in range(n):
+            kept.offer(i)
+        return kept
+
+    few = sample(3, "0:bank")
+    assert few.kept() == [0, 1, 2] and few.seen == 3
+    many = sample(10_000, "0:bank")
+    assert many.seen == 10_000 and len(many.items) == 5
+    assert many.kept() == sorted(many.kept()) and many.kept() == sample(10_000, "0:bank").kept()
+    assert many.kept() != sample(10_000, "1:bank").kept()
+    assert max(many.kept()) > 5  # later items get their chance
+    with pytest.raises(ValueError, match="at least 1"):
+        Reservoir(0, "0")

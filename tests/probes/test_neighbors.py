@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from spacy_elmo.probes.neighbors import SenseIndex, static_neighbors
+from spacy_elmo.probes.neighbors import NearestUses, SenseIndex, static_neighbors
 
 CORPUS = [
     "I deposited cash at the bank".split(),
@@ -66,3 +66,64 @@ def test_a_corpus_line_longer_than_a_window_is_searched_in_windows(tiny_bilm):
     assert found.sentences == 4 and found.uses == 4  # four windows, each holding the word
     assert max(steps) <= MAX_WINDOW + 2
     assert len(found.neighbors) == 3 and all(len(hit.sentence) <= MAX_WINDOW for hit in found.neighbors)
+
+
+def test_an_index_keeps_at_most_its_cap_of_uses_a_word_as_copies_while_it_counts_every_use(tiny_bilm):
+    corpus = [f"the bank number {i} of the bank".split() for i in range(30)]
+    index = SenseIndex(tiny_bilm, corpus, words=["bank"], max_uses=7, seed=3)
+    assert index.seen("Bank") == 60 and index.kept("bank") == 7
+    rows = index._vectors["bank"]
+    assert rows.shape[0] == 7 and rows.dtype == np.float32 and rows.flags.owndata
+    assert len(index._uses["bank"]) == 7
+    again = SenseIndex(tiny_bilm, corpus, words=["bank"], max_uses=7, seed=3)
+    assert index._uses["bank"] == again._uses["bank"]
+    assert len(index.query(corpus[0], 1, k=20)) <= 7
+
+
+def test_the_search_keeps_k_uses_however_many_it_sees_and_says_both(tiny_bilm):
+    import spacy
+
+    from spacy_elmo.io.text_input import TextLine
+    from spacy_elmo.probes.neighbors import search_neighbors
+
+    lines = [TextLine("a.txt", i + 1, " ".join(["the bank of the river"] * (i + 1))) for i in range(12)]
+    kept_sizes = []
+    original = NearestUses.offer
+
+    def watched(self, *args):
+        original(self, *args)
+        kept_sizes.append(len(self._heap))
+
+    NearestUses.offer = watched
+    try:
+        found = search_neighbors(tiny_bilm, lines, spacy.blank("en").tokenizer, "We sat on the river bank .", "bank", k=3)
+    finally:
+        NearestUses.offer = original
+    assert found.uses_seen == sum(range(1, 13)) and found.uses_kept == 3 == len(found.neighbors)
+    assert max(kept_sizes) == 3  # the heap never held more than k while 78 uses went by
+    record = found.to_dict()
+    assert record["uses_seen"] == 78 and record["uses_kept"] == 3
+
+
+def test_the_streamed_search_finds_what_scoring_every_use_finds(tiny_bilm):
+    import spacy
+
+    from spacy_elmo.io.text_input import TextLine
+    from spacy_elmo.probes.neighbors import search_neighbors
+
+    found = search_neighbors(tiny_bilm, [TextLine("a.txt", i + 1, " ".join(s)) for i, s in enumerate(CORPUS)],
+                             spacy.blank("en").tokenizer, "I deposited cash at the bank", "bank", k=2)
+    every = SenseIndex(tiny_bilm, CORPUS, words=["bank"]).query(CORPUS[0], 5, k=2)
+    assert [(h.sentence, h.position) for h in found.neighbors] == [(h.sentence, h.position) for h in every]
+    assert [h.score for h in found.neighbors] == pytest.approx([h.score for h in every], abs=1e-6)
+    assert found.uses_seen == 3  # the query's own sentence in the corpus is left out
+
+
+def test_kept_rows_are_copies_that_do_not_hold_a_window_alive(tiny_bilm):
+    from spacy_elmo.probes.neighbors import word_rows
+
+    rows = list(word_rows(tiny_bilm, [tuple(s) for s in CORPUS], {"bank"}, "mean"))
+    assert [len(p) for _, p, _ in rows] == [1, 1, 1, 1]
+    width = 2 * tiny_bilm.config.projection_dim
+    # each holds its own rows of the word alone, not a view into the sentence's (layers, tokens, width)
+    assert all(r.flags.owndata and r.nbytes == len(p) * width * 4 for _, p, r in rows)

@@ -1,5 +1,6 @@
 """Semantic change scores: PRT, APD and JSD computed by hand on constructed usage matrices, and
 through a tiny biLM on corpora whose change is known."""
+import json
 import math
 
 import numpy as np
@@ -101,3 +102,83 @@ def test_gold_is_not_scored_against_targets_that_have_no_score():
     for gold in ({"graded": {"w": 1.0, "never": 0.0}}, {"binary": {"w": 1.0, "never": 0.0}}):
         with pytest.raises(ValueError, match="no target has a score"):
             run_change([few, few], ["w", "never"], ChangeSettings("apd"), **gold)
+
+
+def _strict(text):
+    def refuse(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _periods(vectors_a, vectors_b):
+    from spacy_elmo.usage.usages import UsageSet, UsageSettings
+
+    settings = UsageSettings(layer="top", match="form", max_uses=1000, seed=0)
+    return [UsageSet(settings, {t: [] for t in v}, v) for v in (vectors_a, vectors_b)]
+
+
+def _templated(seed, n=200, templates=12, width=16):
+    rng = np.random.default_rng(seed)
+    senses = rng.normal(size=(2, width))
+    phrases = np.array([senses[i % 2] + rng.normal(size=width) * 0.5 for i in range(templates)])
+    return [phrases[rng.integers(0, templates, n)] for _ in range(2)]
+
+
+def test_each_target_without_a_score_says_why_in_the_table_the_summary_and_the_record():
+    from spacy_elmo.usage.change import run_change
+    from spacy_elmo.usage.clustering import APSettings
+
+    a, b = _templated(0)
+    periods = _periods({"bank": a, "rare": a[:2]}, {"bank": b, "rare": b[:9]})
+    oscillating = ChangeSettings("jsd", clustering=APSettings(damping=0.5, max_iter=200, convergence_iter=15))
+    run = run_change(periods, ["bank", "rare"], oscillating)
+    bank, rare = run.scores
+    assert math.isnan(bank.score) and bank.reason.startswith("no convergence") and "damping 0.5" in bank.reason
+    assert rare.reason.startswith("too few uses: 2 in the first period and 9 in the second")
+    assert "\tno convergence: " in run.tsv().splitlines()[1] and run.tsv().splitlines()[0].endswith("\treason")
+    assert set(run.summary()["without_score"]) == {"bank", "rare"}
+    record = _strict(json.dumps(run.record({}, ["a", "b"]), allow_nan=False))
+    assert record["scores"][0]["score"] is None and record["scores"][1]["reason"].startswith("too few uses")
+    # at the defaults the same uses get a score
+    [scored, _] = run_change(periods, ["bank", "rare"], ChangeSettings("jsd")).scores
+    assert not math.isnan(scored.score) and scored.reason is None
+
+
+def test_the_gold_error_names_the_real_cause():
+    from spacy_elmo.usage.change import run_change
+    from spacy_elmo.usage.clustering import APSettings
+
+    a, b = _templated(1)
+    periods = _periods({"bank": a, "cell": b}, {"bank": b, "cell": a})
+    oscillating = ChangeSettings("jsd", clustering=APSettings(damping=0.5, max_iter=200, convergence_iter=15))
+    with pytest.raises(ValueError, match=r"2 targets without a score for no convergence \(the first, 'bank': "
+                                         r"no convergence: affinity propagation"):
+        run_change(periods, ["bank", "cell"], oscillating, graded={"bank": 1.0, "cell": 0.0})
+
+
+def test_gold_is_matched_to_the_targets_by_case_and_says_what_it_leaves_out():
+    from spacy_elmo.usage.change import run_change
+
+    a, b = _templated(2, n=20)
+    periods = _periods({"Cell": a, "bank": a, "tree": a, "rare": a[:1]}, {"Cell": b, "bank": a, "tree": b[::-1], "rare": b})
+    run = run_change(periods, ["Cell", "bank", "tree", "rare"], ChangeSettings("apd"),
+                     graded={"cell": 0.9, "BANK": 0.0, "rare": 0.5, "ghost": 0.1})
+    spearman = run.evaluation["spearman"]
+    assert spearman["targets"] == 2 and spearman["without_score"] == 2  # cell and bank scored; rare and ghost not
+    warnings = run.evaluation["warnings"]
+    assert any("covers 3 of the 4 targets; not in it: tree" in w for w in warnings)
+    assert any("1 graded gold word is not a target" in w and "ghost" in w for w in warnings)
+    assert any("1 graded gold word has no score: rare (too few uses" in w for w in warnings)
+    # two scored targets: rho is undefined, and the record still parses as strict JSON
+    record = _strict(json.dumps(run.record({}, []), allow_nan=False))
+    assert record["evaluation"]["spearman"]["rho"] is None
+
+
+def test_gold_words_that_differ_only_in_case_are_refused(tmp_path):
+    from spacy_elmo.usage.ranking import read_gold
+
+    gold = tmp_path / "graded.txt"
+    gold.write_text("cell\t0.5\nCell\t0.2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="'cell' and 'Cell' differ only in case"):
+        read_gold(gold)

@@ -32,10 +32,36 @@ def test_affinity_propagation_is_deterministic_and_a_low_preference_gives_fewer_
     assert len(set(few.tolist())) == 2
 
 
+# scikit-learn's defaults, which the semeval2020 reference keeps
+SKLEARN = dict(damping=0.5, max_iter=200, convergence_iter=15)
+
+
 def test_a_run_that_does_not_converge_labels_every_point_minus_one():
     points, _ = _blobs(1)
-    assert affinity_propagation(points, APSettings(preference=-1e4)).tolist() == [-1] * len(points)
+    assert affinity_propagation(points, APSettings(preference=-1e4, **SKLEARN)).tolist() == [-1] * len(points)
     assert affinity_propagation(points, APSettings(max_iter=3)).tolist() == [-1] * len(points)
+
+
+def _templated_uses(seed, n=200, templates=12, width=64):
+    """Two periods of uses of a word in templated text: each use one of a few phrases' vectors, exactly."""
+    rng = np.random.default_rng(seed)
+    senses = rng.normal(size=(2, width))
+    phrases = np.array([senses[i % 2] + rng.normal(size=width) * 0.5 for i in range(templates)])
+    periods = []
+    for share in (0.8, 0.3):
+        first = rng.random(n) < share
+        picked = rng.integers(0, templates // 2, n) * 2 + np.where(first, 0, 1)
+        periods.append(phrases[picked])
+    return standardize(np.vstack(periods))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_default_settings_converge_on_templated_uses_where_scikit_learns_oscillate(seed):
+    points = _templated_uses(seed)
+    assert (affinity_propagation(points, APSettings(**SKLEARN)) < 0).all()
+    labels = affinity_propagation(points)
+    assert (labels >= 0).all() and 2 <= labels.max() + 1 <= 12
+    assert APSettings() == APSettings(damping=0.9, max_iter=1000, convergence_iter=100)
 
 
 def test_identical_points_form_one_cluster():

@@ -88,3 +88,12 @@ def test_senses_are_described_by_their_summed_substitutes_largest_first():
     assert [s.label for s in senses] == [1, 0]
     assert senses[0].substitutes == (("y", 0.7), ("x", 0.3))
     assert senses[0].examples == ("a [w]", "[w] b") and senses[1].members == (2,)
+
+
+def test_senses_are_numbered_from_the_largest_down_ties_by_their_first_use():
+    import numpy as np
+
+    from spacy_elmo.usage.senses import numbered_by_size
+
+    assert numbered_by_size(np.array([2, 2, 0, 1, 1, 1, 3])).tolist() == [1, 1, 2, 0, 0, 0, 3]
+    assert numbered_by_size(np.array([5, 5])).tolist() == [0, 0]

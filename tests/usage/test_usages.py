@@ -6,7 +6,7 @@ import spacy
 from spacy.lookups import Lookups
 
 from spacy_elmo.usage.usages import (
-    collect_usages, corpus_lines, find_usages, parse_layer, read_targets, read_usages, sample_usages, write_usages,
+    collect_usages, corpus_lines, find_usages, parse_layer, read_targets, read_usages, write_usages,
 )
 
 LINES = ["The bank of the river .", "", "Two banks and a bank lend money .", "No target here ."]
@@ -20,8 +20,9 @@ def _corpus(tmp_path, lines=LINES, name="a.txt"):
 
 def test_word_forms_are_matched_with_their_offsets_line_ids_and_contexts(tmp_path):
     corpus = _corpus(tmp_path)
-    found, mode = find_usages(spacy.blank("en"), corpus_lines(corpus), ["bank", "river", "absent"])
-    assert mode == "form"
+    result = find_usages(spacy.blank("en"), corpus_lines(corpus), ["bank", "river", "absent"], max_uses=10)
+    found = result.uses
+    assert result.match == "form" and result.seen == {"bank": 2, "river": 1, "absent": 0}
     assert [(u.doc_id, u.token_index) for u in found["bank"]] == [("a.txt:1", 1), ("a.txt:3", 4)]
     for use in found["bank"] + found["river"]:
         line = LINES[int(use.doc_id.split(":")[1]) - 1]
@@ -36,9 +37,9 @@ def test_lemmas_are_matched_where_the_pipeline_has_a_lemmatizer(tmp_path):
     lookups = Lookups()
     lookups.add_table("lemma_lookup", {"banks": "bank"})
     lemmatizer.initialize(lookups=lookups)
-    found, mode = find_usages(nlp, corpus_lines(_corpus(tmp_path)), ["bank"])
-    assert mode == "lemma"
-    assert [u.tokens[u.token_index] for u in found["bank"]] == ["bank", "banks", "bank"]
+    found = find_usages(nlp, corpus_lines(_corpus(tmp_path)), ["bank"], max_uses=10)
+    assert found.match == "lemma"
+    assert [u.tokens[u.token_index] for u in found.uses["bank"]] == ["bank", "banks", "bank"]
 
 
 def test_a_folder_is_read_file_by_file_in_sorted_order(tmp_path):
@@ -55,16 +56,58 @@ def test_a_folder_is_read_file_by_file_in_sorted_order(tmp_path):
 
 def test_the_cap_is_a_seeded_sample_per_target_in_corpus_order(tmp_path):
     corpus = _corpus(tmp_path, [f"bank number {i} and a river" for i in range(20)])
-    found, _ = find_usages(spacy.blank("en"), corpus_lines(corpus), ["bank", "river"])
-    one = sample_usages(found, max_uses=5, seed=1)
-    assert len(one["bank"]) == 5 and one == sample_usages(found, max_uses=5, seed=1)
-    assert [u.doc_id for u in one["bank"]] == sorted((u.doc_id for u in one["bank"]), key=lambda d: int(d.split(":")[1]))
-    assert one["bank"] != sample_usages(found, max_uses=5, seed=2)["bank"]
+
+    def sample(targets, seed, max_uses=5):
+        return find_usages(spacy.blank("en"), corpus_lines(corpus), targets, max_uses=max_uses, seed=seed)
+
+    one = sample(["bank", "river"], 1)
+    assert len(one.uses["bank"]) == 5 and one.seen["bank"] == 20 and one.uses == sample(["bank", "river"], 1).uses
+    assert [u.doc_id for u in one.uses["bank"]] == sorted((u.doc_id for u in one.uses["bank"]), key=lambda d: int(d.split(":")[1]))
+    assert one.uses["bank"] != sample(["bank", "river"], 2).uses["bank"]
     # a target's sample does not depend on the other targets
-    alone = sample_usages({"bank": found["bank"]}, max_uses=5, seed=1)
-    assert alone["bank"] == one["bank"]
+    assert sample(["bank"], 1).uses["bank"] == one.uses["bank"]
     with pytest.raises(ValueError):
-        sample_usages(found, max_uses=0, seed=1)
+        sample(["bank"], 1, max_uses=0)
+
+
+def test_the_uses_held_are_bounded_by_the_cap_whatever_the_corpus_holds(tmp_path):
+    from spacy_elmo.io import text_input
+
+    held = []
+    original = text_input.Reservoir.put
+
+    def watched(self, place, item):
+        original(self, place, item)
+        held.append(len(self.items))
+
+    corpus = _corpus(tmp_path, ["the bank " * 50] * 40)
+    text_input.Reservoir.put = watched
+    try:
+        found = find_usages(spacy.blank("en"), corpus_lines(corpus), ["bank"], max_uses=7)
+    finally:
+        text_input.Reservoir.put = original
+    assert found.seen["bank"] == 2_000 and len(found.uses["bank"]) == 7 and max(held) == 7
+    assert len({u.doc_id for u in found.uses["bank"]}) > 1  # drawn from the whole corpus, not its start
+
+
+def test_targets_that_differ_only_in_case_are_refused_everywhere(tmp_path):
+    targets = tmp_path / "targets.txt"
+    targets.write_text("cell\nCell\nCELL\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="'cell' and 'Cell' differ only in case"):
+        read_targets(targets)
+    with pytest.raises(ValueError, match="differ only in case"):
+        find_usages(spacy.blank("en"), corpus_lines(_corpus(tmp_path)), ["bank", "Bank"], max_uses=5)
+    # one spelling matches every case in the text
+    found = find_usages(spacy.blank("en"), [("a:1", "Cell cell CELL")], ["Cell"], max_uses=5)
+    assert found.seen == {"Cell": 3}
+
+
+def test_a_layer_the_model_lacks_is_refused_naming_every_choice(tmp_path, tiny_bilm):
+    with pytest.raises(ValueError) as caught:
+        collect_usages(tiny_bilm, _corpus(tmp_path), ["bank"], layer="5")
+    n = tiny_bilm.config.n_output_layers
+    assert f"has {n} layers" in str(caught.value)
+    assert all(word in str(caught.value) for word in ("'top' (the default", "'mean'", f"from 0 to {n - 1}"))
 
 
 def test_vectors_are_the_chosen_layer_at_each_use(tmp_path, tiny_bilm):
@@ -129,7 +172,7 @@ def test_a_line_longer_than_spacys_max_length_is_read_to_its_first_tokens(tmp_pa
     text = "a bank " * (nlp.max_length // 7 + 1000)  # over nlp.max_length: spaCy alone refuses it (E088)
     assert len(text) > nlp.max_length
     corpus = _corpus(tmp_path, [text.strip(), "one more bank ."])
-    found, _ = find_usages(nlp, corpus_lines(corpus), ["bank"], max_tokens=10)
+    found = find_usages(nlp, corpus_lines(corpus), ["bank"], max_uses=100, max_tokens=10).uses
     assert [(u.doc_id, u.token_index, u.start_char) for u in found["bank"]] == [
         *[("a.txt:1", i, 7 * (i // 2) + 2) for i in range(1, 10, 2)], ("a.txt:2", 2, 9)]
     assert found["bank"][0].tokens == ("a", "bank") * 5
