@@ -177,8 +177,19 @@ def _median_sentence(data: Dict[str, Any], mode: str) -> str:
             f"{timed['x_fp32_median']:.2f}x fp32 ({min(times):.2f}-{max(times):.2f}x), median of {len(times)} rounds")
 
 
+def _against_peer(data: Dict[str, Any], workload: str, mode: str) -> str:
+    """bench_tf_peer: tokens/s and the ratio to TensorFlow's fp32 at the median round, with the range."""
+    timed = data["results"][workload][mode]
+    return (f"{timed['tokens_per_s']:,.1f} tokens/s, {timed['vs_tensorflow']:.2f}x bilm-tf's graph on TensorFlow "
+            f"({timed['vs_tensorflow_min']:.2f}-{timed['vs_tensorflow_max']:.2f}x), median of {timed['rounds']} rounds")
+
+
 RANDOM = "random weights of `original`'s shape"
 SPEED: Sequence[SpeedRow] = (
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/epyc-avx512/tf-peer.json",
+             lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512 (AMD EPYC)", RANDOM),
+    SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/epyc-avx512/tf-peer.json",
+             lambda d: _against_peer(d, "one sentence", "ours fp32"), "AVX-512 (AMD EPYC)", RANDOM),
     SpeedRow("batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
              lambda d: _median_batch(d, "full"), "AVX-512 (AMD EPYC)", RANDOM),
     SpeedRow("one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",

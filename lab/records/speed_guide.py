@@ -42,9 +42,12 @@ def needs_label(data: Dict[str, Any], isa: Optional[str] = None) -> str:
     loop = {True: "compiled loop (C++ compiler)", False: "Python loop"}.get(compiled, "loop not recorded")
     if "cache" in data:
         cache = f"char cache pre-filled with {data['cache']['vocab_tokens']:,} frequent words"
+    elif "peer" in data:
+        cache = "no char cache (every call encodes its tokens, as the peer does)"
     else:
         cache = f"char cache warm ({data['sentences']['count']} sentences, each round again)"
-    load = (data.get("load_average") or {}).get("before") or (data.get("memory") or {}).get("before", {}).get("load_average")
+    load = ((data.get("load_average") or {}).get("before") or (data.get("memory") or {}).get("before", {}).get("load_average")
+            or (data.get("machine") or {}).get("load_average_before"))
     threads = run["torch_threads"]
     busy = f"load {load[0]:.1f} on {run['cpu_count']} cores at the start" if load else "load not recorded"
     return "; ".join(x for x in (isa, loop, cache, f"{threads} thread{'s' * (threads != 1)}", busy) if x)
