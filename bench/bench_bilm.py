@@ -17,8 +17,6 @@ each shape's record says which ("weights_regime").
 """
 import argparse
 import copy
-import json
-import os
 import platform
 import sys
 import tempfile
@@ -55,7 +53,7 @@ from .workloads import (
     published_bilm,
     recurrent_bytes_per_step,
     resolve_data_options,
-    shapes_model,
+    shapes_model, write_report,
 )
 
 EQUAL_ATOL = 1e-4
@@ -106,12 +104,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report["seconds"] = time.time() - started
     text = markdown_tables(report)
     print(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(text, encoding="utf-8")
+    write_report(report, text, args.json, args.markdown)
     return report
 
 

@@ -19,7 +19,6 @@ bytes and the bandwidth set (a floor on a timestep's time where the weights do n
 """
 import argparse
 import copy
-import json
 import os
 import sys
 import time
@@ -41,7 +40,9 @@ from spacy_elmo.records.provenance import data_record, mark_start, model_record,
 from .bandwidth import cpu_record
 from .bench_bilm import machine_info
 from .hardware import MatvecRate, memory_record, weights_regime
-from .workloads import SHAPES, bench_command, benchmark_sentences, char_batch, cosines, data_file, recurrent_bytes_per_step
+from .workloads import (
+    SHAPES, bench_command, benchmark_sentences, char_batch, cosines, data_file, recurrent_bytes_per_step, write_report,
+)
 
 TORCH_BF16 = "bf16, torch products"
 MODES = {"fp32": "fp32", "bf16": "bf16", TORCH_BF16: "bf16", "int8": "int8"}
@@ -107,11 +108,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report["seconds"] = time.time() - started
     text = markdown(report)
     print(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    if args.markdown:
-        Path(args.markdown).write_text(text, encoding="utf-8")
+    write_report(report, text, args.json, args.markdown)
     return report
 
 

@@ -56,7 +56,7 @@ from .bandwidth import cpu_record
 from .hardware import best_time, product_routes
 from .workloads import (
     PUBLISHED_NAMES, SHAPES, add_data_options, bench_command, benchmark_sentences, char_batch, data_file,
-    flops_per_position, published_bilm, resolve_data_options, work_done,
+    flops_per_position, published_bilm, resolve_data_options, work_done, write_report,
 )
 
 PEER = Path(__file__).resolve().parent / "tf_peer.py"
@@ -111,12 +111,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report["seconds"] = time.time() - started
     text = markdown(report)
     print(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
-    if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(text, encoding="utf-8")
+    write_report(report, text, args.json, args.markdown)
     return report
 
 

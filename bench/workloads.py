@@ -10,6 +10,7 @@ fetches them (docs/datasets.md). ``--quick`` smoke runs read the sample shipped 
 how to get it.
 """
 import argparse
+import json
 import shlex
 import sys
 from collections import Counter
@@ -250,3 +251,12 @@ def cosines(reference: np.ndarray, other: np.ndarray) -> np.ndarray:
     num = (reference * other).sum(-1)
     den = np.linalg.norm(reference, axis=-1) * np.linalg.norm(other, axis=-1)
     return num / np.maximum(den, 1e-30)
+
+
+def write_report(report: Dict[str, Any], text: Optional[str], json_path: Optional[str], markdown_path: Optional[str]) -> None:
+    """A benchmark's record as JSON at ``json_path`` and its report ``text`` at ``markdown_path`` (each
+    where given), their folders made."""
+    for path, content in ((json_path, json.dumps(report, indent=2)), (markdown_path, text)):
+        if path and content is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(content, encoding="utf-8")
