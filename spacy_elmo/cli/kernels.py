@@ -4,9 +4,10 @@ can execute, or $SPACY_ELMO_KERNEL_VARIANT) and which it cannot, where its libra
 built, verified against its build record and loaded, or why not; `--build` builds it now where it is
 missing or does not verify (again in any case with `--force`). `fp32_routes` says where the fp32
 products may run (fast/prepacked.py: torch's, MKL on CPU, or oneDNN's on prepacked weights) and how
-the route is chosen; `--routes` loads the shipped model, optimizes it as the component does and
-gives what was measured and chosen for it on this machine (fast/payoff.py::choose_routes)."""
+the route is chosen; `--routes` loads the shipped model (or `--model`), optimizes it as the component
+does and gives what was measured and chosen for it on this machine (fast/payoff.py::choose_routes)."""
 import json
+from typing import Optional
 
 import torch
 import typer
@@ -14,6 +15,7 @@ import typer
 from ..fast import kernel_library, optimize_for_inference, payoff
 from ..records.machine import fp32_routes
 from ._app import app
+from ._vocabulary import MODEL
 
 HOW_ROUTES_ARE_CHOSEN = (
     "per model, when optimize_for_inference runs (the component's default path): each regime's products "
@@ -29,7 +31,8 @@ HOW_ROUTES_ARE_CHOSEN = (
 def kernels_cli(
     build: bool = typer.Option(False, "--build", help="build the library now if it is missing or refused (retrying a failed build)"),
     force: bool = typer.Option(False, "--force", help="with --build: build it again even if it verifies"),
-    routes: bool = typer.Option(False, "--routes", help="measure and choose the fp32 products' routes for the shipped model here"),
+    routes: bool = typer.Option(False, "--routes", help="measure and choose the fp32 products' routes for the model here"),
+    model: Optional[str] = MODEL,
 ) -> None:
     """Show (or build) the compiled LSTM step that the optimized inference path uses on this CPU."""
     if build:
@@ -41,10 +44,12 @@ def kernels_cli(
             typer.echo(json.dumps(kernel_library.status(), indent=2))
             typer.echo(f"build failed: {error}", err=True)
             raise typer.Exit(1)
+    if model is not None and not routes:
+        raise typer.BadParameter("--model names the model whose routes --routes measures: add --routes")
     if routes:
         from ..io.loading import resolve_bilm
 
-        optimize_for_inference(resolve_bilm())
+        optimize_for_inference(resolve_bilm(model))
     state = kernel_library.status()
     state["fp32_routes"] = {**fp32_routes(), "threads": torch.get_num_threads(), "how": HOW_ROUTES_ARE_CHOSEN}
     typer.echo(json.dumps(state, indent=2))

@@ -1,6 +1,7 @@
 """`kernels`: where the compiled LSTM step is, whether it is built, verified and loaded; `--build`
 builds it, saying so, and builds again one that is refused; where the fp32 products run."""
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -23,7 +24,11 @@ def test_kernels_builds_says_so_and_builds_a_refused_library_again(monkeypatch, 
     assert status["library"] == str(kernel_library.library_path()) and status["loaded"]
     assert kernel_library.library_path().parent == kernel_library.kernel_dir()
     library = kernel_library.library_path()
-    library.write_bytes(library.read_bytes() + b"\0")
+    # a damaged copy put in its place: writing into the loaded file itself would change the code
+    # this process has mapped from it (and crash a later call into it)
+    damaged = library.with_name(library.name + ".damaged")
+    damaged.write_bytes(library.read_bytes() + b"\0")
+    os.replace(damaged, library)
     status = json.loads(runner.invoke(app, ["kernels"]).stdout)
     assert status["built"] and not status["verified"] and "SHA-256" in status["refused"]
     result = runner.invoke(app, ["kernels", "--build"])  # refused: built afresh, no --force needed
@@ -62,4 +67,16 @@ def test_kernels_says_where_the_fp32_products_run_and_with_routes_measures_them_
     assert len(measured) == 1 and measured[0]["shape"]["layers"] == 2
     for regime in ("one_sentence", "batch"):
         assert measured[0][regime]["route"] in prepacked.ROUTES and measured[0][regime]["torch_us_best"] > 0
+    payoff.forget_said()
+
+
+def test_kernels_measures_the_routes_of_the_model_named_and_wants_routes_for_it(tiny_paths):
+    payoff.forget_said()
+    refused = runner.invoke(app, ["kernels", "--model", str(tiny_paths[0].parent)])
+    assert refused.exit_code != 0 and "add --routes" in " ".join(refused.output.split())
+    measured = json.loads(runner.invoke(app, ["kernels", "--routes", "--model", str(tiny_paths[0].parent)]).stdout)
+    chosen = measured["fp32_routes"]["chosen"]
+    if prepacked.available():
+        dim = json.loads(tiny_paths[0].read_text())["lstm"]["dim"]
+        assert len(chosen) == 1 and chosen[0]["shape"]["dim"] == dim  # the tiny fixture's, not the shipped model's
     payoff.forget_said()
