@@ -12,7 +12,6 @@ the batched instance over the first sentences (from its cache). For each fp32 ro
 both), the record gives how many sentences are bitwise equal and the largest difference.
 """
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -25,7 +24,7 @@ from spacy_elmo.fast.optimize import use_routes
 from spacy_elmo.io.loading import resolve_bilm
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
-from .workloads import REPO, bench_command, conllu_sentences, display_path
+from .workloads import REPO, bench_command, conllu_sentences, display_path, write_report
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
@@ -64,9 +63,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         }
         print(name, report["routes"][name], flush=True)
     report["provenance"] = provenance(model=model_record(), data=data_record([args.data]))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_report(report, None, args.json, None)
     return report
 
 

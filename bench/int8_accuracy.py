@@ -26,7 +26,6 @@ inputs, with 7- and 8-bit inputs. One thread; no timing.
 import argparse
 import collections
 import copy
-import json
 import os
 import subprocess
 import sys
@@ -56,7 +55,7 @@ from .workloads import (
     char_batch,
     cosines,
     data_file,
-    resolve_data_options,
+    resolve_data_options, write_report,
 )
 
 MODEL_FILES = ("model.safetensors", "config.json", "MODEL_CARD.md", "vocab.txt")
@@ -99,9 +98,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report["seconds"] = time.time() - started
     text = summary(report)
     print(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_report(report, None, args.json, None)
     return report
 
 

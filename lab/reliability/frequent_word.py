@@ -19,10 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from spacy_elmo.files import write_atomic
 from spacy_elmo.records.provenance import mark_start, model_record, provenance
 
-from lab.reliability.long_line import run_command
+from lab.reliability.long_line import finish_record, run_command
 
 BUDGET_MB = 1024
 QUERY, WORD = "We sat on the river bank .", "bank"
@@ -87,11 +86,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "query": QUERY, "word": WORD, "top": TOP, "budget_mb": args.budget_mb,
         "passed": all(c["passed"] for c in cases.values()), "cases": cases,
     }
-    print(json.dumps({k: v for k, v in record.items() if k != "provenance"}, indent=1))
-    if args.output is not None:  # written whole or not at all
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(args.output, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
-    return 0 if record["passed"] else 1
+    return finish_record(record, args.output)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,16 @@ def _environment() -> Dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(CHECKOUT), os.environ.get("PYTHONPATH", "")])}
 
 
+def finish_record(record: Dict, output: Optional[Path]) -> int:
+    """Print a memory run's record (its provenance aside) and write it whole to ``output`` or not at
+    all. RETURNS (int): the exit status, 0 where every case passed."""
+    print(json.dumps({k: v for k, v in record.items() if k != "provenance"}, indent=1))
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(output, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+    return 0 if record["passed"] else 1
+
+
 def run_command(arguments: List[str], work: Path, *, timeout: float, budget_mb: float,
                 expected: Sequence[str] = ("ran", "refused")) -> dict:
     """One command in its own interpreter: outcome, seconds, peak RSS (its own VmHWM) and its last
@@ -123,11 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "line_characters": args.bytes, "newlines": 0, "budget_mb": args.budget_mb,
         "passed": all(r["passed"] for r in results.values()), "commands": results,
     }
-    print(json.dumps({k: v for k, v in record.items() if k != "provenance"}, indent=1))
-    if args.output is not None:  # written whole or not at all
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(args.output, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
-    return 0 if record["passed"] else 1
+    return finish_record(record, args.output)
 
 
 if __name__ == "__main__":
