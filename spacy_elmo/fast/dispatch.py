@@ -10,8 +10,8 @@ chose (``precision.py``):
 
 | path | when | where |
 |---|---|---|
-| ``reference`` | under autocast, inside ``op_by_op()`` with autograd, or dtypes the others lack | ``bilm/lstm.py`` |
-| ``train_step`` | autograd, float32/float64 | ``train_step.py`` (one autograd node a layer) |
+| ``reference`` | under autocast (but CPU bfloat16 with autograd), inside ``op_by_op()`` with autograd, or dtypes the others lack | ``bilm/lstm.py`` |
+| ``train_step`` | autograd, float32/float64, or CPU autocast to bfloat16 (its products then in bfloat16) | ``train_step.py`` (one autograd node a layer) |
 | ``compiled`` | no autograd, paired float32 weights, not ``exact``, the library loads | ``compiled.py`` |
 | ``lockstep`` | as ``compiled``, where it is not available or inside ``python_step()`` | ``lockstep.py`` |
 | ``lockstep_bf16`` | no autograd, precision ``BF16``, paired weights with its stand-ins | ``lockstep.py`` |

@@ -6,12 +6,17 @@ and zero-fills a full-size gradient per step, ``cat``/``pad`` copy the states, a
 weight gradients are small products of their own. ``LSTMPSteps`` runs the same forward without a
 graph, saves what the backward needs in time-major buffers, and walks back through the steps
 with a few products and elementwise ops each; the weight gradients are then one product each
-over all timesteps. The forward computes exactly what the reference loop (``LSTMPLayer.steps``) computes,
-in the same order; gradients agree with autograd's to rounding (``tests/fast/test_train_step.py``).
+over all timesteps. In float32 and float64 the forward computes exactly what the reference loop
+(``LSTMPLayer.steps``) computes, in the same order; gradients agree with autograd's to rounding
+(``tests/fast/test_train_step.py``).
 
-Not used under autocast (the op-by-op loop then runs each product in the autocast dtype). The
-backward is not itself differentiable: a second derivative raises; within ``dispatch.op_by_op()``
-the reference loop gives one.
+Under CPU autocast to bfloat16 (``[training] autocast = "bf16"``) the same node runs its matrix
+products in bfloat16 (``low``): the operands are rounded to bfloat16 and oneDNN sums them in
+float32, as autocast's own products do, while the gates, cells, clips and the running state stay
+float32. The op-by-op loop under autocast would run the same products but pay its per-op
+bookkeeping on top (docs/pretraining.md has the numbers). Autocast elsewhere (float16, or on a GPU)
+still takes the reference loop. The backward is not itself differentiable: a second derivative
+raises; within ``dispatch.op_by_op()`` the reference loop gives one.
 """
 from typing import Optional, Sequence, Tuple
 
@@ -20,11 +25,25 @@ from torch.autograd.function import once_differentiable
 
 from ..bilm.lstm import State
 
+# autocast dtypes whose products the node runs itself, per device type
+LOW_PRECISION = {"cpu": (torch.bfloat16,)}
+
+
+def low_precision(device_type: str) -> Optional[torch.dtype]:
+    """The dtype autocast runs products in on ``device_type`` now, or None where it is off."""
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
 
 def usable(projected: torch.Tensor, *weights: torch.Tensor) -> bool:
-    """Whether ``LSTMPSteps`` can run this layer: float32/float64 throughout, no autocast."""
-    if torch.is_autocast_enabled(projected.device.type):
-        return False
+    """Whether ``LSTMPSteps`` can run this layer: float32/float64 weights and states, without
+    autocast or under CPU autocast to bfloat16 (then ``projected`` may be bfloat16 too)."""
+    device = projected.device.type
+    low = low_precision(device)
+    if low is not None:
+        return (low in LOW_PRECISION.get(device, ()) and projected.dtype in (torch.float32, low)
+                and all(w.dtype == torch.float32 for w in weights))
     return projected.dtype in (torch.float32, torch.float64) and all(w.dtype == projected.dtype for w in weights)
 
 
@@ -45,10 +64,12 @@ def run_steps(
     batch_sizes (Sequence[int]): rows running at each timestep (non-increasing).
     clips: (cell_clip, proj_clip), None for no clipping.
     RETURNS (Tuple[Tensor, State]): outputs (T, B, P), zero past each row's end, and each row's
-        final (h, c).
+        final (h, c); in the weights' dtype.
     """
     sizes = tuple(int(n) for n in batch_sizes)
-    out, h, c = LSTMPSteps.apply(projected, state[0], state[1], weights[0], weights[1], sizes, dim, clips)
+    low = low_precision(projected.device.type)
+    with torch.autocast(projected.device.type, enabled=False):  # the node sets each product's dtype itself
+        out, h, c = LSTMPSteps.apply(projected, state[0], state[1], weights[0], weights[1], sizes, dim, clips, low)
     return out, (h, c)
 
 
@@ -56,25 +77,32 @@ class LSTMPSteps(torch.autograd.Function):
     """Forward: the op-by-op loop's arithmetic without a graph. Backward: see ``_backward_step``."""
 
     @staticmethod
-    def forward(ctx, projected, h0, c0, w_state, w_proj, sizes, dim, clips):  # type: ignore[override]
+    def forward(ctx, projected, h0, c0, w_state, w_proj, sizes, dim, clips, low):  # type: ignore[override]
         cell_clip, proj_clip = clips
         steps, batch = projected.shape[:2]
         width = w_proj.shape[0]
-        acts = projected.new_empty(steps, batch, 4 * dim)  # sigmoid(i), tanh(j), sigmoid(f), sigmoid(o)
-        cells = projected.new_empty(steps, batch, dim)  # each step's cell before its clip
-        tanh_cells = projected.new_empty(steps, batch, dim)
+        dtype = w_state.dtype
+        store = low or dtype  # what the weight gradients' operands are kept in
+        acts = projected.new_empty(steps, batch, 4 * dim, dtype=dtype)  # sigmoid(i), tanh(j), sigmoid(f), sigmoid(o)
+        cells = projected.new_empty(steps, batch, dim, dtype=dtype)  # each step's cell before its clip
+        tanh_cells = projected.new_empty(steps, batch, dim, dtype=dtype)
         # Rows past their end stay zero here: the weight gradients are products over all rows.
-        hidden = projected.new_zeros(steps, batch, dim)
-        h_in = projected.new_zeros(steps, batch, width)
-        raw_out = projected.new_empty(steps, batch, width)  # before the projection clip
-        out = projected.new_zeros(steps, batch, width)
-        h, c = h0.clone(), c0.clone()
-        recurrent = w_state.t()
+        hidden = _zero_past_ends(projected, (steps, batch, dim), store, sizes)
+        h_in = _zero_past_ends(projected, (steps, batch, width), store, sizes)
+        raw_out = projected.new_empty(steps, batch, width, dtype=dtype)  # before the projection clip
+        out = _zero_past_ends(projected, (steps, batch, width), dtype, sizes)
+        h, c = h0.to(dtype, copy=True), c0.to(dtype, copy=True)
+        recurrent = w_state.t() if low is None else w_state.t().to(low)
+        projection = w_proj.t() if low is None else w_proj.t().to(low)
         for t, n in enumerate(sizes):
             if n == 0:
                 break
             h_in[t, :n] = h[:n]
-            gates = torch.addmm(projected[t, :n], h[:n], recurrent, out=acts[t, :n])
+            if low is None:
+                gates = torch.addmm(projected[t, :n], h[:n], recurrent, out=acts[t, :n])
+            else:
+                gates = acts[t, :n]
+                gates.copy_(projected[t, :n]).add_(torch.mm(h_in[t, :n], recurrent))
             i, j, f, o = gates.chunk(4, dim=-1)
             i.sigmoid_()
             j.tanh_()
@@ -82,50 +110,75 @@ class LSTMPSteps(torch.autograd.Function):
             new_cell = torch.mul(f, c[:n], out=cells[t, :n]).add_(i * j)
             c[:n] = new_cell if cell_clip is None else new_cell.clamp(-cell_clip, cell_clip)
             torch.mul(o, torch.tanh(c[:n], out=tanh_cells[t, :n]), out=hidden[t, :n])
-            torch.mm(hidden[t, :n], w_proj.t(), out=raw_out[t, :n])
+            if low is None:
+                torch.mm(hidden[t, :n], projection, out=raw_out[t, :n])
+            else:
+                raw_out[t, :n] = torch.mm(hidden[t, :n], projection)
             out[t, :n] = raw_out[t, :n] if proj_clip is None else raw_out[t, :n].clamp(-proj_clip, proj_clip)
             h[:n] = out[t, :n]
         ctx.save_for_backward(acts, cells, tanh_cells, hidden, h_in, raw_out, c0, w_state, w_proj)
-        ctx.sizes, ctx.dim, ctx.clips = sizes, dim, clips
+        ctx.sizes, ctx.dim, ctx.clips, ctx.low, ctx.projected_dtype = sizes, dim, clips, low, projected.dtype
         return out, h, c
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_out, d_h, d_c):  # type: ignore[override]
-        acts, cells, tanh_cells, hidden, h_in, raw_out, c0, w_state, w_proj = ctx.saved_tensors
-        steps, batch = acts.shape[:2]
-        # Gradients with respect to each row's running state; a row that has ended holds the
-        # gradient of its final state until the walk back reaches its last step.
-        dh, dc = d_h.clone(), d_c.clone()
-        d_gates = acts.new_zeros(steps, batch, acts.shape[2])  # = the gradient of ``projected``
-        d_raw_out = acts.new_zeros(steps, batch, w_proj.shape[0])
-        for t in reversed(range(steps)):
-            n = ctx.sizes[t]
-            if n == 0:
-                continue
-            saved = (acts[t, :n], cells[t, :n], tanh_cells[t, :n], raw_out[t, :n])
-            previous_cell = c0[:n] if t == 0 else _clipped(cells[t - 1, :n], ctx.clips[0])
-            torch.add(dh[:n], d_out[t, :n], out=d_raw_out[t, :n])
-            _backward_step(saved, previous_cell, (w_state, w_proj), d_raw_out[t, :n], dc[:n], d_gates[t, :n], ctx.clips)
-            torch.mm(d_gates[t, :n], w_state, out=dh[:n])
-        flat_gates = d_gates.view(-1, d_gates.shape[2])
-        d_w_state = flat_gates.t() @ h_in.view(-1, h_in.shape[2])
-        d_w_proj = d_raw_out.view(-1, d_raw_out.shape[2]).t() @ hidden.view(-1, hidden.shape[2])
-        return d_gates, dh, dc, d_w_state, d_w_proj, None, None, None
+        with torch.autocast(d_out.device.type, enabled=False):
+            return _backward(ctx, d_out, d_h, d_c)
 
 
-def _backward_step(saved, previous_cell, weights, d_raw_out, dc, d_gates, clips) -> None:
+def _backward(ctx, d_out, d_h, d_c):
+    acts, cells, tanh_cells, hidden, h_in, raw_out, c0, w_state, w_proj = ctx.saved_tensors
+    sizes, low = ctx.sizes, ctx.low
+    steps, batch = acts.shape[:2]
+    dtype = acts.dtype
+    store = hidden.dtype
+    # Gradients with respect to each row's running state; a row that has ended holds the
+    # gradient of its final state until the walk back reaches its last step.
+    dh, dc = d_h.to(dtype, copy=True), d_c.to(dtype, copy=True)
+    d_out = d_out.to(dtype)
+    d_gates = _zero_past_ends(acts, tuple(acts.shape), store, sizes)  # = the gradient of ``projected``
+    d_raw_out = _zero_past_ends(acts, tuple(raw_out.shape), store, sizes)
+    if low is None:
+        gate_step, raw_step = d_gates, d_raw_out  # each step's rows are worked on in place
+        weights = (w_state, w_proj)
+    else:  # each step works in float32 here; the products read the rounded copies
+        gate_step, raw_step = acts.new_empty(batch, acts.shape[2]), acts.new_empty(batch, raw_out.shape[2])
+        weights = (w_state.to(low), w_proj.to(low))
+    for t in reversed(range(steps)):
+        n = sizes[t]
+        if n == 0:
+            continue
+        d_raw = d_raw_out[t, :n] if low is None else raw_step[:n]
+        torch.add(dh[:n], d_out[t, :n], out=d_raw)
+        if ctx.clips[1] is not None:
+            d_raw.mul_(raw_out[t, :n].abs() <= ctx.clips[1])
+        if low is not None:
+            d_raw_out[t, :n] = d_raw
+        d_hidden = torch.mm(d_raw_out[t, :n], weights[1])
+        saved = (acts[t, :n], cells[t, :n], tanh_cells[t, :n])
+        previous_cell = c0[:n].to(dtype) if t == 0 else _clipped(cells[t - 1, :n], ctx.clips[0])
+        d_gate = d_gates[t, :n] if low is None else gate_step[:n]
+        _backward_step(saved, previous_cell, d_hidden, dc[:n], d_gate, ctx.clips[0])
+        if low is None:
+            torch.mm(d_gate, weights[0], out=dh[:n])
+        else:
+            d_gates[t, :n] = d_gate
+            dh[:n] = torch.mm(d_gates[t, :n], weights[0])
+    flat_gates = d_gates.view(-1, d_gates.shape[2])
+    d_w_state = (flat_gates.t() @ h_in.view(-1, h_in.shape[2])).to(dtype)
+    d_w_proj = (d_raw_out.view(-1, d_raw_out.shape[2]).t() @ hidden.view(-1, hidden.shape[2])).to(dtype)
+    return d_gates.to(ctx.projected_dtype), dh, dc, d_w_state, d_w_proj, None, None, None, None
+
+
+def _backward_step(saved, previous_cell, d_hidden, dc, d_gates, cell_clip) -> None:
     """One timestep's backward for its ``n`` running rows, in place.
 
-    d_raw_out (n, P): in, the gradient of the step's clipped output; out, of the output before
-        its clip (what the projection weight's gradient needs).
+    d_hidden (n, dim): the gradient of the step's hidden state (before the projection).
     dc (n, dim): in, the gradient of the step's clipped cell; out, of the cell it started from.
     d_gates (n, 4 * dim): out, the gradient of the gates before their activations.
     """
-    (acts, cell, tanh_cell, raw_out), (cell_clip, proj_clip) = saved, clips
-    if proj_clip is not None:
-        d_raw_out.mul_(raw_out.abs() <= proj_clip)
-    d_hidden = d_raw_out @ weights[1]
+    acts, cell, tanh_cell = saved
     i, j, f, o = acts.chunk(4, dim=-1)
     d_i, d_j, d_f, d_o = d_gates.chunk(4, dim=-1)
     torch.mul(d_hidden, tanh_cell, out=d_o).mul_(o * (1 - o))
@@ -136,6 +189,18 @@ def _backward_step(saved, previous_cell, weights, d_raw_out, dc, d_gates, clips)
     torch.mul(dc, i, out=d_j).mul_(1 - j * j)
     torch.mul(dc, previous_cell, out=d_f).mul_(f * (1 - f))
     dc.mul_(f)
+
+
+def _zero_past_ends(like: torch.Tensor, shape: Tuple[int, ...], dtype: torch.dtype, sizes: Sequence[int]) -> torch.Tensor:
+    """A new (T, B, ...) tensor whose rows past each timestep's running rows are zero (the rest is
+    left to be written): cheaper than zeroing it all, since batches are bucketed by length."""
+    buffer = like.new_empty(shape, dtype=dtype)
+    batch = shape[1]
+    for t in range(shape[0]):
+        n = sizes[t] if t < len(sizes) else 0
+        if n < batch:
+            buffer[t, n:].zero_()
+    return buffer
 
 
 def _clipped(cell: torch.Tensor, limit: Optional[float]) -> torch.Tensor:

@@ -29,7 +29,9 @@ def test_each_kind_of_call_takes_its_documented_path(monkeypatch):
     assert layer_path(bilm, requires_grad=True) == "train_step"
     with dispatch.op_by_op():
         assert layer_path(bilm, requires_grad=True) == "reference"
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the node runs its products in bfloat16
+        assert layer_path(bilm, requires_grad=True) == "train_step"
+    with torch.autocast("cpu", dtype=torch.float16):
         assert layer_path(bilm, requires_grad=True) == "reference"
 
     optimize_for_inference(bilm)

@@ -1,4 +1,6 @@
 """The training step's one-node LSTMP (fast/train_step.py) against the reference loop under autograd."""
+import copy
+
 import pytest
 import torch
 
@@ -31,7 +33,7 @@ def _run(layer, inputs, sizes, state, reference):
     else:
         out, (h, c) = layer(inputs, sizes, (h0, c0), RUN)
     gen = torch.Generator().manual_seed(1)
-    weights = [torch.randn(x.shape, generator=gen, dtype=x.dtype) for x in (out, h, c)]
+    weights = [torch.randn(x.shape, generator=gen).to(x.dtype) for x in (out, h, c)]
     (sum((w * x).sum() for w, x in zip(weights, (out, h, c)))).backward()
     grads = [inputs.grad, h0.grad, c0.grad] + [p.grad for p in layer.parameters()]
     return [out.detach(), h.detach(), c.detach()], grads
@@ -87,7 +89,7 @@ def test_gradcheck():
     assert torch.autograd.gradcheck(run, (projected, h0, c0, w_state, w_proj))
 
 
-def test_the_training_path_uses_it_and_autocast_does_not(monkeypatch):
+def test_the_training_path_uses_it_and_float16_autocast_does_not(monkeypatch):
     calls = []
     original = lstm_grad.LSTMPSteps.apply
     monkeypatch.setattr(lstm_grad.LSTMPSteps, "apply", lambda *a: calls.append(1) or original(*a))
@@ -96,14 +98,58 @@ def test_the_training_path_uses_it_and_autocast_does_not(monkeypatch):
     state = (torch.zeros(2, 5), torch.zeros(2, 8))
     layer(inputs, [2, 2, 1], state, RUN)[0].sum().backward()
     assert calls == [1]
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the node, with its products in bfloat16
         out, _ = layer(inputs, [2, 2, 1], state, RUN)
-    assert calls == [1] and out.dtype == torch.bfloat16
+    assert calls == [1, 1] and out.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.float16):  # autocast to float16: the reference loop
+        out, _ = layer(inputs, [2, 2, 1], state, RUN)
+    assert calls == [1, 1] and out.dtype == torch.float16
     with torch.no_grad():  # inference keeps its own in-place loop
         layer(inputs, [2, 2, 1], state, RUN)
-    assert calls == [1]
+    assert calls == [1, 1]
     layer(inputs, [2, 2, 1], state)[0].sum().backward()  # no runner: the reference loop
-    assert calls == [1]
+    assert calls == [1, 1]
+
+
+def _bf16_errors(layer32, inputs, sizes, state, ops):
+    """Largest error, relative to each tensor's largest value, of the outputs and gradients under
+    bfloat16 autocast against the float64 reference."""
+    layer64 = copy.deepcopy(layer32).double()
+    want_values, want_grads = _run(layer64, inputs.double(), sizes, tuple(s.double() for s in state), reference=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got_values, got_grads = _run(layer32, inputs, sizes, state, reference=ops)
+    return [float((g.double() - w).abs().max() / w.abs().max()) for g, w in zip(got_values + got_grads, want_values + want_grads)]
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+def test_bfloat16_products_are_as_close_as_autocasts_own_loop(sizes):
+    # a layer of real widths (the products' rounding shows), uneven lengths, active clips
+    torch.manual_seed(4)
+    layer = LSTMPLayer(64, 128, 32, 3.0, 3.0)
+    batch = sizes[0] + 1
+    inputs = torch.randn(batch, len(sizes), 64)
+    state = (torch.randn(batch, 32) * 0.5, torch.randn(batch, 128) * 0.5)
+    node = _bf16_errors(layer, inputs, sizes, state, ops=False)
+    ops = _bf16_errors(layer, inputs, sizes, state, ops=True)
+    assert max(node) < 0.05
+    assert max(node) > 1e-4  # the products did run in bfloat16 (float32 would be ~1e-6)
+    # no worse than autocast's op-by-op loop, which also rounds sums and activations to bfloat16
+    assert max(node) <= 1.5 * max(ops)
+
+
+def test_bfloat16_rows_past_their_end_are_zero_with_their_gradients():
+    layer = _layer(torch.float32)
+    sizes = SIZES[0]
+    inputs = torch.randn(sizes[0] + 1, len(sizes), 6, requires_grad=True)
+    state = (torch.randn(sizes[0] + 1, 5), torch.randn(sizes[0] + 1, 8))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = layer(inputs, sizes, state, RUN)
+    out.sum().backward()
+    lengths = [sum(1 for n in sizes if n > row) for row in range(sizes[0] + 1)]
+    for row, length in enumerate(lengths):
+        assert torch.all(out[row, length:] == 0) and torch.all(out[row, :length] != 0)
+        assert torch.all(inputs.grad[row, length:] == 0)
+    assert torch.isfinite(inputs.grad).all() and all(torch.isfinite(p.grad).all() for p in layer.parameters())
 
 
 def test_second_derivatives_raise_unless_op_by_op():
