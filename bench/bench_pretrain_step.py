@@ -37,7 +37,7 @@ from spacy_elmo.training.memory import keep_freed_memory
 from spacy_elmo.training.vocab import Vocab
 
 from .bench_bilm import machine_info
-from .workloads import SHAPES, bench_command
+from .workloads import SHAPE_NAMES, SHAPES, bench_command
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
@@ -62,7 +62,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report = {
         "command": command, "provenance": provenance(
             model=None, model_note="random weights (torch seed 0) of the "
-            + ("tiny shape" if args.quick else "shape of the [model] section of the config"),
+            + ("tiny shape" if args.quick else f"published shape {SHAPE_NAMES[args.shape]}" if args.shape
+               else "shape of the [model] section of the config"),
             data=data_record([args.text] if args.text else []),
             data_note=None if args.text else "the quick run's sentences, written in the benchmark",
         ), "machine": machine_info(max(threads)),
@@ -80,6 +81,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/bilm-small.cfg")
+    parser.add_argument("--shape", default=None, choices=sorted(SHAPES),
+                        help="time this published shape (bench/workloads.py SHAPES) instead of the config's [model]; the config still gives n_samples")
     parser.add_argument("--text", default=None, help="whitespace-tokenized text, a sentence a line")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--threads", default="2", help="comma-separated torch thread counts")
@@ -99,7 +102,8 @@ def model_shape(args: argparse.Namespace) -> Tuple[BiLMConfig, int, List[Tuple[i
         return SHAPES["tiny"], 64, [(8, 200)]
     cfg = Config().from_disk(args.config)
     batches = [tuple(int(x) for x in spec.split(":")) for spec in args.batches.split(",")]
-    return BiLMConfig(**dict(cfg["model"])), int(cfg["softmax"]["n_samples"]), batches
+    model = SHAPES[args.shape] if args.shape else BiLMConfig(**dict(cfg["model"]))
+    return model, int(cfg["softmax"]["n_samples"]), batches
 
 
 def training_batches(sentences: List[List[str]], vocab: Vocab, caps: Tuple[int, ...], count: int, max_chars: int) -> List[LMBatch]:

@@ -5,7 +5,8 @@ built, verified against its build record and loaded, or why not; `--build` build
 missing or does not verify (again in any case with `--force`). `fp32_routes` says where the fp32
 products may run (fast/prepacked.py: torch's, MKL on CPU, or oneDNN's on prepacked weights) and how
 the route is chosen; `--routes` loads the shipped model (or `--model`), optimizes it as the component
-does and gives what was measured and chosen for it on this machine (fast/payoff.py::choose_routes)."""
+does, measures the routes for it on this machine anew (fast/payoff.py::choose_routes) and keeps the
+choice for later processes (fast/route_cache.py), replacing the one kept."""
 import json
 from typing import Optional
 
@@ -23,7 +24,8 @@ HOW_ROUTES_ARE_CHOSEN = (
     f"{payoff.ROUTE_INPUT_ROWS} positions' input products) timed on the model's own weights in torch's route and "
     f"oneDNN's, {payoff.ROUNDS} interleaved rounds; oneDNN's only where it is faster by more than "
     f"{round(100 * (payoff.ROUTE_MARGIN - 1))}% in the median round and at best "
-    f"({payoff.ENV}=0: torch's, unmeasured)"
+    f"({payoff.ENV}=0: torch's, unmeasured); measured once per machine, model shape and thread count "
+    "and kept in the kernel folder's routes.json for later processes (kernels --routes measures again)"
 )
 
 
@@ -31,7 +33,7 @@ HOW_ROUTES_ARE_CHOSEN = (
 def kernels_cli(
     build: bool = typer.Option(False, "--build", help="build the library now if it is missing or refused (retrying a failed build)"),
     force: bool = typer.Option(False, "--force", help="with --build: build it again even if it verifies"),
-    routes: bool = typer.Option(False, "--routes", help="measure and choose the fp32 products' routes for the model here"),
+    routes: bool = typer.Option(False, "--routes", help="measure the fp32 products' routes for the model here anew and keep the choice"),
     model: Optional[str] = MODEL,
 ) -> None:
     """Show (or build) the compiled LSTM step that the optimized inference path uses on this CPU."""
@@ -49,7 +51,8 @@ def kernels_cli(
     if routes:
         from ..io.loading import resolve_bilm
 
-        optimize_for_inference(resolve_bilm(model))
+        with payoff.measuring_anew():
+            optimize_for_inference(resolve_bilm(model))
     state = kernel_library.status()
     state["fp32_routes"] = {**fp32_routes(), "threads": torch.get_num_threads(), "how": HOW_ROUTES_ARE_CHOSEN}
     typer.echo(json.dumps(state, indent=2))

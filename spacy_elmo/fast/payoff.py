@@ -3,11 +3,12 @@
 Routes: where the fp32 products run (``prepacked.py``: torch's, MKL on CPU, or oneDNN's on
 prepacked weights) is chosen by ``choose_routes`` when ``optimize_for_inference`` runs, on the
 model's own weights: each regime's products in both routes, in ``ROUNDS`` interleaved rounds, as
-below; oneDNN's only where it is faster by more than ``ROUTE_MARGIN``. Once per process, model
-shape and thread count; ``chosen_routes`` gives what was measured, for the run record. What it
+below; oneDNN's only where it is faster by more than ``ROUTE_MARGIN``. Once per machine, model
+shape and thread count: the choice is kept in the kernel folder (``route_cache.py``) and later
+processes take it from there; ``chosen_routes`` gives what was measured, for the run record. What it
 costs: both regimes' products 2 x ``ROUNDS`` times on the model's weights, and packing them once (the
 full published model: about 10 GFLOP a batch round, its 168 MB of recurrent weights read per
-one-sentence round), once per process and model shape; the run record's ``fp32_routes`` has the times.
+one-sentence round), once per machine and model shape; the run record's ``fp32_routes`` has the times.
 
 Precisions:
 
@@ -34,6 +35,7 @@ see: the input projections, one product per sentence, a larger share of a batch'
 one sentence's; and the machine's load at that moment (a busy machine can tip a close call either
 way, so the warning gives the numbers and says how they were measured).
 """
+import contextlib
 import os
 import statistics
 import time
@@ -43,7 +45,7 @@ from typing import Any, Callable, Dict, List, Sequence, Set, Tuple
 import torch
 
 from ..bilm.lstm import LSTMPLayer, LSTMPStack
-from . import bf16_rows, int8_rows, prepacked
+from . import bf16_rows, int8_rows, prepacked, route_cache
 from .lockstep import bf16_row_weights, bf16_weights, int8_weights, paired_weights
 from .precision import FP32, Kernels, Precision
 
@@ -189,11 +191,26 @@ ROUTE_INPUT_ROWS = 128
 ROUTE_MARGIN = 1.1
 # per model shape and thread count: the routes chosen and what was measured (the run record's)
 _ROUTES: Dict[Tuple, Tuple[prepacked.Routes, Dict[str, Any]]] = {}
+# how the routes are chosen, in the kept choices' key: a change of method measures again
+ROUTE_METHOD = "routes 1"
+_MEASURE_ANEW = [False]
+
+
+@contextlib.contextmanager
+def measuring_anew():
+    """Within this block, ``choose_routes`` measures even where a choice is kept for this machine, and
+    keeps the new one (``python -m spacy_elmo kernels --routes``)."""
+    _MEASURE_ANEW[0] = True
+    try:
+        yield
+    finally:
+        _MEASURE_ANEW[0] = False
 
 
 def choose_routes(forward: LSTMPStack, backward: LSTMPStack) -> prepacked.Routes:
     """The route of the float32 products in each regime for these stacks (paired, float32; see
-    ``prepacked.py``), measured on their own weights once per process, model shape and thread count.
+    ``prepacked.py``), measured on their own weights once per machine, model shape and thread count
+    (kept by ``route_cache``; ``measuring_anew`` measures again).
 
     Each regime's products (``route_products``) run in both routes in ``ROUNDS`` rounds, the first of
     the two alternating; oneDNN's is taken where it is faster by more than ``ROUTE_MARGIN`` in the median
@@ -212,27 +229,40 @@ def choose_routes(forward: LSTMPStack, backward: LSTMPStack) -> prepacked.Routes
         return prepacked.TORCH_ROUTES
     layer = pairs[0][0]
     key = (layer.input_linearity.in_features, layer.dim, layer.projection_dim, len(pairs), torch.get_num_threads())
-    if key not in _ROUTES:
-        chosen, measured = {}, {}
-        for regime, rows in ROUTE_ROWS.items():
-            torch_us, onednn_us = time_routes(pairs, rows, ROUTE_INPUT_ROWS if rows > 1 else 0)
-            faster = slower(onednn_us, torch_us, ROUTE_MARGIN)  # torch's slower than oneDNN's
-            speeds = sorted(t / o for t, o in zip(torch_us, onednn_us))
-            chosen[regime] = prepacked.ONEDNN if faster else prepacked.TORCH
-            measured[regime] = {
-                "rows": rows,
-                "input_rows": ROUTE_INPUT_ROWS if rows > 1 else 0,
-                "torch_us_best": min(torch_us),
-                "onednn_us_best": min(onednn_us),
-                "onednn_speedup_median": statistics.median(speeds),
-                "route": chosen[regime],
-            }
-        routes = prepacked.Routes(**chosen)
+    if key not in _ROUTES or _MEASURE_ANEW[0]:
+        cache_key = route_cache.machine_key(key, ROUTE_METHOD)
+        kept = None if _MEASURE_ANEW[0] else route_cache.read(cache_key)
+        if kept is not None:
+            routes, measured = kept
+            measured = {**measured, "source": f"kept: {route_cache.path()}"}
+        else:
+            routes, measured = measure_routes(pairs)
+            route_cache.write(cache_key, routes, measured)
+            measured = {**measured, "source": "measured in this process"}
         if routes == prepacked.TORCH_ROUTES:
             for pair in pairs:  # packed for the measurement only: a copy of the weights not to keep
                 prepacked.forget(pair[0])
         _ROUTES[key] = (routes, {"shape": dict(zip(("input", "dim", "projection", "layers", "threads"), key)), **measured})
     return _ROUTES[key][0]
+
+
+def measure_routes(pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]]) -> Tuple[prepacked.Routes, Dict[str, Any]]:
+    """Both routes timed per regime on these pairs' weights; RETURNS the routes and what was measured."""
+    chosen, measured = {}, {}
+    for regime, rows in ROUTE_ROWS.items():
+        torch_us, onednn_us = time_routes(pairs, rows, ROUTE_INPUT_ROWS if rows > 1 else 0)
+        faster = slower(onednn_us, torch_us, ROUTE_MARGIN)  # torch's slower than oneDNN's
+        speeds = sorted(t / o for t, o in zip(torch_us, onednn_us))
+        chosen[regime] = prepacked.ONEDNN if faster else prepacked.TORCH
+        measured[regime] = {
+            "rows": rows,
+            "input_rows": ROUTE_INPUT_ROWS if rows > 1 else 0,
+            "torch_us_best": min(torch_us),
+            "onednn_us_best": min(onednn_us),
+            "onednn_speedup_median": statistics.median(speeds),
+            "route": chosen[regime],
+        }
+    return prepacked.Routes(**chosen), measured
 
 
 def chosen_routes() -> List[Dict[str, Any]]:

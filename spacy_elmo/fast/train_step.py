@@ -74,7 +74,7 @@ def run_steps(
 
 
 class LSTMPSteps(torch.autograd.Function):
-    """Forward: the op-by-op loop's arithmetic without a graph. Backward: see ``_backward_step``."""
+    """Forward: the op-by-op loop's arithmetic without a graph. Backward: ``_backward``."""
 
     @staticmethod
     def forward(ctx, projected, h0, c0, w_state, w_proj, sizes, dim, clips, low):  # type: ignore[override]
@@ -88,7 +88,6 @@ class LSTMPSteps(torch.autograd.Function):
         tanh_cells = projected.new_empty(steps, batch, dim, dtype=dtype)
         # Rows past their end stay zero here: the weight gradients are products over all rows.
         hidden = _zero_past_ends(projected, (steps, batch, dim), store, sizes)
-        h_in = _zero_past_ends(projected, (steps, batch, width), store, sizes)
         raw_out = projected.new_empty(steps, batch, width, dtype=dtype)  # before the projection clip
         out = _zero_past_ends(projected, (steps, batch, width), dtype, sizes)
         h, c = h0.to(dtype, copy=True), c0.to(dtype, copy=True)
@@ -97,26 +96,33 @@ class LSTMPSteps(torch.autograd.Function):
         for t, n in enumerate(sizes):
             if n == 0:
                 break
-            h_in[t, :n] = h[:n]
+            # the running state is a buffer of its own, not a view of ``out``: MKL's sums can
+            # depend on where an operand starts in memory, and the reference's state is new each step
             if low is None:
                 gates = torch.addmm(projected[t, :n], h[:n], recurrent, out=acts[t, :n])
             else:
                 gates = acts[t, :n]
-                gates.copy_(projected[t, :n]).add_(torch.mm(h_in[t, :n], recurrent))
+                gates.copy_(projected[t, :n]).add_(torch.mm(h[:n].to(low), recurrent))
             i, j, f, o = gates.chunk(4, dim=-1)
             i.sigmoid_()
             j.tanh_()
             gates[:, 2 * dim :].sigmoid_()
             new_cell = torch.mul(f, c[:n], out=cells[t, :n]).add_(i * j)
-            c[:n] = new_cell if cell_clip is None else new_cell.clamp(-cell_clip, cell_clip)
+            if cell_clip is None:
+                c[:n] = new_cell
+            else:
+                torch.clamp(new_cell, -cell_clip, cell_clip, out=c[:n])
             torch.mul(o, torch.tanh(c[:n], out=tanh_cells[t, :n]), out=hidden[t, :n])
             if low is None:
                 torch.mm(hidden[t, :n], projection, out=raw_out[t, :n])
             else:
                 raw_out[t, :n] = torch.mm(hidden[t, :n], projection)
-            out[t, :n] = raw_out[t, :n] if proj_clip is None else raw_out[t, :n].clamp(-proj_clip, proj_clip)
+            if proj_clip is None:
+                out[t, :n] = raw_out[t, :n]
+            else:
+                torch.clamp(raw_out[t, :n], -proj_clip, proj_clip, out=out[t, :n])
             h[:n] = out[t, :n]
-        ctx.save_for_backward(acts, cells, tanh_cells, hidden, h_in, raw_out, c0, w_state, w_proj)
+        ctx.save_for_backward(acts, cells, tanh_cells, hidden, raw_out, out, h0, c0, w_state, w_proj)
         ctx.sizes, ctx.dim, ctx.clips, ctx.low, ctx.projected_dtype = sizes, dim, clips, low, projected.dtype
         return out, h, c
 
@@ -128,8 +134,11 @@ class LSTMPSteps(torch.autograd.Function):
 
 
 def _backward(ctx, d_out, d_h, d_c):
-    acts, cells, tanh_cells, hidden, h_in, raw_out, c0, w_state, w_proj = ctx.saved_tensors
-    sizes, low = ctx.sizes, ctx.low
+    """Walk back through the steps, each its two products and its elementwise ops on rows still in
+    cache (a pass over all steps at once would read them from memory again); then the weight
+    gradients, one product each over all steps."""
+    acts, cells, tanh_cells, hidden, raw_out, out, h0, c0, w_state, w_proj = ctx.saved_tensors
+    sizes, low, dim, (cell_clip, proj_clip) = ctx.sizes, ctx.low, ctx.dim, ctx.clips
     steps, batch = acts.shape[:2]
     dtype = acts.dtype
     store = hidden.dtype
@@ -151,22 +160,24 @@ def _backward(ctx, d_out, d_h, d_c):
             continue
         d_raw = d_raw_out[t, :n] if low is None else raw_step[:n]
         torch.add(dh[:n], d_out[t, :n], out=d_raw)
-        if ctx.clips[1] is not None:
-            d_raw.mul_(raw_out[t, :n].abs() <= ctx.clips[1])
+        if proj_clip is not None:
+            d_raw.mul_(raw_out[t, :n].abs() <= proj_clip)
         if low is not None:
             d_raw_out[t, :n] = d_raw
         d_hidden = torch.mm(d_raw_out[t, :n], weights[1])
-        saved = (acts[t, :n], cells[t, :n], tanh_cells[t, :n])
-        previous_cell = c0[:n].to(dtype) if t == 0 else _clipped(cells[t - 1, :n], ctx.clips[0])
         d_gate = d_gates[t, :n] if low is None else gate_step[:n]
-        _backward_step(saved, previous_cell, d_hidden, dc[:n], d_gate, ctx.clips[0])
+        previous_cell = c0[:n].to(dtype) if t == 0 else _clipped(cells[t - 1, :n], cell_clip)
+        _backward_step((acts[t, :n], cells[t, :n], tanh_cells[t, :n]), previous_cell, d_hidden, dc[:n], d_gate, cell_clip)
         if low is None:
             torch.mm(d_gate, weights[0], out=dh[:n])
         else:
             d_gates[t, :n] = d_gate
             dh[:n] = torch.mm(d_gates[t, :n], weights[0])
+    # each step's input state: h0, then the step before's output (rows past a step's end meet
+    # that step's zero gradient rows)
+    h_in = torch.cat([h0[None].to(store), out[:-1].to(store)])[:steps]
     flat_gates = d_gates.view(-1, d_gates.shape[2])
-    d_w_state = (flat_gates.t() @ h_in.view(-1, h_in.shape[2])).to(dtype)
+    d_w_state = (flat_gates.t() @ h_in.reshape(-1, h_in.shape[2])).to(dtype)
     d_w_proj = (d_raw_out.view(-1, d_raw_out.shape[2]).t() @ hidden.view(-1, hidden.shape[2])).to(dtype)
     return d_gates.to(ctx.projected_dtype), dh, dc, d_w_state, d_w_proj, None, None, None, None
 
@@ -174,20 +185,27 @@ def _backward(ctx, d_out, d_h, d_c):
 def _backward_step(saved, previous_cell, d_hidden, dc, d_gates, cell_clip) -> None:
     """One timestep's backward for its ``n`` running rows, in place.
 
+    saved: the step's activations (n, 4 * dim), its cell before the clip and the tanh of its clipped cell (n, dim).
     d_hidden (n, dim): the gradient of the step's hidden state (before the projection).
     dc (n, dim): in, the gradient of the step's clipped cell; out, of the cell it started from.
     d_gates (n, 4 * dim): out, the gradient of the gates before their activations.
     """
     acts, cell, tanh_cell = saved
+    dim = cell.shape[-1]
     i, j, f, o = acts.chunk(4, dim=-1)
     d_i, d_j, d_f, d_o = d_gates.chunk(4, dim=-1)
-    torch.mul(d_hidden, tanh_cell, out=d_o).mul_(o * (1 - o))
+    torch.mul(d_hidden, tanh_cell, out=d_o)
     dc.addcmul_(d_hidden * o, 1 - tanh_cell * tanh_cell)
     if cell_clip is not None:
         dc.mul_(cell.abs() <= cell_clip)
-    torch.mul(dc, j, out=d_i).mul_(i * (1 - i))
-    torch.mul(dc, i, out=d_j).mul_(1 - j * j)
-    torch.mul(dc, previous_cell, out=d_f).mul_(f * (1 - f))
+    torch.mul(dc, j, out=d_i)
+    torch.mul(dc, i, out=d_j)
+    torch.mul(dc, previous_cell, out=d_f)
+    # each gate's slope through its activation, all four in a few ops: sigmoid's a - a^2, then tanh's 1 - a^2
+    slope = acts * acts
+    torch.sub(acts, slope, out=slope)
+    torch.mul(j, j, out=slope[:, dim : 2 * dim]).neg_().add_(1)
+    d_gates.mul_(slope)
     dc.mul_(f)
 
 

@@ -1,11 +1,12 @@
 """A reduced precision slower than fp32 in a regime says so once, with the numbers; fp32 never measures
 that, but chooses the route of its products per regime once per model shape."""
+import json
 import warnings
 
 import pytest
 import torch
 
-from spacy_elmo.fast import optimize_for_inference, payoff, prepacked
+from spacy_elmo.fast import optimize_for_inference, payoff, prepacked, route_cache
 from spacy_elmo.fast import precision as quantize
 from spacy_elmo.fast.precision import FP32, INT8
 
@@ -93,9 +94,12 @@ def test_only_slowness_that_holds_across_rounds_counts(fp32_us, precision_us, sl
 
 
 @pytest.fixture
-def routes_timed(monkeypatch):
+def routes_timed(monkeypatch, tmp_path):
     """The routes' timing replaced by fixed rounds of microseconds per regime: oneDNN's 0.6x torch's
-    time in batches, 1.05x one sentence at a time (within the margin): what the choice does with them."""
+    time in batches, 1.05x one sentence at a time (within the margin): what the choice does with them.
+    The choices are kept in a folder of the test's own."""
+    monkeypatch.setenv("SPACY_ELMO_KERNELS", str(tmp_path / "kernels"))
+    route_cache.forget_warnings()
     payoff.forget_said()
     calls = []
 
@@ -130,3 +134,64 @@ def test_without_the_measurement_fp32_stays_on_torchs_route(routes_timed, monkey
     monkeypatch.delenv(payoff.ENV)
     assert optimize_for_inference(random_bilm(seed=2), precision="fp16").runner.routes == prepacked.TORCH_ROUTES
     assert routes_timed == [] and payoff.chosen_routes() == []
+
+
+@pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
+def test_the_choice_is_kept_for_later_processes_and_measured_anew_on_request(routes_timed):
+    optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    assert len(routes_timed) == 2 and route_cache.path().is_file()
+    (chosen,) = payoff.chosen_routes()
+    assert chosen["source"] == "measured in this process"
+    payoff.forget_said()  # as a new process: the choice comes from the file, unmeasured
+    fast = optimize_for_inference(random_bilm(seed=3, dim=32, projection_dim=16))
+    assert len(routes_timed) == 2
+    assert fast.runner.routes == prepacked.Routes(one_sentence=prepacked.TORCH, batch=prepacked.ONEDNN)
+    (kept,) = payoff.chosen_routes()
+    assert kept["source"].startswith("kept: ") and kept["batch"] == chosen["batch"]
+    with payoff.measuring_anew():
+        optimize_for_inference(random_bilm(seed=3, dim=32, projection_dim=16))
+    assert len(routes_timed) == 4
+    torch.set_num_threads(torch.get_num_threads() + 1)  # another thread count: another entry
+    try:
+        payoff.forget_said()
+        optimize_for_inference(random_bilm(seed=3, dim=32, projection_dim=16))
+    finally:
+        torch.set_num_threads(torch.get_num_threads() - 1)
+    assert len(routes_timed) == 6
+    entries = json.loads(route_cache.path().read_text())["entries"]
+    assert len(entries) == 2 and all(e["routes"]["batch"] == prepacked.ONEDNN for e in entries.values())
+
+
+@pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
+@pytest.mark.parametrize("content", ["{not json", '{"format": 1, "entries": {"K": NaN}}', '{"format": 9, "entries": {}}', "[]"])
+def test_a_damaged_choice_file_is_measured_over_with_a_warning(routes_timed, content):
+    route_cache.path().parent.mkdir(parents=True)
+    route_cache.path().write_text(content)
+    with pytest.warns(RuntimeWarning, match="routes.json"):
+        optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    assert len(routes_timed) == 2
+    document = json.loads(route_cache.path().read_text())
+    assert document["format"] == route_cache.FORMAT and len(document["entries"]) == 1
+
+
+@pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
+def test_an_entry_naming_no_route_of_ours_is_measured_over(routes_timed):
+    optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    document = json.loads(route_cache.path().read_text())
+    (entry,) = document["entries"].values()
+    entry["routes"]["batch"] = "mkl-turbo"
+    route_cache.path().write_text(json.dumps(document))
+    payoff.forget_said()
+    with pytest.warns(RuntimeWarning, match="does not have"):
+        fast = optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    assert len(routes_timed) == 4 and fast.runner.routes.batch == prepacked.ONEDNN
+
+
+@pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
+def test_a_folder_that_cannot_be_written_keeps_the_choice_for_the_process(routes_timed, monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("SPACY_ELMO_KERNELS", str(blocker / "kernels"))
+    with pytest.warns(RuntimeWarning, match="this process only"):
+        fast = optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    assert fast.runner.routes.batch == prepacked.ONEDNN
