@@ -37,7 +37,7 @@ from spacy_elmo.training.memory import keep_freed_memory
 from spacy_elmo.training.vocab import Vocab
 
 from .bench_bilm import machine_info
-from .workloads import SHAPE_NAMES, SHAPES, bench_command
+from .workloads import PUBLISHED_NAMES, SHAPES, bench_command
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
@@ -62,7 +62,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report = {
         "command": command, "provenance": provenance(
             model=None, model_note="random weights (torch seed 0) of the "
-            + ("tiny shape" if args.quick else f"published shape {SHAPE_NAMES[args.shape]}" if args.shape
+            + ("tiny shape" if args.quick else f"published shape {PUBLISHED_NAMES[args.shape]}" if args.shape
                else "shape of the [model] section of the config"),
             data=data_record([args.text] if args.text else []),
             data_note=None if args.text else "the quick run's sentences, written in the benchmark",
