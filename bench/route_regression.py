@@ -13,8 +13,8 @@ For each instruction-set setting, a child process of its own:
   AVX2 code only.
 
 Each child loads ``--shape`` with random weights (written in the published format and read back),
-optimizes it as ``load_bilm`` does, choosing its routes afresh (a kernel folder of its own, so no kept
-choice is read: ``fast/route_cache.py``), and times three settings of the same model, interleaved over
+optimizes it as ``load_bilm`` does, choosing its routes afresh (``payoff.measuring_anew(keep=False)``:
+no kept choice is read, none is written: ``fast/route_cache.py``), and times three settings of the same model, interleaved over
 ``--rounds`` rounds after a warm-up: the routes as chosen, torch's in both regimes (MKL: what the
 default path ran before it had routes), and oneDNN's in both. The workloads: a batch of ``--batch``
 EWT sentences of 20-30 tokens, and ``--single`` of them one at a time. A probe process under the
@@ -94,7 +94,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         switches = ISA_SETTINGS[name]
         with tempfile.TemporaryDirectory(prefix="route-regression-") as tmp:
             out = Path(tmp) / "child.json"
-            env = {**os.environ, **switches, "SPACY_ELMO_KERNELS": str(Path(tmp) / "kernels")}
+            env = {**os.environ, **switches}
             command = [sys.executable, "-m", "bench.route_regression", "--child", str(out), "--shape", args.shape,
                        "--threads", str(args.threads), "--rounds", str(args.rounds), "--batch", str(args.batch),
                        "--single", str(args.single), "--test-data", str(args.test_data)]
@@ -124,7 +124,7 @@ def child(args: argparse.Namespace) -> Dict:
     tokens = {"batch": sum(map(len, sentences)), "one sentence": sum(map(len, singles))}
     with tempfile.TemporaryDirectory(prefix="route-regression-model-") as tmp:
         model = published_bilm(args.shape, Path(tmp))
-    with payoff.measuring_anew():
+    with payoff.measuring_anew(keep=False):
         optimize_for_inference(model)
     chosen = model.runner.routes
     measured = payoff.chosen_routes()

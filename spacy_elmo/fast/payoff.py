@@ -40,7 +40,7 @@ import os
 import statistics
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -193,18 +193,19 @@ ROUTE_MARGIN = 1.1
 _ROUTES: Dict[Tuple, Tuple[prepacked.Routes, Dict[str, Any]]] = {}
 # how the routes are chosen, in the kept choices' key: a change of method measures again
 ROUTE_METHOD = "routes 1"
-_MEASURE_ANEW = [False]
+_MEASURE_ANEW: List[Optional[bool]] = [None]  # None: not within measuring_anew; else whether to keep
 
 
 @contextlib.contextmanager
-def measuring_anew():
-    """Within this block, ``choose_routes`` measures even where a choice is kept for this machine, and
-    keeps the new one (``python -m spacy_elmo kernels --routes``)."""
-    _MEASURE_ANEW[0] = True
+def measuring_anew(keep: bool = True):
+    """Within this block, ``choose_routes`` measures even where a choice is kept for this machine,
+    and keeps the new one in its place (``python -m spacy_elmo kernels --routes``), or with
+    ``keep=False`` leaves the kept choices as they are (a benchmark's)."""
+    _MEASURE_ANEW[0] = keep
     try:
         yield
     finally:
-        _MEASURE_ANEW[0] = False
+        _MEASURE_ANEW[0] = None
 
 
 def choose_routes(forward: LSTMPStack, backward: LSTMPStack) -> prepacked.Routes:
@@ -229,15 +230,17 @@ def choose_routes(forward: LSTMPStack, backward: LSTMPStack) -> prepacked.Routes
         return prepacked.TORCH_ROUTES
     layer = pairs[0][0]
     key = (layer.input_linearity.in_features, layer.dim, layer.projection_dim, len(pairs), torch.get_num_threads())
-    if key not in _ROUTES or _MEASURE_ANEW[0]:
+    anew = _MEASURE_ANEW[0] is not None
+    if key not in _ROUTES or anew:
         cache_key = route_cache.machine_key(key, ROUTE_METHOD)
-        kept = None if _MEASURE_ANEW[0] else route_cache.read(cache_key)
+        kept = None if anew else route_cache.read(cache_key)
         if kept is not None:
             routes, measured = kept
             measured = {**measured, "source": f"kept: {route_cache.path()}"}
         else:
             routes, measured = measure_routes(pairs)
-            route_cache.write(cache_key, routes, measured)
+            if _MEASURE_ANEW[0] is not False:
+                route_cache.write(cache_key, routes, measured)
             measured = {**measured, "source": "measured in this process"}
         if routes == prepacked.TORCH_ROUTES:
             for pair in pairs:  # packed for the measurement only: a copy of the weights not to keep

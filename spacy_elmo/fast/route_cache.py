@@ -6,7 +6,8 @@ at float32 rounding level between them. The first choice for a model shape is th
 to ``routes.json`` in the kernel folder (``kernel_library.kernel_dir()``, per machine like the
 kernels built there) and later processes read it instead of measuring. An entry is keyed by what
 the choice depends on: the CPU's model name and flags, torch's version (its MKL and oneDNN), the
-thread count, the model's LSTM shape and how the choice is made; anything else measures anew.
+libraries' instruction-set switches in the environment (``SWITCHES``), the thread count, the model's
+LSTM shape and how the choice is made; anything else measures anew.
 ``python -m spacy_elmo kernels --routes`` measures again and replaces the entry (for a choice
 measured while the machine was busy); deleting the file forgets every choice.
 
@@ -16,6 +17,7 @@ cannot be written leaves the choice in this process only, with a warning.
 """
 import hashlib
 import json
+import os
 import platform
 import warnings
 from pathlib import Path
@@ -28,6 +30,8 @@ from . import kernel_library, prepacked
 from .kernel_variants import cpu_flags
 
 FILE = "routes.json"
+# environment variables that change which instructions MKL, oneDNN or ATen use, and so the routes' speed
+SWITCHES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "MKL_CBWR", "ATEN_CPU_CAPABILITY")
 FORMAT = 1
 _WARNED: set = set()
 
@@ -40,7 +44,9 @@ def path() -> Path:
 def machine_key(shape: Tuple, method: str) -> str:
     """The entry's key: the CPU, torch, the thread count (in ``shape``), the LSTM shape, the method."""
     flags = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:16]
-    parts = [cpu_model(), f"flags {flags}", f"torch {torch.__version__}", "shape " + "x".join(map(str, shape)), method]
+    switches = ",".join(f"{name}={os.environ[name]}" for name in SWITCHES if os.environ.get(name))
+    parts = [cpu_model(), f"flags {flags}", f"torch {torch.__version__}", f"switches {switches or 'none'}",
+             "shape " + "x".join(map(str, shape)), method]
     return " | ".join(parts)
 
 

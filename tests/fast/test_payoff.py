@@ -195,3 +195,18 @@ def test_a_folder_that_cannot_be_written_keeps_the_choice_for_the_process(routes
     with pytest.warns(RuntimeWarning, match="this process only"):
         fast = optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
     assert fast.runner.routes.batch == prepacked.ONEDNN
+
+
+@pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
+def test_the_libraries_instruction_switches_key_their_own_choice_and_a_benchmark_keeps_none(routes_timed, monkeypatch):
+    optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # held to AVX2: the routes may time otherwise
+    payoff.forget_said()
+    optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    assert len(routes_timed) == 4
+    entries = json.loads(route_cache.path().read_text())["entries"]
+    assert len(entries) == 2 and any("ONEDNN_MAX_CPU_ISA=AVX2" in key for key in entries)
+    before = route_cache.path().read_bytes()
+    with payoff.measuring_anew(keep=False):
+        optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
+    assert len(routes_timed) == 6 and route_cache.path().read_bytes() == before
