@@ -184,6 +184,14 @@ def _against_peer(data: Dict[str, Any], workload: str, mode: str) -> str:
             f"({timed['vs_tensorflow_min']:.2f}-{timed['vs_tensorflow_max']:.2f}x), median of {timed['rounds']} rounds")
 
 
+def _training_step(data: Dict[str, Any], precision: str, loop: str = "steps") -> str:
+    """bench_pretrain_step: tokens/s and the ratio to fp32 at the median round, with the range."""
+    row = next(r for r in data["rows"] if r["precision"] == precision and r["loop"] == loop)
+    return (f"{row['tokens_per_s_median']:,.1f} tokens/s, {row['x_fp32_median']:.2f}x fp32 "
+            f"({row['x_fp32_min']:.2f}-{row['x_fp32_max']:.2f}x), {row['batches']} batches of {row['batch_tokens']:,} tokens in all, "
+            f"median of {data['rounds']} rounds")
+
+
 RANDOM = "random weights of `original`'s shape"
 SPEED: Sequence[SpeedRow] = (
     SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/epyc-avx512/tf-peer.json",
@@ -200,6 +208,8 @@ SPEED: Sequence[SpeedRow] = (
              lambda d: _median_batch(d, "shipped", mode="int8", against="ours_opt"), "AVX512-VNNI (AMD EPYC)"),
     SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
              lambda d: _median_sentence(d, "int8"), "AVX512-VNNI (AMD EPYC)", RANDOM),
+    SpeedRow("pretraining step (biLM, softmax, backward, Adam), `[training] autocast = \"bf16\"`, `original`'s shape",
+             f"{BENCH}/epyc-avx512/pretrain-step-full.json", lambda d: _training_step(d, "bf16"), "AVX512-BF16 (AMD EPYC)", RANDOM),
     SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
              lambda d: _median_batch(d, "full", mode="bf16", against="ours_opt"), "AMX and AVX512-BF16 (Intel Xeon)", RANDOM),
 )

@@ -73,8 +73,15 @@ def check_pass(forward: LSTMPStack, backward: LSTMPStack, rows: int, precision: 
     pairs = list(zip(forward.layers, backward.layers))
     if any(paired_weights(*pair) is None for pair in pairs):
         return  # the directions run one after the other: not the layout measured here
-    fp32_us, precision_us = time_products(pairs, precision, rows)
-    warn_if_slower(precision, regime, rows=rows, fp32_us=fp32_us, precision_us=precision_us)
+    # fp32 as it would run here: on the route chosen for this regime (``choose_routes``, kept per machine)
+    fp32_route = choose_routes(forward, backward).of_pass(rows)
+    try:
+        fp32_us, precision_us = time_products(pairs, precision, rows, fp32_route)
+    finally:
+        if fp32_route == prepacked.ONEDNN:
+            for pair in pairs:  # packed for the measurement only: this model runs in ``precision``
+                prepacked.forget(pair[0])
+    warn_if_slower(precision, regime, rows=rows, fp32_us=fp32_us, precision_us=precision_us, fp32_route=fp32_route)
 
 
 def slower(fp32_us: Sequence[float], precision_us: Sequence[float], margin: float = MARGIN) -> bool:
@@ -85,7 +92,8 @@ def slower(fp32_us: Sequence[float], precision_us: Sequence[float], margin: floa
 
 
 def warn_if_slower(
-    precision: Precision, regime: str, *, rows: int, fp32_us: Sequence[float], precision_us: Sequence[float]
+    precision: Precision, regime: str, *, rows: int, fp32_us: Sequence[float], precision_us: Sequence[float],
+    fp32_route: str = prepacked.TORCH,
 ) -> bool:
     """Warn where ``slower`` (the two lists: the rounds' microseconds, round by round).
 
@@ -99,7 +107,7 @@ def warn_if_slower(
         f"({rows} row{'s' if rows > 1 else ''}, every layer, both directions) took {min(precision_us):.0f} us "
         f"against {min(fp32_us):.0f} us in fp32 at best ({min(fp32_us) / min(precision_us):.2f}x fp32), "
         f"{statistics.median(speeds):.2f}x fp32 in the median round (range {speeds[0]:.2f}-{speeds[-1]:.2f}; "
-        f"{len(speeds)} rounds, measured on this model's weights at its first such pass). precision \"fp32\" is "
+        f"{len(speeds)} rounds, measured on this model's weights at its first such pass, fp32 on its {fp32_route} route). precision \"fp32\" is "
         f"likely faster on this CPU; docs/speed.md has the measurements ({ENV}=0 skips this check)",
         RuntimeWarning,
         stacklevel=4,
@@ -108,14 +116,14 @@ def warn_if_slower(
 
 
 def time_products(
-    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: Precision, rows: int
+    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: Precision, rows: int, fp32_route: str = prepacked.TORCH
 ) -> Tuple[List[float], List[float]]:
-    """One timestep's products for ``rows`` rows in fp32 and in ``precision``, ``ROUNDS`` rounds, each
-    timing both (the first of the two alternating between rounds).
+    """One timestep's products for ``rows`` rows in fp32 (on ``fp32_route``) and in ``precision``,
+    ``ROUNDS`` rounds, each timing both (the first of the two alternating between rounds).
 
     RETURNS (Tuple[List[float], List[float]]): the rounds' microseconds of each, fp32 first.
     """
-    products = step_products(pairs, precision, rows)
+    products = step_products(pairs, precision, rows, fp32_route)
     names = [FP32, precision]
     times: Dict[Precision, List[float]] = {name: [] for name in names}
     with torch.no_grad():
@@ -130,10 +138,11 @@ def time_products(
 
 
 def step_products(
-    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: Precision, rows: int
+    pairs: Sequence[Tuple[LSTMPLayer, LSTMPLayer]], precision: Precision, rows: int, fp32_route: str = prepacked.TORCH
 ) -> Dict[Precision, Callable[[], None]]:
     """One timestep's recurrent products and projections on paired layer pairs, for ``rows`` rows of
-    random inputs: ``FP32`` (the paired float32 weights) and ``precision``, as the runner computes them
+    random inputs: ``FP32`` (the paired float32 weights, on ``fp32_route``: ``route_products``) and
+    ``precision``, as the runner computes them
     (bf16: the packed kernel up to ``bf16_rows.ROWS`` rows where it is built, else torch's bf16
     products; int8: ``int8_rows``' kernel on both directions at once where it is built; fp16 and
     int8 elsewhere: the layers' reduced-precision stand-ins, one direction at a time).
@@ -143,12 +152,7 @@ def step_products(
     h, hidden = torch.randn(2, rows, proj), torch.randn(2, rows, gates // 4)
     p, out_gates, out = torch.randn(2, rows, gates), torch.empty(2, rows, gates), torch.empty(2, rows, proj)
 
-    def fp32() -> None:
-        for weights in paired:
-            torch.baddbmm(p, h, weights[1], out=out_gates)
-            torch.bmm(hidden, weights[2], out=out)
-
-    products: Dict[Precision, Callable[[], None]] = {FP32: fp32}
+    products: Dict[Precision, Callable[[], None]] = {FP32: route_products(pairs, rows, 0)[fp32_route]}
     if precision.kernels is Kernels.BF16:
         packed = [bf16_row_weights(pair, weights) for pair, weights in zip(pairs, paired)]
         low = [bf16_weights(pair, weights) for pair, weights in zip(pairs, paired)]

@@ -21,7 +21,7 @@ def measured(monkeypatch):
     payoff.forget_said()
     calls = []
 
-    def fixed(pairs, precision, rows):
+    def fixed(pairs, precision, rows, fp32_route=prepacked.TORCH):
         calls.append((precision.name, rows))
         return [100.0, 104.0, 180.0, 100.0, 101.0, 99.0, 100.0], [250.0, 260.0, 240.0, 300.0, 250.0, 255.0, 251.0]
 
@@ -51,7 +51,7 @@ def test_fp32_and_a_precision_that_pays_stay_silent(measured, monkeypatch):
         warnings.simplefilter("error")
         layers(optimize_for_inference(random_bilm(seed=2), precision="fp32"), SENTENCES[:1])
         assert measured == []
-        monkeypatch.setattr(payoff, "time_products", lambda pairs, precision, rows: ([100.0] * 7, [120.0] * 7))  # within MARGIN
+        monkeypatch.setattr(payoff, "time_products", lambda pairs, precision, rows, fp32_route: ([100.0] * 7, [120.0] * 7))  # within MARGIN
         layers(optimize_for_inference(random_bilm(seed=2), precision="bf16"), SENTENCES[:1])
         monkeypatch.setenv(payoff.ENV, "0")
         payoff.forget_said()
@@ -68,7 +68,11 @@ def test_the_measurement_times_both_products_on_the_models_weights(monkeypatch, 
     assert chosen.name == precision and chosen.reduced
     products = payoff.step_products(pairs, chosen, rows)
     assert set(products) == {FP32, chosen}
-    fp32_us, precision_us = payoff.time_products(pairs, chosen, rows)
+    routes = prepacked.ROUTES if prepacked.available() else (prepacked.TORCH,)
+    for route in routes:  # fp32 on either route
+        with torch.no_grad():
+            payoff.step_products(pairs, chosen, rows, route)[FP32]()
+    fp32_us, precision_us = payoff.time_products(pairs, chosen, rows, routes[-1])
     assert len(fp32_us) == len(precision_us) == payoff.ROUNDS  # round by round, interleaved
     assert min(fp32_us) > 0 and min(precision_us) > 0
 
@@ -210,3 +214,21 @@ def test_the_libraries_instruction_switches_key_their_own_choice_and_a_benchmark
     with payoff.measuring_anew(keep=False):
         optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16))
     assert len(routes_timed) == 6 and route_cache.path().read_bytes() == before
+
+
+def test_a_reduced_precision_is_checked_against_fp32_on_the_route_fp32_would_take(measured, monkeypatch):
+    routes_seen = []
+    fixed = payoff.time_products
+
+    def seen(pairs, precision, rows, fp32_route=prepacked.TORCH):
+        routes_seen.append((rows, fp32_route))
+        return fixed(pairs, precision, rows, fp32_route)
+
+    monkeypatch.setattr(payoff, "time_products", seen)
+    monkeypatch.setattr(payoff, "choose_routes", lambda forward, backward: prepacked.Routes(prepacked.TORCH, prepacked.ONEDNN))
+    fast = optimize_for_inference(random_bilm(seed=2, dim=32, projection_dim=16), precision="bf16")
+    with pytest.warns(RuntimeWarning, match="on its onednn route"):
+        layers(fast, SENTENCES)
+    with pytest.warns(RuntimeWarning, match="on its torch route"):
+        layers(fast, SENTENCES[:1])
+    assert (1, prepacked.TORCH) in routes_seen and any(rows > 1 and route == prepacked.ONEDNN for rows, route in routes_seen)
