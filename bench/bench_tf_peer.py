@@ -30,7 +30,16 @@ cell-projection products, highways, token projection; at the workload's rows) is
 this machine has (``bench/hardware.py``: torch's and oneDNN's), the best route counting, and in
 bfloat16 (torch's ``linear``); the model's mix at those rates gives the fp32 and bf16 product rates,
 against which our effective GFLOP/s (the FLOPs the optimized path does, ``workloads.work_done``, over
-the time) is the roofline ratio. Defaults take about 10 minutes on a 2-core EPYC.
+the time) is the roofline ratio.
+
+The memory roof of one sentence at a time: a call reads every weight of the model at least once,
+and each further timestep the recurrent and cell-projection weights of every layer and direction
+again (``weight_bytes``: they do not stay in the caches: 168 MB in float32 for the published
+shape). Over the machine's streaming rate measured in the same run (``bench/bandwidth.py``: the
+best of a few passes of the copy kernel over arrays four times the last-level cache, at the same
+threads), those bytes give the most tokens/s any implementation reading its weights in that dtype
+can reach; the record gives ours and TensorFlow's against it, and what three times TensorFlow's
+rate would need. Defaults take about 10 minutes on a 2-core EPYC.
 """
 import argparse
 import copy
@@ -52,7 +61,7 @@ from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.fast.precision import cpu_has_bf16
 from spacy_elmo.records.provenance import data_record, mark_start, provenance
 
-from .bandwidth import cpu_record
+from .bandwidth import cache_sizes, cpu_record, default_array_bytes, measure
 from .hardware import best_time, product_routes
 from .workloads import (
     PUBLISHED_NAMES, SHAPES, add_data_options, bench_command, benchmark_sentences, char_batch, data_file,
@@ -102,6 +111,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     tokens = {"batch": report["sentences"]["batch_tokens"], "one sentence": report["sentences"]["one_at_a_time_tokens"]}
     report["results"] = summarize(seconds, tokens)
     report["roofline"] = roofline(config, [batch], seconds["batch"], report["rates"])
+    report["memory_roof"] = memory_roof(config, singles, report["results"]["one sentence"], args.threads, args.quick)
     report["config"] = config.to_options()
     report["shape"] = PUBLISHED_NAMES.get(args.shape, args.shape)
     report["machine"]["load_average_after"] = list(os.getloadavg())
@@ -266,6 +276,38 @@ def roofline(config: BiLMConfig, runs, seconds: Dict[str, List[float]], rates: D
     return result
 
 
+def weight_bytes(config: BiLMConfig, positions: int, itemsize: int) -> int:
+    """Bytes of weight one call of ``positions`` LSTM positions reads at least: every parameter of the
+    model once (token encoder, input products), and the recurrent and cell-projection weights of
+    every layer and direction at each further timestep."""
+    model = BiLM(config)
+    step = sum(layer.state_linearity.weight.numel() + layer.projection.weight.numel()
+               for stack in (model.forward_lstm, model.backward_lstm) for layer in stack.layers)
+    every = sum(p.numel() for p in model.parameters())
+    return itemsize * (every + step * max(positions - 1, 0))
+
+
+def memory_roof(config: BiLMConfig, singles: Sequence[Sequence[str]], results: Dict, threads: int, quick: bool) -> Dict:
+    """One sentence at a time against the machine's streaming rate (see the module's docstring)."""
+    copy_rate = measure("copy", default_array_bytes(cache_sizes()) // 4, threads=threads, repeats=2 if quick else 5,
+                        dtype="float32")
+    rate = copy_rate["gb_per_s_best"] * 1e9
+    tokens = sum(len(s) for s in singles)
+    positions = [len(s) + 2 for s in singles]  # the boundary tokens run through the LSTMs too
+    roof = {"stream_gb_per_s": copy_rate["gb_per_s_best"], "stream": {k: copy_rate[k] for k in ("kernel", "threads", "array_bytes", "gb_per_s_median")},
+            "step_weight_mb": {}, "modes": {}}
+    for dtype, itemsize in (("fp32", 4), ("bf16", 2)):
+        read = sum(weight_bytes(config, n, itemsize) for n in positions)
+        roof[f"roof_tokens_per_s_{dtype}"] = tokens / (read / rate)
+        roof["step_weight_mb"][dtype] = (weight_bytes(config, 3, itemsize) - weight_bytes(config, 2, itemsize)) / 1e6
+    for name, entry in results.items():
+        dtype = "bf16" if "bf16" in name else "fp32"
+        roof["modes"][name] = {"of_roof": entry["tokens_per_s"] / roof[f"roof_tokens_per_s_{dtype}"]}
+    if TENSORFLOW in results:
+        roof["three_times_tensorflow_of_fp32_roof"] = 3 * results[TENSORFLOW]["tokens_per_s"] / roof["roof_tokens_per_s_fp32"]
+    return roof
+
+
 def markdown(report: Dict) -> str:
     lines = [f"# Our default path beside bilm-tf on TensorFlow: {report['shape']}", "",
              f"Command: `{report['command']}`", "",
@@ -288,6 +330,15 @@ def markdown(report: Dict) -> str:
         if isinstance(entry, dict):
             lines.append(f"- {name}, batch: {entry['effective_gflop_per_s']:.1f} GFLOP/s effective, "
                          f"{100 * entry['of_product_rate']:.0f}% of the product rate.")
+    roof = report.get("memory_roof")
+    if roof:
+        lines += ["", f"One sentence at a time against memory: {roof['step_weight_mb']['fp32']:.0f} MB of fp32 weights a timestep; "
+                  f"streaming rate {roof['stream_gb_per_s']:.1f} GB/s; roof {roof['roof_tokens_per_s_fp32']:,.1f} tokens/s in fp32, "
+                  f"{roof['roof_tokens_per_s_bf16']:,.1f} in bf16."]
+        for name, entry in roof["modes"].items():
+            lines.append(f"- {name}: {100 * entry['of_roof']:.0f}% of its dtype's roof.")
+        if "three_times_tensorflow_of_fp32_roof" in roof:
+            lines.append(f"- three times TensorFlow's rate: {100 * roof['three_times_tensorflow_of_fp32_roof']:.0f}% of the fp32 roof.")
     routes = report["provenance"]["fp32_routes"]["chosen"]
     lines += ["", "fp32 routes chosen: " + (", ".join(f"{r['shape']}: one sentence {r['one_sentence']['route']}, "
                                                        f"batch {r['batch']['route']}" for r in routes) or "none measured")]

@@ -45,7 +45,7 @@ def needs_label(data: Dict[str, Any], isa: Optional[str] = None) -> str:
     elif "peer" in data:
         cache = "no char cache (every call encodes its tokens, as the peer does)"
     elif "softmax_samples" in data:  # a training step: no cache, every token encoded with its gradient
-        cache, loop = None, "the one-node training loop"
+        cache, loop = "no char cache (training encodes every token)", "the one-node training loop"
     else:
         cache = f"char cache warm ({data['sentences']['count']} sentences, each round again)"
     load = ((data.get("load_average") or {}).get("before") or (data.get("memory") or {}).get("before", {}).get("load_average")

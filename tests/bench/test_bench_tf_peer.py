@@ -23,3 +23,31 @@ def test_the_product_mix_is_the_lstms_and_the_token_encoders_products_at_the_wor
     per_position = flops_per_position(config)
     convolutions = sum(2 * (config.max_characters_per_token - w + 1) * w * config.char_embedding_dim * n for w, n in config.filters)
     assert flops == pytest.approx(100 * (per_position["total"] - convolutions))
+
+
+def test_the_memory_roof_counts_every_weight_once_and_the_step_weights_at_each_further_timestep():
+    from bench.bench_tf_peer import weight_bytes
+
+    config = SHAPES["full"]
+    step = 2 * config.n_layers * (4 * config.dim * config.projection_dim + config.projection_dim * config.dim)
+    assert weight_bytes(config, 3, 4) - weight_bytes(config, 2, 4) == 4 * step
+    assert round(4 * step / 1e6) == 168  # the published shape's 168 MB a timestep, as docs/speed.md says
+    assert weight_bytes(config, 1, 2) * 2 == weight_bytes(config, 1, 4)  # bf16: half the bytes
+
+
+def test_the_memory_roof_puts_each_mode_against_its_dtypes_roof(monkeypatch):
+    from bench import bench_tf_peer
+
+    monkeypatch.setattr(bench_tf_peer, "measure", lambda *a, **k: {
+        "kernel": "copy", "threads": 2, "array_bytes": 1, "gb_per_s_median": 9.0, "gb_per_s_best": 10.0})
+    config = SHAPES["tiny"]
+    singles = [["a", "b", "c"]]
+    read = bench_tf_peer.weight_bytes(config, 5, 4)
+    roof_rate = 3 / (read / 10e9)
+    results = {"ours fp32": {"tokens_per_s": roof_rate / 2}, "ours bf16": {"tokens_per_s": roof_rate / 2},
+               TENSORFLOW: {"tokens_per_s": roof_rate / 4}}
+    roof = bench_tf_peer.memory_roof(config, singles, results, threads=2, quick=True)
+    assert roof["roof_tokens_per_s_fp32"] == pytest.approx(roof_rate)
+    assert roof["modes"]["ours fp32"]["of_roof"] == pytest.approx(0.5)
+    assert roof["modes"]["ours bf16"]["of_roof"] == pytest.approx(0.25)  # its roof is twice fp32's
+    assert roof["three_times_tensorflow_of_fp32_roof"] == pytest.approx(0.75)
