@@ -28,6 +28,7 @@ def run_in_place(
     row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     int8: Optional[Tuple] = None,
     onednn: Optional[PairPacks] = None,
+    low_packs: Optional[Tuple[Tuple[torch.Tensor, torch.Tensor], ...]] = None,
 ) -> Tuple[torch.Tensor, List[State]]:
     """The timesteps of D layers of one shape (directions) over the same batch sizes, without autograd.
 
@@ -50,6 +51,9 @@ def run_in_place(
         product on ``int8_rows``' kernel for all D layers at once.
     onednn (Optional[PairPacks]): with float32 ``paired`` weights, the same weights prepacked for
         oneDNN (``prepacked.pair_packs``): every product on them, one layer after the other.
+    low_packs: with bfloat16 ``paired`` weights, per layer its (recurrent, projection) copies
+        prepacked for oneDNN (``lockstep.bf16_onednn_weights``): the timesteps of more rows than
+        ``row_weights`` take take them, one layer after the other.
     """
     layer = layers[0]
     n_dir, steps, batch = projected.shape[0], len(batch_sizes), states[0][0].shape[0]
@@ -59,7 +63,7 @@ def run_in_place(
     out = projected.new_zeros(steps, n_dir, batch, layer.projection_dim)
     gates_buffer = projected.new_empty(n_dir * batch * 4 * dim)
     hidden_buffer = projected.new_empty(n_dir * batch * dim)
-    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights, int8, onednn)
+    recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights, int8, onednn, low_packs)
     h = h0
     views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     fused = fused and projected.device.type == "cpu"
@@ -98,6 +102,7 @@ def _step_products(
     row_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     int8: Optional[Tuple] = None,
     onednn: Optional[PairPacks] = None,
+    low_packs: Optional[Tuple[Tuple[torch.Tensor, torch.Tensor], ...]] = None,
 ) -> Tuple[StepProduct, StepProduct]:
     """The two products of an in-place timestep for these weights: ``recurrent(p, h, gates)``
     writes ``p + h @ W_state`` into ``gates``; ``project(hidden, dest)`` writes ``hidden @ W_proj``
@@ -138,12 +143,20 @@ def _step_products(
             if gates.shape[1] <= few:
                 bf16_rows.product(h, row_weights[0], gates, add=p)
                 return
+            if low_packs is not None:
+                for d, (state_pack, _) in enumerate(low_packs):
+                    gates[d].copy_(prepacked.product(h[d].to(state_weights.dtype), state_pack)).add_(p[d])
+                return
             product = torch.bmm(h.to(state_weights.dtype), state_weights, out=low[: gates.numel()].view(gates.shape))
             gates.copy_(product).add_(p)  # a quarter faster than one add of mixed types
 
         def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
             if hidden.shape[1] <= few:
                 bf16_rows.product(hidden, row_weights[1], dest)
+                return
+            if low_packs is not None:
+                for d, (_, projection_pack) in enumerate(low_packs):
+                    dest[d].copy_(prepacked.product(hidden[d].to(projection_weights.dtype), projection_pack))
                 return
             dest.copy_(torch.bmm(hidden.to(projection_weights.dtype), projection_weights))
 

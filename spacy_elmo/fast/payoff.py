@@ -46,7 +46,7 @@ import torch
 
 from ..bilm.lstm import LSTMPLayer, LSTMPStack
 from . import bf16_rows, int8_rows, prepacked, route_cache
-from .lockstep import bf16_row_weights, bf16_weights, int8_weights, paired_weights
+from .lockstep import bf16_onednn_weights, bf16_row_weights, bf16_weights, int8_weights, paired_weights
 from .precision import FP32, Kernels, Precision
 
 ENV = "SPACY_ELMO_PRECISION_CHECK"  # "0": never measure, never warn
@@ -143,8 +143,8 @@ def step_products(
     """One timestep's recurrent products and projections on paired layer pairs, for ``rows`` rows of
     random inputs: ``FP32`` (the paired float32 weights, on ``fp32_route``: ``route_products``) and
     ``precision``, as the runner computes them
-    (bf16: the packed kernel up to ``bf16_rows.ROWS`` rows where it is built, else torch's bf16
-    products; int8: ``int8_rows``' kernel on both directions at once where it is built; fp16 and
+    (bf16: the packed kernel up to ``bf16_rows.ROWS`` rows where it is built, else the copies prepacked
+    for oneDNN, else torch's bf16 products; int8: ``int8_rows``' kernel on both directions at once where it is built; fp16 and
     int8 elsewhere: the layers' reduced-precision stand-ins, one direction at a time).
     RETURNS (Dict[Precision, Callable[[], None]]): each runs the products once."""
     paired = [paired_weights(*pair) for pair in pairs]
@@ -156,9 +156,16 @@ def step_products(
     if precision.kernels is Kernels.BF16:
         packed = [bf16_row_weights(pair, weights) for pair, weights in zip(pairs, paired)]
         low = [bf16_weights(pair, weights) for pair, weights in zip(pairs, paired)]
+        onednn = [bf16_onednn_weights(pair, weights) for pair, weights in zip(pairs, paired)]
         if packed[0] is not None and rows <= bf16_rows.ROWS:
             products[precision] = lambda: [
                 (bf16_rows.product(h, w[0], out_gates, add=p), bf16_rows.product(hidden, w[1], out)) for w in packed
+            ]
+        elif onednn[0] is not None:
+            products[precision] = lambda: [
+                (out_gates[d].copy_(prepacked.product(h[d].bfloat16(), w[0])).add_(p[d]),
+                 out[d].copy_(prepacked.product(hidden[d].bfloat16(), w[1])))
+                for packs in onednn for d, w in enumerate(packs)
             ]
         else:
             products[precision] = lambda: [

@@ -8,7 +8,7 @@ from torch import nn
 
 from spacy_elmo.bilm import batch_char_ids
 from spacy_elmo.fast import forget_derived_weights, optimize_for_inference
-from spacy_elmo.fast import int8_rows
+from spacy_elmo.fast import bf16_rows, int8_rows, lockstep, prepacked
 from spacy_elmo.fast import precision as quantize
 from spacy_elmo.fast.lockstep import runs_in_lockstep
 from spacy_elmo.fast.plan import InferencePlan, adopt, prepare_pass
@@ -76,9 +76,10 @@ def test_bf16_runs_both_directions_in_lockstep_on_bf16_weight_copies(bf16_cpu):
     cos = nn.functional.cosine_similarity(got[valid], reference[valid], dim=-1)
     assert cos.min() > 0.999
     first = fast.forward_lstm.layers[0]
-    key, copies, packed = first._bf16_paired
+    key, copies, packed, onednn = first._bf16_paired
     assert all(w.dtype == torch.bfloat16 for w in copies)
     assert packed is None or all(w.dtype == torch.bfloat16 for w in packed)  # for bf16_rows: a few rows
+    assert onednn is None or len(onednn) == 2  # per direction, for oneDNN: the batches' timesteps
     layers(fast)
     assert first._bf16_paired[1] is copies  # made once per weights version
     with torch.no_grad():
@@ -90,6 +91,21 @@ def test_bf16_runs_both_directions_in_lockstep_on_bf16_weight_copies(bf16_cpu):
     # a mix of precisions (or anything else) runs the directions one after the other
     reduce_precision(fast.backward_lstm.layers[0], "int8")
     assert not runs_in_lockstep(pairs, BF16)
+
+
+@pytest.mark.skipif(not prepacked.available(), reason="this torch has no oneDNN linear ops")
+def test_bf16_batches_take_the_prepacked_copies_and_compute_what_bmm_does(bf16_cpu, monkeypatch):
+    fast = optimize_for_inference(random_bilm(seed=4, dim=64, projection_dim=32), precision="bf16")
+    rows = []
+    original = prepacked.product
+    monkeypatch.setattr(prepacked, "product", lambda x, *a, **k: rows.append(x.shape[0]) or original(x, *a, **k))
+    monkeypatch.setattr(bf16_rows, "ROWS", 0)  # every timestep past the kernel of a few rows
+    got = layers(fast).layers
+    # every timestep's two products, both directions, both layers, on the packs (the first step: every row)
+    assert rows and len(rows) % 8 == 0 and max(rows) == len(SENTENCES) > 1
+    monkeypatch.setattr(lockstep, "bf16_onednn_weights", lambda pair, paired: None)  # bmm on the same copies
+    on_bmm = layers(fast).layers
+    torch.testing.assert_close(got, on_bmm, atol=2e-2, rtol=2e-2)  # the same bf16 products, summed alike or nearly
 
 
 def test_bf16_without_hardware_support_warns_and_runs_fp32(monkeypatch):
