@@ -62,7 +62,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report = {
         "command": command, "provenance": provenance(
             model=None, model_note="random weights (torch seed 0) of the "
-            + ("tiny shape" if args.quick else f"published shape {PUBLISHED_NAMES[args.shape]}" if args.shape
+            + (f"published shape {PUBLISHED_NAMES[args.shape]}" if args.shape else "tiny shape" if args.quick
                else "shape of the [model] section of the config"),
             data=data_record([args.text] if args.text else []),
             data_note=None if args.text else "the quick run's sentences, written in the benchmark",
@@ -99,7 +99,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 def model_shape(args: argparse.Namespace) -> Tuple[BiLMConfig, int, List[Tuple[int, ...]]]:
     """The biLM shape, the sampled softmax's sample count and the batch caps (SENTENCES, TOKENS) to time."""
     if args.quick:
-        return SHAPES["tiny"], 64, [(8, 200)]
+        return SHAPES[args.shape or "tiny"], 64, [(8, 200)]
     cfg = Config().from_disk(args.config)
     batches = [tuple(int(x) for x in spec.split(":")) for spec in args.batches.split(",")]
     model = SHAPES[args.shape] if args.shape else BiLMConfig(**dict(cfg["model"]))

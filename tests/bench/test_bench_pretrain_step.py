@@ -21,6 +21,13 @@ def test_every_setting_measured_with_its_ratio_to_fp32(tmp_path):
     assert check_record(report) == [] and report["provenance"]["data"] == {}
 
 
+def test_a_published_shape_is_timed_in_place_of_the_configs(tmp_path):
+    report = bench_pretrain_step.main(["--quick", "--shape", "tiny", "--rounds", "1", "--steps", "1", "--precisions", "fp32"])
+    assert report["config"]["lstm"]["dim"] == 32 and report["provenance"]["model_note"].endswith("published shape tiny")
+    full = bench_pretrain_step.parse_args(["--shape", "full"])
+    assert bench_pretrain_step.model_shape(full)[0].dim == 4096  # the config still gives the softmax's samples
+
+
 def test_first_batch_stops_at_either_cap():
     sentences = [["a"] * 3, ["b"] * 4, ["c"] * 5]
     assert first_batch(sentences, 10, 7) == sentences[:2]
