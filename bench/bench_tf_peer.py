@@ -59,13 +59,13 @@ import torch
 from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.fast.precision import cpu_has_bf16
-from spacy_elmo.records.provenance import data_record, mark_start, provenance
+from spacy_elmo.records.provenance import mark_start
 
 from .bandwidth import cache_sizes, cpu_record, default_array_bytes, measure
 from .hardware import best_time, product_routes
 from .workloads import (
-    PUBLISHED_NAMES, SHAPES, add_data_options, bench_command, benchmark_sentences, char_batch, data_file,
-    flops_per_position, published_bilm, resolve_data_options, work_done, write_report,
+    SHAPES, add_data_options, bench_command, benchmark_sentences, char_batch, finish_random_shape_report,
+    flops_per_position, published_bilm, resolve_data_options, work_done,
 )
 
 PEER = Path(__file__).resolve().parent / "tf_peer.py"
@@ -113,16 +113,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     report["roofline"] = roofline(config, [batch], seconds["batch"], report["rates"])
     report["memory_roof"] = memory_roof(config, singles, report["results"]["one sentence"], args.threads, args.quick)
     report["config"] = config.to_options()
-    report["shape"] = PUBLISHED_NAMES.get(args.shape, args.shape)
-    report["machine"]["load_average_after"] = list(os.getloadavg())
-    report["provenance"] = provenance(
-        model=None, model_note=f"random weights (torch seed 0) of the shape {PUBLISHED_NAMES.get(args.shape, args.shape)}",
-        data=data_record([data_file(args.test_data, "test")]))
-    report["seconds"] = time.time() - started
-    text = markdown(report)
-    print(text)
-    write_report(report, text, args.json, args.markdown)
-    return report
+    return finish_random_shape_report(report, args, started, markdown)
 
 
 class Peer:

@@ -38,7 +38,7 @@ import torch
 
 from spacy_elmo.fast import kernel_variants, optimize_for_inference, payoff, prepacked
 from spacy_elmo.fast.optimize import use_routes
-from spacy_elmo.records.provenance import data_record, mark_start, provenance
+from spacy_elmo.records.provenance import mark_start
 
 from .bandwidth import cpu_record
 from .bench_tf_peer import interleaved, ours
@@ -49,10 +49,9 @@ from .workloads import (
     bench_command,
     benchmark_sentences,
     char_batch,
-    data_file,
+    finish_random_shape_report,
     published_bilm,
     resolve_data_options,
-    write_report,
 )
 
 ISA_SETTINGS: Dict[str, Dict[str, str]] = {
@@ -104,16 +103,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         entry["libraries_report"] = probe(switches)
         report["settings"][name] = entry
         print(f"{name}: done", file=sys.stderr, flush=True)
-    report["shape"] = PUBLISHED_NAMES.get(args.shape, args.shape)
-    report["machine"]["load_average_after"] = list(os.getloadavg())
-    report["provenance"] = provenance(
-        model=None, model_note=f"random weights (torch seed 0) of the shape {report['shape']}",
-        data=data_record([data_file(args.test_data, "test")]))
-    report["seconds"] = time.time() - started
-    text = markdown(report)
-    print(text)
-    write_report(report, text, args.json, args.markdown)
-    return report
+    return finish_random_shape_report(report, args, started, markdown)
 
 
 def child(args: argparse.Namespace) -> Dict:

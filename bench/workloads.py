@@ -11,11 +11,13 @@ how to get it.
 """
 import argparse
 import json
+import os
 import shlex
 import sys
+import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -24,7 +26,7 @@ from spacy_elmo.bilm import BiLM, BiLMConfig, batch_char_ids, token_char_ids
 from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN
 from spacy_elmo.io import export_allennlp, load_allennlp
 from spacy_elmo.probes.task_data import DATA_ENV, FETCH, PROJECT_DATA, default_data_dir
-from spacy_elmo.records.provenance import model_record, portable_args
+from spacy_elmo.records.provenance import data_record, model_record, portable_args, provenance
 
 FULL_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 # The published architectures (file names of the AllenNLP downloads), and a tiny one for smoke tests.
@@ -260,3 +262,21 @@ def write_report(report: Dict[str, Any], text: Optional[str], json_path: Optiona
         if path and content is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(content, encoding="utf-8")
+
+
+def finish_random_shape_report(
+    report: Dict[str, Any], args: argparse.Namespace, started: float, markdown: Callable[[Dict[str, Any]], str]
+) -> Dict[str, Any]:
+    """The end of a benchmark of a published shape with random weights on ``--test-data``'s sentences:
+    the load after, the provenance, the seconds it took; the report printed and written
+    (``--json``, ``--markdown``). RETURNS ``report``."""
+    report["shape"] = PUBLISHED_NAMES.get(args.shape, args.shape)
+    report["machine"]["load_average_after"] = list(os.getloadavg())
+    report["provenance"] = provenance(
+        model=None, model_note=f"random weights (torch seed 0) of the shape {report['shape']}",
+        data=data_record([data_file(args.test_data, "test")]))
+    report["seconds"] = time.time() - started
+    text = markdown(report)
+    print(text)
+    write_report(report, text, args.json, args.markdown)
+    return report

@@ -138,7 +138,7 @@ def _backward(ctx, d_out, d_h, d_c):
     cache (a pass over all steps at once would read them from memory again); then the weight
     gradients, one product each over all steps."""
     acts, cells, tanh_cells, hidden, raw_out, out, h0, c0, w_state, w_proj = ctx.saved_tensors
-    sizes, low, dim, (cell_clip, proj_clip) = ctx.sizes, ctx.low, ctx.dim, ctx.clips
+    sizes, low, (cell_clip, proj_clip) = ctx.sizes, ctx.low, ctx.clips
     steps, batch = acts.shape[:2]
     dtype = acts.dtype
     store = hidden.dtype
