@@ -18,7 +18,8 @@ their layers on the batch (the same computation: float32 rounding apart).
 
 Modes: "ours fp32" (``optimize_for_inference``'s default, which chose the fp32 products' routes on
 this machine: the record's ``provenance.fp32_routes``), "ours bf16" (precision "bf16", where the CPU
-has bf16 arithmetic) and "tensorflow fp32" (bilm-tf's graph; its LSTM state is set to zero before
+has bf16 arithmetic), "ours int8" (precision "int8", where its kernel, ``int8_rows``, is built) and
+"tensorflow fp32" (bilm-tf's graph; its LSTM state is set to zero before
 every call, outside the timed span: the graph is stateful). No char cache: every call encodes its
 tokens, as the peer does. Workloads: a batch of ``--batch`` sentences of 20-30 tokens (UD EWT
 test) in one call, and the first ``--single`` of them one sentence a call. Each round runs every
@@ -27,8 +28,9 @@ mode on both workloads, the order rotated between rounds; the ratios are taken r
 
 The roofline: in the same run, each float32 product of the model's batch (LSTM input, recurrent and
 cell-projection products, highways, token projection; at the workload's rows) is timed on every route
-this machine has (``bench/hardware.py``: torch's and oneDNN's), the best route counting, and in
-bfloat16 (torch's ``linear``); the model's mix at those rates gives the fp32 and bf16 product rates,
+this machine has (``bench/hardware.py``: torch's and oneDNN's), the best route counting, in
+bfloat16 (torch's ``linear``) and in int8 (``int8_rows``' kernel, GOP/s); the model's mix at those
+rates gives the fp32, bf16 and int8 product rates,
 against which our effective GFLOP/s (the FLOPs the optimized path does, ``workloads.work_done``, over
 the time) is the roofline ratio.
 
@@ -39,7 +41,8 @@ shape). Over the machine's streaming rate measured in the same run (``bench/band
 best of a few passes of the copy kernel over arrays four times the last-level cache, at the same
 threads), those bytes give the most tokens/s any implementation reading its weights in that dtype
 can reach; the record gives ours and TensorFlow's against it, and what three times TensorFlow's
-rate would need. Defaults take about 10 minutes on a 2-core EPYC.
+rate would need. For int8 every weight counts one byte (its convolutions and token projection stay
+float32: a few percent of the bytes of a call, none of a timestep's). Defaults take about 10 minutes on a 2-core EPYC.
 """
 import argparse
 import copy
@@ -57,7 +60,7 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.fast import optimize_for_inference
+from spacy_elmo.fast import int8_rows, optimize_for_inference
 from spacy_elmo.fast.precision import cpu_has_bf16
 from spacy_elmo.records.provenance import mark_start
 
@@ -91,6 +94,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         models = {"ours fp32": plain}
         if cpu_has_bf16():
             models["ours bf16"] = optimize_for_inference(copy.deepcopy(plain), precision="bf16")
+        if int8_rows.rows_op() is not None:  # int8 on its own kernel (int8_rows), where it is built
+            models["ours int8"] = optimize_for_inference(copy.deepcopy(plain), precision="int8")
         optimize_for_inference(plain)
         batch = char_batch(sentences, config.max_characters_per_token)
         ones = [char_batch([sentence], config.max_characters_per_token) for sentence in singles]
@@ -237,18 +242,25 @@ def product_rates(config: BiLMConfig, batch: Tuple[torch.Tensor, torch.Tensor], 
     work = work_done(config, [batch])
     shapes = model_products(config, work["positions"], work["distinct_tokens"], len(lengths))
     repeats = 1 if quick else 3
-    per_shape, fp32_seconds, bf16_seconds, total = {}, 0.0, 0.0, 0.0
+    per_shape, fp32_seconds, bf16_seconds, int8_seconds, total = {}, 0.0, 0.0, 0.0, 0.0
     for rows, width, out, count in shapes:
         flops = 2.0 * rows * width * out
         rates = {route: flops / best_time(fn, repeats) / 1e9 for route, fn in product_routes(rows, width, out).items()}
         x, weight = torch.randn(rows, width).bfloat16(), torch.randn(out, width).bfloat16()
         rates["bf16"] = flops / best_time(lambda: torch.nn.functional.linear(x, weight), repeats) / 1e9
-        best = max(rate for route, rate in rates.items() if route != "bf16")
+        if int8_rows.rows_op() is not None:
+            x8, packed, y8 = torch.randn(1, rows, width), int8_rows.pack(torch.randn(1, out, width)), torch.empty(1, rows, out)
+            rates["int8"] = flops / best_time(lambda: int8_rows.product(x8, packed, y8), repeats) / 1e9
+        best = max(rate for route, rate in rates.items() if route not in ("bf16", "int8"))
         per_shape[f"{rows}x{width}x{out}"] = {**rates, "count": count}
         fp32_seconds += count * flops / (best * 1e9)
         bf16_seconds += count * flops / (rates["bf16"] * 1e9)
+        int8_seconds += count * flops / (rates["int8"] * 1e9) if "int8" in rates else 0.0
         total += count * flops
-    return {"shapes": per_shape, "fp32_gflop_per_s": total / fp32_seconds / 1e9, "bf16_gflop_per_s": total / bf16_seconds / 1e9}
+    result = {"shapes": per_shape, "fp32_gflop_per_s": total / fp32_seconds / 1e9, "bf16_gflop_per_s": total / bf16_seconds / 1e9}
+    if int8_seconds:
+        result["int8_gop_per_s"] = total / int8_seconds / 1e9
+    return result
 
 
 def roofline(config: BiLMConfig, runs, seconds: Dict[str, List[float]], rates: Dict) -> Dict:
@@ -261,7 +273,8 @@ def roofline(config: BiLMConfig, runs, seconds: Dict[str, List[float]], rates: D
         if name == TENSORFLOW:
             continue
         effective = work["done_flops"] / statistics.median(times) / 1e9
-        product = rates["bf16_gflop_per_s"] if "bf16" in name else rates["fp32_gflop_per_s"]
+        product = (rates["bf16_gflop_per_s"] if "bf16" in name else rates["int8_gop_per_s"] if "int8" in name
+                   else rates["fp32_gflop_per_s"])
         result[name] = {"effective_gflop_per_s": effective, "of_product_rate": effective / product,
                         "nominal_gflop_per_s": work["nominal_flops"] / statistics.median(times) / 1e9}
     return result
@@ -287,12 +300,12 @@ def memory_roof(config: BiLMConfig, singles: Sequence[Sequence[str]], results: D
     positions = [len(s) + 2 for s in singles]  # the boundary tokens run through the LSTMs too
     roof = {"stream_gb_per_s": copy_rate["gb_per_s_best"], "stream": {k: copy_rate[k] for k in ("kernel", "threads", "array_bytes", "gb_per_s_median")},
             "step_weight_mb": {}, "modes": {}}
-    for dtype, itemsize in (("fp32", 4), ("bf16", 2)):
+    for dtype, itemsize in (("fp32", 4), ("bf16", 2), ("int8", 1)):
         read = sum(weight_bytes(config, n, itemsize) for n in positions)
         roof[f"roof_tokens_per_s_{dtype}"] = tokens / (read / rate)
         roof["step_weight_mb"][dtype] = (weight_bytes(config, 3, itemsize) - weight_bytes(config, 2, itemsize)) / 1e6
     for name, entry in results.items():
-        dtype = "bf16" if "bf16" in name else "fp32"
+        dtype = "bf16" if "bf16" in name else "int8" if "int8" in name else "fp32"
         roof["modes"][name] = {"of_roof": entry["tokens_per_s"] / roof[f"roof_tokens_per_s_{dtype}"]}
     if TENSORFLOW in results:
         roof["three_times_tensorflow_of_fp32_roof"] = 3 * results[TENSORFLOW]["tokens_per_s"] / roof["roof_tokens_per_s_fp32"]
@@ -316,7 +329,8 @@ def markdown(report: Dict) -> str:
                          f"{entry['tokens_per_s_max']:,.1f}) | {ratio} |")
     rates, roof = report["rates"], report["roofline"]
     lines += ["", f"Product rates on the model's batch shapes: fp32 {rates['fp32_gflop_per_s']:.1f} GFLOP/s (best route "
-              f"per shape), bf16 {rates['bf16_gflop_per_s']:.1f} GFLOP/s."]
+              f"per shape), bf16 {rates['bf16_gflop_per_s']:.1f} GFLOP/s"
+              + (f", int8 {rates['int8_gop_per_s']:.1f} GOP/s (int8_rows' kernel)." if "int8_gop_per_s" in rates else ".")]
     for name, entry in roof.items():
         if isinstance(entry, dict):
             lines.append(f"- {name}, batch: {entry['effective_gflop_per_s']:.1f} GFLOP/s effective, "
