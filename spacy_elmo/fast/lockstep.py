@@ -212,8 +212,8 @@ def bf16_row_weights(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights)
 
 def bf16_onednn_weights(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> Optional[Tuple[Tuple[torch.Tensor, torch.Tensor], ...]]:
     """Per direction, the recurrent and projection weights' bfloat16 copies prepacked for oneDNN
-    (``prepacked.product``: the products of a batch's timesteps, a fifth to a third faster than
-    ``bmm`` on the same copies at the published shape); None off the CPU or without oneDNN's ops."""
+    (``prepacked.product``: the products of a batch's timesteps, faster than ``bmm`` on the same
+    copies: bench/bench_tf_peer.py's bf16 rows); None off the CPU or without oneDNN's ops."""
     return _bf16_copies(pair, paired)[3]
 
 
