@@ -120,14 +120,15 @@ def _bilm_model(
     batch_size: int,
     max_batch_items: Optional[int],
     trainable: bool,
-    frozen_cache_mb: float,
+    frozen_cache_mb: Optional[float],
     inference: Optional[InferencePlan],
     source: Optional[str] = None,
+    threads: Optional[int] = None,
     **shape: Any,
 ) -> Model[List[Doc], List[ElmoOutput]]:
     """The model of the biLM architectures (their arguments: the shape, the fields of
     ``BiLMConfig``, or ``source``, the name of where the weights come from; the batching;
-    ``inference``: see ``ElmoBiLM``). Its ``replace_listener`` and ``replace_listener_cfg`` attrs
+    ``inference`` and ``threads``: see ``ElmoBiLM``). Its ``replace_listener`` and ``replace_listener_cfg`` attrs
     are spaCy's hooks for ``nlp.replace_listeners`` (spacy-transformers' contract)."""
     config = BiLMConfig(**{**shape, "filters": tuple(tuple(f) for f in shape["filters"])}) if shape else UNLOADED
     model = ElmoBiLM(
@@ -138,6 +139,7 @@ def _bilm_model(
         trainable=trainable,
         frozen_cache_mb=frozen_cache_mb,
         inference=inference,
+        threads=threads,
         serialize_bilm=pack_bilm,
         deserialize_bilm=unpack_bilm,
     )
@@ -201,10 +203,11 @@ def bilm_v3(
     batch_size: int = 128,
     max_batch_items: Optional[int] = 4096,
     trainable: bool = False,
-    frozen_cache_mb: float = 512,
+    frozen_cache_mb: Optional[float] = None,
     optimize: bool = True,
     precision: str = "fp32",
     char_cache_size: int = DEFAULT_CHAR_CACHE_SIZE,
+    threads: int = 0,
 ) -> Model[List[Doc], List[ElmoOutput]]:
     """A character-level biLM that maps Docs to all their biLM layers, loaded from the source it names.
 
@@ -215,9 +218,18 @@ def bilm_v3(
         with the package. The biLM's shape is the source's. The weights are loaded at
         ``nlp.initialize()`` or at the first call, not when the pipeline is built, and saved with
         the pipeline: a saved pipeline loads its own weights, not the source's.
-    The other arguments are those of ``spacy-elmo.BiLM.v2`` (batching, ``trainable``,
-    ``frozen_cache_mb``, and the inference settings ``optimize``, ``precision``,
-    ``char_cache_size``), with its defaults.
+    frozen_cache_mb (Optional[float]): as for ``spacy-elmo.BiLM.v1``, with null (the default): a
+        quarter of the memory available when the cache is first used. A full cache keeps a fixed
+        share of a larger corpus (epochs do not thrash it) and says once, in a warning, the size
+        that would hold every segment it was asked for, at the biLM's bytes a token (the layers x
+        the width x 4: 3 KB for the published small model, 6 KB for medium, 12 KB for original).
+    threads (int): torch threads for the biLM's own calls, set around each and put back after it,
+        so the rest of the process keeps its setting; 0 (the default): one for every 2 million
+        weights a timestep of an LSTM layer reads (5 x dim x projection_dim), at least one, at most
+        the cores the process may use (``layers.torch_threads``): one for the small and shipped
+        biLMs, five for the published original, capped at the cores; forked workers use one.
+    The other arguments are those of ``spacy-elmo.BiLM.v2`` (batching, ``trainable``, and the
+    inference settings ``optimize``, ``precision``, ``char_cache_size``), with its defaults.
     RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
     """
     inference = _inference_plan(
@@ -231,6 +243,7 @@ def bilm_v3(
         frozen_cache_mb=frozen_cache_mb,
         inference=inference,
         source=name,
+        threads=threads,
     )
 
 

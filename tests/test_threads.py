@@ -1,18 +1,29 @@
+"""The old process-wide callback (``threads.py``)."""
+import logging
+
 import pytest
 import torch
 from spacy.language import Language
 from spacy.util import registry
 
 
-def test_set_torch_threads_resolves_from_config_and_sets_threads():
+@pytest.fixture()
+def process_threads():
     before = torch.get_num_threads()
-    try:
-        callback = registry.callbacks.get("spacy-elmo.set_torch_threads.v1")(threads=2)
-        assert callback(Language) is Language
-        assert torch.get_num_threads() == 2
-        registry.callbacks.get("spacy-elmo.set_torch_threads.v1")(threads=0)(Language)
-        assert torch.get_num_threads() == 2  # 0 leaves the setting alone
-    finally:
-        torch.set_num_threads(before)
+    torch.set_num_threads(3)
+    yield 3
+    torch.set_num_threads(before)
+
+
+def test_the_old_process_wide_callback_says_when_it_changes_the_count(caplog, process_threads):
+    callback = registry.callbacks.get("spacy-elmo.set_torch_threads.v1")
+    with caplog.at_level(logging.WARNING, logger="spacy_elmo.threads"):
+        assert callback(threads=3)(Language) is Language
+        assert not caplog.records  # no change, nothing said
+        callback(threads=1)(Language)
+        assert torch.get_num_threads() == 1
+        assert "from 3 to 1" in caplog.text and "before_creation = null" in caplog.text
+        callback(threads=0)(Language)
+        assert torch.get_num_threads() == 1  # 0 leaves the setting alone
     with pytest.raises(ValueError):
-        registry.callbacks.get("spacy-elmo.set_torch_threads.v1")(threads=-1)
+        callback(threads=-1)

@@ -1,11 +1,12 @@
 """A least-recently-used map bounded by the summed cost of its entries: bytes, or 1 an entry.
 
-The frozen biLM's per-segment layers (``layers.bilm_model.FrozenCache``, bounded in bytes) and the
-char-CNN's token encodings (``char_cache.CharCNNCache``, bounded in entries) both keep theirs here.
+The frozen biLM's per-segment layers (``layers.frozen_cache.FrozenCache``, bounded in bytes, which
+decides itself what to admit and evicts through ``oldest`` and ``pop``) and the char-CNN's token
+encodings (``char_cache.CharCNNCache``, bounded in entries) both keep theirs here.
 It takes no lock: a cache shared between threads holds its own around every call.
 """
 from collections import OrderedDict
-from typing import Any, Hashable, Optional, Tuple
+from typing import Any, Hashable, Iterator, Optional, Tuple
 
 
 class LRUCache:
@@ -36,6 +37,17 @@ class LRUCache:
             return None
         self._entries.move_to_end(key)
         return entry[0]
+
+    def oldest(self) -> Iterator[Tuple[Hashable, float]]:
+        """The keys and costs, least recently used first (do not change the map while iterating)."""
+        for key, (_, cost) in self._entries.items():
+            yield key, cost
+
+    def pop(self, key: Hashable) -> None:
+        """Remove the entry under ``key`` (if there is one)."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.cost -= entry[1]
 
     def put(self, key: Hashable, value: Any, cost: float = 1) -> None:
         """Store ``value`` as the most recently used entry (replacing one under ``key``), then evict

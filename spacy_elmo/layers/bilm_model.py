@@ -20,7 +20,8 @@ char-CNN cache and the reduced-precision copies check their own few tensors.)
 
 A frozen biLM's layers depend on nothing but a segment's words, so ``spacy train`` would
 recompute the same layers every epoch and at every dev evaluation: a frozen model keeps them
-in a bounded LRU cache (``FrozenCache``) for training and prediction alike.
+in a bounded cache that epochs cannot thrash (``FrozenCache``), for training and prediction alike
+(so a second timing over the same texts measures the cache, not the biLM).
 """
 import copy
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -38,10 +39,12 @@ from ..fast import forget_derived_weights
 from ..fast.plan import InferencePlan, adopt, prepare_pass
 from .frozen_cache import FrozenCache
 from .segments import doc_segments
+from .torch_threads import resolve_threads, torch_threads
 
 BatchInput = Tuple[np.ndarray, np.ndarray]
 CACHE_ATTR = "frozen_cache"
 INFERENCE_ATTR = "inference"
+THREADS_ATTR = "threads"
 
 
 @serialize_attr.register(InferencePlan)
@@ -63,7 +66,15 @@ def set_inference(model: Model, plan: InferencePlan) -> None:
 
 def apply_inference(model: Model) -> None:
     """Put a model's inference settings into effect now (a prediction does this itself)."""
-    model.attrs[INFERENCE_ATTR].apply(get_bilm(model))
+    with torch_threads(model_threads(model)):
+        model.attrs[INFERENCE_ATTR].apply(get_bilm(model))
+
+
+def model_threads(model: Model) -> Optional[int]:
+    """RETURNS (Optional[int]): the torch threads the biLM's calls run on: the model's ``threads``
+    setting, or where it is 0 the rule of ``torch_threads.threads_for`` for the biLM it holds;
+    None: the process's setting."""
+    return resolve_threads(model.attrs.get(THREADS_ATTR), get_bilm(model).config)
 
 
 def weights_updated(model: Model) -> None:
@@ -86,8 +97,9 @@ def ElmoBiLM(
     batch_size: int,
     max_batch_items: Optional[int],
     trainable: bool,
-    frozen_cache_mb: float = 0,
+    frozen_cache_mb: Optional[float] = 0,
     inference: Optional[InferencePlan] = None,
+    threads: Optional[int] = None,
     serialize_bilm: Optional[Callable[[BiLM], bytes]] = None,
     deserialize_bilm: Optional[Callable[[BiLM, bytes, Any], BiLM]] = None,
 ) -> Model[List[Doc], List[ElmoOutput]]:
@@ -101,14 +113,19 @@ def ElmoBiLM(
         included) per forward pass; a longer segment runs alone.
     trainable (bool): whether gradients flow into the biLM during training. When False,
         training-time forward passes run without a computation graph and backprop is a no-op.
-    frozen_cache_mb (float): megabytes of layers to keep per segment while the biLM is frozen,
-        so that repeated segments (the training set every epoch, the dev set at every
-        evaluation, repeated sentences at prediction) skip the biLM; 0 disables. A hit returns
+    frozen_cache_mb (Optional[float]): megabytes of layers to keep per segment while the biLM is
+        frozen, so that repeated segments (the training set every epoch, the dev set at every
+        evaluation, repeated sentences at prediction) skip the biLM; 0 disables; None: a quarter
+        of the memory available when it is first used (``FrozenCache``). A hit returns
         the stored values (equal to recomputing them to within 1e-5, as with other batch
         mates). Never used while ``trainable`` is True.
     inference (Optional[InferencePlan]): how predictions run; None: the plain computation until
         ``set_inference`` gives a plan (the elmo component does, from its arguments, for a model
         of ``spacy-elmo.BiLM.v1``).
+    threads (Optional[int]): torch threads for the biLM's calls, set around each and put back after
+        it (the rest of the process keeps its own); 0: chosen for the biLM by
+        ``torch_threads.threads_for``; None: the process's setting, as it is (the biLM architectures
+        before ``spacy-elmo.BiLM.v3``).
     serialize_bilm, deserialize_bilm: how ``model.to_bytes``/``from_bytes`` write and read the biLM
         (thinc's ``PyTorchShim`` callbacks; the deserializer returns the module to hold, in any
         shape); None: thinc's own (a pickled state dict, in the shape held).
@@ -119,8 +136,12 @@ def ElmoBiLM(
             f"max_window ({max_window}), batch_size ({batch_size}) and max_batch_items "
             f"({max_batch_items}) must be positive"
         )
-    if frozen_cache_mb < 0:
-        raise ValueError(f"frozen_cache_mb ({frozen_cache_mb}) must be 0 (no cache) or positive")
+    if threads is not None and threads < 0:
+        raise ValueError(f"threads ({threads}) must be 0 (chosen for the model) or positive")
+    if frozen_cache_mb is not None and frozen_cache_mb < 0:
+        raise ValueError(
+            f"frozen_cache_mb ({frozen_cache_mb}) must be 0 (no cache), positive, or null (a share of the memory)"
+        )
     wrapper = PyTorchWrapper_v3(
         bilm,
         convert_inputs=_convert_inputs,
@@ -137,8 +158,9 @@ def ElmoBiLM(
             "batch_size": batch_size,
             "max_batch_items": max_batch_items,
             "trainable": trainable,
-            CACHE_ATTR: FrozenCache(int(frozen_cache_mb * 2**20)),
+            CACHE_ATTR: FrozenCache(None if frozen_cache_mb is None else int(frozen_cache_mb * 2**20)),
             INFERENCE_ATTR: inference if inference is not None else InferencePlan(),
+            THREADS_ATTR: threads,
         },
         dims={"nO": None},
     )
@@ -171,24 +193,27 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
 
 def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[ElmoOutput], Callable]:
     bilm = get_bilm(model)
-    trainable, cache = _prepare_bilm(model, bilm, is_train)
+    threads = model_threads(model)
     segments = [tuple(doc_segments(doc, model.attrs["max_window"])) for doc in docs]
     words = [[token.text for token in doc] for doc in docs]
     flat = [(d, start, end) for d, doc_segs in enumerate(segments) for start, end in doc_segs]
     sentences = [words[d][start:end] for d, start, end in flat]
-    pieces = _cached_pieces(cache, sentences)
-    callbacks = _run_segments(model, sentences, pieces, cache, trainable)
+    with torch_threads(threads):
+        trainable, cache = _prepare_bilm(model, bilm, is_train)
+        pieces = _cached_pieces(cache, sentences)
+        callbacks = _run_segments(model, sentences, pieces, cache, trainable)
     outputs = _doc_outputs(model, segments, pieces)
 
     def backprop(d_layers: Sequence[Floats3d]) -> List[Doc]:
         if not trainable:
             return []
-        for batch, shape, lengths, backprop_batch in callbacks:
-            d_batch = model.ops.alloc(shape, dtype="float32")
-            for row, index in enumerate(batch):
-                d, start, end = flat[index]
-                d_batch[:, row, 1 : lengths[row] - 1] = d_layers[d][:, start:end]
-            backprop_batch(d_batch)
+        with torch_threads(threads):
+            for batch, shape, lengths, backprop_batch in callbacks:
+                d_batch = model.ops.alloc(shape, dtype="float32")
+                for row, index in enumerate(batch):
+                    d, start, end = flat[index]
+                    d_batch[:, row, 1 : lengths[row] - 1] = d_layers[d][:, start:end]
+                backprop_batch(d_batch)
         return []
 
     return outputs, backprop
@@ -203,7 +228,7 @@ def _prepare_bilm(model: Model, bilm: BiLM, is_train: bool) -> Tuple[bool, Optio
     """
     trainable = is_train and model.attrs["trainable"]
     cache: FrozenCache = model.attrs[CACHE_ATTR]
-    use_cache = cache.max_bytes > 0 and not model.attrs["trainable"]
+    use_cache = cache.enabled and not model.attrs["trainable"]
     if not use_cache:
         # a trainable biLM's weights move: what was stored before may be stale
         cache.clear()

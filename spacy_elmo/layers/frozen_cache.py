@@ -1,6 +1,20 @@
 """A frozen biLM's layers per segment, kept across calls: ``spacy train`` would otherwise recompute
-the same layers every epoch and at every dev evaluation (see ``bilm_model.ElmoBiLM``)."""
-from typing import Any, Hashable, Optional, Tuple
+the same layers every epoch and at every dev evaluation (see ``bilm_model.ElmoBiLM``).
+
+Epochs read the corpus in a cycle, reshuffled each time. A cache that evicts its least recently
+used entry to make room for every newcomer keeps, when the corpus is larger than its bound, the
+segments read last, which the next epoch reads at random places: it hits almost never. So a full
+cache admits a newcomer only where it has been looked up at least twice more than each entry it
+would evict (the counts are TinyLFU's, kept per segment and halved after a while so that old
+traffic fades). Within any run of epochs two segments' counts differ by at most one (each is read
+once an epoch), so no epoch moves a segment in or out: the cache keeps a fixed share of the corpus
+and hits about bound / working set of the lookups, while a segment that keeps coming back (the dev
+set at every evaluation, a repeated text at prediction) displaces one that does not.
+"""
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import torch
 from thinc.api import Model
@@ -9,10 +23,23 @@ from thinc.model import deserialize_attr, serialize_attr
 from ..fast.lru import LRUCache
 from ..fast.versions import WeightsVersion
 
+# the share of the memory available when the cache is first used (the biLM's weights loaded by
+# then) that a cache without an explicit bound may take
+AUTO_SHARE = 0.25
+# the bound when the available memory cannot be read
+FALLBACK_BYTES = 512 * 2**20
+# lookups between two halvings of the counts: TinyLFU's sample, ten per stored entry, at least this many
+MIN_SAMPLE = 10_000
+SAMPLE_PER_ENTRY = 10
+# a newcomer replaces an entry looked up at most this many times fewer: epochs never differ by more
+MARGIN = 1
+
 
 class FrozenCache:
-    """Layers of a frozen biLM per segment (key: the segment's words), least recently used
-    evicted first, at most ``max_bytes`` of arrays in all.
+    """Layers of a frozen biLM per segment (key: the segment's words), at most ``max_bytes`` of
+    arrays in all; when full, a newcomer is admitted only in place of entries it has been looked
+    up at least twice more often than (the module's docstring says why), the least recently used
+    considered first.
 
     Entries are valid for one state of the weights: ``check`` empties the cache when the
     module, its submodules' classes (and ``precision``), or any parameter or buffer (identity,
@@ -20,28 +47,54 @@ class FrozenCache:
     ``.data`` or numpy views) need ``clear_frozen_cache``. Stored arrays are never handed out:
     callers get copies. Copies of the cache (``copy.deepcopy``, ``Model.copy``) and serialized
     models start empty.
+
+    The first time a segment the cache turned away comes back, one warning names the size that
+    would hold every distinct segment seen so far, at this biLM's bytes a token.
+
+    bound (Optional[int]): the bound in bytes (0: no cache); None: ``AUTO_SHARE`` of the memory
+        available when the cache is first used (``check``).
     """
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, bound: Optional[int]) -> None:
+        self.bound = bound
         self.hits = 0
         self.misses = 0
-        self._entries = LRUCache(max_bytes)  # each entry costs its arrays' bytes
+        self.refused = 0
+        self._entries = LRUCache(0 if bound is None else bound)  # each entry costs its arrays' bytes
         self._module: Optional[torch.nn.Module] = None
         self._state: Tuple = ()
+        # per segment (by hash: a collision only merges two counts): lookups, tokens
+        self._counts: Dict[int, Tuple[int, int]] = {}
+        self._lookups = 0
+        self._aged = False
+        self._layer_shape: Optional[Tuple[int, int, int]] = None  # layers, width, bytes a value
+        self._warned = False
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def max_bytes(self) -> int:
+        """RETURNS (int): the bound in bytes (with ``bound`` None: 0 until the cache is first used)."""
+        return int(self._entries.max_cost)
+
+    @property
+    def enabled(self) -> bool:
+        """RETURNS (bool): whether the cache stores anything (a bound of 0 turns it off)."""
+        return self.bound is None or self.bound > 0
 
     @property
     def n_bytes(self) -> int:
         return self._entries.cost
 
     def __deepcopy__(self, memo: dict) -> "FrozenCache":
-        return FrozenCache(self.max_bytes)
+        return FrozenCache(self.bound)
 
     def clear(self) -> None:
         self._entries.clear()
+        self._counts.clear()
+        self._lookups = 0
+        self._aged = False
         self._module = None
         self._state = ()
 
@@ -50,6 +103,8 @@ class FrozenCache:
 
         state (WeightsVersion): ``weights_version(module)`` now (the forward pass takes it once).
         """
+        if self.bound is None and not self._entries.max_cost:
+            self._entries.max_cost = int(AUTO_SHARE * available_memory())
         if module is not self._module or state != self._state:
             self.clear()
             self._module = module
@@ -57,23 +112,96 @@ class FrozenCache:
 
     def get(self, key: Hashable) -> Optional[Any]:
         """The stored layers of a segment (the caller must copy them), or None."""
+        seen_before = self._count(key)
         layers = self._entries.get(key)
         if layers is None:
             self.misses += 1
+            if seen_before and self.refused and not self._warned:
+                self._warn_working_set()
             return None
         self.hits += 1
         return layers
 
     def put(self, key: Hashable, layers: Any) -> None:
-        """Store a copy of a segment's layers, evicting the least recently used over the bound."""
-        if key in self._entries or layers.nbytes > self.max_bytes:
+        """Store a copy of a segment's layers if there is room, or if the segment has been looked
+        up at least twice more often than the least recently used entries that make room for it."""
+        cost = layers.nbytes
+        if key in self._entries or cost > self.max_bytes:
             return
-        self._entries.put(key, layers.copy(), layers.nbytes)
+        if self._layer_shape is None and layers.shape[1]:
+            self._layer_shape = (layers.shape[0], layers.shape[2], layers.itemsize)
+        victims = self._victims(cost - (self.max_bytes - self._entries.cost))
+        if victims:
+            lookups = self._lookups_of(key)
+            if any(lookups <= self._lookups_of(victim) + MARGIN for victim in victims):
+                self.refused += 1
+                return
+            for victim in victims:
+                self._entries.pop(victim)
+        self._entries.put(key, layers.copy(), cost)
+
+    def _victims(self, needed: int) -> List[Hashable]:
+        """The least recently used entries whose bytes make ``needed`` bytes of room."""
+        victims: List[Hashable] = []
+        for key, cost in self._entries.oldest():
+            if needed <= 0:
+                break
+            victims.append(key)
+            needed -= cost
+        return victims
+
+    def _lookups_of(self, key: Hashable) -> int:
+        return self._counts.get(hash(key), (0, 0))[0]
+
+    def _count(self, key: Hashable) -> bool:
+        """Count a lookup of ``key``, halving every count once a sample of lookups has been made.
+        RETURNS (bool): whether the key had been looked up before (since its count last faded)."""
+        digest = hash(key)
+        lookups, n_tokens = self._counts.get(digest, (0, len(key)))
+        self._counts[digest] = (lookups + 1, n_tokens)
+        self._lookups += 1
+        if self._lookups >= max(MIN_SAMPLE, SAMPLE_PER_ENTRY * len(self._entries)):
+            self._counts = {d: (n // 2, t) for d, (n, t) in self._counts.items() if n >= 2}
+            self._lookups = 0
+            self._aged = True
+        return lookups > 0
+
+    def _warn_working_set(self) -> None:
+        self._warned = True
+        if self._layer_shape is None:
+            return
+        n_layers, width, itemsize = self._layer_shape
+        per_token = n_layers * width * itemsize
+        tokens = sum(t for _, t in self._counts.values())
+        needed_mb = -(-tokens * per_token // 2**20)
+        at_least = "at least " if self._aged else ""
+        warnings.warn(
+            f"The frozen biLM's layer cache (frozen_cache_mb = {self.max_bytes / 2**20:.4g}) is smaller than the "
+            f"segments it is asked for: it keeps a fixed share of them and recomputes the rest. The "
+            f"{len(self._counts):,} distinct segments seen so far ({tokens:,} tokens) take {at_least}{needed_mb:,} MB "
+            f"at this biLM's {per_token / 1024:.1f} KB a token ({n_layers} layers x {width} values x {itemsize} bytes); "
+            f"frozen_cache_mb = {needed_mb} of [components.NAME.model] would hold them all",
+            stacklevel=2,
+        )
+
+
+def available_memory() -> int:
+    """RETURNS (int): bytes of memory available to new allocations now (Linux's MemAvailable, else
+    the free pages the OS reports), or ``FALLBACK_BYTES / AUTO_SHARE`` where neither can be read."""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.is_file():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    names = os.sysconf_names if hasattr(os, "sysconf_names") else {}
+    if "SC_AVPHYS_PAGES" in names and "SC_PAGE_SIZE" in names:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(FALLBACK_BYTES / AUTO_SHARE)
 
 
 @serialize_attr.register(FrozenCache)
 def _serialize_cache(_: FrozenCache, value: FrozenCache, name: str, model: Model) -> bytes:
-    return serialize_attr(value.max_bytes, value.max_bytes, name, model)
+    return serialize_attr(value.bound, value.bound, name, model)
 
 
 @deserialize_attr.register(FrozenCache)

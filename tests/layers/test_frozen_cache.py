@@ -11,6 +11,7 @@ from spacy_elmo.bilm import BiLM
 from spacy_elmo.fast.precision import reduce_precision
 from spacy_elmo.layers import ElmoBiLM, get_bilm, set_bilm
 from spacy_elmo.layers.bilm_model import CACHE_ATTR, clear_frozen_cache
+from spacy_elmo.layers.frozen_cache import available_memory
 
 from ..conftest import random_bilm
 from ..training_runs import CONFIGS, make_data, train
@@ -82,7 +83,7 @@ def test_hits_equal_fresh_computation_and_are_copies(bilm_rows):
     assert bilm_rows["rows"] == rows + 1 and backprop([o.layers for o in outs]) == []
 
 
-def test_bound_is_respected_least_recently_used_go_first(bilm_rows):
+def test_a_full_cache_keeps_what_it_holds_until_a_segment_comes_back_more_often(bilm_rows):
     bilm = random_bilm()
     docs = _docs(40, length=(5, 6))  # 5 tokens: 3 layers x 5 x 16 floats = 960 bytes each
     model = _model(bilm, cache_mb=10 * 960 / 2**20)
@@ -90,16 +91,62 @@ def test_bound_is_respected_least_recently_used_go_first(bilm_rows):
     for doc in docs:
         model.predict([doc])
         assert cache.n_bytes <= cache.max_bytes
-    assert len(cache) == 10
+    # a scan does not push out what the cache holds: the first ten stay, the rest are turned away
+    assert len(cache) == 10 and cache.refused == 30
     rows = bilm_rows["rows"]
-    model.predict(docs[-10:])
+    model.predict(docs[:10])
     assert bilm_rows["rows"] == rows
+    # a segment looked up twice more than the least recently used entry (docs[0], twice) takes its place
+    with pytest.warns(UserWarning, match="frozen_cache_mb"):
+        for _ in range(3):
+            model.predict(docs[-1:])
+    assert bilm_rows["rows"] == rows + 3 and len(cache) == 10
+    model.predict(docs[-1:] + docs[1:10])
+    assert bilm_rows["rows"] == rows + 3
     model.predict(docs[:1])
-    assert bilm_rows["rows"] == rows + 1
+    assert bilm_rows["rows"] == rows + 4
     # a segment larger than the whole cache is not stored
     [long] = _docs(1, length=(60, 61))
     model.predict([long])
     assert cache.n_bytes <= cache.max_bytes and len(cache) == 10
+
+
+def test_epochs_over_four_times_the_bound_hit_about_a_quarter_and_warn_once_with_the_size(bilm_rows):
+    bilm = random_bilm()
+    docs = _docs(120, seed=3, length=(4, 12))
+    model = _model(bilm, cache_mb=0)
+    working_set = sum(out.layers.nbytes for out in model.predict(docs))
+    tokens = sum(len(doc) for doc in docs)
+    model = _model(bilm, cache_mb=working_set / 4 / 2**20)
+    cache = model.attrs[CACHE_ATTR]
+    rng = np.random.default_rng(0)
+    hits = []
+    with pytest.warns(UserWarning) as caught:
+        for epoch in range(3):
+            order = rng.permutation(len(docs))  # spaCy shuffles the training set every epoch
+            before = cache.hits
+            for start in range(0, len(order), 8):
+                model.begin_update([docs[i] for i in order[start : start + 8]])
+            hits.append((cache.hits - before) / len(docs))
+    assert hits[0] == 0 and hits[1] >= 0.2 and hits[2] >= 0.2
+    assert cache.n_bytes <= cache.max_bytes
+    messages = [str(w.message) for w in caught if "frozen_cache_mb" in str(w.message)]
+    assert len(messages) == 1
+    # it names the corpus it has seen and the bound that would hold it, at this biLM's bytes a token
+    assert f"{len(docs)} distinct segments seen so far ({tokens} tokens)" in messages[0]
+    assert "3 layers x 16 values x 4 bytes" in messages[0]
+    assert f"frozen_cache_mb = {-(-working_set // 2**20)} " in messages[0]
+
+
+def test_without_a_bound_it_takes_a_quarter_of_the_available_memory_when_first_used():
+    bilm = random_bilm()
+    model = _model(bilm, cache_mb=None)
+    cache = model.attrs[CACHE_ATTR]
+    assert cache.enabled and cache.max_bytes == 0  # decided when first used, the weights loaded
+    available = available_memory()
+    model.predict(_docs(3))
+    assert 0.2 * available <= cache.max_bytes <= 0.3 * available and len(cache) == 3
+    assert _model(bilm, cache_mb=None).from_bytes(model.to_bytes()).attrs[CACHE_ATTR].bound is None
 
 
 def test_new_weights_invalidate(bilm_rows):

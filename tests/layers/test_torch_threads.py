@@ -1,0 +1,75 @@
+"""torch's threads for the biLM's own calls (``layers/torch_threads.py``)."""
+import pytest
+import spacy
+import torch
+
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm.config import ORIGINAL, SMALL
+from spacy_elmo.layers import ElmoBiLM
+from spacy_elmo.layers.torch_threads import resolve_threads, threads_for, torch_threads, usable_cores
+from spacy_elmo.pipeline import create_pipeline
+
+from ..conftest import random_bilm
+
+
+@pytest.fixture()
+def threads_in_bilm(monkeypatch):
+    """The torch thread count each BiLM forward pass ran on."""
+    seen = []
+    forward = BiLM.forward
+
+    def recording(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(BiLM, "forward", recording)
+    return seen
+
+
+@pytest.fixture()
+def process_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    yield 3
+    torch.set_num_threads(before)
+
+
+def test_the_rule_gives_small_biLMs_one_thread_and_the_original_five_capped_at_the_cores():
+    assert threads_for(SMALL, cores=16) == 1
+    assert threads_for(ORIGINAL, cores=16) == 5  # 5 x 4096 x 512 weights a step, 2 million a thread
+    assert threads_for(ORIGINAL, cores=2) == 2
+    assert threads_for(ORIGINAL) == min(5, usable_cores())
+    assert resolve_threads(0, ORIGINAL) == threads_for(ORIGINAL) and resolve_threads(3, SMALL) == 3
+    assert resolve_threads(None, ORIGINAL) is None
+    with pytest.raises(ValueError, match="threads"):
+        resolve_threads(-1, SMALL)
+
+
+def test_the_biLM_runs_on_its_own_threads_and_gives_the_process_its_count_back(threads_in_bilm, process_threads):
+    from spacy.tokens import Doc
+    from spacy.vocab import Vocab
+
+    docs = [Doc(Vocab(), words=["a", "small", "test"])]
+    for threads, expected in ((2, 2), (0, 1), (None, process_threads)):
+        model = ElmoBiLM(
+            random_bilm(), max_window=200, batch_size=8, max_batch_items=None, trainable=True,
+            frozen_cache_mb=0, threads=threads,
+        )
+        outputs, backprop = model.begin_update(docs)
+        backprop([out.layers for out in outputs])
+        assert threads_in_bilm[-1] == expected
+        assert torch.get_num_threads() == process_threads
+    with pytest.raises(ValueError, match="threads"):
+        ElmoBiLM(random_bilm(), max_window=200, batch_size=8, max_batch_items=None, trainable=False, threads=-1)
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == process_threads
+
+
+def test_loading_a_pipeline_leaves_the_process_threads_as_they_were(tmp_path, threads_in_bilm, process_threads):
+    nlp = create_pipeline(random_bilm(), config={"model": {"threads": 2}})
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert torch.get_num_threads() == process_threads
+    loaded("Threads stay as the user set them.")
+    assert threads_in_bilm[-1] == 2 and torch.get_num_threads() == process_threads
