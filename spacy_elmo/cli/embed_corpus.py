@@ -5,8 +5,8 @@ from typing import Optional
 import typer
 
 from ..embed.corpus import embed_corpus
-from ..embed.runs import LAYER_CHOICES
-from ..embed.shards import DTYPES
+from ..embed.runs import check_choices
+from ..embed.shards import COMPRESSIONS, DTYPES
 from ._app import app
 from ._vocabulary import MODEL, OPTIONS, WEIGHTS, CommandWithOldSpellings
 
@@ -23,10 +23,11 @@ def embed_corpus_cli(
     options: Optional[Path] = OPTIONS,
     weights: Optional[Path] = WEIGHTS,
     address: Optional[str] = typer.Option(None, "--address", help="'auto', HOST:PORT or ray://HOST:10001; default: a local Ray"),
-    actors: Optional[int] = typer.Option(None, "--actors", min=1, help="actors, each loading the model once; default: one per GPU, or per --cpus-per-actor CPUs"),
-    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1),
-    layers: str = typer.Option("all", "--layers", help="all: every biLM layer; mix: the component's mix"),
-    dtype: str = typer.Option("float32", "--dtype", help="the layers as stored: float32 (default) or float16"),
+    actors: Optional[int] = typer.Option(None, "--actors", min=1, help="actors, each loading the model once; default: one per GPU, else as many as the CPUs allow at --cpus-per-actor each"),
+    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1, help="CPUs and torch threads per actor"),
+    layers: str = typer.Option("all", "--layers", help="all (every biLM layer), mix (the component's mix), top, mean (of all layers), a layer index or a list (0,2)"),
+    dtype: str = typer.Option("float32", "--dtype", help=f"the layers as stored: {', '.join(DTYPES)}"),
+    compression: str = typer.Option("zstd", "--compression", help=f"the Parquet codec: {', '.join(COMPRESSIONS)}"),
     shard_rows: int = typer.Option(500, "--shard-rows", min=1, help="input rows per shard (the unit of resuming)"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="sentences per forward pass; default: 32 per actor CPU, 256 on a GPU"),
     strict_utf8: bool = typer.Option(False, "--strict-utf8", help="stop at a line that is not UTF-8 instead of replacing its bytes and counting it"),
@@ -36,12 +37,12 @@ def embed_corpus_cli(
     """Embed a corpus with Ray Data into Parquet shards; run it again to resume.
 
     The workers read the input where it lies; shards already written and verified (SHA-256 in
-    shard-FFFFF-BBBBB.json) are skipped.
+    _embed-corpus/shard-FFFFF-BBBBB.json) are skipped. The folder reads as a Parquet dataset.
     """
-    if layers not in LAYER_CHOICES:
-        raise typer.BadParameter(f"--layers must be one of {', '.join(LAYER_CHOICES)}")
-    if dtype not in DTYPES:
-        raise typer.BadParameter(f"--dtype must be one of {', '.join(DTYPES)}")
+    try:
+        check_choices(layers=layers, dtype=dtype, compression=compression)
+    except ValueError as err:
+        raise typer.BadParameter(f"--{err}") from None
     if engine not in ("ray", "spark"):
         raise typer.BadParameter("--engine must be ray or spark")
     try:
@@ -49,13 +50,14 @@ def embed_corpus_cli(
             from ..embed.spark import embed_corpus_spark
 
             report = embed_corpus_spark(
-                input, output, model, options=options, weights=weights, master=master, layers=layers, dtype=dtype, shard_rows=shard_rows,
-                batch_size=batch_size, strict_utf8=strict_utf8,
+                input, output, model, options=options, weights=weights, master=master, layers=layers, dtype=dtype,
+                compression=compression, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
             )
         else:
             report = embed_corpus(
                 input, output, model, options=options, weights=weights, address=address, actors=actors, cpus_per_actor=cpus_per_actor,
-                layers=layers, dtype=dtype, shard_rows=shard_rows, batch_size=batch_size, strict_utf8=strict_utf8,
+                layers=layers, dtype=dtype, compression=compression, shard_rows=shard_rows, batch_size=batch_size,
+                strict_utf8=strict_utf8,
             )
     except (ImportError, ValueError, RuntimeError, OSError) as err:
         typer.echo(str(err), err=True)
@@ -71,6 +73,6 @@ def embed_corpus_cli(
     if report.undecodable:
         typer.echo(
             f"{report.undecodable} lines held bytes that are not UTF-8, replaced by U+FFFD "
-            "(counted per shard in shard-*.json; --strict-utf8 stops at the first)", err=True,
+            "(counted per shard in _embed-corpus/shard-*.json; --strict-utf8 stops at the first)", err=True,
         )
 

@@ -14,6 +14,7 @@ every node sees (a shared filesystem).
 
 Ray is imported only here, at run time: ``pip install spacy-elmo[ray]``.
 """
+import json
 import os
 import signal
 import sys
@@ -22,12 +23,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
-from .inputs import CorpusFiles, file_blocks
+from ..io.text_input import BinaryFileError, TextDecodeError
+from .inputs import CorpusFiles, CorpusReadError, file_blocks, open_input
 from .runs import (
     EmbedReport, EmbedSettings, ModelSource, PathLike, check_choices, finished_shards, load_source,
     model_source, open_run, weights_sha256, write_finished,
 )
-from .shards import input_sha256, shard_done, shard_id, shard_key, shard_table, write_shard
+from .shards import LAYOUT, input_sha256, select_columns, shard_done, shard_id, shard_key, shard_table, write_shard, written_shards
 # sentences per forward pass: per CPU an actor has on a CPU cluster, and per actor on a GPU
 BATCH_PER_CPU = 32
 BATCH_PER_GPU = 256
@@ -60,13 +62,14 @@ def load_elmo(model: Union[PathLike, ModelSource]) -> Tuple[Any, Any]:
 def shard_blocks(files: CorpusFiles, index: int, output: Path, *, rows: int, strict: bool, stream: Any = None) -> Iterator[Dict[str, Any]]:
     """One input file's shards as rows for the actors: name, ids, texts and input SHA-256, or, for a
     shard already written and verified, its name with ``done`` set and no texts."""
-    for block, (_, ids, texts, bad) in enumerate(file_blocks(files, index, rows=rows, strict=strict, stream=stream)):
+    for block, (first, ids, texts, bad) in enumerate(file_blocks(files, index, rows=rows, strict=strict, stream=stream)):
         name = shard_id(index, block)
         expected = input_sha256(ids, texts)
         done = shard_done(output, name, expected)
         yield {
             "shard": name, "done": done, "ids": [] if done else [str(i) for i in ids], "texts": [] if done else texts,
             "id_is_int": all(isinstance(i, int) for i in ids), "input_sha256": expected, "undecodable": bad,
+            "file": files.names[index], "first_line": first + 1,
         }
 
 
@@ -82,9 +85,8 @@ def _datasource(files: CorpusFiles, output: Path, *, rows: int, strict: bool) ->
             self.index = {path: i for i, path in enumerate(files.paths)}
 
         def _open_input_source(self, filesystem: Any, path: str, **open_args: Any) -> Any:
-            if files.kind == "parquet":  # Parquet needs random access, not a stream
-                return filesystem.open_input_file(path)
-            return super()._open_input_source(filesystem, path, **open_args)
+            # Parquet needs random access, not a stream; a file that cannot be opened is named
+            return open_input(files, path, files.names[self.index[path]])
 
         def _read_stream(self, f: Any, path: str) -> Iterator[Any]:
             for row in shard_blocks(files, self.index[path], output, rows=rows, strict=strict, stream=f):
@@ -117,11 +119,16 @@ class ShardEmbedder:
         self.output = Path(output)
         self.batch_size = batch_size
         self.written = 0
+        self.columns = select_columns(self.settings.layers, self.elmo.bilm.config.n_output_layers)
         self.metadata = {
+            "spacy_elmo.layout": str(LAYOUT),
             "spacy_elmo.model": self.settings.model,
             "spacy_elmo.weights_sha256": self.settings.weights_sha256,
             "spacy_elmo.layers": self.settings.layers,
+            "spacy_elmo.columns": json.dumps(self.columns),
             "spacy_elmo.dtype": self.settings.dtype,
+            "spacy_elmo.max_window": str(next((node.attrs["max_window"] for node in self.elmo.model.walk()
+                                                if "max_window" in node.attrs), "")),
         }
 
     def __call__(self, batch: Any) -> Dict[str, List[Any]]:
@@ -138,11 +145,11 @@ class ShardEmbedder:
         ids = [int(i) for i in item["ids"]] if item["id_is_int"] else item["ids"]
         self._forget()
         table, tokens = shard_table(
-            self.elmo, ids, item["texts"], layers=self.settings.layers, dtype=self.settings.dtype,
-            batch_size=self.batch_size, metadata=self.metadata,
+            self.elmo, ids, item["texts"], columns=self.columns, dtype=self.settings.dtype, batch_size=self.batch_size,
+            metadata=self.metadata, file=item["file"], first_line=item["first_line"], nlp=self.nlp,
         )
-        write_shard(self.output, item["shard"], table, rows=len(ids), tokens=tokens,
-                    input_sha256=item["input_sha256"], undecodable=item["undecodable"])
+        write_shard(self.output, item["shard"], table, rows=len(ids), tokens=tokens, input_sha256=item["input_sha256"],
+                    undecodable=item["undecodable"], compression=self.settings.compression, file=item["file"])
         self.written += 1
         self._kill_if_planned()
         return {"shard": item["shard"], "written": 1, "rows": len(ids), "tokens": tokens, "undecodable": item["undecodable"]}
@@ -196,17 +203,17 @@ def cluster_sizing(resources: Dict[str, float], *, actors: Optional[int], cpus_p
                    batch_size: Optional[int]) -> Tuple[int, int, int]:
     """Actors, GPUs per actor and batch size for a cluster's resources (``ray.cluster_resources()``).
 
-    With GPUs: one actor per GPU, ``BATCH_PER_GPU`` sentences a batch. Without: one actor per
-    ``cpus_per_actor`` CPUs, one CPU kept for the driver and Ray where the cluster has more than
-    one actor's worth, ``BATCH_PER_CPU`` sentences per CPU of an actor. Given values are kept.
+    With GPUs: one actor per GPU, ``BATCH_PER_GPU`` sentences a batch. Without: as many actors of
+    ``cpus_per_actor`` CPUs as the cluster's CPUs allow (none kept for the driver and Ray, whose
+    share is small beside an actor's: it lists files and gathers counts), ``BATCH_PER_CPU``
+    sentences per CPU of an actor. Given values are kept.
     RETURNS (Tuple[int, int, int]): actors, GPUs per actor (0 or 1), batch size.
     """
     gpus = int(resources.get("GPU", 0))
     cpus = int(resources.get("CPU", 1))
     if gpus:
         return actors or gpus, 1, batch_size or BATCH_PER_GPU
-    spare = cpus - 1 if cpus > cpus_per_actor else cpus
-    return actors or max(1, spare // cpus_per_actor), 0, batch_size or BATCH_PER_CPU * cpus_per_actor
+    return actors or max(1, cpus // cpus_per_actor), 0, batch_size or BATCH_PER_CPU * cpus_per_actor
 
 
 def embed_corpus(
@@ -221,6 +228,7 @@ def embed_corpus(
     cpus_per_actor: int = 1,
     layers: str = "all",
     dtype: str = "float32",
+    compression: str = "zstd",
     shard_rows: int = 500,
     batch_size: Optional[int] = None,
     strict_utf8: bool = False,
@@ -240,8 +248,10 @@ def embed_corpus(
         process is used as it is.
     actors (Optional[int]): actors in the pool; None: sized to the cluster (``cluster_sizing``).
     cpus_per_actor (int): CPUs and torch threads per actor.
-    layers (str): "all" (every layer) or "mix" (the component's mix).
-    dtype (str): "float32" or "float16", the layers as stored.
+    layers (str): "all" (every layer), "mix" (the component's mix), "top", "mean" (of all layers),
+        a layer index or a comma-separated list of them (``shards.select_columns``).
+    dtype (str): "float32", "float16" or "bfloat16", the layers as stored.
+    compression (str): the Parquet codec (``shards.COMPRESSIONS``; zstd by default).
     shard_rows (int): input rows per shard, the unit of resuming.
     batch_size (Optional[int]): sentences per forward pass; None: sized to the cluster.
     strict_utf8 (bool): refuse a line that is not UTF-8 (the run stops, naming file and line)
@@ -250,12 +260,13 @@ def embed_corpus(
     progress (Optional[Callable]): called after each shard as ``print_progress``; None: silent.
     RETURNS (EmbedReport): shards skipped and written, rows, tokens and undecodable lines, seconds.
     """
-    check_choices(layers=layers, dtype=dtype)
+    check_choices(layers=layers, dtype=dtype, compression=compression)
     if shard_rows < 1 or cpus_per_actor < 1 or (actors is not None and actors < 1) or (batch_size is not None and batch_size < 1):
         raise ValueError("shard_rows, actors, cpus_per_actor and batch_size must be >= 1")
     start = time.perf_counter()
     model = model_source(model, options=options, weights=weights)
-    files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows)
+    files, output, settings = open_run(input, output, model, layers=layers, dtype=dtype, shard_rows=shard_rows,
+                                       compression=compression)
     done_before = finished_shards(output, settings, files)
     if done_before is not None:  # a finished run, its input unchanged and its shards verified: no Ray at all
         return EmbedReport(done_before, done_before, 0, 0, 0, 0, 0, 0, time.perf_counter() - start)
@@ -300,21 +311,37 @@ def embed_corpus(
             if progress is not None:
                 progress(seen, written, rows, tokens, time.perf_counter() - start)
         skipped = seen - written
-        write_finished(output, settings, files, blocks)
+        if seen:
+            write_finished(output, settings, files, blocks)
     except Exception as err:
-        raise RuntimeError(
-            f"embed-corpus stopped ({_first_cause(err)}); {len(list(output.glob('shard-*.json')))} shards are "
-            f"written under {output}: run the same command again to do the rest"
-        ) from err
+        raise stopped(err, output) from None
     finally:
         if started_here:
             ray.shutdown()
+    if not seen:  # as every command given nothing to read: say so and fail
+        raise ValueError(f"{input}: nothing to embed: the input files hold no lines")
     return EmbedReport(seen, skipped, written, rows, tokens, undecodable, actors, batch_size, time.perf_counter() - start)
 
 
-def _first_cause(err: BaseException) -> str:
-    """What stopped a run, from the innermost error a Ray task raised (its message's first line)."""
+# what a rerun of the same command meets again until the input or the folder is changed
+INPUT_ERRORS = (CorpusReadError, TextDecodeError, BinaryFileError, ValueError)
+
+
+class EmbedStopped(RuntimeError):
+    """A run that stopped: one line saying why, what is kept, and what to do."""
+
+
+def stopped(err: BaseException, output: Path) -> EmbedStopped:
+    """The one-line error of a run stopped by ``err`` (on Ray, the innermost error a task raised):
+    an input that cannot be read is named, to fix or remove before the rerun; anything else (a
+    killed worker, a lost node) is for a plain rerun."""
     while getattr(err, "cause", None) is not None and err.cause is not err:
         err = err.cause
-    message = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {message[0] if message else ''}"
+    lines = str(err).strip().splitlines()
+    kept = len(written_shards(output))
+    message = lines[0] if lines else type(err).__name__
+    if isinstance(err, INPUT_ERRORS):
+        return EmbedStopped(f"embed-corpus stopped: {message}; {kept} shards written under {output} are kept: fix "
+                            "or remove that input and run the same command again")
+    return EmbedStopped(f"embed-corpus stopped ({type(err).__name__}: {message}); {kept} shards are written under "
+                        f"{output}: run the same command again to do the rest")

@@ -106,12 +106,30 @@ def resolve_inputs(spec: str) -> CorpusFiles:
     )
 
 
+class CorpusReadError(ValueError):
+    """An input file that cannot be read to its end (a truncated or damaged archive, a read error)."""
+
+
+def _read(stream: Any, name: str, lines: int) -> bytes:
+    """The next chunk of ``stream``; a failed read raises CorpusReadError naming the file and the
+    lines read whole before it (a truncated ``.gz`` fails here, in the codec)."""
+    from pyarrow import ArrowException
+
+    try:
+        return stream.read(READ_CHUNK)
+    except (OSError, EOFError, ArrowException) as err:
+        raise CorpusReadError(
+            f"{name}: cannot be read past line {lines} ({type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else 'read failed'})"
+        ) from None
+
+
 def _lines(stream: Any, name: str) -> Iterator[bytes]:
     """The ``\\n``-separated lines of a binary stream, read a chunk at a time (a trailing ``\\r`` dropped);
-    a binary file (a NUL byte in its first block, as ``io.text_input`` tells) is refused by ``name``."""
-    pending, first = b"", True
+    a binary file (a NUL byte in its first block, as ``io.text_input`` tells) is refused by ``name``,
+    and one that cannot be read to its end raises CorpusReadError naming it."""
+    pending, first, count = b"", True, 0
     while True:
-        chunk = stream.read(READ_CHUNK)
+        chunk = _read(stream, name, count)
         if not chunk:
             break
         if first and b"\0" in chunk[:BINARY_PROBE]:
@@ -121,6 +139,7 @@ def _lines(stream: Any, name: str) -> Iterator[bytes]:
         pieces = (pending + chunk).split(b"\n")
         pending = pieces.pop()
         for piece in pieces:
+            count += 1
             yield piece[:-1] if piece.endswith(b"\r") else piece
     if pending:
         yield pending[:-1] if pending.endswith(b"\r") else pending
@@ -152,7 +171,12 @@ def parquet_blocks(source: Any, *, name: str, rows: int) -> Iterator[Tuple[int, 
     ids from its ``id`` column, else ``name:row`` (rows from 1); a null text is an empty line."""
     import pyarrow.parquet as pq
 
-    handle = pq.ParquetFile(source)
+    from pyarrow import ArrowException
+
+    try:
+        handle = pq.ParquetFile(source)
+    except (OSError, ArrowException) as err:
+        raise CorpusReadError(f"{name}: not a Parquet file that can be read ({type(err).__name__}: {err})") from None
     names = handle.schema_arrow.names
     if "text" not in names:
         raise ValueError(f"{name}: a Parquet input needs a 'text' column (it has {names})")
@@ -164,6 +188,19 @@ def parquet_blocks(source: Any, *, name: str, rows: int) -> Iterator[Tuple[int, 
         first += len(texts)
 
 
+def open_input(files: CorpusFiles, path: str, name: str) -> Any:
+    """One input file opened for reading: Parquet for random access, text as a stream decompressed
+    by its suffix (.gz, .bz2, .zst, ...); one that cannot be opened raises CorpusReadError naming it."""
+    from pyarrow import ArrowException
+
+    try:
+        if files.kind == "parquet":
+            return files.filesystem.open_input_file(path)
+        return files.filesystem.open_input_stream(path, compression="detect")
+    except (OSError, ArrowException) as err:
+        raise CorpusReadError(f"{name}: cannot be opened ({type(err).__name__}: {err})") from None
+
+
 def file_blocks(files: CorpusFiles, index: int, *, rows: int, strict: bool, stream: Optional[Any] = None) -> Iterator[Tuple[int, List[Any], List[str], int]]:
     """Blocks of one input file, opened here unless ``stream`` is given (Ray Data opens its own).
 
@@ -171,13 +208,11 @@ def file_blocks(files: CorpusFiles, index: int, *, rows: int, strict: bool, stre
     RETURNS (Iterator): as ``text_blocks``.
     """
     path, name = files.paths[index], files.names[index]
-    if files.kind == "parquet":
-        source = stream if stream is not None else files.filesystem.open_input_file(path)
-        yield from parquet_blocks(source, name=name, rows=rows)
-        return
     if stream is None:
-        # pyarrow infers the codec from the suffix (.gz, .bz2, .zst, ...)
-        stream = files.filesystem.open_input_stream(path, compression="detect")
+        stream = open_input(files, path, name)
+    if files.kind == "parquet":
+        yield from parquet_blocks(stream, name=name, rows=rows)
+        return
     with stream:
         yield from text_blocks(stream, name=name, rows=rows, strict=strict)
 

@@ -2,29 +2,42 @@
 written or checked before any shard, the report it ends with, and the record of a finished run
 that lets a rerun with nothing left to do return without starting a cluster.
 
-``embed-corpus.json`` holds the settings the shards depend on; a rerun into the same folder must
-have the same. ``embed-corpus-finished.json`` is written when a run has seen every shard of every
-input file: those settings, each file's name, size and modification time, and each file's number
-of shards. A rerun whose input files still have those sizes and times, and whose shards all still
-have the SHA-256 their JSON records, is done without reading the input (``finished_shards``); any
-difference sends it through the engine, where each shard is checked against its input rows.
+The bookkeeping lies in the folder's ``_embed-corpus`` subfolder, which Parquet readers skip.
+``settings.json`` holds the settings the shards depend on and the input files' names and sizes; a
+rerun into the same folder must have the same settings, and its input may differ from the listing
+only where no shard was made from what changed: a file that was removed (or renamed away) before
+any of its shards was written leaves the others in place (their shards are renumbered to the new
+listing), so a run stopped by a file it could not read continues once that file is fixed or gone.
+``finished.json`` is written when a run has seen every shard of every input file: those settings,
+each file's name, size and modification time, and each file's number of shards. A rerun whose input
+files still have those sizes and times, and whose shards all still have the SHA-256 their JSON
+records, is done without reading the input (``finished_shards``); any difference sends it through
+the engine, where each shard is checked against its input rows. A folder of the earlier layout
+(bookkeeping beside the shards, layers as lists of vectors) is refused with what to do.
 """
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from ..files import write_atomic
 from .inputs import CorpusFiles, resolve_inputs
-from .shards import DTYPES, shard_id, shard_verified
+from .shards import (
+    COMPRESSIONS, DTYPES, LAYOUT, RECORDS, check_layers, record_path, select_columns, shard_id, shard_key, shard_name,
+    shard_verified, written_shards,
+)
 
 PathLike = Union[str, Path]
-LAYER_CHOICES = ("all", "mix")
-SETTINGS_NAME = "embed-corpus.json"
+SETTINGS_NAME = f"{RECORDS}/settings.json"
 DEFAULT_MODEL = "en_small"
-FINISHED_NAME = "embed-corpus-finished.json"
+FINISHED_NAME = f"{RECORDS}/finished.json"
 FORMAT = "spacy-elmo.embed-corpus"
+# the earlier layout's settings, beside the shards
+EARLIER_SETTINGS = "embed-corpus.json"
+# what may differ from the folder's settings where no shard was made from the difference
+INPUT_KEYS = ("files", "files_sha256", "inputs")
 
 
 @dataclass(frozen=True)
@@ -33,10 +46,11 @@ class EmbedSettings:
 
     model (str): the model's name (a published name, or the directory's name).
     weights_sha256 (str): SHA-256 of the weights as safetensors.
-    layers (str): "all" or "mix".
-    dtype (str): "float32" or "float16".
+    layers (str): as given: all, mix, top, mean, an index or a list (``shards.select_columns``).
+    dtype (str): "float32", "float16" or "bfloat16".
     shard_rows (int): input rows per shard.
     files (int): input files. files_sha256 (str): SHA-256 of their names and sizes.
+    compression (str): the Parquet codec.
     """
 
     model: str
@@ -46,6 +60,7 @@ class EmbedSettings:
     shard_rows: int
     files: int
     files_sha256: str
+    compression: str = "zstd"
 
 
 @dataclass(frozen=True)
@@ -119,43 +134,88 @@ def load_source(source: ModelSource) -> Any:
     return resolve_bilm(source.path, options=source.options, weights=source.weights)
 
 
-def check_choices(*, layers: str, dtype: str) -> None:
-    """Refuse a layer selection or a dtype that no engine writes."""
-    if layers not in LAYER_CHOICES:
-        raise ValueError(f"layers must be one of {LAYER_CHOICES}, not {layers!r}")
+def check_choices(*, layers: str, dtype: str, compression: str = "zstd") -> None:
+    """Refuse a layer selection, a dtype or a codec that no engine writes."""
+    check_layers(layers)
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, not {dtype!r}")
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
 
 
 def open_run(
-    input: PathLike, output: PathLike, model: Union[PathLike, ModelSource], *, layers: str, dtype: str, shard_rows: int
+    input: PathLike, output: PathLike, model: Union[PathLike, ModelSource], *, layers: str, dtype: str, shard_rows: int,
+    compression: str = "zstd",
 ) -> Tuple[CorpusFiles, Path, EmbedSettings]:
     """What every engine does first: list the input, make the output folder, and write this run's
-    settings there, or check them against those already there.
+    settings there, or check them against those already there (and renumber the shards where files
+    without shards left the input: ``_follow_inputs``).
 
     RETURNS (Tuple[CorpusFiles, Path, EmbedSettings]): the input files, the output folder, the settings.
     """
     model = model_source(model)
     files = resolve_inputs(str(input))
+    if not any(files.sizes):
+        raise ValueError(f"{input}: nothing to embed: {'the file is' if len(files.sizes) == 1 else 'every input file is'} empty")
     output = Path(output).resolve()
-    output.mkdir(parents=True, exist_ok=True)
+    if (output / EARLIER_SETTINGS).is_file():
+        raise ValueError(
+            f"{output}: a folder of an earlier embed-corpus (its records beside the shards, which pandas and pyarrow "
+            f"cannot read as a dataset); embed into a new --output (spacy_elmo.embed.read_shards still reads this one)"
+        )
+    bilm = load_source(model)
+    select_columns(layers, bilm.config.n_output_layers)  # an index the model does not have is refused here
     settings = EmbedSettings(
-        model=model.name, weights_sha256=weights_sha256(load_source(model)), layers=layers, dtype=dtype,
-        shard_rows=shard_rows, files=len(files.paths), files_sha256=files.sha256,
+        model=model.name, weights_sha256=weights_sha256(bilm), layers=layers, dtype=dtype,
+        shard_rows=shard_rows, files=len(files.paths), files_sha256=files.sha256, compression=compression,
     )
+    (output / RECORDS).mkdir(parents=True, exist_ok=True)
     path = output / SETTINGS_NAME
-    record = {"format": FORMAT, **asdict(settings)}
+    record = {"format": FORMAT, "layout": LAYOUT, **asdict(settings), "inputs": [list(f) for f in zip(files.names, files.sizes)]}
     if path.is_file():
         found = json.loads(path.read_text(encoding="utf-8"))
-        differ = sorted(key for key in record if found.get(key) != record[key])
+        differ = sorted(key for key in record if key not in INPUT_KEYS and found.get(key) != record[key])
         if differ:
             raise ValueError(
-                f"{path}: shards there were made with other settings or input files ({', '.join(differ)}); "
+                f"{path}: shards there were made with other settings ({', '.join(differ)}); "
                 "give a new --output folder, or delete this one"
             )
-    else:
-        write_atomic(path, json.dumps(record, indent=2).encode("utf-8"))
+        if found.get("inputs") != record["inputs"]:
+            _follow_inputs(output, [tuple(f) for f in found.get("inputs") or []], files)
+    write_atomic(path, json.dumps(record, indent=2).encode("utf-8"))
     return files, output, settings
+
+
+def _follow_inputs(output: Path, before: List[Tuple[str, int]], files: CorpusFiles) -> None:
+    """Renumber the written shards from the input listing ``before`` to ``files``'s, where each of
+    them was made from a file still in the input (found by name; a changed one is checked row by row
+    by the engine). Raises ValueError naming a file that left the input after shards were made from it."""
+    index_now = {name: i for i, name in enumerate(files.names)}
+    moves: Dict[str, str] = {}
+    for shard in written_shards(output):
+        index, block = shard_key(shard)
+        name = before[index][0] if index < len(before) else None
+        if name not in index_now:
+            stem = shard_name(shard).rsplit("-", 1)[0]
+            raise ValueError(
+                f"{output}: shards were made from {name or f'input file {index}'}, which is no longer in the input; "
+                f"delete {stem}-*.parquet and {RECORDS}/{stem}-*.json there to go on without it, or give a new --output"
+            )
+        if index_now[name] != index:
+            moves[shard] = shard_id(index_now[name], block)
+    # in two steps, so that a shard never takes the name of one not yet moved
+    for step in ("to", "from"):
+        for old, new in moves.items():
+            staged = output / f".moving-{new}.parquet"
+            staged_record = output / RECORDS / f".moving-{new}.json"
+            if step == "to":
+                os.replace(output / f"{shard_name(old)}.parquet", staged)
+                os.replace(record_path(output, old), staged_record)
+                continue
+            record = json.loads(staged_record.read_text(encoding="utf-8"))
+            write_atomic(record_path(output, new), json.dumps({**record, "shard": new}, indent=1).encode("utf-8"))
+            staged_record.unlink()
+            os.replace(staged, output / f"{shard_name(new)}.parquet")
 
 
 def _finished_record(settings: EmbedSettings, files: CorpusFiles) -> Optional[Dict[str, Any]]:

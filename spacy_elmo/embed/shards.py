@@ -1,18 +1,30 @@
 """The files of an embedded corpus: the Parquet shards ``embed_corpus`` writes and reads back (one
 shard's table, its name, writing it whole, verifying it on a rerun).
 
-A shard is ``shard-FFFFF-BBBBB.parquet`` (block B of input file F) and ``shard-FFFFF-BBBBB.json``
-(its row and token counts, lines that were not UTF-8, the SHA-256 of its input rows and of the
-file). A number takes five digits up to 99999; a larger one is its digits after the letter that
-counts them (``f`` for six, ``g`` for seven, ...: ``f100000``), so that names sort in input order
-at any size and the five-digit names of earlier runs stay what they were. Each Parquet row holds ``id``, ``tokens``, ``token_start`` and
-``token_end`` (character offsets in the line), and either ``layer_0`` ... ``layer_L`` or ``mix``,
-each a list of per-token float16 or float32 vectors.
+The output folder is a Parquet dataset: ``pd.read_parquet(folder)``,
+``pyarrow.dataset.dataset(folder)`` and Spark read the shards ``shard-FFFFF-BBBBB.parquet`` (block B
+of input file F) and skip the bookkeeping, which lies in the subfolder ``_embed-corpus`` (readers
+leave out names that start with ``_`` or ``.``): the run's settings, the record of a finished run,
+and one JSON record a shard (its row and token counts, lines that were not UTF-8, the SHA-256 of its
+input rows and of the file). A number takes five digits up to 99999; a larger one is its digits
+after the letter that counts them (``f`` for six, ``g`` for seven, ...: ``f100000``), so that names
+sort in input order at any size.
+
+Each Parquet row is one input line: ``id`` (``FILE:LINE``, or a Parquet input's own id), ``file``
+and ``line`` (from 1), ``tokens``, ``token_start`` and ``token_end`` (character offsets in the
+line), ``sentence_starts`` (the token where each sentence begins: ``[0]`` where the pipeline splits
+none) and ``window_starts`` (the token where each run of the biLM begins: a sentence, or a window
+of ``max_window`` tokens of a longer one), and the stored layers, one column each (``layer_J``,
+``mean`` or ``mix``: ``select_columns``), each the line's (n_tokens, width) vectors flattened, so that
+``np.asarray(row.layer_2).reshape(-1, width)`` gives them back (``width``: the metadata's
+``spacy_elmo.width``). bfloat16, which Parquet
+has no type for, is stored as its 16 bits (uint16): ``(cell.astype(np.uint32) << 16).view(np.float32)``
+gives the float32 values. The schema's metadata holds the model, its weights' SHA-256, the layers,
+the dtype, the width and the component's mix (``spacy_elmo.*``).
 """
 import hashlib
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -21,8 +33,13 @@ import numpy as np
 from ..files import file_sha256, write_atomic
 
 PathLike = Union[str, Path]
-DTYPES = {"float32": np.float32, "float16": np.float16}
+DTYPES = ("float32", "float16", "bfloat16")
+# Parquet codecs; zstd (with the floats' bytes split into streams) is the default: results/bench/*/embed-sizing.json
+COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
 PLAIN_DIGITS = 5
+RECORDS = "_embed-corpus"
+LAYOUT = 2
+LAYER_WORDS = ("all", "mix", "top", "mean")
 
 
 def whitespace_tokens(text: str) -> Tuple[List[str], List[int], List[int]]:
@@ -38,40 +55,133 @@ def whitespace_tokens(text: str) -> Tuple[List[str], List[int], List[int]]:
     return tokens, starts, ends
 
 
-def shard_table(
-    elmo: Any, ids: Sequence[Any], texts: Sequence[str], *, layers: str, dtype: str, batch_size: int, metadata: Dict[str, str]
-) -> Tuple[Any, int]:
-    """One shard's rows as an Arrow table: the per-batch work, the same on Ray or on Spark.
+def check_layers(layers: str) -> None:
+    """Refuse a ``--layers`` value outside the vocabulary (all, mix, top, mean, an index, a
+    comma-separated list of indices), before any model is loaded."""
+    if layers in LAYER_WORDS:
+        return
+    parts = [part.strip() for part in str(layers).split(",")]
+    if not all(part.lstrip("-").isdigit() for part in parts):
+        raise ValueError(f"layers must be all, mix, top, mean, a layer index or a list of them (0,2), not {layers!r}")
 
-    elmo (Elmo): the component (its pipeline's vocab makes the Docs).
-    RETURNS (Tuple[pyarrow.Table, int]): the table and its number of tokens.
+
+def select_columns(layers: str, n_layers: int) -> List[str]:
+    """The columns ``layers`` stores for a model of ``n_layers`` output layers: ``layer_J`` for each
+    layer (all; top: the last; an index or a list, negative ones from the top), or ``mean`` (of all
+    layers, equal weights) or ``mix`` (the component's own mix).
+
+    RETURNS (List[str]): in storing order; raises ValueError for an index the model does not have.
     """
-    import pyarrow as pa
+    check_layers(layers)
+    if layers in ("mix", "mean"):
+        return [layers]
+    if layers == "all":
+        return [f"layer_{j}" for j in range(n_layers)]
+    if layers == "top":
+        return [f"layer_{n_layers - 1}"]
+    columns = []
+    for part in str(layers).split(","):
+        index = int(part)
+        if not -n_layers <= index < n_layers:
+            raise ValueError(f"layers {layers!r}: this model has {n_layers} layers (0 to {n_layers - 1}; -1 = top)")
+        column = f"layer_{index % n_layers}"
+        if column not in columns:
+            columns.append(column)
+    return columns
+
+
+def layer_column(output: Any, column: str) -> np.ndarray:
+    """One stored column's (n_tokens, width) float32 values of a Doc's ``ElmoOutput``."""
+    if column == "mix":
+        return output.mixed
+    if column == "mean":
+        return output.layers.mean(axis=0)
+    return output.layers[int(column[len("layer_"):])]
+
+
+def stored_values(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values as stored: float32, float16, or bfloat16's 16 bits as uint16 (rounded to
+    nearest even, as torch rounds)."""
+    if dtype == "bfloat16":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    return values.astype(np.float32 if dtype == "float32" else np.float16, copy=False)
+
+
+def float_values(cell: Any, dtype: str) -> np.ndarray:
+    """A stored cell's values (a flat array) back as float32."""
+    values = np.asarray(cell)
+    if dtype == "bfloat16":
+        return (values.astype(np.uint32) << 16).view(np.float32)
+    return values.astype(np.float32, copy=False)
+
+
+def mix_record(output: Any) -> Dict[str, Any]:
+    """The component's mix as the metadata records it: the softmax weights, gamma, and whether each
+    layer's mean is taken off first (the model's vector setting)."""
+    from ..bilm.scalar_mix import softmax_weights
+
+    return {"weights": [float(w) for w in softmax_weights(output.mix_weights, output.n_layers)], "gamma": float(output.gamma),
+            "centered": output.layer_means is not None}
+
+
+def line_docs(nlp: Any, elmo: Any, texts: Sequence[str], batch_size: int) -> Tuple[List[Any], List[Tuple[List[str], List[int], List[int]]]]:
+    """The Docs of a shard's lines, whitespace-tokenized, through the pipeline's components up to and
+    including ``elmo`` (a sentence splitter before it makes the biLM run sentence by sentence).
+
+    RETURNS: the Docs and each line's (tokens, starts, ends).
+    """
     from spacy.tokens import Doc
 
     split = [whitespace_tokens(text) for text in texts]
-    docs = [Doc(elmo.vocab, words=tokens) for tokens, _, _ in split]
-    outputs = [doc._.elmo for doc in elmo.pipe(docs, batch_size=batch_size)]
+    docs: Any = (Doc(elmo.vocab, words=tokens) for tokens, _, _ in split)
+    for _, pipe in nlp.pipeline if nlp is not None else [(None, elmo)]:
+        docs = pipe.pipe(docs, batch_size=batch_size)
+        if pipe is elmo:
+            break
+    return list(docs), split
+
+
+def shard_table(
+    elmo: Any, ids: Sequence[Any], texts: Sequence[str], *, columns: Sequence[str], dtype: str, batch_size: int,
+    metadata: Dict[str, str], file: str = "", first_line: int = 1, nlp: Any = None,
+) -> Tuple[Any, int]:
+    """One shard's rows as an Arrow table: the per-batch work, the same on Ray or on Spark.
+
+    elmo (Elmo): the component (its pipeline's vocab makes the Docs). columns (Sequence[str]): the
+    layer columns (``select_columns``). file (str), first_line (int): the input file's name and the
+    shard's first line number (from 1). nlp (Optional[Language]): the pipeline whose components before
+    ``elmo`` run first.
+    RETURNS (Tuple[pyarrow.Table, int]): the table and its number of tokens.
+    """
+    import pyarrow as pa
+
+    docs, split = line_docs(nlp, elmo, texts, batch_size)
+    outputs = [doc._.elmo for doc in docs]
+    lengths = [len(tokens) for tokens, _, _ in split]
     width = outputs[0].width
-    offsets = pa.array(np.cumsum([0] + [len(tokens) for tokens, _, _ in split]), type=pa.int32())
+    offsets = pa.array(np.cumsum([0] + [n * width for n in lengths]), type=pa.int64())
 
-    def per_token(arrays: List[np.ndarray]) -> Any:
-        values = np.concatenate([a.reshape(-1) for a in arrays]).astype(DTYPES[dtype], copy=False)
-        return pa.ListArray.from_arrays(offsets, pa.FixedSizeListArray.from_arrays(pa.array(values), width))
+    def flat(column: str) -> Any:
+        values = np.concatenate([layer_column(output, column).reshape(-1) for output in outputs])
+        return pa.LargeListArray.from_arrays(offsets, pa.array(stored_values(values, dtype)))
 
-    columns = {
+    table = {
         "id": pa.array(list(ids)),
+        "file": pa.array([file] * len(ids), type=pa.string()),
+        "line": pa.array(range(first_line, first_line + len(ids)), type=pa.int64()),
         "tokens": pa.array([tokens for tokens, _, _ in split], type=pa.list_(pa.string())),
         "token_start": pa.array([starts for _, starts, _ in split], type=pa.list_(pa.int32())),
         "token_end": pa.array([ends for _, _, ends in split], type=pa.list_(pa.int32())),
+        "sentence_starts": pa.array([[s.start for s in doc.sents] if doc.has_annotation("SENT_START") else [0][: len(doc)]
+                                     for doc in docs], type=pa.list_(pa.int32())),
+        "window_starts": pa.array([[start for start, _ in output.segments] for output in outputs], type=pa.list_(pa.int32())),
+        **{column: flat(column) for column in columns},
     }
-    if layers == "mix":
-        columns["mix"] = per_token([output.mixed for output in outputs])
-    else:
-        for j in range(outputs[0].n_layers):
-            columns[f"layer_{j}"] = per_token([output.layers[j] for output in outputs])
-    table = pa.table(columns).replace_schema_metadata(metadata)
-    return table, int(offsets[-1].as_py())
+    shard_metadata = {**metadata, "spacy_elmo.width": str(width), "spacy_elmo.n_layers": str(outputs[0].n_layers),
+                      "spacy_elmo.mix": json.dumps(mix_record(outputs[0]))}
+    return pa.table(table).replace_schema_metadata(shard_metadata), int(sum(lengths))
 
 
 def _number(n: int) -> str:
@@ -102,37 +212,29 @@ def shard_name(shard: str) -> str:
     return f"shard-{shard}"
 
 
+def record_path(output: Path, shard: str) -> Path:
+    """Where a shard's JSON record lies: in the bookkeeping folder, which dataset readers skip."""
+    return output / RECORDS / f"{shard_name(shard)}.json"
+
+
+def written_shards(output: Path) -> List[str]:
+    """The ids of the shards whose record is written, in input order."""
+    found = [path.stem[len("shard-"):] for path in (output / RECORDS).glob("shard-*.json")]
+    return sorted(found, key=shard_key)
+
+
 def input_sha256(ids: Sequence[Any], texts: Sequence[str]) -> str:
     """SHA-256 of a shard's input rows: a rerun on a changed corpus is refused, not mixed in."""
     return hashlib.sha256(json.dumps([list(ids), list(texts)], default=str).encode("utf-8", "replace")).hexdigest()
 
 
-
-def _adopt_plain_name(output: Path, shard: str) -> None:
-    """Rename a shard written under plain digits (``100000``, as runs did before wider numbers got
-    their letter) to its name now, so that such a run resumes rather than embeds it twice."""
-    index, block = shard_key(shard)
-    plain = shard_name(f"{index:05d}-{block:05d}")
-    if plain == shard_name(shard) or not (output / f"{plain}.json").is_file():
-        return
-    try:
-        record = json.loads((output / f"{plain}.json").read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return
-    if (output / f"{plain}.parquet").is_file():
-        # the record first: a crash in between leaves the plain record, so the next run adopts again
-        write_atomic(output / f"{shard_name(shard)}.json", json.dumps({**record, "shard": shard}, indent=1).encode("utf-8"))
-        os.replace(output / f"{plain}.parquet", output / f"{shard_name(shard)}.parquet")
-    (output / f"{plain}.json").unlink()
-
-
 def _record(output: Path, shard: str) -> Optional[Dict[str, Any]]:
     """A shard's JSON record, where it is there and readable and its Parquet file is there."""
-    record_path = output / f"{shard_name(shard)}.json"
-    if not (record_path.is_file() and (output / f"{shard_name(shard)}.parquet").is_file()):
+    path = record_path(output, shard)
+    if not (path.is_file() and (output / f"{shard_name(shard)}.parquet").is_file()):
         return None
     try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return record if isinstance(record, dict) else None
@@ -147,46 +249,69 @@ def shard_verified(output: Path, shard: str) -> bool:
 
 def shard_done(output: Path, shard: str, expected_input: str) -> bool:
     """Whether a shard is written and verified (``shard_verified``) from this input (its record
-    names these input rows; other rows are refused). A shard of an earlier run under plain digits
-    is renamed first."""
-    _adopt_plain_name(output, shard)
+    names these input rows; other rows are refused)."""
     record = _record(output, shard)
     if record is not None and record.get("input_sha256") != expected_input:
         raise ValueError(
-            f"{output / shard_name(shard)}.json: written from other input rows than shard {shard} of this corpus; "
+            f"{record_path(output, shard)}: written from other input rows than shard {shard} of this corpus; "
             "give a new --output folder, or delete this one, to embed a changed corpus"
         )
     return record is not None and shard_verified(output, shard)
 
 
 def write_shard(
-    output: Path, shard: str, table: Any, *, rows: int, tokens: int, input_sha256: str, undecodable: int = 0
+    output: Path, shard: str, table: Any, *, rows: int, tokens: int, input_sha256: str, undecodable: int = 0,
+    compression: str = "zstd", file: str = "",
 ) -> None:
     """Write one shard whole: its Parquet file, then the JSON that ``shard_done`` verifies it by
-    (the input rows' SHA-256 and the file's), with its count of lines that were not all UTF-8."""
+    (the input rows' SHA-256 and the file's), with its count of lines that were not all UTF-8.
+
+    compression (str): the Parquet codec (``COMPRESSIONS``); with a codec the layers' bytes are
+        split into streams first (Parquet's BYTE_STREAM_SPLIT), which is what lets floats compress.
+    """
     import pyarrow.parquet as pq
 
+    layers = [name for name in table.column_names if name.startswith("layer_") or name in ("mean", "mix")]
     buffer = io.BytesIO()
-    pq.write_table(table, buffer)
+    if compression == "none":
+        pq.write_table(table, buffer, compression="none")
+    else:
+        pq.write_table(table, buffer, compression=compression, use_byte_stream_split=layers)
     data = buffer.getvalue()
-    name = shard_name(shard)
-    write_atomic(output / f"{name}.parquet", data)
+    write_atomic(output / f"{shard_name(shard)}.parquet", data)
     record = {
-        "shard": shard, "rows": rows, "tokens": tokens, "undecodable": undecodable, "input_sha256": input_sha256,
-        "sha256": hashlib.sha256(data).hexdigest(),
+        "shard": shard, "file": file, "rows": rows, "tokens": tokens, "undecodable": undecodable,
+        "input_sha256": input_sha256, "sha256": hashlib.sha256(data).hexdigest(),
     }
-    write_atomic(output / f"{name}.json", json.dumps(record, indent=1).encode("utf-8"))
+    path = record_path(output, shard)
+    path.parent.mkdir(exist_ok=True)
+    write_atomic(path, json.dumps(record, indent=1).encode("utf-8"))
+
+
+def _layer_columns(names: Sequence[str]) -> List[str]:
+    return [name for name in names if name.startswith("layer_") or name in ("mean", "mix")]
 
 
 def read_shards(output: PathLike) -> Iterator[Tuple[Any, List[str], np.ndarray]]:
-    """Each row of a finished output folder, in input order: id, tokens and layers
-    ((L+1, n_tokens, width) with ``layers="all"``, (n_tokens, width) with "mix")."""
+    """Each row of an output folder, in input order: id, tokens and layers as float32
+    ((n_columns, n_tokens, width) for several layer columns, (n_tokens, width) for one), the
+    folder's layout now or the earlier one (lists of per-token vectors).
+    """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     for path in sorted(Path(output).glob("shard-*.parquet"), key=lambda path: shard_key(path.stem[len("shard-"):])):
         table = pq.read_table(path)
-        names = [name for name in table.column_names if name.startswith("layer_") or name == "mix"]
-        width = table.schema.field(names[0]).type.value_type.list_size
+        metadata = table.schema.metadata or {}
+        dtype = metadata.get(b"spacy_elmo.dtype", b"float32").decode()
+        names = _layer_columns(table.column_names)
+        value_type = table.schema.field(names[0]).type.value_type
+        width = value_type.list_size if pa.types.is_fixed_size_list(value_type) else int(metadata[b"spacy_elmo.width"])
         for i, (row_id, tokens) in enumerate(zip(table.column("id").to_pylist(), table.column("tokens").to_pylist())):
-            arrays = [table.column(name)[i].values.flatten().to_numpy().reshape(len(tokens), width) for name in names]
-            yield row_id, tokens, arrays[0] if names == ["mix"] else np.stack(arrays)
+            arrays = []
+            for name in names:
+                cell = table.column(name)[i].values
+                if pa.types.is_fixed_size_list(cell.type):  # the earlier layout: a list of per-token vectors
+                    cell = cell.flatten()
+                arrays.append(float_values(cell.to_numpy(zero_copy_only=False), dtype).reshape(-1, width))
+            yield row_id, tokens, arrays[0] if len(arrays) == 1 else np.stack(arrays)

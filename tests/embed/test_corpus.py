@@ -18,7 +18,8 @@ from typer.testing import CliRunner  # noqa: E402
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.io.text_input import read_sentences  # noqa: E402
 from spacy_elmo.embed.corpus import KILL_MARKER_ENV, cluster_sizing, embed_corpus  # noqa: E402
-from spacy_elmo.embed.shards import read_shards, shard_done, whitespace_tokens  # noqa: E402
+from spacy_elmo.embed.runs import SETTINGS_NAME  # noqa: E402
+from spacy_elmo.embed.shards import RECORDS, read_shards, shard_done, whitespace_tokens  # noqa: E402
 from spacy_elmo.io import load_allennlp, load_bilm  # noqa: E402
 from spacy_elmo.pipeline import create_pipeline  # noqa: E402
 
@@ -101,19 +102,22 @@ def test_float16_mix_through_the_command(corpus, dumped, tmp_path):
     assert "2 written" in result.output and "batches of 5" in result.output
     rows = list(read_shards(tmp_path / "out"))
     for (_, _, mixed), expected in zip(rows, dumped):
-        assert mixed.dtype == np.float16 and mixed.shape == expected.shape[1:]
+        assert mixed.dtype == np.float32 and mixed.shape == expected.shape[1:]
         np.testing.assert_allclose(mixed.astype(np.float32), expected.mean(axis=0), rtol=1e-3, atol=1e-3)
     other = CliRunner().invoke(app, args[:-6] + ["--dtype", "float32", "--shard-rows", "16"])
-    assert other.exit_code == 1 and "other settings or input files (dtype)" in other.output
+    assert other.exit_code == 1 and "other settings (dtype)" in other.output
     # without --model the shipped biLM, by its name: another model than this folder's
     default = CliRunner().invoke(app, args[:5] + args[7:])
     assert default.exit_code == 1 and "(model, weights_sha256)" in default.output
-    recorded = json.loads((tmp_path / "out" / "embed-corpus.json").read_text())
+    recorded = json.loads((tmp_path / "out" / SETTINGS_NAME).read_text())
     assert recorded["files"] == 1 and recorded["model"] == "pipeline"
 
 
 def test_the_pool_follows_the_cluster_unless_given():
-    assert cluster_sizing({"CPU": 16.0}, actors=None, cpus_per_actor=2, batch_size=None) == (7, 0, 64)
+    # as many actors as the CPUs allow at the threads each has, none kept back for the driver
+    assert cluster_sizing({"CPU": 16.0}, actors=None, cpus_per_actor=2, batch_size=None) == (8, 0, 64)
+    assert cluster_sizing({"CPU": 2.0}, actors=None, cpus_per_actor=1, batch_size=None) == (2, 0, 32)
+    assert cluster_sizing({"CPU": 3.0}, actors=None, cpus_per_actor=2, batch_size=None) == (1, 0, 64)
     assert cluster_sizing({"CPU": 1.0}, actors=None, cpus_per_actor=1, batch_size=None) == (1, 0, 32)
     assert cluster_sizing({"CPU": 64.0, "GPU": 4.0}, actors=None, cpus_per_actor=4, batch_size=None) == (4, 1, 256)
     assert cluster_sizing({"CPU": 16.0}, actors=3, cpus_per_actor=1, batch_size=8) == (3, 0, 8)
@@ -260,7 +264,7 @@ def test_a_killed_worker_is_retried_a_stopped_run_resumes_and_bad_bytes_are_coun
     with pytest.raises(RuntimeError, match="run the same command again"):
         embed_corpus(folder, out, pipeline, shard_rows=4, object_store_memory=OBJECT_STORE, progress=StopAfter(3))
     assert not marker.exists()
-    records = sorted(out.glob("shard-*.json"))
+    records = sorted((out / RECORDS).glob("shard-*.json"))
     total = -(-len(dumped) // 4) + 1
     # the actors may finish the shards in flight after the driver stopped
     assert 3 <= len(records) <= total
@@ -275,11 +279,11 @@ def test_a_killed_worker_is_retried_a_stopped_run_resumes_and_bad_bytes_are_coun
     assert report.written == total - report.skipped
     rows = list(read_shards(out))
     assert rows[-1][:2] == ("zz-bad.txt:2", ["bad", "\ufffd", "line"])
-    assert sum(json.loads(p.read_text())["undecodable"] for p in out.glob("shard-*.json")) == 1
+    assert sum(json.loads(p.read_text())["undecodable"] for p in (out / RECORDS).glob("shard-*.json")) == 1
     for (_, _, layers), expected in zip(rows, dumped):
         np.testing.assert_allclose(layers, expected, rtol=0, atol=DUMP_TOLERANCE)
 
-    with pytest.raises(RuntimeError, match=r"zz-bad.txt:2: byte 4 is not UTF-8"):
+    with pytest.raises(RuntimeError, match=r"zz-bad.txt:2: byte 4 is not UTF-8.*fix or remove that input"):
         embed_corpus(folder, tmp_path / "strict", pipeline, shard_rows=4, strict_utf8=True,
                      object_store_memory=OBJECT_STORE, progress=None)
 

@@ -1,12 +1,12 @@
-"""Shard names past five digits: they sort in input order, read back in order, and shards of an
-earlier run named with plain digits resume under their name now."""
-import json
-
+"""The shards' names, records and stored values: names past five digits sort in input order and read
+back in order, records lie where dataset readers skip them, the layer vocabulary's columns, bfloat16."""
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from spacy_elmo.embed.shards import (
-    input_sha256, read_shards, shard_done, shard_id, shard_key, shard_name, shard_verified, write_shard,
+    RECORDS, check_layers, float_values, input_sha256, read_shards, select_columns, shard_done, shard_id, shard_key,
+    shard_name, shard_verified, stored_values, write_shard,
 )
 
 
@@ -46,20 +46,87 @@ def test_shards_read_back_in_input_order_across_the_widths(tmp_path):
     ]
 
 
-def test_a_shard_of_an_earlier_run_under_plain_digits_resumes_under_its_name_now(tmp_path):
-    rows = ["a.txt:0", "a.txt:1"]
-    a_shard(tmp_path, "00003-100000", rows)
-    data = (tmp_path / "shard-00003-100000.parquet").read_bytes()
-    shard = shard_id(3, 100000)
-    assert not shard_verified(tmp_path, shard)
-    assert shard_done(tmp_path, shard, input_sha256(rows, ["w", "w"]))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"shard-{shard}.json", f"shard-{shard}.parquet"]
-    assert (tmp_path / f"shard-{shard}.parquet").read_bytes() == data
-    assert json.loads((tmp_path / f"shard-{shard}.json").read_text())["shard"] == shard
-    assert [row_id for row_id, _, _ in read_shards(tmp_path)] == rows
-    # other input rows than the shard's are refused, as under a five-digit name
+def test_an_earlier_layouts_shards_still_read_back_through_read_shards(tmp_path):
+    # a_shard writes the earlier layout's layers: a list of per-token vectors
+    a_shard(tmp_path, shard_id(0, 0), ["a.txt:1", "a.txt:2"])
+    rows = list(read_shards(tmp_path))
+    assert [row_id for row_id, _, _ in rows] == ["a.txt:1", "a.txt:2"]
+    np.testing.assert_array_equal(rows[1][2], [[2.0, 3.0]])
+    assert shard_verified(tmp_path, shard_id(0, 0)) and (tmp_path / RECORDS / "shard-00000-00000.json").is_file()
     with pytest.raises(ValueError, match="other input rows"):
-        shard_done(tmp_path, shard, input_sha256(rows, ["x", "w"]))
-    # a damaged file is not done, whatever its name
-    (tmp_path / f"shard-{shard}.parquet").write_bytes(data[:-5])
-    assert not shard_done(tmp_path, shard, input_sha256(rows, ["w", "w"]))
+        shard_done(tmp_path, shard_id(0, 0), input_sha256(["a.txt:1", "a.txt:2"], ["x", "w"]))
+    (tmp_path / "shard-00000-00000.parquet").write_bytes(b"damaged")
+    assert not shard_done(tmp_path, shard_id(0, 0), input_sha256(["a.txt:1", "a.txt:2"], ["w", "w"]))
+
+
+def test_the_layer_vocabulary_names_its_columns_and_refuses_what_the_model_lacks():
+    assert select_columns("all", 3) == ["layer_0", "layer_1", "layer_2"]
+    assert select_columns("top", 3) == ["layer_2"]
+    assert select_columns("-1", 3) == ["layer_2"]
+    assert select_columns("0, 2,-1", 3) == ["layer_0", "layer_2"]
+    assert select_columns("mean", 3) == ["mean"] and select_columns("mix", 3) == ["mix"]
+    with pytest.raises(ValueError, match="this model has 3 layers"):
+        select_columns("3", 3)
+    with pytest.raises(ValueError, match="all, mix, top, mean, a layer index or a list"):
+        check_layers("second")
+
+
+def test_bfloat16_is_stored_as_its_sixteen_bits_and_read_back_to_float32():
+    values = np.array([1.0, -2.5, 3.14159, 1e-3], dtype=np.float32)
+    bits = stored_values(values, "bfloat16")
+    assert bits.dtype == np.uint16
+    back = float_values(bits, "bfloat16")
+    assert back.dtype == np.float32
+    np.testing.assert_allclose(back, values, rtol=2 ** -8)
+    assert back[0] == 1.0 and back[1] == -2.5
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory, tiny_paths, tiny_sentences):
+    """A folder embedded by the per-shard work both engines run (every layer, float32): two text
+    files, one with a line longer than the biLM's window; and the tiny biLM."""
+    from dataclasses import asdict
+
+    from spacy_elmo.embed.corpus import ShardEmbedder, shard_blocks
+    from spacy_elmo.embed.runs import open_run
+    from spacy_elmo.io import load_allennlp
+    from spacy_elmo.pipeline import create_pipeline
+
+    root = tmp_path_factory.mktemp("embedded")
+    bilm = load_allennlp(*tiny_paths)
+    create_pipeline(bilm, lang="en").to_disk(root / "pipeline")
+    (root / "in").mkdir()
+    long_line = " ".join(w for _ in range(30) for s in tiny_sentences[:3] for w in s)
+    (root / "in" / "a.txt").write_text("\n".join([" ".join(s) for s in tiny_sentences[:5]] + ["", long_line]) + "\n")
+    (root / "in" / "b.txt").write_text(" ".join(tiny_sentences[5]) + "\n")
+    files, output, settings = open_run(root / "in", root / "out", root / "pipeline", layers="all", dtype="float32", shard_rows=4)
+    embedder = ShardEmbedder(str(root / "pipeline"), str(output), asdict(settings), batch_size=4, threads=1)
+    for index in range(len(files.paths)):
+        for item in shard_blocks(files, index, output, rows=4, strict=False):
+            embedder.embed_item(item)
+    return output, bilm, long_line
+
+
+def test_pandas_and_pyarrow_read_the_folder_and_one_reshape_gives_the_layers(embedded):
+    import pandas as pd
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from spacy_elmo.bilm.batching import windows
+
+    output, bilm, long_line = embedded
+    frame = pd.read_parquet(output)
+    assert len(frame) == ds.dataset(output).count_rows() == 8
+    assert list(frame.file) == ["a.txt"] * 7 + ["b.txt"] and list(frame.line) == [1, 2, 3, 4, 5, 6, 7, 1]
+    width = int(pq.read_schema(next(output.glob("shard-*.parquet"))).metadata[b"spacy_elmo.width"])
+    row = frame.iloc[6]
+    tokens = list(row.tokens)
+    assert tokens == long_line.split() and len(tokens) > 200
+    assert list(row.window_starts) == [b for b, _ in windows(0, len(tokens))] and list(row.sentence_starts) == [0]
+    assert [long_line[s:e] for s, e in zip(row.token_start, row.token_end)] == tokens
+    top = np.asarray(row.layer_2).reshape(-1, width)  # the one line the docs give
+    assert top.shape == (len(tokens), width)
+    for begin, end in windows(0, len(tokens)):
+        [expected] = bilm.embed([tokens[begin:end]])
+        np.testing.assert_allclose(top[begin:end], expected[2], rtol=0, atol=1e-5)
+    assert frame.iloc[5].tokens.size == 0 and np.asarray(frame.iloc[5].layer_0).size == 0  # the empty line
