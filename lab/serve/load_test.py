@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from spacy_elmo.export.serve import LocalServer, doc_payload, make_app
+from spacy_elmo.export.serve_body import decode_array
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
 # A response equals the offline result when its tokens are the same and every value is within this
@@ -72,7 +73,7 @@ def compare(payload: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]
         return {"same_tokens": False, "max_abs_diff": float("inf"), "bitwise": False}
     worst, bitwise = 0.0, True
     for key in ("mixed", "layers"):
-        got, want = np.asarray(payload[key], dtype=np.float32), np.asarray(expected[key], dtype=np.float32)
+        got, want = decode_array(payload[key]), np.asarray(expected[key], dtype=np.float32)
         if got.shape != want.shape:
             return {"same_tokens": True, "max_abs_diff": float("inf"), "bitwise": False}
         if got.size:
@@ -98,7 +99,7 @@ async def run_level(url: str, texts: List[str], expected: Dict[str, Dict[str, An
             text = texts[next_index]
             next_index += 1
             sent = time.perf_counter()
-            response = await session.post("/embed", json={"text": text})
+            response = await session.post("/embed", json={"text": text, "layers": True})
             latencies.append(time.perf_counter() - sent)
             if response.status_code != 200:
                 failures.append(f"{response.status_code}: {response.text[:200]}")

@@ -1,10 +1,12 @@
 """`export`: a biLM as an ONNX or TorchScript file of the reference computation, with its record beside it;
 `serve`: a pipeline's `doc._.elmo` over HTTP."""
+import logging
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..io import ModelFileError
 from ._app import app
 from ._vocabulary import MODEL, OPTIONS, WEIGHTS, CommandWithOldSpellings, output_file
 
@@ -38,38 +40,57 @@ def export_cli(
                f"and its record {output.name}.json")
 
 
-@app.command("serve")
+@app.command("serve", cls=CommandWithOldSpellings)
 def serve_cli(
     pipeline: Optional[Path] = typer.Option(
-        None, "--pipeline", help="a spaCy pipeline with an elmo component; default: blank English + the shipped biLM"),
+        None, "--pipeline", help="a spaCy pipeline with an elmo component, instead of a biLM"),
+    model: Optional[str] = MODEL,
+    options: Optional[Path] = OPTIONS,
+    weights: Optional[Path] = WEIGHTS,
+    lang: Optional[str] = typer.Option(
+        None, "--lang", help="language of the blank pipeline around the biLM (default: the model's where it records "
+        "one, English for the shipped biLM)"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
     max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="longest text accepted (413 beyond)"),
-    max_batch: int = typer.Option(32, "--max-batch", min=1, help="most texts run in one nlp.pipe batch"),
+    max_batch: int = typer.Option(32, "--max-batch", min=1, help="most texts run in one nlp.pipe batch, and in one "
+                                  "request"),
     wait_ms: float = typer.Option(5.0, "--wait-ms", min=0.0, help="how long a batch waits for more requests"),
-    threads: int = typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)"),
+    max_queue: int = typer.Option(256, "--max-queue", min=1, help="most texts waiting; beyond, 503 with Retry-After"),
+    max_response_mb: float = typer.Option(8.0, "--max-response-mb", min=0.001, help="largest response body (413 "
+                                          "beyond)"),
+    frozen_cache_mb: float = typer.Option(0.0, "--frozen-cache-mb", min=0.0, help="megabytes of layers the component "
+                                          "keeps per segment (0: none, the server's default)"),
+    threads: int = typer.Option(1, "--threads", min=0, help="torch threads (0: torch's default; 1 served most "
+                                "requests a second on 2 cores, docs/export.md)"),
 ) -> None:
-    """Serve doc._.elmo (its layers and mixed vector) over HTTP: POST /embed {"text": ...} (docs/export.md)."""
-    import spacy
-
+    """Serve doc._.elmo over HTTP: POST /embed {"text": ...} or {"texts": [...]}, GET /ready, /metrics
+    (docs/export.md)."""
     try:
         import uvicorn
 
         from ..export.serve import make_app
+        from ..export.serve_pipeline import serving_pipeline
     except ImportError as err:
         typer.echo(f"serve: {err.name} is not installed: pip install 'spacy-elmo[serve]'", err=True)
         raise typer.Exit(code=2)
     if pipeline is not None and not pipeline.is_dir():
         typer.echo(f"serve: {pipeline}: pipeline folder not found", err=True)
         raise typer.Exit(code=2)
-    if threads:
-        import torch
+    import torch
 
+    if threads:
         torch.set_num_threads(threads)
-    if pipeline is None:
-        nlp = spacy.blank("en")
-        nlp.add_pipe("elmo")
-        nlp.initialize()
-    else:
-        nlp = spacy.load(pipeline)
-    uvicorn.run(make_app(nlp, max_chars=max_chars, max_batch=max_batch, wait_ms=wait_ms), host=host, port=port)
+    try:
+        nlp = serving_pipeline(pipeline, model=model, options=options, weights=weights, lang=lang,
+                               frozen_cache_mb=frozen_cache_mb)
+    except (ModelFileError, ValueError, FileNotFoundError) as err:
+        typer.echo(f"serve: {err}", err=True)
+        raise typer.Exit(code=2)
+    typer.echo(f"serve: {', '.join(nlp.pipe_names)} ({nlp.lang}) on http://{host}:{port}; torch threads: "
+               f"{torch.get_num_threads()}{'' if threads else ' (torch default)'}; frozen cache: {frozen_cache_mb} MB; "
+               f"queue: {max_queue} texts", err=True)
+    app = make_app(nlp, max_chars=max_chars, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue,
+                   max_response_mb=max_response_mb, torch_threads=torch.get_num_threads())
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(app, host=host, port=port, access_log=False)  # spacy_elmo.serve logs each request, with more

@@ -1,114 +1,90 @@
-"""A spaCy pipeline's ELMo layers over HTTP (FastAPI), concurrent requests batched into ``nlp.pipe``.
+"""A spaCy pipeline's ELMo vectors over HTTP (FastAPI), concurrent requests batched into ``nlp.pipe``.
 
     import spacy, spacy_elmo, uvicorn
     from spacy_elmo.export.serve import make_app
     nlp = spacy.blank("en"); nlp.add_pipe("elmo")      # or spacy.load(a pipeline with an elmo component)
     uvicorn.run(make_app(nlp), host="127.0.0.1", port=8000)
 
-``POST /embed`` with ``{"text": "..."}`` answers ``{"tokens": [...], "mixed": [[...]], "layers": [[[...]]]}``:
-``doc._.elmo.mixed`` (n_tokens, width) and, unless ``"layers": false``, ``doc._.elmo.layers``
-(L+1, n_tokens, width), float32 values as JSON numbers (exact: a float32 survives the round trip).
-``GET /health`` answers ``{"status": "ok", "batches": B, "texts": N}`` (the batches run so far, and their texts). A body that is not that JSON gets 422, a text over
-``max_chars`` 413, each with ``{"error": "one line"}``; the server goes on serving.
+``POST /embed`` with ``{"text": "..."}`` (or ``{"texts": [...]}``) answers ``{"tokens": [...], "mixed":
+ARRAY}`` (``{"results": [...]}``): ``doc._.elmo.mixed`` (n_tokens, width), and with ``"layers": true``
+``doc._.elmo.layers`` (L+1, n_tokens, width) as well; an ARRAY is ``{"dtype", "shape", "data"}``
+(``serve_body``: base64 by default, JSON numbers or msgpack on request, gzip where accepted).
+``GET /health`` (alive: batches and texts run so far), ``GET /ready`` (503 while the queue is full),
+``GET /metrics`` (``serve_metrics``). Every 4xx and 5xx answer is ``{"error": "one line", "status":
+N, "request_id": "..."}``; a request the pipeline fails on fails alone (``serve_queue``), and a line
+is logged for each request (``spacy_elmo.serve``: its id, status, texts, tokens, bytes, latency).
 
-Batching (``Batcher``): requests wait in an asyncio queue; one task takes the first and whatever
-else arrives within ``wait_ms`` (up to ``max_batch`` texts) and runs them through ``nlp.pipe`` in
-one worker thread, so the event loop keeps accepting requests while the biLM runs, and the model
-runs one batch at a time. This module needs the ``serve`` extra (fastapi, uvicorn); it takes any
-``nlp`` whose Docs get ``doc._.elmo`` and imports nothing else of the package.
+This module needs the ``serve`` extra (fastapi, uvicorn); it takes any ``nlp`` whose Docs get
+``doc._.elmo``.
 """
-import asyncio
-import json
+import logging
+import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional, Tuple
+import uuid
+from typing import Any, Dict, List, Optional
+
+from .serve_body import (
+    JSON,
+    MSGPACK,
+    EmbedRequest,
+    RequestError,
+    accepts_gzip,
+    body_limit,
+    doc_arrays,
+    encode_response,
+    error_body,
+    maybe_gzip,
+    parse_request,
+    read_body,
+    response_format,
+)
+from .serve_metrics import Metrics
+from .serve_queue import MAX_BATCH, MAX_QUEUE, WAIT_MS, Answer, Batcher
 
 MAX_CHARS = 20_000
-MAX_BATCH = 32
-WAIT_MS = 5.0
+MAX_RESPONSE_MB = 8.0
+LOG = logging.getLogger("spacy_elmo.serve")
+DEFAULTS_CHANGED = ('299 spacy-elmo "since 0.10 /embed answers the mixed vector alone, its arrays base64; send '
+                    '\\"layers\\": true and \\"encoding\\": \\"numbers\\" for the old body"')
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
 def doc_payload(doc: Any, layers: bool = True) -> Dict[str, Any]:
-    """What ``/embed`` answers for a Doc (also the offline result a response is checked against)."""
-    elmo = doc._.elmo
-    payload: Dict[str, Any] = {"tokens": [t.text for t in doc], "mixed": elmo.mixed.tolist()}
-    if layers:
-        payload["layers"] = elmo.layers.tolist()
-    return payload
+    """A Doc's tokens and arrays as lists (the offline result a response is checked against)."""
+    return {k: v if k == "tokens" else v.tolist() for k, v in doc_arrays(doc, layers).items()}
 
 
-class Batcher:
-    """Collects texts for up to ``wait_ms`` (at most ``max_batch``) and runs them through ``nlp.pipe``."""
+def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH, wait_ms: float = WAIT_MS,
+             max_queue: int = MAX_QUEUE, max_response_mb: float = MAX_RESPONSE_MB,
+             torch_threads: Optional[int] = None):
+    """The FastAPI app serving ``nlp``; its ``state.batcher`` is the ``Batcher``, ``state.metrics`` the
+    ``Metrics``.
 
-    def __init__(self, nlp: Any, *, max_batch: int = MAX_BATCH, wait_ms: float = WAIT_MS) -> None:
-        self.nlp = nlp
-        self.max_batch = max_batch
-        self.wait_s = wait_ms / 1000.0
-        self.batches: List[int] = []  # the size of each batch run, for the load test's record
-        self._queue: Optional[asyncio.Queue] = None
-        self._task: Optional[asyncio.Task] = None
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-pipe")
-
-    async def start(self) -> None:
-        self._queue = asyncio.Queue()
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        self._worker.shutdown(wait=False)
-
-    async def embed(self, text: str, layers: bool) -> bytes:
-        """The JSON body of ``doc_payload(nlp(text), layers)``, the text batched with others."""
-        assert self._queue is not None, "Batcher.start() first"
-        future = asyncio.get_running_loop().create_future()
-        await self._queue.put((text, layers, future))
-        return await future
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        assert self._queue is not None
-        while True:
-            batch = [await self._queue.get()]
-            deadline = loop.time() + self.wait_s
-            while len(batch) < self.max_batch:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-                except asyncio.TimeoutError:
-                    break
-            self.batches.append(len(batch))
-            try:
-                payloads = await loop.run_in_executor(self._worker, self._pipe, batch)
-            except Exception as err:  # the batch's requests fail, the server goes on
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(err)
-                continue
-            for (_, _, future), payload in zip(batch, payloads):
-                if not future.done():
-                    future.set_result(payload)
-
-    def _pipe(self, batch: List[Tuple[str, bool, Any]]) -> List[bytes]:
-        """The batch's response bodies, JSON-encoded here in the worker thread: encoding thousands of
-        floats a response on the event loop would hold back the requests arriving meanwhile."""
-        docs = self.nlp.pipe([text for text, _, _ in batch], batch_size=len(batch))
-        return [json.dumps(doc_payload(doc, layers)).encode("utf-8") for doc, (_, layers, _) in zip(docs, batch)]
-
-
-def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH, wait_ms: float = WAIT_MS):
-    """The FastAPI app serving ``nlp``; its ``state.batcher`` is the ``Batcher``."""
+    max_chars (int): the longest text (413 beyond).
+    max_batch (int): most texts in one ``nlp.pipe`` batch, and in one request.
+    wait_ms (float): how long a batch waits for more requests.
+    max_queue (int): most texts waiting; a request past it gets 503 and Retry-After at once.
+    max_response_mb (float): the largest response body (413 beyond, before it is encoded).
+    torch_threads (Optional[int]): what ``/health`` reports as torch's threads (default: torch's now).
+    """
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
-    from pydantic import BaseModel, StrictBool, StrictStr
+    from starlette.exceptions import HTTPException
 
-    batcher = Batcher(nlp, max_batch=max_batch, wait_ms=wait_ms)
+    if max_chars < 1 or max_response_mb <= 0:
+        raise ValueError(f"max_chars ({max_chars}) and max_response_mb ({max_response_mb}) must be positive")
+    metrics = Metrics(max_queue)
+    batcher = Batcher(nlp, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue, metrics=metrics)
+    limit = body_limit(max_chars, max_batch)
+    max_bytes = int(max_response_mb * 2**20)
+    if torch_threads is None:
+        import torch
+
+        torch_threads = torch.get_num_threads()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -118,34 +94,103 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
 
     app = FastAPI(title="spacy-elmo", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.metrics = metrics
 
-    class EmbedRequest(BaseModel):
-        text: StrictStr
-        layers: StrictBool = True
+    def error(status: int, message: str, request_id: str, headers: Optional[Dict[str, str]] = None) -> Response:
+        return Response(error_body(status, message, request_id), status_code=status, media_type=JSON,
+                        headers={"X-Request-ID": request_id, **(headers or {})})
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        return error(exc.status_code, str(exc.detail), _request_id(request), dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
-    async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        if first.get("type") == "json_invalid":
-            where = "the body is not JSON"
-        else:
-            where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-        message = f"malformed request: {where}: {first.get('msg', 'invalid')}; send {{\"text\": \"...\"}}"
-        return JSONResponse(status_code=422, content={"error": message})
+    async def malformed(request: Request, exc: RequestValidationError) -> Response:
+        return error(422, f"malformed request: {exc.errors()[0].get('msg', 'invalid') if exc.errors() else 'invalid'}",
+                     _request_id(request))
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> Response:
+        LOG.exception("request_id=%s failed", _request_id(request))
+        return error(500, f"internal error: {type(exc).__name__}", _request_id(request))
 
     @app.get("/health")
     async def health() -> Dict[str, Any]:
-        return {"status": "ok", "batches": len(batcher.batches), "texts": sum(batcher.batches)}
+        return {"status": "ok", "batches": metrics.batches, "texts": metrics.batched_texts,
+                "torch_threads": torch_threads}
+
+    @app.get("/ready")
+    async def ready(request: Request) -> Response:
+        if batcher.full:
+            return error(503, f"not ready: the queue is full ({batcher.waiting} texts of {max_queue})",
+                         _request_id(request), {"Retry-After": str(batcher.retry_after())})
+        return JSONResponse({"status": "ready", "queue_depth": batcher.waiting, "queue_limit": max_queue})
+
+    @app.get("/metrics")
+    async def show_metrics(request: Request) -> Response:
+        if JSON in request.headers.get("accept", ""):
+            return JSONResponse(metrics.snapshot())
+        return Response(metrics.prometheus(), media_type="text/plain; version=0.0.4")
 
     @app.post("/embed")
-    async def embed(request: EmbedRequest):
-        if len(request.text) > max_chars:
-            return JSONResponse(status_code=413, content={
-                "error": f"text of {len(request.text)} characters is over the limit of {max_chars}"})
-        # the body as the worker encoded it: FastAPI's encoder would walk every float again, on the loop
-        return Response(content=await batcher.embed(request.text, request.layers), media_type="application/json")
+    async def embed(request: Request) -> Response:
+        started = time.perf_counter()
+        request_id = _request_id(request)
+        texts, tokens, status = 0, 0, 500
+        try:
+            body = await read_body(request.headers, request.stream(), limit)
+            parsed = parse_request(body, max_chars=max_chars, max_texts=max_batch)
+            texts = len(parsed.texts)
+            fmt = response_format(request.headers.get("accept"))
+            gzip_ok = accepts_gzip(request.headers.get("accept-encoding"))
+            answer = await batcher.submit(parsed.texts, _encoder(parsed, fmt, gzip_ok, max_bytes),
+                                          request.is_disconnected)
+            tokens, status = answer.tokens, 200
+            response = Response(answer.body, media_type=MSGPACK if fmt == "msgpack" else JSON,
+                                headers=_answer_headers(request_id, answer, parsed))
+        except RequestError as err:
+            status = err.status
+            response = error(err.status, err.message, request_id, err.headers)
+        except Exception as err:  # the pipeline failed on this request alone: the others got theirs
+            LOG.exception("request_id=%s failed", request_id)
+            response = error(500, f"the pipeline failed on this request: {type(err).__name__}: {err}"[:300], request_id)
+        seconds = time.perf_counter() - started
+        metrics.request_done(status, seconds, texts, tokens)
+        LOG.info("request_id=%s status=%d texts=%d tokens=%d bytes=%d latency_ms=%.1f queue=%d", request_id, status,
+                 texts, tokens, len(response.body), 1000 * seconds, batcher.waiting)
+        return response
 
     return app
+
+
+def _request_id(request: Any) -> str:
+    """The client's X-Request-ID where it is a short plain token, else a new one."""
+    given = request.headers.get("x-request-id", "")
+    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
+
+
+def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int):
+    """Docs -> the request's Answer, run in the worker thread."""
+
+    def encode(docs: List[Any]) -> Answer:
+        results = [doc_arrays(doc, parsed.layers) for doc in docs]
+        body = encode_response(results, single=parsed.single, fmt=fmt, encoding=parsed.encoding, max_bytes=max_bytes)
+        packed = maybe_gzip(body, gzip_ok)
+        tokens = sum(len(doc) for doc in docs)
+        return Answer(body, tokens) if packed is None else Answer(packed, tokens, gzipped=True)
+
+    return encode
+
+
+def _answer_headers(request_id: str, answer: Answer, parsed: EmbedRequest) -> Dict[str, str]:
+    headers = {"X-Request-ID": request_id, "Vary": "Accept, Accept-Encoding"}
+    if answer.gzipped:
+        headers["Content-Encoding"] = "gzip"
+    if parsed.relies_on_defaults:
+        headers["Warning"] = DEFAULTS_CHANGED
+    if parsed.dropped_characters:
+        headers["X-Dropped-Characters"] = str(parsed.dropped_characters)
+    return headers
 
 
 class LocalServer:
