@@ -1,7 +1,10 @@
 """Word-sense probes by cosine on frozen vectors, as in Peters et al. (2018, section 5.3).
 
 WSD: each sense's training uses are averaged into a sense vector; a test use gets the nearest
-of its word's sense vectors. Ties go to the sense more frequent in training: a context-free
+of its word's sense vectors. Beside it (``details["nearest_use"]``) the plain 1-nearest-neighbour
+classifier: a test use takes the sense of its word's most similar training use, for each
+representation and for the model's default token vectors (its ``vector_setting``: the mix and
+means ``token._.elmo`` uses), the figure a user of the default vectors meets. Ties go to the sense more frequent in training: a context-free
 layer gives every use of a word form one vector, and so equal similarities to all its senses,
 where it then falls back on the most frequent sense instead of an arbitrary one. WiC: two uses of a word mean the same when the cosine of their
 vectors is above a threshold tuned on the training pairs. Neither has a gradient to learn a
@@ -46,10 +49,42 @@ def probe_wsd(data: TaskData, cache: VectorCache, *, seed: int) -> TaskResult:
         centroids = _centroids(mix(train_vectors, weights), y_train, len(senses))
         scores[row] = accuracy(_predict(mix(eval_vectors, weights), centroids, allowed_eval, prior), y_eval)
     scores[MAJORITY] = accuracy(_most_frequent_sense(data, sense_ids), y_eval)
+    same_word = np.array([u.word for u in data.eval])[:, None] == np.array([u.word for u in data.train])[None, :]
+    setting = getattr(cache.model, "vector_setting", None)
+    nearest_use = {
+        row: accuracy(_nearest_use(mix(eval_vectors, w), mix(train_vectors, w), y_train, same_word, prior), y_eval)
+        for row, w in candidates.items()
+    }
+    if setting is not None and setting.n_layers == n_layers:
+        nearest_use[DEFAULT_VECTORS] = accuracy(
+            _nearest_use(default_vectors(eval_vectors, setting), default_vectors(train_vectors, setting), y_train,
+                         same_word, prior), y_eval)
     return TaskResult(
         task="wsd", metric="accuracy", scores=scores, sizes=data.sizes(), data=data.files(),
-        details={"words": len({w for w, _ in senses}), "senses": len(senses), "mix_weights": list(best), **data.details},
+        details={"words": len({w for w, _ in senses}), "senses": len(senses), "mix_weights": list(best),
+                 "nearest_use": nearest_use,
+                 "default_layer_weights": None if setting is None else list(setting.layer_weights), **data.details},
     )
+
+
+DEFAULT_VECTORS = "default vectors"
+
+
+def default_vectors(stacked: np.ndarray, setting) -> np.ndarray:
+    """RETURNS (np.ndarray): (N, width) the token vectors a ``VectorSetting`` makes of (L+1, N, width) layers:
+    each layer's corpus mean taken off (where the setting has means), then its fixed mix."""
+    centred = stacked if setting.layer_means is None else stacked - setting.layer_means[:, None, :].astype(stacked.dtype)
+    return mix(centred, setting.layer_weights)
+
+
+def _nearest_use(
+    vectors: np.ndarray, train_vectors: np.ndarray, y_train: np.ndarray, same_word: np.ndarray, prior: np.ndarray
+) -> np.ndarray:
+    """1-NN: the sense of each use's most similar training use of the same word (by cosine); on a tie
+    (within TIE) the sense more frequent in training, as a context-free layer ties every use."""
+    similarities = unit(vectors) @ unit(train_vectors).T + TIE * prior[y_train][None, :]
+    nearest = np.where(same_word, similarities, -np.inf).argmax(axis=1)
+    return np.where(same_word.any(axis=1), y_train[nearest], -1)
 
 
 def probe_wic(data: TaskData, cache: VectorCache, *, seed: int) -> TaskResult:

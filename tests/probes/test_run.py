@@ -56,6 +56,28 @@ def test_wsd_nearest_sense_finds_the_planted_layer(wsd_file):
     assert task.details["mix_weights"][1] > 0.5
 
 
+@pytest.mark.parametrize("default_layer,high", [(1, True), (0, False)])
+def test_wsd_nearest_use_scores_each_row_and_the_models_default_vectors(wsd_file, default_layer, high):
+    from spacy_elmo.bilm import VectorSetting
+
+    path, uses = wsd_file
+    labels = {(tokens, position): SENSES.index(sense) for sense, tokens, position in uses}
+    bilm = PlantedFeatures(labels, layer=1)
+    weights = tuple(1.0 if k == default_layer else 0.0 for k in range(3))
+    bilm.vector_setting = VectorSetting(weights, None, "planted")
+    nearest = _quiet(tasks="wsd", bilm=bilm, train=path)["wsd"].details["nearest_use"]
+    assert nearest["layer 1"] > 95 and nearest["layer 0"] < 60 and nearest["layer 2"] < 60
+    assert (nearest["default vectors"] > 95) is high
+    assert nearest["default vectors"] == nearest[f"layer {default_layer}"]
+
+
+def test_wsd_without_a_vector_setting_has_no_default_vectors_row(wsd_file):
+    path, uses = wsd_file
+    labels = {(tokens, position): SENSES.index(sense) for sense, tokens, position in uses}
+    details = _quiet(tasks="wsd", bilm=PlantedFeatures(labels, layer=1), train=path)["wsd"].details
+    assert "default vectors" not in details["nearest_use"] and details["default_layer_weights"] is None
+
+
 def test_wic_threshold_finds_the_planted_layer(wic_dirs):
     train, held_out, pairs = wic_dirs
     labels = {}
