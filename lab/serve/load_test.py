@@ -73,7 +73,8 @@ def compare(payload: Dict[str, Any], expected: Dict[str, Any]) -> Dict[str, Any]
         return {"same_tokens": False, "max_abs_diff": float("inf"), "bitwise": False}
     worst, bitwise = 0.0, True
     for key in ("mixed", "layers"):
-        got, want = decode_array(payload[key]), np.asarray(expected[key], dtype=np.float32)
+        got = decode_array(payload[key]) if isinstance(payload[key], dict) else np.asarray(payload[key], np.float32)
+        want = np.asarray(expected[key], dtype=np.float32)
         if got.shape != want.shape:
             return {"same_tokens": True, "max_abs_diff": float("inf"), "bitwise": False}
         if got.size:

@@ -226,7 +226,7 @@ def test_a_folder_as_output_and_a_missing_input_are_refused_in_one_line_before_a
 # the rest of a command line of each command that takes --options: what it needs besides the model
 NEEDS = {**{name: [*args, "{out}"] for name, args in WRITERS.items()}, "substitutes": ["a bank"],
          "probe": ["--output", "{out}"], "export": ["--to", "onnx", "--output", "{out}"], "finetune": ["{text}", "--output", "{out}"],
-         "embed-corpus": ["--input", "{text}", "--output", "{out}"]}
+         "embed-corpus": ["--input", "{text}", "--output", "{out}"], "serve": []}
 
 
 def test_every_command_that_takes_options_is_checked_here():
