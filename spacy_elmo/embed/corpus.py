@@ -15,6 +15,7 @@ every node sees (a shared filesystem).
 Ray is imported only here, at run time: ``pip install spacy-elmo[ray]``.
 """
 import json
+import logging
 import os
 import signal
 import sys
@@ -283,6 +284,10 @@ def embed_corpus(
         ray.init(**init)
     seen = skipped = written = rows = tokens = undecodable = 0
     blocks: Dict[int, int] = {}  # shards seen per input file, for the record of a finished run
+    console = [handler for handler in logging.getLogger("ray.data").handlers
+               if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)]
+    for handler in console:
+        handler.addFilter(_quiet_errors)
     try:
         actors, gpus, batch_size = cluster_sizing(ray.cluster_resources(), actors=actors,
                                                   cpus_per_actor=cpus_per_actor, batch_size=batch_size)
@@ -316,11 +321,19 @@ def embed_corpus(
     except Exception as err:
         raise stopped(err, output) from None
     finally:
+        for handler in console:
+            handler.removeFilter(_quiet_errors)
         if started_here:
             ray.shutdown()
     if not seen:  # as every command given nothing to read: say so and fail
         raise ValueError(f"{input}: nothing to embed: the input files hold no lines")
     return EmbedReport(seen, skipped, written, rows, tokens, undecodable, actors, batch_size, time.perf_counter() - start)
+
+
+def _quiet_errors(record: logging.LogRecord) -> bool:
+    """Ray Data's console handlers print a failed task's traceback (some two hundred lines); the run
+    says why in one line itself (``stopped``), and Ray's session log files keep the traceback."""
+    return record.levelno < logging.ERROR
 
 
 # what a rerun of the same command meets again until the input or the folder is changed

@@ -288,6 +288,39 @@ def test_a_killed_worker_is_retried_a_stopped_run_resumes_and_bad_bytes_are_coun
                      object_store_memory=OBJECT_STORE, progress=None)
 
 
+@pytest.mark.slow
+def test_a_truncated_gz_among_good_files_is_named_in_one_line_and_the_run_goes_on_once_it_is_removed(corpus, dumped, tmp_path):
+    import gzip
+
+    pipeline, text = corpus
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(text, folder / "corpus.txt")
+    whole = gzip.compress("".join(f"line {i} of a file cut short\n" for i in range(5000)).encode("utf-8"))
+    (folder / "m-cut.txt.gz").write_bytes(whole[: len(whole) // 2])
+    (folder / "z.txt").write_text("the last file\n", encoding="utf-8")
+    args = ["embed-corpus", "--input", str(folder), "--output", str(tmp_path / "out"), "--model", str(pipeline),
+            "--shard-rows", "8", "--actors", "1"]
+    failed = CliRunner().invoke(app, args)
+    assert failed.exit_code == 1 and "Traceback" not in failed.output
+    [said] = [line for line in failed.output.splitlines() if "m-cut.txt.gz" in line]
+    assert said.startswith("embed-corpus stopped: m-cut.txt.gz: cannot be read past line ")
+    assert "Truncated compressed stream" in said and "fix or remove that input" in said
+    assert "run the same command again to do the rest" not in failed.output
+    (folder / "m-cut.txt.gz").unlink()
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    rows = list(read_shards(tmp_path / "out"))
+    assert rows[-1][:2] == ("z.txt:1", ["the", "last", "file"])
+    assert_matches_dump_rows(rows[:-1], dumped)
+
+
+def assert_matches_dump_rows(rows, dumped):
+    assert len(rows) == len(dumped)
+    for (_, _, layers), expected in zip(rows, dumped):
+        np.testing.assert_allclose(layers, expected, rtol=0, atol=DUMP_TOLERANCE)
+
+
 def test_without_ray_the_error_says_what_to_install(corpus, tmp_path, monkeypatch):
     pipeline, text = corpus
     monkeypatch.setitem(sys.modules, "ray", None)

@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.embed.corpus import ShardEmbedder, embed_corpus, shard_blocks
+from spacy_elmo.embed.inputs import CorpusReadError
+from spacy_elmo.embed.shards import RECORDS
 from spacy_elmo.embed.runs import FINISHED_NAME, finished_shards, open_run, write_finished
 from spacy_elmo.embed.spark import embed_corpus_spark
 from spacy_elmo.io import load_allennlp
@@ -108,3 +110,58 @@ def test_a_published_pair_given_as_options_and_weights_embeds_as_its_folder_does
     assert embedder.embed_item(item)["tokens"] == 5
     with pytest.raises(ValueError, match="not both"):
         model_source("en_small", options=tiny_paths[0], weights=tiny_paths[1])
+
+
+def embed_all(files, output, settings, pipeline, skip=()):
+    """The per-shard work of both engines over every file but those at ``skip``; RETURNS the shards written."""
+    embedder = ShardEmbedder(str(pipeline), str(output), asdict(settings), batch_size=4, threads=1)
+    return sum(embedder.embed_item(item)["written"] for index in range(len(files.paths)) if index not in skip
+               for item in shard_blocks(files, index, output, rows=4, strict=False))
+
+
+def test_a_file_removed_before_any_shard_of_it_lets_the_run_go_on_in_the_same_folder(finished, tmp_path):
+    pipeline, inputs, _ = finished
+    folder = tmp_path / "in"
+    shutil.copytree(inputs, folder)
+    (folder / "0-bad.txt.gz").write_bytes(b"\x1f\x8b not a whole archive")  # sorts first: every index shifts
+    common = dict(layers="mix", dtype="float16", shard_rows=4)
+    files, output, settings = open_run(folder, tmp_path / "out", pipeline, **common)
+    with pytest.raises(CorpusReadError, match=r"0-bad.txt.gz: cannot be read past line 0"):
+        list(shard_blocks(files, 0, output, rows=4, strict=False))
+    assert embed_all(files, output, settings, pipeline, skip=[0]) == 3  # the other files' shards, as a stopped run leaves them
+    data = {p.name.replace("00001-", "00000-"): p.read_bytes() for p in output.glob("shard-*.parquet")}
+    assert sorted(data) == ["shard-00000-00000.parquet", "shard-00000-00001.parquet", "shard-00000-00002.parquet"]
+    (folder / "0-bad.txt.gz").unlink()
+    # the listing without the bad file: a.txt is file 0 now, and its shards are renumbered to it
+    files, output, settings = open_run(folder, output, pipeline, **common)
+    assert embed_all(files, output, settings, pipeline) == 0  # every shard found done under its new name
+    assert {p.name: p.read_bytes() for p in output.glob("shard-*.parquet")} == data
+    assert sorted(p.name for p in (output / RECORDS).iterdir()) == [
+        "settings.json", *(name.replace(".parquet", ".json") for name in sorted(data))]
+
+
+def test_a_file_removed_after_shards_were_made_from_it_is_refused_naming_it(finished, tmp_path):
+    pipeline, inputs, original = finished
+    folder, output = tmp_path / "in", tmp_path / "out"
+    shutil.copytree(inputs, folder)
+    shutil.copytree(original, output)
+    (folder / "a.txt").unlink()
+    (folder / "c.txt").write_text("another line\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"made from a.txt, which is no longer in the input; delete shard-00000-\*.parquet"):
+        open_run(folder, output, pipeline, layers="mix", dtype="float16", shard_rows=4)
+
+
+def test_an_empty_input_says_so_and_fails(finished, tmp_path):
+    pipeline, inputs, _ = finished
+    result = CliRunner().invoke(app, ["embed-corpus", "--input", str(inputs / "b" / "empty.txt"), "--output",
+                                      str(tmp_path / "out"), "--model", str(pipeline)])
+    assert result.exit_code == 1 and "nothing to embed: the file is empty" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_folder_of_the_earlier_layout_is_refused_with_what_to_do(finished, tmp_path):
+    pipeline, inputs, _ = finished
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "embed-corpus.json").write_text("{}")
+    with pytest.raises(ValueError, match="an earlier embed-corpus.*embed into a new --output"):
+        open_run(inputs, tmp_path / "out", pipeline, layers="mix", dtype="float16", shard_rows=4)
