@@ -6,8 +6,9 @@ The graph is ``graph.ExportGraph`` (the reference computation, no runner), compi
 TorchScript-based exporter (``dynamo=False``) at the opset ``OPSET``; the loop becomes an ONNX
 ``Loop``, and its sigmoids and tanhs take forms that ONNX Runtime computes precisely
 (``graph.OnnxRuntimeActivations``). The record (``record_path``) names the model and its weights'
-SHA-256, the char-id convention, the inputs and outputs, the opset, the activations' forms and the
-versions; a model with a learned character vocabulary (ELMoForManyLangs) also gets it beside the
+SHA-256, the char-id convention, the inputs and outputs, the component's default mix of the layers
+(``mix``: the weights, gamma and layer means ``doc._.elmo.mixed`` is made with), the opset, the
+activations' forms and the versions; a model with a learned character vocabulary (ELMoForManyLangs) also gets it beside the
 file (``chars_path``), as ``CharVocabulary.to_json`` writes it, so the file's ids can be made
 without the source model.
 """
@@ -115,6 +116,23 @@ def char_id_convention(bilm: BiLM) -> Dict[str, Any]:
             "bos_token": bilm.char_vocab.bos_token, "eos_token": bilm.char_vocab.eos_token}
 
 
+MIX_HOW = (
+    "the elmo component's default mixed vector (doc._.elmo.mixed, token._.elmo): for each token t, "
+    "gamma * sum_j weights[j] * (layers[j, t] - layer_means[j]), over the layers of BiLM.embed (each row's "
+    "<S> and </S> dropped); layer_means null: nothing is taken off"
+)
+
+
+def mix_record(bilm: BiLM) -> Dict[str, Any]:
+    """The component's default mix of this biLM's layers, for the record: the model's vector setting
+    (``bilm.VectorSetting``: its layer weights and means), else equal weights; gamma 1."""
+    setting = bilm.vector_setting
+    n_layers = bilm.config.n_output_layers
+    weights = [1.0 / n_layers] * n_layers if setting is None else list(setting.layer_weights)
+    means = None if setting is None or setting.layer_means is None else setting.layer_means.tolist()
+    return {"weights": weights, "gamma": 1.0, "layer_means": means, "how": MIX_HOW}
+
+
 def export_bilm(
     bilm: BiLM,
     output: Path,
@@ -157,6 +175,7 @@ def export_bilm(
         "outputs": {"layers": "float32 (n_layers + 1, batch, length, 2 * projection_dim), zero at padding: "
                     "BiLM.forward's layers; BiLM.embed drops each row's first and last position (<S>, </S>)"},
         "dynamic_axes": ["batch", "length"],
+        "mix": mix_record(bilm),
         "compiled_with": "torch.jit.script of spacy_elmo.export.graph.ExportGraph (the reference computation)",
         "torch": torch.__version__,
     }
