@@ -1,6 +1,6 @@
 """The `elmo` pipeline component: runs the biLM and sets doc._.elmo, token._.elmo and span._.elmo."""
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import spacy
 import srsly
@@ -25,11 +25,21 @@ from .initial_weights import initial_bilm
 from .io import bilm_from_bytes, bilm_to_bytes, load_native, save_bilm
 from .io.loading import PIPELINE_FACTORY
 from .io.vector_file import setting_from_json, setting_to_json
-from .layers import apply_inference, get_bilm, is_listener_for, send_to_listeners, set_bilm, weights_updated
+from .layers import (
+    apply_inference,
+    bilm_weights_version,
+    get_bilm,
+    is_listener_for,
+    send_to_listeners,
+    set_bilm,
+    weights_updated,
+)
 from .threads import one_thread_in_forked_workers
 from .v1_settings import give_inference_settings
 
 PathLike = Union[str, Path]
+# what a directory's files are as last seen: name, size, modification time, inode
+FilesState = Tuple[Tuple[str, int, int, int], ...]
 FACTORY = PIPELINE_FACTORY
 VECTOR_CHOICES = ("model", "plain")
 
@@ -157,6 +167,8 @@ class Elmo(TrainablePipe):
         self.set_vector_hooks = set_vector_hooks
         self.listener_map: Dict[str, List[Model]] = {}
         self.cfg: Dict[str, Any] = {"bilm_options": get_bilm(model).config.to_options(), "has_weights": False, "vector_setting": None}
+        # per biLM directory this component wrote: the weights' version and the files as written
+        self._written: Dict[Path, Tuple[Any, FilesState]] = {}
         install_extensions()
         one_thread_in_forked_workers()
 
@@ -346,13 +358,29 @@ class Elmo(TrainablePipe):
         return self
 
     def to_disk(self, path: PathLike, *, exclude: Iterable[str] = tuple()) -> None:
-        """Write cfg, vocab, and the biLM as a spacy-elmo model directory (``model/``)."""
+        """Write cfg, vocab, and the biLM as a spacy-elmo model directory (``model/``).
+
+        A frozen biLM is written once per directory: where this component wrote its weights into
+        ``model/`` before and neither the weights (``layers.bilm_weights_version``) nor the files
+        there (names, sizes, modification times, inodes) have changed since, they are left as they
+        are. ``spacy train`` saves ``model-last`` at every evaluation; the biLM, hundreds of
+        megabytes for the published original, is then written there once.
+        """
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
-            "model": lambda p: save_bilm(get_bilm(self.model), p),
+            "model": self._save_bilm,
         }
         util.to_disk(path, serialize, exclude)
+
+    def _save_bilm(self, path: Path) -> None:
+        key = Path(path).resolve()
+        version = bilm_weights_version(self.model)
+        frozen = not self.model.attrs["trainable"]
+        if frozen and self._written.get(key) == (version, _files_state(key)):
+            return
+        save_bilm(get_bilm(self.model), path)
+        self._written[key] = (version, _files_state(key))
 
     def from_disk(self, path: PathLike, *, exclude: Iterable[str] = tuple()) -> "Elmo":
         """Load what ``to_disk`` wrote (checksummed safetensors; nothing is unpickled)."""
@@ -398,3 +426,11 @@ class Elmo(TrainablePipe):
         # A component called before initialize loads the source its model names (or the shipped biLM).
         if not self.cfg["has_weights"]:
             self.use_bilm(initial_bilm(name=self.name, source=self.model.attrs.get("source")))
+
+
+def _files_state(path: Path) -> FilesState:
+    """RETURNS (FilesState): the files of a directory as they are now (empty where there is none)."""
+    if not path.is_dir():
+        return ()
+    stats = ((child.name, child.stat()) for child in sorted(path.iterdir()) if child.is_file())
+    return tuple((name, st.st_size, st.st_mtime_ns, st.st_ino) for name, st in stats)

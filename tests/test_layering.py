@@ -32,6 +32,8 @@ ALLOWED = {
     "embed": {"pipeline", "layers", "io", "fast", "bilm"} | HELPERS,
     # exported files of the reference biLM, and a pipeline served over HTTP
     "export": {"bilm", "fast", "io", "records"} | HELPERS,
+    # the installed training configs, headed by what a named biLM's size means for them
+    "configs": {"bilm", "io", "layers"} | HELPERS,
 }
 # the spaCy component's top-level modules
 COMPONENT = {"pipeline", "initial_weights", "extensions", "architectures", "threads", "v1_settings"}

@@ -11,5 +11,6 @@ from . import substitutes  # noqa: F401  (the LM's own words at each position)
 from . import change, senses, usages  # noqa: F401  (word usages, semantic change, induced senses)
 from . import export  # noqa: F401  (ONNX and TorchScript files of the biLM)
 from . import downstream  # noqa: F401  (components trained with and without ELMo)
+from . import init_config  # noqa: F401  (the installed training configs, for a named biLM)
 
 __all__ = ["app"]

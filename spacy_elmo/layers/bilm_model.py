@@ -37,7 +37,7 @@ from ..bilm import BiLM, plan_batches
 from ..data_classes import ElmoOutput
 from ..fast import forget_derived_weights
 from ..fast.plan import InferencePlan, adopt, prepare_pass
-from .frozen_cache import FrozenCache
+from .frozen_cache import FrozenCache, WeightsVersion, frozen_weights_version
 from .segments import doc_segments
 from .torch_threads import resolve_threads, torch_threads
 
@@ -83,6 +83,12 @@ def weights_updated(model: Model) -> None:
     forget_derived_weights(get_bilm(model))
     model.attrs[CACHE_ATTR].clear()
     model.attrs[INFERENCE_ATTR].forget()
+
+
+def bilm_weights_version(model: Model) -> WeightsVersion:
+    """RETURNS (WeightsVersion): a key of the held biLM's weights that changes when they do (see
+    ``frozen_cache.frozen_weights_version``): a frozen biLM saved under one key need not be written again."""
+    return frozen_weights_version(get_bilm(model))
 
 
 def clear_frozen_cache(model: Model) -> None:

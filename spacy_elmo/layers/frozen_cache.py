@@ -21,7 +21,7 @@ from thinc.api import Model
 from thinc.model import deserialize_attr, serialize_attr
 
 from ..fast.lru import LRUCache
-from ..fast.versions import WeightsVersion
+from ..fast.versions import WeightsVersion, weights_version
 
 # the share of the memory available when the cache is first used (the biLM's weights loaded by
 # then) that a cache without an explicit bound may take
@@ -183,6 +183,12 @@ class FrozenCache:
             f"frozen_cache_mb = {needed_mb} of [components.NAME.model] would hold them all",
             stacklevel=2,
         )
+
+
+def frozen_weights_version(module: torch.nn.Module) -> WeightsVersion:
+    """RETURNS (WeightsVersion): the key the cache's entries are valid for (``check``); it changes
+    when the weights do, so a frozen biLM's layers, or files, made under one key stand for it."""
+    return weights_version(module)
 
 
 def available_memory() -> int:

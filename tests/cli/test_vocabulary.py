@@ -17,7 +17,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "commands.md"
 # spellings the vocabulary replaced: never a flag a parser shows
 REPLACED = {"--layer", "--corpus", "--data", "--record", "--format", "--k", "--exclude-unk"}
 # positional arguments that name what a command is about, not its input text (docs/commands.md)
-POSITIONALS = {"pretrain": {"config_path"}, "finetune": {"config_path"}, "download": {"name"}, "substitutes": {"text"}}
+POSITIONALS = {"pretrain": {"config_path"}, "finetune": {"config_path"}, "download": {"name"}, "substitutes": {"text"},
+               "init-config": {"task"}}
 # the library calls that read the model a user names
 MODEL_READERS = {"load_bilm", "resolve_bilm", "locate_bilm", "load_lm", "load_lm_head", "load_scoring_lm",
                  "evaluate_corpus", "run_probe", "finetune", "embed_corpus", "embed_corpus_spark", "export_efml",
