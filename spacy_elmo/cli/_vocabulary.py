@@ -67,6 +67,8 @@ def report(stats: Any) -> None:
 
 # commands whose --input is a training corpus: every file of a folder is read (by its format, or as text)
 CORPUS_INPUT = {"evaluate"}
+# commands that also read an embed-corpus output folder as their corpus
+EMBEDDED_INPUT = {"usages", "change", "senses"}
 
 
 def input_files(ctx: typer.Context, value: Any) -> Any:
@@ -74,8 +76,12 @@ def input_files(ctx: typer.Context, value: Any) -> Any:
     formats the command reads (``io.text_input.text_files``)."""
     from ..io.text_input import TEXT_SUFFIXES, text_files
 
+    from ..embed.shards import is_embedded_folder
+
     suffixes = None if ctx.info_name in CORPUS_INPUT else TEXT_SUFFIXES
     for spec in value if isinstance(value, (list, tuple)) else [value]:
+        if ctx.info_name in EMBEDDED_INPUT and is_embedded_folder(spec):
+            continue
         try:
             text_files(spec, suffixes=suffixes)
         except FileNotFoundError as err:

@@ -15,7 +15,8 @@ from ._vocabulary import (INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWi
 @app.command("change", cls=CommandWithOldSpellings)
 def change_cli(
     input: List[Path] = typer.Option(
-        ..., "--input", help=f"a period, given twice (the first period, then the second): {INPUT}, or a `usages` Parquet file",
+        ..., "--input", help=f"a period, given twice (the first period, then the second): {INPUT}, a `usages` Parquet "
+        "file, or an embed-corpus output folder (its stored vectors)",
         callback=input_files,
     ),
     targets: Path = typer.Option(..., "--targets", help="target words, one a line"),
@@ -44,6 +45,7 @@ def change_cli(
     """Print target<TAB>score<TAB>uses_a<TAB>uses_b<TAB>reason for every target (the reason: why it has no
     score); with --gold, Spearman's rho and its p-value; with --binary, the accuracy of labelling the top
     --changed-share of targets changed. Targets and gold words are matched lower-cased, as the text is."""
+    from ..embed.runs import weights_sha256
     from ..io import load_bilm
     from ..io.text_input import TextStats
     from ..records.provenance import data_record, model_record, portable_path, provenance
@@ -65,7 +67,8 @@ def change_cli(
         wanted = read_targets(targets)
         collect = dict(nlp=load_tokenizer(pipeline, lang=lang), layer=layers, max_uses=max_uses, seed=seed,
                        model=str(model or weights or "en_small"), strict_utf8=strict_utf8, stats=stats)
-        periods = [load_usages_or_collect(period, bilm, wanted, **collect) for period in input]
+        named = (lambda: weights_sha256(bilm())) if model is not None or options is not None else None
+        periods = [load_usages_or_collect(period, bilm, wanted, expected_weights=named, **collect) for period in input]
         run = run_change(periods, wanted, settings, graded=read_gold(gold) if gold is not None else None,
                          binary=read_gold(binary) if binary is not None else None, changed_share=changed_share)
     except (FileNotFoundError, ValueError) as err:
@@ -76,7 +79,7 @@ def change_cli(
     typer.echo("\n".join([*(f"warning: {line}" for line in run.warnings()), json.dumps(run.summary(), allow_nan=False)]),
                err=True)
     used = (dict(model=model_record(model, options=options, weights=weights)) if bilm.cache_info().currsize else
-            dict(model=None, model_note=f"read from usages files collected with {run.usages['model']}"))
+            dict(model=None, model_note=f"read from usages files or embed-corpus folders made with {run.usages['model']}"))
     inputs = [p for p in (*input, targets, gold, binary) if p is not None and Path(p).is_file()]
     for path in output:
         path.parent.mkdir(parents=True, exist_ok=True)

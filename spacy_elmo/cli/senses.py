@@ -11,7 +11,8 @@ from ._vocabulary import INPUT, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWithOldSpe
 
 @app.command("senses", cls=CommandWithOldSpellings)
 def senses_cli(
-    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}", callback=input_files),
+    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}; or an embed-corpus "
+                               "output folder (its lines' tokens)", callback=input_files),
     word: str = typer.Option(..., "--word", help="the target (a lemma with a lemmatizing --pipeline, else a word form)"),
     model: Optional[str] = typer.Option(None, "--model", help="a model with its softmax (as `substitutes` takes; default: the shipped biLM)"),
     options: Optional[Path] = OPTIONS,

@@ -11,7 +11,8 @@ from ._vocabulary import (INPUT, MODEL, OPTIONS, STRICT_UTF8, WEIGHTS, CommandWi
 
 @app.command("usages", cls=CommandWithOldSpellings)
 def usages_cli(
-    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}", callback=input_files),
+    input: Path = typer.Option(..., "--input", help=f"the corpus, one document a line: {INPUT}; or an embed-corpus "
+                               "output folder (its stored vectors, no biLM run)", callback=input_files),
     targets: Path = typer.Option(..., "--targets", help="target lemmas or word forms, one a line"),
     output: Path = typer.Option(..., "--output", help="the Parquet file to write", callback=output_file),
     model: Optional[str] = MODEL,
@@ -22,23 +23,33 @@ def usages_cli(
     seed: int = typer.Option(0, "--seed", help="seed of the sample"),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help="spaCy pipeline with a lemmatizer, to match lemmas (default: a blank one: word forms)"),
     lang: str = typer.Option("en", "--lang", help="language of the blank pipeline"),
-    max_tokens: int = typer.Option(400, "--max-tokens", min=1, help="tokens read per line"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="tokens read per line (default: every "
+                                             "one; a line runs in windows of 200 tokens, as the elmo component runs it)"),
     strict_utf8: bool = STRICT_UTF8,
 ) -> None:
     """Find every use of the targets (lemmas where --pipeline has a lemmatizer, else word forms), keep a
     seeded sample of at most --max-uses each, and write one row per use: target, doc_id (FILE:LINE),
     character offsets, context and the chosen layer's vector."""
+    from ..embed.runs import weights_sha256
+    from ..embed.shards import is_embedded_folder
     from ..io import load_bilm
     from ..io.text_input import TextStats
-    from ..usage.usages import collect_usages, load_tokenizer, read_targets, write_usages
+    from ..usage.usages import collect_usages, embedded_usages, load_tokenizer, read_targets, write_usages
 
     stats = TextStats()
     try:
         wanted = read_targets(targets)
-        bilm = load_bilm(model, options=options, weights=weights)
-        found = collect_usages(bilm, input, wanted, nlp=load_tokenizer(pipeline, lang=lang), layer=layers,
-                               max_uses=max_uses, seed=seed, max_tokens=max_tokens, strict_utf8=strict_utf8,
-                               stats=stats, model=str(model or weights or "en_small"))
+        nlp = load_tokenizer(pipeline, lang=lang)
+        if is_embedded_folder(input):
+            named = model is not None or options is not None
+            found = embedded_usages(input, wanted, nlp=nlp, layer=layers, max_uses=max_uses, seed=seed,
+                                    weights_sha256=weights_sha256(load_bilm(model, options=options, weights=weights))
+                                    if named else None)
+        else:
+            bilm = load_bilm(model, options=options, weights=weights)
+            found = collect_usages(bilm, input, wanted, nlp=nlp, layer=layers, max_uses=max_uses, seed=seed,
+                                   max_tokens=max_tokens, strict_utf8=strict_utf8, stats=stats,
+                                   model=str(model or weights or "en_small"))
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
     report(stats)

@@ -26,7 +26,7 @@ import hashlib
 import io
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -315,3 +315,79 @@ def read_shards(output: PathLike) -> Iterator[Tuple[Any, List[str], np.ndarray]]
                     cell = cell.flatten()
                 arrays.append(float_values(cell.to_numpy(zero_copy_only=False), dtype).reshape(-1, width))
             yield row_id, tokens, arrays[0] if len(arrays) == 1 else np.stack(arrays)
+
+
+class EmbeddedFolder(NamedTuple):
+    """A finished ``embed-corpus`` output folder, as a reader of its rows needs it.
+
+    path (Path). model (str), weights_sha256 (str): the biLM it was embedded with. layers (str): as
+    given to the run. columns (List[str]): the layer columns stored. dtype (str). width (int): a
+    vector's width. n_layers (int): the biLM's output layers.
+    """
+
+    path: Path
+    model: str
+    weights_sha256: str
+    layers: str
+    columns: List[str]
+    dtype: str
+    width: int
+    n_layers: int
+
+
+def is_embedded_folder(path: PathLike) -> bool:
+    """Whether ``path`` is an ``embed-corpus`` output folder (finished or not)."""
+    return (Path(path) / RECORDS / "settings.json").is_file()
+
+
+def embedded_folder(path: PathLike) -> EmbeddedFolder:
+    """A finished ``embed-corpus`` output folder's settings, from its shards' metadata.
+
+    RETURNS (EmbeddedFolder): raises ValueError where the run has not finished (its rows would be
+    a part of the corpus) or the folder holds no shard.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not (path / RECORDS / "finished.json").is_file():
+        raise ValueError(f"{path}: embed-corpus has not finished there (no {RECORDS}/finished.json), so its shards "
+                         "hold only part of the corpus; run the same embed-corpus command to the end first")
+    first = next(iter(sorted(path.glob("shard-*.parquet"))), None)
+    if first is None:
+        raise ValueError(f"{path}: an embed-corpus folder without shards")
+    meta = {key.decode(): value.decode() for key, value in (pq.read_schema(first).metadata or {}).items()}
+    return EmbeddedFolder(
+        path=path, model=meta["spacy_elmo.model"], weights_sha256=meta["spacy_elmo.weights_sha256"],
+        layers=meta["spacy_elmo.layers"], columns=json.loads(meta["spacy_elmo.columns"]), dtype=meta["spacy_elmo.dtype"],
+        width=int(meta["spacy_elmo.width"]), n_layers=int(meta["spacy_elmo.n_layers"]),
+    )
+
+
+class EmbeddedRow(NamedTuple):
+    """One line of an embedded folder: id, tokens, their offsets, and the asked-for layer columns
+    as (n_tokens, width) arrays in the stored dtype (``float_values`` turns a vector to float32)."""
+
+    id: Any
+    tokens: List[str]
+    starts: List[int]
+    ends: List[int]
+    layers: Dict[str, np.ndarray]
+
+
+def embedded_rows(folder: EmbeddedFolder, columns: Sequence[str] = ()) -> Iterator[EmbeddedRow]:
+    """Every row of a folder in input order, one shard in memory at a time.
+
+    columns (Sequence[str]): the layer columns to read (views into the shard's values, no copy).
+    """
+    import pyarrow.parquet as pq
+
+    paths = sorted(folder.path.glob("shard-*.parquet"), key=lambda path: shard_key(path.stem[len("shard-"):]))
+    for path in paths:
+        table = pq.read_table(path, columns=["id", "tokens", "token_start", "token_end", *columns])
+        values = {}
+        for column in columns:
+            array = table.column(column).combine_chunks()
+            values[column] = (array.offsets.to_numpy(), array.values.to_numpy(zero_copy_only=False))
+        for i, (row_id, tokens, starts, ends) in enumerate(zip(*(table.column(c).to_pylist() for c in ("id", "tokens", "token_start", "token_end")))):
+            layers = {column: flat[offsets[i]: offsets[i + 1]].reshape(-1, folder.width) for column, (offsets, flat) in values.items()}
+            yield EmbeddedRow(row_id, tokens, starts, ends, layers)

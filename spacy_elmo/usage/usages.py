@@ -8,10 +8,17 @@ order). Each line is tokenized by a spaCy pipeline; a target matches a token's l
 pipeline has a lemmatizer, else its word form, both lower-cased (``UsageSet.match`` says which).
 At most ``max_uses`` uses per target are kept, a seeded random sample drawn as the corpus is read
 (seeded per target, so a target's sample does not depend on the other targets; memory holds the
-kept uses, whatever the corpus holds); lines are cut to ``max_tokens`` tokens
-(the reference reads 400), and the pipeline reads only the start of a line that holds them
-(``leading_text``), so a line of megabytes costs what a short one does and never meets spaCy's
-``nlp.max_length``. The biLM runs once per distinct line that holds a kept use.
+kept uses, whatever the corpus holds). Every token of a line is read (the reference reads 400);
+given ``max_tokens``, a line's first ``max_tokens`` only, and the pipeline reads only the start of
+the line that holds them (``leading_text``). The biLM runs a line as the elmo component does, in
+consecutive windows of ``max_window`` (200) tokens, each its own sentence, once per distinct
+window that holds a kept use; so a use's vector is the one ``embed-corpus`` stores for it.
+
+An ``embed-corpus`` output folder serves as the corpus too (``embedded_usages``): the uses are found
+in its rows (its tokens, whitespace-split as ``embed-corpus`` splits a line) and their vectors read
+from the stored layers, without running the biLM; with the same model and layer, and text whose
+tokens are whitespace-separated (as SemEval's corpora are), they are the uses and vectors the text
+gives. A layer the folder does not hold, or weights other than the model asked for, are refused.
 
 A use's vector is one layer of the biLM (an index, "top" for the last) or "mean", the average of
 all layers (an ELMo mix with equal weights, simple_elmo's ``layers="average"``). A component's
@@ -31,11 +38,14 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from ..bilm.batching import MAX_WINDOW
+from ..embed.shards import EmbeddedFolder, embedded_folder, embedded_rows, float_values, is_embedded_folder
 from ..io.text_input import Reservoir, TextStats, read_lines
 from ..bilm.scalar_mix import Layer, select_layer
 
 PathLike = Union[str, Path]
-MAX_TOKENS = 400
+# tokens read per line: every one (a long line runs in windows, as the elmo component runs it)
+MAX_TOKENS: Optional[int] = None
 FORMAT = "spacy-elmo.usages"
 LEMMATIZER_FACTORIES = ("lemmatizer", "trainable_lemmatizer")
 # the biLM reads at most 50 characters of a token: the start of a line given to the pipeline holds at
@@ -50,7 +60,7 @@ class Usage:
 
     target (str): the target it matched. doc_id (str): ``FILE:LINE``.
     start_char, end_char (int): the token's offsets in its line. token_index (int): its index in
-    ``tokens``. tokens (Tuple[str, ...]): the line's tokens (its first ``max_tokens``).
+    ``tokens``. tokens (Tuple[str, ...]): the line's tokens (its first ``max_tokens`` where given).
     """
 
     target: str
@@ -66,15 +76,15 @@ class UsageSettings:
     """What a usage set depends on (written into its Parquet file).
 
     layer (Union[int, str]): the biLM layer, "top" or "mean". match (str): "lemma" or "form".
-    max_uses (int): cap per target. seed (int): the sampling seed. max_tokens (int): tokens read
-    per line. model (str): the biLM's name.
+    max_uses (int): cap per target. seed (int): the sampling seed. max_tokens (Optional[int]): tokens
+    read per line (None: every one). model (str): the biLM's name.
     """
 
     layer: Union[int, str]
     match: str
     max_uses: int
     seed: int
-    max_tokens: int = MAX_TOKENS
+    max_tokens: Optional[int] = MAX_TOKENS
     model: str = ""
 
 
@@ -117,10 +127,14 @@ def parse_layer(text: Union[int, str], n_layers: Optional[int] = None) -> Layer:
 
 def corpus_lines(corpus: PathLike, *, strict_utf8: bool = False, stats: Optional[TextStats] = None) -> Iterator[Tuple[str, str]]:
     """(doc_id, line) for every non-empty line of the text input ``corpus`` names (a file, plain or
-    compressed, or a folder of them: ``io.text_input.read_lines``); doc_id is ``NAME:LINE``.
+    compressed, or a folder of them: ``io.text_input.read_lines``); doc_id is ``NAME:LINE``. An
+    ``embed-corpus`` output folder gives its rows' ids and tokens, joined by single spaces.
 
     strict_utf8 (bool): refuse a line that is not UTF-8. stats (Optional[TextStats]): counts the lines read.
     """
+    if is_embedded_folder(corpus):
+        yield from ((row.id, " ".join(row.tokens)) for row in embedded_rows(embedded_folder(corpus)) if row.tokens)
+        return
     if not Path(corpus).exists():
         raise FileNotFoundError(f"{corpus}: corpus not found (a text file, one document a line, or a folder of them)")
     for line in read_lines(corpus, strict_utf8=strict_utf8, stats=stats):
@@ -213,7 +227,7 @@ class FoundUsages:
 
 def find_usages(
     nlp: Any, lines: Iterable[Tuple[str, str]], targets: Sequence[str], *, max_uses: int, seed: int = 0,
-    max_tokens: int = MAX_TOKENS, batch_size: int = 256,
+    max_tokens: Optional[int] = MAX_TOKENS, batch_size: int = 256,
 ) -> FoundUsages:
     """The uses of the targets in the lines (no biLM yet), at most ``max_uses`` a target: a seeded
     sample of every use (``io.text_input.Reservoir``, seeded per target, so a target's sample does not
@@ -225,14 +239,13 @@ def find_usages(
     targets (Sequence[str]): lemmas or word forms; matched lower-cased (two that differ only in case
         are refused: ``case_keys``).
     max_uses (int): uses kept a target. seed (int): the sample's seed.
+    max_tokens (Optional[int]): tokens read per line; None: every one (a line longer than the
+        pipeline's ``nlp.max_length`` characters is then refused, naming it).
     RETURNS (FoundUsages): the kept uses, the uses seen and the match mode.
     """
-    if max_uses < 1:
-        raise ValueError(f"max_uses must be at least 1, not {max_uses}")
     mode = match_mode(nlp)
-    wanted = case_keys(targets, where="the targets")
-    samples = {t: Reservoir(max_uses, f"{seed}:{t}") for t in targets}
-    pairs = ((leading_text(text, max_tokens), doc_id) for doc_id, text in lines)
+    wanted, samples = _samples(targets, max_uses, seed)
+    pairs = ((_line_text(nlp, doc_id, text, max_tokens), doc_id) for doc_id, text in lines)
     for doc, doc_id in nlp.pipe(pairs, as_tuples=True, batch_size=batch_size):
         words = [t for t in doc if not t.is_space][:max_tokens]
         tokens = tuple(t.text for t in words)
@@ -244,31 +257,120 @@ def find_usages(
     return FoundUsages({t: s.kept() for t, s in samples.items()}, {t: s.seen for t, s in samples.items()}, mode)
 
 
+def _samples(targets: Sequence[str], max_uses: int, seed: int) -> Tuple[Dict[str, str], Dict[str, Reservoir]]:
+    """The targets by their lower-cased key (``case_keys``), and each one's seeded sample."""
+    if max_uses < 1:
+        raise ValueError(f"max_uses must be at least 1, not {max_uses}")
+    return case_keys(targets, where="the targets"), {t: Reservoir(max_uses, f"{seed}:{t}") for t in targets}
+
+
+def _line_text(nlp: Any, doc_id: str, text: str, max_tokens: Optional[int]) -> str:
+    """What the pipeline reads of a line: the start that holds ``max_tokens`` tokens, or all of it."""
+    if max_tokens is not None:
+        return leading_text(text, max_tokens)
+    if len(text) > nlp.max_length:
+        raise ValueError(f"{doc_id}: a line of {len(text)} characters, more than the pipeline reads at once "
+                         f"(nlp.max_length, {nlp.max_length}); give --max-tokens N to read its first N tokens")
+    return text
+
+
 def usage_vectors(
-    bilm: Any, contexts: Sequence[Tuple[Sequence[str], int]], *, layer: Layer = -1, batch_size: int = 32
+    bilm: Any, contexts: Sequence[Tuple[Sequence[str], int]], *, layer: Layer = -1, batch_size: int = 32,
+    max_window: int = MAX_WINDOW,
 ) -> np.ndarray:
-    """The vectors of tokens in context: each distinct context runs through the biLM once.
+    """The vectors of tokens in context, the line run as the elmo component runs it: in consecutive
+    windows of ``max_window`` tokens, each its own sentence (``bilm.batching.windows``); each distinct
+    window that holds a use runs through the biLM once.
 
     bilm (BiLM): the model (anything with ``embed``).
-    contexts (Sequence[Tuple[Sequence[str], int]]): (tokens, index of the use).
+    contexts (Sequence[Tuple[Sequence[str], int]]): (the line's tokens, index of the use).
     layer (Layer): a layer index or "mean".
     RETURNS (np.ndarray): (len(contexts), width) float32.
     """
     distinct: Dict[Tuple[str, ...], int] = {}
-    for tokens, _ in contexts:
-        distinct.setdefault(tuple(tokens), len(distinct))
-    sentences = list(distinct)
-    if not sentences:
-        return np.zeros((0, 2 * bilm.config.projection_dim), dtype=np.float32)
-    layers = bilm.embed([list(s) for s in sentences], batch_size=batch_size)
-    selected = [select_layer(arrays, layer) for arrays in layers]
-    rows = []
+    placed = []
     for tokens, position in contexts:
-        vectors = selected[distinct[tuple(tokens)]]
-        if not 0 <= position < len(vectors):
-            raise ValueError(f"position {position} is outside a context of {len(vectors)} tokens")
-        rows.append(vectors[position])
-    return np.stack(rows).astype(np.float32, copy=False)
+        if not 0 <= position < len(tokens):
+            raise ValueError(f"position {position} is outside a context of {len(tokens)} tokens")
+        begin = position - position % max_window
+        window = tuple(tokens[begin : begin + max_window])
+        placed.append((distinct.setdefault(window, len(distinct)), position - begin))
+    if not distinct:
+        return np.zeros((0, 2 * bilm.config.projection_dim), dtype=np.float32)
+    layers = bilm.embed([list(window) for window in distinct], batch_size=batch_size)
+    selected = [select_layer(arrays, layer) for arrays in layers]
+    return np.stack([selected[window][position] for window, position in placed]).astype(np.float32, copy=False)
+
+
+def stored_columns(folder: EmbeddedFolder, layer: Layer, asked: Union[int, str]) -> List[str]:
+    """The columns of an embedded folder that give ``layer`` (an index, or "mean": its own column,
+    or every layer's). RETURNS (List[str]): raises ValueError where the folder does not hold them."""
+    every = [f"layer_{j}" for j in range(folder.n_layers)]
+    if layer == "mean":
+        options = [["mean"], every]
+        needs = "--layers mean or all"
+    else:
+        options = [[f"layer_{int(layer) % folder.n_layers}"]]
+        needs = f"--layers all, top or {int(layer) % folder.n_layers}" if int(layer) % folder.n_layers == folder.n_layers - 1 \
+            else f"--layers all or {int(layer) % folder.n_layers}"
+    for columns in options:
+        if all(column in folder.columns for column in columns):
+            return columns
+    raise ValueError(f"{folder.path}: holds {', '.join(folder.columns)} (embed-corpus --layers {folder.layers}), not "
+                     f"what --layers {asked} reads; embed the corpus with {needs}, or choose a layer it holds")
+
+
+def embedded_usages(
+    folder: PathLike, targets: Sequence[str], *, nlp: Any = None, layer: Union[int, str] = "top", max_uses: int = 1000,
+    seed: int = 0, weights_sha256: Optional[str] = None,
+) -> UsageSet:
+    """The usage matrices of ``targets`` from a finished ``embed-corpus`` folder: the uses found in its
+    rows (tokens as stored; lemmas where ``nlp`` has a lemmatizer, run on those tokens), sampled as
+    ``find_usages`` samples them, and their vectors read from the stored layers (no biLM runs).
+
+    weights_sha256 (Optional[str]): the weights the vectors must come from (a model the user named);
+        None: the folder's own.
+    RETURNS (UsageSet): as ``collect_usages``; raises ValueError for other weights, or a layer the
+        folder does not hold.
+    """
+    embedded = embedded_folder(folder)
+    if weights_sha256 is not None and weights_sha256 != embedded.weights_sha256:
+        raise ValueError(f"{folder}: embedded with {embedded.model} (weights SHA-256 {embedded.weights_sha256[:12]}...), "
+                         f"not with the model given (weights SHA-256 {weights_sha256[:12]}...); give no model to use "
+                         "the folder's, or embed the corpus with that one")
+    chosen = parse_layer(layer, embedded.n_layers)
+    columns = stored_columns(embedded, chosen, layer)
+    mode = "form" if nlp is None else match_mode(nlp)
+    wanted, samples = _samples(targets, max_uses, seed)
+    for row in embedded_rows(embedded, columns):
+        tokens = tuple(row.tokens)
+        for i, key in enumerate(_token_keys(nlp, mode, row.tokens)):
+            if key not in wanted:
+                continue
+            sample = samples[wanted[key]]
+            place = sample.slot()
+            if place is not None:  # the vector of a kept use only
+                vector = np.stack([float_values(row.layers[c][i], embedded.dtype) for c in columns]).mean(axis=0) \
+                    if len(columns) > 1 else float_values(row.layers[columns[0]][i], embedded.dtype)
+                sample.put(place, (Usage(wanted[key], row.id, row.starts[i], row.ends[i], i, tokens), vector))
+    kept = {t: s.kept() for t, s in samples.items()}
+    vectors = {t: np.stack([v for _, v in uses]).astype(np.float32) if uses else np.zeros((0, embedded.width), np.float32)
+               for t, uses in kept.items()}
+    settings = UsageSettings(layer=layer, match=mode, max_uses=max_uses, seed=seed, max_tokens=None, model=embedded.model)
+    return UsageSet(settings, {t: [u for u, _ in uses] for t, uses in kept.items()}, vectors,
+                    {t: s.seen for t, s in samples.items()})
+
+
+def _token_keys(nlp: Any, mode: str, tokens: Sequence[str]) -> List[str]:
+    """What a stored line's tokens are matched by: lower-cased lemmas (``nlp`` run on them) or forms."""
+    if mode == "form" or not tokens:
+        return [token.lower() for token in tokens]
+    from spacy.tokens import Doc
+
+    doc = Doc(nlp.vocab, words=list(tokens))
+    for _, pipe in nlp.pipeline:
+        doc = pipe(doc)
+    return [token.lemma_.lower() for token in doc]
 
 
 def collect_usages(
@@ -281,7 +383,7 @@ def collect_usages(
     layer: Union[int, str] = "top",
     max_uses: int = 1000,
     seed: int = 0,
-    max_tokens: int = MAX_TOKENS,
+    max_tokens: Optional[int] = MAX_TOKENS,
     batch_size: int = 32,
     model: str = "",
     strict_utf8: bool = False,
@@ -394,11 +496,20 @@ def _pyarrow() -> Tuple[Any, Any]:
 
 
 def load_usages_or_collect(
-    source: PathLike, bilm_loader: Any, targets: Sequence[str], **options: Any
+    source: PathLike, bilm_loader: Any, targets: Sequence[str], *, expected_weights: Optional[Any] = None, **options: Any
 ) -> UsageSet:
-    """A usages Parquet file as written, or a corpus collected now (``bilm_loader()`` gives the model
-    only when one is needed). A file's targets are matched to ``targets`` as the text is, lower-cased,
-    and renamed to their spelling there."""
+    """A usages Parquet file as written, an ``embed-corpus`` folder's stored vectors
+    (``embedded_usages``), or a corpus collected now (``bilm_loader()`` gives the model only when one
+    is needed). A file's targets are matched to ``targets`` as the text is, lower-cased, and renamed
+    to their spelling there.
+
+    expected_weights (Optional[Callable[[], str]]): where the user named a model, gives its weights'
+        SHA-256, which an embedded folder must have been made with.
+    """
+    if is_embedded_folder(source):
+        return embedded_usages(source, targets, nlp=options.get("nlp"), layer=options.get("layer", "top"),
+                               max_uses=options.get("max_uses", 1000), seed=options.get("seed", 0),
+                               weights_sha256=expected_weights() if expected_weights is not None else None)
     if Path(source).is_file() and Path(source).suffix == ".parquet":
         found = read_usages(source)
         spelled = {t.lower(): t for t in found.usages}

@@ -13,6 +13,8 @@ from spacy_elmo.cli import app
 from spacy_elmo.embed.corpus import ShardEmbedder, embed_corpus, shard_blocks
 from spacy_elmo.embed.inputs import CorpusReadError
 from spacy_elmo.embed.shards import RECORDS
+
+from ..embedded_folder import embed_here
 from spacy_elmo.embed.runs import FINISHED_NAME, finished_shards, open_run, write_finished
 from spacy_elmo.embed.spark import embed_corpus_spark
 from spacy_elmo.io import load_allennlp
@@ -30,14 +32,8 @@ def finished(tmp_path_factory, tiny_paths, tiny_sentences):
     (inputs / "b").mkdir(parents=True)
     (inputs / "a.txt").write_text("\n".join(" ".join(s) for s in tiny_sentences[:10]) + "\n", encoding="utf-8")
     (inputs / "b" / "empty.txt").write_bytes(b"")
-    files, output, settings = open_run(inputs, root / "out", pipeline, layers="mix", dtype="float16", shard_rows=4)
-    embedder = ShardEmbedder(str(pipeline), str(output), asdict(settings), batch_size=4, threads=1)
-    blocks = {}
-    for index in range(len(files.paths)):
-        for item in shard_blocks(files, index, output, rows=4, strict=False):
-            assert embedder.embed_item(item)["written"] == 1
-            blocks[index] = blocks.get(index, 0) + 1
-    write_finished(output, settings, files, blocks)
+    assert embed_here(inputs, root / "out", pipeline, layers="mix", dtype="float16", shard_rows=4) == 3
+    output = root / "out"
     return pipeline, inputs, output
 
 
@@ -112,13 +108,6 @@ def test_a_published_pair_given_as_options_and_weights_embeds_as_its_folder_does
         model_source("en_small", options=tiny_paths[0], weights=tiny_paths[1])
 
 
-def embed_all(files, output, settings, pipeline, skip=()):
-    """The per-shard work of both engines over every file but those at ``skip``; RETURNS the shards written."""
-    embedder = ShardEmbedder(str(pipeline), str(output), asdict(settings), batch_size=4, threads=1)
-    return sum(embedder.embed_item(item)["written"] for index in range(len(files.paths)) if index not in skip
-               for item in shard_blocks(files, index, output, rows=4, strict=False))
-
-
 def test_a_file_removed_before_any_shard_of_it_lets_the_run_go_on_in_the_same_folder(finished, tmp_path):
     pipeline, inputs, _ = finished
     folder = tmp_path / "in"
@@ -128,15 +117,15 @@ def test_a_file_removed_before_any_shard_of_it_lets_the_run_go_on_in_the_same_fo
     files, output, settings = open_run(folder, tmp_path / "out", pipeline, **common)
     with pytest.raises(CorpusReadError, match=r"0-bad.txt.gz: cannot be read past line 0"):
         list(shard_blocks(files, 0, output, rows=4, strict=False))
-    assert embed_all(files, output, settings, pipeline, skip=[0]) == 3  # the other files' shards, as a stopped run leaves them
+    # the other files' shards, as a run stopped by the bad one leaves them
+    assert embed_here(folder, output, pipeline, skip=[0], finish=False, **common) == 3
     data = {p.name.replace("00001-", "00000-"): p.read_bytes() for p in output.glob("shard-*.parquet")}
     assert sorted(data) == ["shard-00000-00000.parquet", "shard-00000-00001.parquet", "shard-00000-00002.parquet"]
     (folder / "0-bad.txt.gz").unlink()
     # the listing without the bad file: a.txt is file 0 now, and its shards are renumbered to it
-    files, output, settings = open_run(folder, output, pipeline, **common)
-    assert embed_all(files, output, settings, pipeline) == 0  # every shard found done under its new name
+    assert embed_here(folder, output, pipeline, **common) == 0  # every shard found done under its new name
     assert {p.name: p.read_bytes() for p in output.glob("shard-*.parquet")} == data
-    assert sorted(p.name for p in (output / RECORDS).iterdir()) == [
+    assert sorted(p.name for p in (output / RECORDS).iterdir()) == ["finished.json",
         "settings.json", *(name.replace(".parquet", ".json") for name in sorted(data))]
 
 

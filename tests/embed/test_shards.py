@@ -4,6 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from ..embedded_folder import embed_here
 from spacy_elmo.embed.shards import (
     RECORDS, check_layers, float_values, input_sha256, read_shards, select_columns, shard_done, shard_id, shard_key,
     shard_name, shard_verified, stored_values, write_shard,
@@ -85,10 +86,6 @@ def test_bfloat16_is_stored_as_its_sixteen_bits_and_read_back_to_float32():
 def embedded(tmp_path_factory, tiny_paths, tiny_sentences):
     """A folder embedded by the per-shard work both engines run (every layer, float32): two text
     files, one with a line longer than the biLM's window; and the tiny biLM."""
-    from dataclasses import asdict
-
-    from spacy_elmo.embed.corpus import ShardEmbedder, shard_blocks
-    from spacy_elmo.embed.runs import open_run
     from spacy_elmo.io import load_allennlp
     from spacy_elmo.pipeline import create_pipeline
 
@@ -99,12 +96,8 @@ def embedded(tmp_path_factory, tiny_paths, tiny_sentences):
     long_line = " ".join(w for _ in range(30) for s in tiny_sentences[:3] for w in s)
     (root / "in" / "a.txt").write_text("\n".join([" ".join(s) for s in tiny_sentences[:5]] + ["", long_line]) + "\n")
     (root / "in" / "b.txt").write_text(" ".join(tiny_sentences[5]) + "\n")
-    files, output, settings = open_run(root / "in", root / "out", root / "pipeline", layers="all", dtype="float32", shard_rows=4)
-    embedder = ShardEmbedder(str(root / "pipeline"), str(output), asdict(settings), batch_size=4, threads=1)
-    for index in range(len(files.paths)):
-        for item in shard_blocks(files, index, output, rows=4, strict=False):
-            embedder.embed_item(item)
-    return output, bilm, long_line
+    embed_here(root / "in", root / "out", root / "pipeline")
+    return root / "out", bilm, long_line
 
 
 def test_pandas_and_pyarrow_read_the_folder_and_one_reshape_gives_the_layers(embedded):
