@@ -27,10 +27,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -211,36 +212,48 @@ def needed_texts(texts: List[str], needed: int) -> List[str]:
 
 @contextmanager
 def server_process(args: argparse.Namespace) -> Iterator[str]:
-    """``python -m spacy_elmo serve`` in a process of its own on a free port of 127.0.0.1; ended on exit."""
+    """``python -m spacy_elmo serve`` with the load test's settings in a process of its own; ended on exit."""
+    options = ["--max-chars", str(args.max_chars), "--max-batch", str(args.max_batch), "--wait-ms", str(args.wait_ms),
+               "--threads", str(args.threads)]
+    with serve_process(options) as (url, _):
+        yield url
+
+
+@contextmanager
+def serve_process(options: Sequence[str], *, start_timeout: float = 300.0) -> Iterator[Tuple[str, subprocess.Popen]]:
+    """``python -m spacy_elmo serve OPTIONS`` in a process of its own on a free port of 127.0.0.1, once it
+    answers /health; ended on exit. RETURNS (url, the process)."""
     import httpx
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "spacy_elmo", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--max-chars", str(args.max_chars), "--max-batch", str(args.max_batch), "--wait-ms", str(args.wait_ms),
-               "--threads", str(args.threads)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    command = [sys.executable, "-m", "spacy_elmo", "serve", "--host", "127.0.0.1", "--port", str(port), *options]
+    # its log (a line a request) goes to a file: a pipe nobody reads would fill and stop the server
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + start_timeout
         while True:
             if process.poll() is not None:
-                raise SystemExit(f"the server exited: {process.stderr.read().decode(errors='replace')[-500:]}")
+                log.seek(0)
+                raise SystemExit(f"the server exited: {log.read().decode(errors='replace')[-500:]}")
             try:
                 httpx.get(f"{url}/health", timeout=2).raise_for_status()
                 break
             except httpx.HTTPError:
                 if time.monotonic() > deadline:
-                    raise SystemExit("the server did not answer /health within 300 s")
+                    raise SystemExit(f"the server did not answer /health within {start_timeout:.0f} s")
                 time.sleep(0.5)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+        log.close()
 
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
