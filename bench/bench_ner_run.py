@@ -8,7 +8,7 @@ loading the trained pipeline, and the entities model-last and model-best predict
     python -m bench.bench_ner_run --shape full --cache-share 0.25 --max-epochs 2 ...   # the cache alone
 
 ``--before COMMIT`` runs that commit's package (a git worktree in a temporary folder) and then
-this checkout's, in turns (``--rounds``); without it only this checkout's runs. The biLM is the
+this checkout's (or ``--after COMMIT``'s), in turns (``--rounds``); without it only the second. The biLM is the
 shipped one, or random weights of a published shape (``--shape full``: AllenNLP's original),
 passed as ``--paths.elmo``. ``--cache-share F`` sets ``frozen_cache_mb`` to F times the working
 set (the distinct training and dev sentences at the biLM's bytes a token). Bytes written are the
@@ -107,9 +107,10 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         bilm_dir = biLM(args.shape, work)
         overrides = run_overrides(args, work, bilm_dir, train_docs + dev_docs)
         texts = [doc.text for doc in dev_docs]
-        trees = {"after": REPO}
-        if args.before:
-            trees = {"before": worktree(args.before, work / "before"), **trees}
+        trees = {label: worktree(commit, work / label) for label, commit in (("before", args.before), ("after", args.after))
+                 if commit}
+        trees.setdefault("after", REPO)
+        trees = {label: trees[label] for label in ("before", "after") if label in trees}
         runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in trees}
         load: List[List[float]] = []
         try:
@@ -120,12 +121,14 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                                 "output": str(work / f"{label}-{round_}"), "process_threads": args.process_threads}
                     runs[label].append(child_run(tree, settings))
         finally:
-            if args.before:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(trees["before"])], check=True)
+            for tree in trees.values():
+                if tree != REPO:
+                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=True)
     report = {
         "what": "spacy train with configs/ner-elmo.cfg on CoNLL-2003 sentences, before and after",
         "shape": PUBLISHED_NAMES.get(args.shape, args.shape),
         "before_commit": args.before,
+        "after_commit": args.after,
         "train_sentences": args.train_sentences, "dev_sentences": args.dev_sentences,
         "overrides": {k: v for k, v in overrides.items() if not k.startswith("paths.")},
         "runs": runs,
@@ -151,6 +154,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--dev-sentences", type=int, default=200)
     parser.add_argument("--shape", choices=("shipped", "full", "small"), default="shipped")
     parser.add_argument("--before", help="a commit whose package runs first in each round")
+    parser.add_argument("--after", help="a commit whose package runs second in each round (default: this checkout as it is)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=500)
     parser.add_argument("--max-epochs", type=int, default=0)
