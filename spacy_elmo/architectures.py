@@ -101,9 +101,11 @@ def bilm_v1(
         leaves out padding and keeps that buffer between calls). Lower it for the full model on small machines.
     trainable (bool): let gradients from listeners fine-tune the biLM (default: frozen).
     frozen_cache_mb (float): while the biLM is frozen, keep up to this many megabytes of its
-        layers per sentence/window (least recently used dropped first), so that `spacy train`
-        runs the biLM once per training sentence and once per dev sentence rather than every
-        epoch and evaluation, and repeated texts skip it at prediction; 0 disables. Hits equal
+        layers per sentence/window, so that `spacy train` runs the biLM once per training sentence
+        and once per dev sentence rather than every epoch and evaluation, and repeated texts skip
+        it at prediction; 0 disables. A full cache keeps what it holds against a sentence looked up
+        about as often (epochs over a larger corpus then hit about bound / corpus), and warns once
+        with the size that would hold what it was asked for (``layers.frozen_cache``). Hits equal
         recomputation to within 1e-5. (The published small model's layers take 3 KB a token.)
     RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.
 
