@@ -217,3 +217,29 @@ def test_the_record_says_how_many_uses_each_period_held_and_how_many_were_scored
     assert result.exit_code == 0, result.output
     [cat] = [s for s in _strict(record.read_text(encoding="utf-8"))["scores"] if s["target"] == "cat"]
     assert (cat["uses_a"], cat["seen_a"], cat["uses_b"], cat["seen_b"]) == (4, 9, 4, 9)
+
+
+def test_change_from_embed_corpus_folders_gives_the_scores_of_the_text_and_refuses_another_model(files, trained_paths):
+    from ..embedded_folder import embed_here
+
+    folder, model = files
+    for name in ("a", "b"):
+        (folder / name).mkdir()
+        (folder / name / f"{name}.txt").write_bytes((folder / f"{name}.txt").read_bytes())
+        embed_here(folder / name, folder / f"{name}-embedded", model, shard_rows=5)
+
+    def run(a, b, *extra):
+        return CliRunner().invoke(app, ["change", "--input", str(a), "--input", str(b), "--targets", str(folder / "targets.txt"),
+                                        "--metric", "apd", *extra])
+
+    from_text = run(folder / "a.txt", folder / "b.txt", "--model", str(model))
+    from_folders = run(folder / "a-embedded", folder / "b-embedded", "--model", str(model))
+    assert from_text.exit_code == 0 and from_folders.exit_code == 0, from_folders.output
+    text, stored = _table(from_text.stdout), _table(from_folders.stdout)
+    assert text.keys() == stored.keys() and text["cat"][1:] == stored["cat"][1:] == (9, 9)
+    for target, (score, *uses) in text.items():
+        assert math.isnan(score) if math.isnan(score) else stored[target][0] == pytest.approx(score, abs=1e-5)
+    # without --model the folders' own; with another model, refused
+    assert run(folder / "a-embedded", folder / "b-embedded").stdout == from_folders.stdout
+    other = run(folder / "a-embedded", folder / "b-embedded", "--options", str(trained_paths[0]), "--weights", str(trained_paths[1]))
+    assert other.exit_code == 2 and "not with the model given" in " ".join(other.output.replace("│", " ").split())

@@ -51,3 +51,19 @@ def test_without_the_usage_extra_senses_stops_with_the_line_that_installs_it(tmp
     assert result.exit_code == 1 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert "scipy and scikit-learn" in line and line.endswith("pip install 'spacy-elmo[usage]'")
+
+
+def test_senses_reads_an_embed_corpus_folders_lines_as_the_text(tmp_path):
+    from ..embedded_folder import embed_here
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "corpus.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    model = write_published_head(tmp_path / "model")
+    embed_here(tmp_path / "corpus", tmp_path / "embedded", model, layers="top")
+    said = {}
+    for given in ("corpus", "embedded"):
+        result = CliRunner().invoke(app, ["senses", "--input", str(tmp_path / given), "--word", "cat", "--model", str(model),
+                                          "--senses", "2", "--top", "3", "--output", str(tmp_path / f"{given}.json")])
+        assert result.exit_code == 0, result.output
+        said[given] = json.loads((tmp_path / f"{given}.json").read_text(encoding="utf-8"))
+    assert said["embedded"]["uses"] == said["corpus"]["uses"] and said["embedded"]["senses"] == said["corpus"]["senses"]

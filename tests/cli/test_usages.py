@@ -59,3 +59,25 @@ def test_usages_needs_no_usage_extra(tmp_path, without_statistics):
                                       str(tmp_path / "u.parquet"), "--model", str(write_published_head(tmp_path / "model"))])
     assert result.exit_code == 0, result.output
     assert read_usages(tmp_path / "u.parquet").found == {"cat": 2}
+
+
+def test_usages_from_an_embed_corpus_folder_writes_the_rows_the_text_gives(tmp_path):
+    from ..embedded_folder import embed_here
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "corpus.txt").write_text("the cat sees a cat\n\na dog\nthe cat\n", encoding="utf-8")
+    (tmp_path / "targets.txt").write_text("cat\ndog\n", encoding="utf-8")
+    model = write_published_head(tmp_path / "model")
+    embed_here(tmp_path / "corpus", tmp_path / "embedded", model, layers="top")
+    written = {}
+    for name, given in (("text", tmp_path / "corpus"), ("folder", tmp_path / "embedded")):
+        result = CliRunner().invoke(app, ["usages", "--input", str(given), "--targets", str(tmp_path / "targets.txt"),
+                                          "--output", str(tmp_path / f"{name}.parquet"), "--model", str(model)])
+        assert result.exit_code == 0, result.output
+        written[name] = read_usages(tmp_path / f"{name}.parquet")
+    assert written["folder"].found == written["text"].found == {"cat": 3, "dog": 1}
+    assert [u.doc_id for u in written["folder"].usages["cat"]] == [u.doc_id for u in written["text"].usages["cat"]]
+    np.testing.assert_allclose(written["folder"].matrix("cat"), written["text"].matrix("cat"), rtol=0, atol=1e-5)
+    refused = CliRunner().invoke(app, ["usages", "--input", str(tmp_path / "embedded"), "--targets", str(tmp_path / "targets.txt"),
+                                       "--output", str(tmp_path / "mean.parquet"), "--layers", "mean"])
+    assert refused.exit_code == 2 and "embed the corpus with --layers mean or all" in " ".join(refused.output.replace("│", " ").split())

@@ -6,7 +6,7 @@ import spacy
 from spacy.lookups import Lookups
 
 from spacy_elmo.usage.usages import (
-    collect_usages, corpus_lines, find_usages, parse_layer, read_targets, read_usages, write_usages,
+    collect_usages, corpus_lines, embedded_usages, find_usages, parse_layer, read_targets, read_usages, write_usages,
 )
 
 LINES = ["The bank of the river .", "", "Two banks and a bank lend money .", "No target here ."]
@@ -178,3 +178,72 @@ def test_a_line_longer_than_spacys_max_length_is_read_to_its_first_tokens(tmp_pa
     assert found["bank"][0].tokens == ("a", "bank") * 5
     assert leading_text("one two  three " * 50, 1) == "one two" and leading_text("short", 400) == "short"
     assert len(leading_text("x" * 10**6, 4)) == 2 * 4 * 50  # no space in sight: a bounded start
+
+
+def test_without_max_tokens_a_line_longer_than_spacys_max_length_is_refused_naming_it(tmp_path):
+    nlp = spacy.blank("en")
+    corpus = _corpus(tmp_path, ["a bank", "a bank " * (nlp.max_length // 7 + 10)])
+    with pytest.raises(ValueError, match=r"a.txt:2: a line of \d+ characters.*give --max-tokens N"):
+        find_usages(nlp, corpus_lines(corpus), ["bank"], max_uses=10)
+
+
+def test_uses_past_the_400th_token_are_kept_and_run_in_the_components_windows(tmp_path, tiny_bilm):
+    from spacy_elmo.bilm.batching import MAX_WINDOW
+
+    words = [f"w{i % 7}" for i in range(450)]
+    words[10] = words[420] = "bank"
+    found = collect_usages(tiny_bilm, _corpus(tmp_path, [" ".join(words)]), ["bank"])
+    assert [u.token_index for u in found.usages["bank"]] == [10, 420] and found.settings.max_tokens is None
+    first, last = (tiny_bilm.embed([words[b : b + MAX_WINDOW]])[0][-1] for b in (0, 400))
+    np.testing.assert_allclose(found.vectors["bank"], np.stack([first[10], last[20]]), rtol=0, atol=1e-6)
+
+
+@pytest.fixture()
+def embedded(tmp_path, tiny_paths):
+    """A pre-tokenized corpus (a line past 400 tokens among short ones), its embed-corpus folders
+    (every layer in float32; the top layer only), and the pipeline they were made with."""
+    from spacy_elmo.io import load_allennlp
+    from spacy_elmo.pipeline import create_pipeline
+
+    from ..embedded_folder import embed_here
+
+    create_pipeline(load_allennlp(*tiny_paths), lang="en").to_disk(tmp_path / "pipeline")
+    long_line = " ".join(["the bank of the river ."] * 90)  # 540 tokens, a bank every sixth
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    _corpus(corpus, LINES + [long_line] + LINES, "a.txt")
+    _corpus(corpus, ["a river bank", "the bank lends"], "b.txt")
+    embed_here(corpus, tmp_path / "all", tmp_path / "pipeline", shard_rows=3)
+    embed_here(corpus, tmp_path / "top", tmp_path / "pipeline", layers="top", shard_rows=3)
+    return corpus, tmp_path
+
+
+@pytest.mark.parametrize("layer", ["top", "mean", 1])
+def test_usages_from_an_embed_corpus_folder_are_those_of_the_text(embedded, tiny_bilm, layer):
+    corpus, root = embedded
+    targets = ["bank", "river", "absent"]
+    text = collect_usages(tiny_bilm, corpus, targets, layer=layer, max_uses=40, seed=3)
+    stored = embedded_usages(root / "all", targets, layer=layer, max_uses=40, seed=3)
+    assert stored.found == text.found and text.found["bank"] > 40  # the cap samples the same uses
+    for target in targets:
+        assert [(u.doc_id, u.token_index, u.start_char, u.end_char) for u in stored.usages[target]] == [
+            (u.doc_id, u.token_index, u.start_char, u.end_char) for u in text.usages[target]]
+        np.testing.assert_allclose(stored.vectors[target], text.vectors[target], rtol=0, atol=1e-5)
+    assert max(u.token_index for u in stored.usages["bank"]) > 400
+
+
+def test_a_folder_without_the_layer_or_made_with_other_weights_is_refused(embedded, tiny_bilm):
+    from spacy_elmo.embed.runs import weights_sha256
+
+    corpus, root = embedded
+    assert len(embedded_usages(root / "top", ["bank"], layer="top").usages["bank"]) == 96
+    with pytest.raises(ValueError, match=r"holds layer_2 \(embed-corpus --layers top\), not what --layers mean reads"):
+        embedded_usages(root / "top", ["bank"], layer="mean")
+    with pytest.raises(ValueError, match="embed the corpus with --layers all or 0"):
+        embedded_usages(root / "top", ["bank"], layer=0)
+    assert embedded_usages(root / "all", ["bank"], weights_sha256=weights_sha256(tiny_bilm)).usages["bank"]
+    with pytest.raises(ValueError, match="not with the model given"):
+        embedded_usages(root / "all", ["bank"], weights_sha256="0" * 64)
+    (root / "all" / "_embed-corpus" / "finished.json").unlink()
+    with pytest.raises(ValueError, match="embed-corpus has not finished there"):
+        embedded_usages(root / "all", ["bank"])
