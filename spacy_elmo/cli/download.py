@@ -18,8 +18,9 @@ from ._vocabulary import CommandWithOldSpellings
 def download_cli(
     name: Optional[str] = typer.Argument(
         None, help=f"a published model: {', '.join(PUBLISHED_MODELS)}, an ELMoForManyLangs language by "
-        f"ISO 639 code (de, ru, ar, zh, ...), a TensorFlow one: {', '.join(PUBLISHED_TF_MODELS)}, or a contributed "
-        f"one: {', '.join(PUBLISHED_CONTRIBUTED)}", show_default=False
+        f"ISO 639 code (de, ru, ar, zh, ...), a TensorFlow one: {', '.join(PUBLISHED_TF_MODELS)}, a contributed "
+        f"one: {', '.join(PUBLISHED_CONTRIBUTED)}, or a Hugging Face Hub repository: hf:OWNER/REPO[@REVISION]",
+        show_default=False
     ),
     options: Optional[str] = typer.Option(None, "--options-url", help="URL of another published options.json"),
     weights: Optional[str] = typer.Option(None, "--weights-url", help="URL of its HDF5 weights"),

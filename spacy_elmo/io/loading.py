@@ -14,8 +14,10 @@ the pair given as two files, a TensorFlow checkpoint or SavedModel as a folder, 
 (bilm-tf's training folders, TF-Hub modules, DeepPavlov's archives: ``bilm_tf``), a published
 model by name ("small", "original", ...; or an ELMoForManyLangs language by ISO 639 code, "de",
 "ru", ...: see ``registry``), or, where nothing is given, the English biLM shipped inside the
-package. An existing path always wins over a name; only a registered name downloads, once, into
-the cache (``download``); a path that does not exist is an error naming it, never a download.
+package, or a repository on the Hugging Face Hub, ``hf:OWNER/REPO[@REVISION]`` (``hub``: any of
+the folder layouts above, in huggingface_hub's cache). An existing path always wins over a name;
+only a registered name or a Hub id downloads, once, into the cache (``download``, ``hub``); a path
+that does not exist is an error naming it, never a download.
 Nothing is unpickled.
 """
 import zipfile
@@ -31,6 +33,7 @@ from .archive import ALLENNLP, archive_contents, fetch_archive
 from .contributed import fetch_contributed
 from .download import fetch_published
 from .efml import is_efml_directory
+from .hub import fetch_hub, is_hub_id
 from .errors import ModelFileError
 from .limits import model_bytes_cap
 from .lm_head import HDF5_SOFTMAX_NAME, SOFTMAX_NAME, VOCAB_NAME, LMHead
@@ -38,8 +41,8 @@ from .native import CONFIG_NAME
 from .native import WEIGHTS_NAME as NATIVE_WEIGHTS_NAME
 from .registry import PUBLISHED_ARCHIVES, PUBLISHED_CONTRIBUTED, PUBLISHED_MODELS, PUBLISHED_TF_MODELS, published_names
 from .sources import (
-    PIPELINE_CONFIG_NAME, SHIPPED_NAME, EFMLSource, ModelSource, NativeSource, PairBundleSource, PairSource,
-    PublishedPairSource, TensorFlowSource,
+    PIPELINE_CONFIG_NAME, SHIPPED_NAME, EFMLSource, HubSource, ModelSource, NativeSource, PairBundleSource,
+    PairSource, PublishedPairSource, TensorFlowSource,
 )
 from .tf_layouts import fetch_tf_model, needs_tf_reader
 
@@ -126,9 +129,12 @@ def load_bilm(
         only), a zip of a published model (NLPL's ELMo archives, ELMoForManyLangs' zips as
         published), a TensorFlow checkpoint or SavedModel (bilm-tf's checkpoint folder, a TF-Hub
         module, DeepPavlov's .tar.gz; read without TensorFlow), "en_small" (the biLM shipped with the
-        package), or the name of a published model ("small",
+        package), the name of a published model ("small",
         "medium", "original", "original-5.5b"), downloaded on first use into the cache
-        (``$SPACY_ELMO_CACHE``; docs/download.md). A path that does not exist is an error.
+        (``$SPACY_ELMO_CACHE``; docs/download.md), or a model on the Hugging Face Hub,
+        "hf:OWNER/REPO" or "hf:OWNER/REPO@REVISION" (``hub``: the hub extra; into huggingface_hub's
+        cache, each file checked against the size and digest the Hub states). A path that does not
+        exist is an error.
     options (Optional[PathLike]): a published options.json (with ``weights``).
     weights (Optional[PathLike]): a published HDF5 weights file (with ``options``).
     With no argument, the English biLM shipped with the package.
@@ -237,6 +243,9 @@ def _published_source(name: str) -> ModelSource:
     that does not exist, or a name nobody published, is refused naming it."""
     if name == SHIPPED_NAME:
         return _shipped_source()
+    if is_hub_id(name):
+        snapshot = fetch_hub(name)
+        return HubSource(_local_source(snapshot.model_path()), name=str(snapshot.hub_id), commit=snapshot.commit)
     if name in PUBLISHED_MODELS:
         return PublishedPairSource(*fetch_published(name), language="en", name=name)
     if name in PUBLISHED_ARCHIVES:

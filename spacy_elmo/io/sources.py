@@ -294,6 +294,37 @@ class TensorFlowSource(ModelSource):
         return f"{self.path}: a TensorFlow checkpoint or SavedModel"
 
 
+@dataclass(frozen=True)
+class HubSource(ModelSource):
+    """A model on the Hugging Face Hub (``hf:OWNER/REPO[@REVISION]``, ``hub.fetch_hub``): the source
+    of its files in the cache, read by the rules of the layout they are in, named by its id and
+    versioned by the commit it was fetched at."""
+
+    inner: ModelSource
+    name: Optional[str] = None
+    commit: Optional[str] = None
+
+    @property
+    def language(self) -> Optional[str]:  # type: ignore[override]
+        return self.inner.language
+
+    def load(self) -> BiLM:
+        return self.inner.load()
+
+    def head(self, *, transfer: Optional[Transfer] = None) -> Optional[LMHead]:
+        return self.inner.head(transfer=transfer)
+
+    def files(self) -> Tuple[Path, ...]:
+        return self.inner.files()
+
+    @property
+    def description(self) -> str:
+        return f"{self.name} at {str(self.commit)[:12]} on the Hugging Face Hub ({self.inner.description})"
+
+    def version(self) -> Optional[str]:
+        return self.commit
+
+
 def head_in(folder: Path, checkpoint: Path) -> Optional[LMHead]:
     """The head among a pair's companion files in ``folder`` (a published softmax and its
     vocabulary, ``lm_head.find_head_files``), else the softmax of the bilm-tf checkpoint in
