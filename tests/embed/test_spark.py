@@ -22,8 +22,8 @@ from typer.testing import CliRunner  # noqa: E402
 
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.embed.corpus import embed_corpus  # noqa: E402
-from spacy_elmo.embed.runs import FINISHED_NAME  # noqa: E402
-from spacy_elmo.embed.shards import shard_key  # noqa: E402
+from spacy_elmo.embed.runs import FINISHED_NAME, SETTINGS_NAME  # noqa: E402
+from spacy_elmo.embed.shards import RECORDS, shard_key  # noqa: E402
 from spacy_elmo.embed.spark import embed_corpus_spark  # noqa: E402
 from spacy_elmo.io import load_allennlp  # noqa: E402
 from spacy_elmo.pipeline import create_pipeline  # noqa: E402
@@ -65,7 +65,7 @@ def spark():
 
 
 def records(folder):
-    return {path.name: json.loads(path.read_text()) for path in sorted(folder.glob("shard-*.json"))}
+    return {path.name: json.loads(path.read_text()) for path in sorted((folder / RECORDS).glob("shard-*.json"))}
 
 
 def checksums(folder):
@@ -80,7 +80,7 @@ def test_spark_writes_the_shards_ray_writes_and_resumes(spark, corpus, tmp_path)
         on_ray.shards, on_ray.written, on_ray.rows, on_ray.undecodable)
     # the same Parquet bytes: the SHA-256 each shard's JSON records
     assert checksums(tmp_path / "spark") == checksums(ray_output) and len(checksums(ray_output)) == on_ray.shards
-    assert (tmp_path / "spark" / "embed-corpus.json").read_text() == (ray_output / "embed-corpus.json").read_text()
+    assert (tmp_path / "spark" / SETTINGS_NAME).read_text() == (ray_output / SETTINGS_NAME).read_text()
     assert (tmp_path / "spark" / FINISHED_NAME).read_text() == (ray_output / FINISHED_NAME).read_text()
 
     spark_records = records(tmp_path / "spark")
@@ -209,7 +209,7 @@ def test_a_standalone_cluster_losing_a_worker_mid_run_writes_the_shards_ray_writ
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         victim = {}
-        last = {index: max(shard_key(path.stem[len("shard-"):])[1] for path in ray_output.glob(f"shard-{index:05d}-*.json"))
+        last = {index: max(shard_key(path.stem[len("shard-"):])[1] for path in (ray_output / RECORDS).glob(f"shard-{index:05d}-*.json"))
                 for index in range(len(FILES))}
 
         def a_worker_is_mid_file():
@@ -219,14 +219,14 @@ def test_a_standalone_cluster_losing_a_worker_mid_run_writes_the_shards_ray_writ
             for worker in workers:
                 for path in reading(worker, folder.resolve()):
                     index = FILES.index(path.relative_to(folder.resolve()).as_posix())
-                    if (output / f"shard-{index:05d}-00000.json").is_file() and not (
-                            output / f"shard-{index:05d}-{last[index]:05d}.json").is_file():
+                    if (output / RECORDS / f"shard-{index:05d}-00000.json").is_file() and not (
+                            output / RECORDS / f"shard-{index:05d}-{last[index]:05d}.json").is_file():
                         victim.update(worker=worker, file=index)
                         return True
             return False
 
         cluster.wait_for(a_worker_is_mid_file, "a worker half-way through a file", timeout=300)
-        written_before = len(list(output.glob("shard-*.json")))
+        written_before = len(list((output / RECORDS).glob("shard-*.json")))
         killed = kill_tree(victim["worker"].pid)  # the other worker lives on and takes over
         stdout, _ = driver.communicate(timeout=420)
     finally:
