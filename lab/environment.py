@@ -3,7 +3,9 @@
     python scripts/run.py main          # the whole project on the bundled sample (spacy project run main)
     python scripts/run.py tests [ARGS]  # the test suite (what CI runs); ARGS go to pytest
 
-Needs only Python (3.9+) with venv and pip. The first call creates ``.venv`` in the checkout and
+Needs only Python with venv and pip: the version setup.cfg's ``python_requires`` names (the pinned
+torch's own floor), checked before anything is made, so that an older Python hears which one it
+needs rather than pip's resolution failure on torch. The first call creates ``.venv`` in the checkout and
 installs the CPU build of torch (pinned in requirements.txt) before the rest, so that pip never
 pulls the multi-GB CUDA build; later calls reuse it while requirements.txt and the package's
 setup files are unchanged (their SHA-256 is kept in ``.venv/spacy-elmo-env.json``). torch comes
@@ -19,6 +21,7 @@ the sample files it reads, the machine and the date. ``tests`` records nothing. 
 project.yml's ``vars.metrics``, an ignored folder like every output of ``main``: running it leaves
 the checkout's tracked files as they were.
 """
+import configparser
 import datetime
 import hashlib
 import json
@@ -52,6 +55,28 @@ PROVENANCE = (
     "print(json.dumps(provenance(sys.argv[1], start=json.loads(sys.argv[2]), model=model_record(), "
     "model_note='the shipped biLM the workflow fine-tunes and trains with', data=data_record(sys.argv[3:]))))"
 )
+
+
+def python_floor(setup_cfg: Path = ROOT / "setup.cfg") -> tuple:
+    """The lowest Python setup.cfg's ``python_requires`` (``>=X.Y``) allows, as (X, Y)."""
+    parser = configparser.ConfigParser()
+    parser.read(setup_cfg, encoding="utf-8")
+    required = parser.get("options", "python_requires", fallback="").replace(" ", "")
+    if not required.startswith(">=") or "," in required:
+        raise SystemExit(f"setup.cfg's python_requires is {required!r}, not >=X.Y as this script reads it")
+    return tuple(int(part) for part in required[2:].split(".")[:2])
+
+
+def python_refusal(version: Optional[Sequence[int]] = None, floor: Optional[tuple] = None) -> Optional[str]:
+    """RETURNS (Optional[str]): the line that says which Python the project needs, where ``version``
+    (default: this interpreter's) is older than setup.cfg allows; None where it will do."""
+    floor = floor or python_floor()
+    version = tuple(sys.version_info[:3]) if version is None else tuple(version)
+    if version[:2] >= floor:
+        return None
+    need = ".".join(map(str, floor))
+    return (f"spacy-elmo needs Python >= {need} (its pinned {torch_pin()} has no wheels for older ones); this is "
+            f"Python {'.'.join(map(str, version))} at {sys.executable}: run this script with python{need} or newer")
 
 
 def env_python() -> Path:
@@ -170,6 +195,10 @@ def record_run(path: Path, argv: Sequence[str], job: List[str], environment: str
 def main(argv: Sequence[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
         print("usage: python scripts/run.py {main|tests} [ARGS]", file=sys.stderr)
+        return 2
+    refusal = python_refusal()
+    if refusal is not None:  # before a venv is made or pip asked for a torch this Python cannot have
+        print(refusal, file=sys.stderr)
         return 2
     started, environment = time.monotonic(), "reused"
     if not up_to_date():

@@ -3,7 +3,8 @@
     python scripts/run.py main          # the whole project on the bundled sample (spacy project run main)
     python scripts/run.py tests [ARGS]  # the test suite (what CI runs); ARGS go to pytest
 
-Needs only Python (3.9+) with venv and pip: the work is ``lab/environment.py``'s (standard library
+Needs only Python with venv and pip, of the version setup.cfg's ``python_requires`` names (an older
+one is told which, before anything starts): the work is ``lab/environment.py``'s (standard library
 only), run from the checkout this file is in, since the lab is not installed.
 """
 import subprocess

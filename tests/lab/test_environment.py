@@ -132,3 +132,17 @@ def test_main_runs_the_projects_main_workflow_and_records_its_time_where_git_loo
     record = environment.record_path("main").relative_to(ROOT).as_posix()
     ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", record], cwd=ROOT, check=False)
     assert ignored.returncode == 0, f"{record} is not ignored by git"
+
+
+def test_a_python_older_than_setup_cfg_allows_is_told_which_it_needs_before_anything_is_set_up(checkout, monkeypatch, capsys):
+    module = load_run(checkout, monkeypatch)
+    calls = fake_env(module, monkeypatch)
+    assert module.python_floor(checkout / "setup.cfg") == (3, 10)  # the pinned torch's own floor
+    older = module.python_refusal((3, 9, 18))
+    assert "Python >= 3.10" in older and "3.9.18" in older and module.torch_pin() in older
+    assert module.python_refusal((3, 10, 0)) is None and module.python_refusal() is None
+    monkeypatch.setattr(module, "python_floor", lambda setup_cfg=None: (sys.version_info[0], sys.version_info[1] + 1))
+    assert module.main(["main"]) == 2
+    said = capsys.readouterr().err
+    assert f"needs Python >= {sys.version_info[0]}.{sys.version_info[1] + 1}" in said and len(said.splitlines()) == 1
+    assert calls == [] and not (checkout / ".venv").exists()
