@@ -155,9 +155,18 @@ def shard_table(
     ``elmo`` run first.
     RETURNS (Tuple[pyarrow.Table, int]): the table and its number of tokens.
     """
+    docs, split = line_docs(nlp, elmo, texts, batch_size)
+    return docs_table(docs, split, ids, columns=columns, dtype=dtype, metadata=metadata, file=file,
+                      first_line=first_line)
+
+
+def docs_table(
+    docs: Sequence[Any], split: Sequence[Tuple[List[str], List[int], List[int]]], ids: Sequence[Any], *,
+    columns: Sequence[str], dtype: str, metadata: Dict[str, str], file: str = "", first_line: int = 1,
+) -> Tuple[Any, int]:
+    """The table of embedded Docs (``line_docs``' answer), as ``shard_table`` describes it."""
     import pyarrow as pa
 
-    docs, split = line_docs(nlp, elmo, texts, batch_size)
     outputs = [doc._.elmo for doc in docs]
     lengths = [len(tokens) for tokens, _, _ in split]
     width = outputs[0].width
