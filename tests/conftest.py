@@ -97,3 +97,12 @@ def random_bilm(seed: int = 0, **changes) -> BiLM:
 @pytest.fixture()
 def small_bilm():
     return random_bilm()
+
+
+@pytest.fixture()
+def process_threads():
+    """torch set to 3 threads for the test (a count no default gives), then as it was."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    yield 3
+    torch.set_num_threads(before)

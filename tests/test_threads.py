@@ -7,14 +7,6 @@ from spacy.language import Language
 from spacy.util import registry
 
 
-@pytest.fixture()
-def process_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(3)
-    yield 3
-    torch.set_num_threads(before)
-
-
 def test_the_old_process_wide_callback_says_when_it_changes_the_count(caplog, process_threads):
     callback = registry.callbacks.get("spacy-elmo.set_torch_threads.v1")
     with caplog.at_level(logging.WARNING, logger="spacy_elmo.threads"):

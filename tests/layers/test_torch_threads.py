@@ -26,14 +26,6 @@ def threads_in_bilm(monkeypatch):
     return seen
 
 
-@pytest.fixture()
-def process_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(3)
-    yield 3
-    torch.set_num_threads(before)
-
-
 def test_the_rule_gives_small_biLMs_one_thread_and_the_original_five_capped_at_the_cores():
     assert threads_for(SMALL, cores=16) == 1
     assert threads_for(ORIGINAL, cores=16) == 5  # 5 x 4096 x 512 weights a step, 2 million a thread
