@@ -268,6 +268,33 @@ def shard_done(output: Path, shard: str, expected_input: str) -> bool:
     return record is not None and shard_verified(output, shard)
 
 
+def parquet_bytes(table: Any, compression: str, *, split: bool = True) -> bytes:
+    """A table as a Parquet file's bytes, under ``compression`` (``COMPRESSIONS``).
+
+    The float layers are written without a dictionary (their values hardly repeat: pyarrow's
+    default dictionary, given up after a page, cost 6 to 26% more than plain values in
+    ``bench/bench_embed_sizing.py``'s first runs) and, under a codec and unless ``split`` is False,
+    with their bytes split into streams (Parquet's BYTE_STREAM_SPLIT: the floats' sign-and-exponent
+    bytes together, which is what a codec finds to compress). Strings, offsets and bfloat16's 16-bit
+    patterns keep the dictionary, where it pays.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def leaf(name: str) -> str:
+        kind = table.schema.field(name).type
+        return f"{name}.list.element" if pa.types.is_list(kind) or pa.types.is_large_list(kind) else name
+
+    floats = [name for name in _layer_columns(table.column_names) if pa.types.is_floating(table.schema.field(name).type.value_type)]
+    options: Dict[str, Any] = {"compression": compression,
+                               "use_dictionary": [leaf(name) for name in table.column_names if name not in floats]}
+    if compression != "none" and split:
+        options["use_byte_stream_split"] = [leaf(name) for name in floats]
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, **options)
+    return buffer.getvalue()
+
+
 def write_shard(
     output: Path, shard: str, table: Any, *, rows: int, tokens: int, input_sha256: str, undecodable: int = 0,
     compression: str = "zstd", file: str = "",
@@ -278,15 +305,7 @@ def write_shard(
     compression (str): the Parquet codec (``COMPRESSIONS``); with a codec the layers' bytes are
         split into streams first (Parquet's BYTE_STREAM_SPLIT), which is what lets floats compress.
     """
-    import pyarrow.parquet as pq
-
-    layers = [name for name in table.column_names if name.startswith("layer_") or name in ("mean", "mix")]
-    buffer = io.BytesIO()
-    if compression == "none":
-        pq.write_table(table, buffer, compression="none")
-    else:
-        pq.write_table(table, buffer, compression=compression, use_byte_stream_split=layers)
-    data = buffer.getvalue()
+    data = parquet_bytes(table, compression)
     write_atomic(output / f"{shard_name(shard)}.parquet", data)
     record = {
         "shard": shard, "file": file, "rows": rows, "tokens": tokens, "undecodable": undecodable,

@@ -123,3 +123,23 @@ def test_pandas_and_pyarrow_read_the_folder_and_one_reshape_gives_the_layers(emb
         [expected] = bilm.embed([tokens[begin:end]])
         np.testing.assert_allclose(top[begin:end], expected[2], rtol=0, atol=1e-5)
     assert frame.iloc[5].tokens.size == 0 and np.asarray(frame.iloc[5].layer_0).size == 0  # the empty line
+
+
+def test_float_layers_are_written_split_into_byte_streams_without_a_dictionary(embedded):
+    import pyarrow.parquet as pq
+
+    from spacy_elmo.embed.shards import parquet_bytes
+
+    output, _, _ = embedded
+    table = pq.read_table(next(output.glob("shard-*.parquet")))
+    encodings = {}
+    for codec, split in (("zstd", True), ("zstd", False), ("none", True)):
+        metadata = pq.ParquetFile(pa.BufferReader(parquet_bytes(table, codec, split=split))).metadata.row_group(0)
+        encodings[codec, split] = {metadata.column(i).path_in_schema: metadata.column(i).encodings
+                                   for i in range(metadata.num_columns)}
+    assert "BYTE_STREAM_SPLIT" in encodings["zstd", True]["layer_2.list.element"]
+    assert "BYTE_STREAM_SPLIT" not in encodings["zstd", False]["layer_2.list.element"]
+    assert "BYTE_STREAM_SPLIT" not in encodings["none", True]["layer_2.list.element"]
+    for found in encodings.values():
+        assert not any("DICTIONARY" in e for e in found["layer_2.list.element"])
+        assert any("DICTIONARY" in e for e in found["tokens.list.element"])
