@@ -101,7 +101,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 "embed_seconds": embed_seconds, "settings": sizes(shards, bilm.config.n_output_layers, corpus["tokens"]),
             }
             del shards, bilm
-    settings = {name: {f"{s['layers']}/{s['dtype']}/{s['compression']}{'' if s['byte_stream_split'] else '-plain'}": s
+    settings = {name: {f"{s['layers']} {s['dtype']} {s['compression']}{'' if s['byte_stream_split'] else ' plain'}": s
                        for s in model["settings"]} for name, model in report["models"].items()}
     report["by_setting"] = settings
     report["load_average_after"] = list(os.getloadavg())

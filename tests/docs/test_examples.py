@@ -152,8 +152,19 @@ def _pipeline(folder: Path) -> Path:
     return folder / "en_elmo"
 
 
+def _embedded(folder: Path) -> Path:
+    """A finished embed-corpus output folder of a few lines, every layer of the tiny biLM."""
+    from ..embedded_folder import embed_here
+
+    (folder / "corpus").mkdir()
+    (folder / "corpus" / "corpus.txt").write_text("the bank of the river\nthe bank lends money\n", encoding="utf-8")
+    embed_here(folder / "corpus", folder / "embeddings", TINY)
+    return folder / "embeddings"
+
+
 # the reader's files the docs name, and how the test stands in for each
 STAND_INS: Dict[str, Callable[[Path], Path]] = {
+    "embeddings": _embedded,
     "options.json": _tiny_pair_file("options.json"),
     "weights.hdf5": _tiny_pair_file("weights.hdf5"),
     "corpus.txt": _corpus,
