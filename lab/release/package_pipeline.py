@@ -12,6 +12,8 @@ either wheel is not met there.
         --check "The bank by the river was closed ."
 """
 import argparse
+import atexit
+import hashlib
 import json
 import shutil
 import site
@@ -27,6 +29,9 @@ REPO = CHECKOUT
 # what building spacy-elmo's wheel reads from the checkout (setup.cfg: version, package data, README)
 SOURCE_FILES = ["setup.cfg", "setup.py", "pyproject.toml", "README.md"]
 PTH_NAME = "parent-environment.pth"
+# wheels built in this process, by the digest of what they were built from: the platform wheel
+# compiles every kernel variant (a minute or more on two cores), so a test session builds it once
+_BUILT: Dict[str, Path] = {}
 
 # Runs inside the venv: load the installed package by name and report what it did with the text.
 RUN_IN_VENV = """
@@ -80,15 +85,40 @@ def build_wheel(pipeline: Path, output: Path, *, name: str, version: str) -> Pat
 
 def build_spacy_elmo_wheel(dist: Path, *, source: Path = REPO) -> Path:
     """spacy-elmo's wheel from the checkout at ``source``, built from a copy (the checkout gets no
-    build/ or egg-info). RETURNS (Path): the .whl file."""
+    build/ or egg-info): the platform wheel with its kernels prebuilt, as this environment has
+    torch (setup.py). Built once per process for the same files; later calls copy it into ``dist``.
+    RETURNS (Path): the .whl file."""
     dist.mkdir(parents=True, exist_ok=True)
+    for old in dist.glob("spacy_elmo-*.whl"):
+        old.unlink()
+    key = _source_digest(source)
+    if key not in _BUILT or not _BUILT[key].is_file():
+        keep = Path(tempfile.mkdtemp(prefix="spacy-elmo-wheel-"))
+        atexit.register(shutil.rmtree, keep, True)
+        _BUILT[key] = _build_spacy_elmo_wheel(keep, source)
+    return Path(shutil.copy2(_BUILT[key], dist / _BUILT[key].name))
+
+
+def _source_digest(source: Path) -> str:
+    """RETURNS (str): the SHA-256 of every file a wheel of ``source`` is built from, names included."""
+    digest = hashlib.sha256()
+    files = [source / n for n in SOURCE_FILES if (source / n).is_file()]
+    files += sorted(p for p in (source / "spacy_elmo").rglob("*")
+                    if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+                    and "prebuilt" not in p.relative_to(source).parts)
+    for path in files:
+        digest.update(str(path.relative_to(source)).encode("utf-8") + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _build_spacy_elmo_wheel(dist: Path, source: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "spacy-elmo"
         copy.mkdir()
         for name in SOURCE_FILES:
             if (source / name).is_file():
                 shutil.copy2(source / name, copy / name)
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "prebuilt")
         shutil.copytree(source / "spacy_elmo", copy / "spacy_elmo", ignore=ignore)
         for old in dist.glob("spacy_elmo-*.whl"):
             old.unlink()

@@ -8,8 +8,11 @@ loop's calls of torch's products, no arithmetic of its own). The glue takes most
 build, with the most portable variant's flags, and linked into every variant that build makes.
 Built into a private temporary folder beside the libraries, then moved into place with the build
 record (what ``kernel_library.refusal`` checks before loading): the caller, ``kernel_library``,
-decides which variants to build and checks the folder first.
+decides which variants to build and checks the folder first. ``build_prebuilt`` (``python -m
+spacy_elmo.fast.kernel_build --prebuilt FOLDER``, which setup.py runs when it makes the platform
+wheel) builds every variant the same way into the wheel's ``prebuilt/`` folder.
 """
+import argparse
 import hashlib
 import json
 import os
@@ -112,6 +115,24 @@ def build(targets: Dict[Variant, Path], *, force: bool = False) -> Dict[str, str
             os.replace(built, path)
             print(f"spacy_elmo: compiled {path.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
         return errors
+
+
+def build_prebuilt(folder: Path) -> Dict[str, Path]:
+    """Build every variant of this machine but ``-march=native`` (a wheel runs on other CPUs) into
+    ``folder`` with its build record, as the kernel folder holds them: the platform wheel's
+    ``prebuilt/``, which ``kernel_library`` loads from before it compiles anything.
+
+    RETURNS (Dict[str, Path]): each variant's library. Raises RuntimeError naming what failed.
+    """
+    if compiler() is None:
+        raise RuntimeError("no C++ compiler found (set $CXX): the platform wheel needs one to prebuild its kernels")
+    folder.mkdir(parents=True, exist_ok=True)
+    targets = {v: folder / library_name(v) for v in variants() if "-march=native" not in v.flags}
+    errors = build(targets, force=True)
+    (folder / "build.lock").unlink(missing_ok=True)  # the build's own lock, nothing to ship
+    if errors:
+        raise RuntimeError("prebuilding the kernels failed: " + "; ".join(f"{n}: {e[:2000]}" for n, e in errors.items()))
+    return {v.name: path for v, path in targets.items()}
 
 
 def _run(commands: List[List[str]]) -> Optional[str]:
@@ -224,3 +245,10 @@ def _cpu_identity() -> str:
         return "".join(sorted(set(lines)))
     except OSError:
         return platform.processor()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Prebuild every kernel variant into a folder (the platform wheel's).")
+    parser.add_argument("--prebuilt", type=Path, required=True, help="the folder: the wheel's spacy_elmo/fast/prebuilt")
+    for name, path in build_prebuilt(parser.parse_args().prebuilt).items():
+        print(f"{name}: {path}")

@@ -20,6 +20,13 @@ be built (no compiler, no torch headers, not Linux or macOS) the Python loop run
 warning, and a marker file keeps later processes from trying again (``python -m spacy_elmo kernels
 --build`` retries). ``SPACY_ELMO_COMPILED=0`` turns it off.
 
+The platform wheel carries every variant prebuilt (``prebuilt/`` beside this file, built by
+``kernel_build.build_prebuilt`` when the wheel is made, with their build records): a variant is
+taken from there first, under the same checks as a library built here, and nothing is compiled. A
+prebuilt library built for another torch than the one installed is not loaded: one warning names
+both versions, and the variant is compiled into the kernel folder as from the source distribution
+(or, without a compiler, the Python loop runs).
+
 Loading a library runs its code, so nothing is loaded that someone else could have put there: the
 build writes a record beside the library (its SHA-256, the sources' SHA-256, the variant, the
 compiler, torch) and moves both into place by rename, and before loading, the folder, its parents
@@ -47,9 +54,10 @@ from .kernel_variants import Variant, VariantError
 
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
 DIR_ENV = "SPACY_ELMO_KERNELS"  # where built kernels go (default: the cache's kernels/)
+PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"  # the platform wheel's variants
 _LOCK = threading.Lock()
 # per variant name ("" for the one chosen for the process): its ops, or why there are none
-_STATE: Dict[str, Dict[str, Any]] = {"ops": {}, "errors": {}}
+_STATE: Dict[str, Any] = {"ops": {}, "errors": {}, "prebuilt_warned": set()}
 _PINNED = threading.local()
 _REBUILD = "`python -m spacy_elmo kernels --build --force` builds it afresh"
 
@@ -144,6 +152,8 @@ def load(variant: Optional[Variant] = None, build: bool = True, force: bool = Fa
     if sys.platform not in ("linux", "darwin"):
         raise KernelBuildError(f"not built on {sys.platform}")
     variant = variant or chosen_variant()
+    if not force and _prebuilt_usable(variant):
+        return _load_verified(variant, prebuilt_path(variant))
     path = library_path(variant)
     failed = path.with_suffix(".failed")
     # from a spacy-elmo that wrote no record; replaced only in a folder no one else can write to
@@ -154,6 +164,12 @@ def load(variant: Optional[Variant] = None, build: bool = True, force: bool = Fa
         if not build:
             raise KernelBuildError(f"not built yet: {path}")
         _build([variant], force=force or unrecorded)
+    return _load_verified(variant, path)
+
+
+def _load_verified(variant: Variant, path: Path) -> Any:
+    """Load the library at ``path`` unless ``variant``'s is loaded already, once ``refusal`` finds
+    nothing wrong with it. RETURNS (Any): its ops."""
     if not _loaded(variant):
         problem = refusal(path)
         if problem is not None:
@@ -163,6 +179,38 @@ def load(variant: Optional[Variant] = None, build: bool = True, force: bool = Fa
         except (OSError, RuntimeError) as error:
             raise KernelBuildError(f"could not load {path}: {error}; {_REBUILD}") from error
     return getattr(torch.ops, variant.namespace)
+
+
+def prebuilt_path(variant: Variant) -> Optional[Path]:
+    """RETURNS (Optional[Path]): ``variant``'s library as the platform wheel carries it, or None
+    (a source install has no ``prebuilt/`` folder)."""
+    found = sorted(PREBUILT_DIR.glob(f"kernels-{variant.name}-*.so"))
+    return found[0] if len(found) == 1 else None
+
+
+def prebuilt_refusal(variant: Variant) -> Optional[str]:
+    """RETURNS (Optional[str]): why ``variant``'s prebuilt library must not be loaded (built for
+    another torch, damaged, exposed to other users), or None where it may (or there is none)."""
+    path = prebuilt_path(variant)
+    return None if path is None else refusal(path)
+
+
+def _prebuilt_usable(variant: Variant) -> bool:
+    """Whether ``variant``'s prebuilt library may be loaded; where one is there but refused, one
+    warning per process says why (another torch: both versions) before the variant is compiled."""
+    path = prebuilt_path(variant)
+    if path is None:
+        return False
+    problem = refusal(path)
+    if problem is None:
+        return True
+    warned = _STATE.setdefault("prebuilt_warned", set())
+    if variant.name not in warned:
+        warned.add(variant.name)
+        warnings.warn(f"not loading the prebuilt {variant.name} kernels: {problem.split('; ')[0]}; compiling them for "
+                      f"torch {torch.__version__} where a C++ compiler is found, else running the Python step "
+                      "(install the spacy-elmo wheel built for this torch to skip both)", RuntimeWarning, stacklevel=4)
+    return False
 
 
 def _loaded(variant: Variant) -> bool:
@@ -307,14 +355,24 @@ def status() -> Dict[str, object]:
     """What ``python -m spacy_elmo kernels`` reports: the variant this process runs (``variant``, or
     null with ``refused`` saying why), which variants this CPU runs, and the chosen variant's
     library: its path and whether it is built, verified (``refused`` says why not), loaded,
-    switched off, or failed (with the reason)."""
+    switched off, or failed (with the reason); ``prebuilt``: the platform wheel's library of that
+    variant (its path, and why it is refused where it is), null for a source install; ``source``:
+    where the library the process runs comes from ("prebuilt" or "built here")."""
     chosen_by = f"${kernel_variants.ENV}" if os.environ.get(kernel_variants.ENV, "").strip() else "the CPU's flags"
     state: Dict[str, object] = {"variant": None, "chosen_by": chosen_by, "variants": kernel_variants.described()}
     try:
         variant = chosen_variant()
     except KernelBuildError as error:
         return {**state, "library": None, "record": None, "built": False, "verified": False, "refused": str(error),
-                "loaded": False, "enabled": enabled(), "failed": None, "compiler": compiler()}
+                "loaded": False, "enabled": enabled(), "failed": None, "compiler": compiler(), "prebuilt": None,
+                "source": None}
+    prebuilt = prebuilt_path(variant)
+    prebuilt_problem = None if prebuilt is None else refusal(prebuilt)
+    if prebuilt is not None and prebuilt_problem is None:
+        return {**state, "variant": variant.name, "library": str(prebuilt), "record": str(record_path(prebuilt)),
+                "built": True, "verified": True, "refused": None, "loaded": _loaded(variant), "enabled": enabled(),
+                "failed": None, "compiler": compiler(), "prebuilt": {"library": str(prebuilt), "refused": None},
+                "source": "prebuilt"}
     path = library_path(variant)
     failed = path.with_suffix(".failed")
     problem = refusal(path) if path.exists() else None
@@ -330,4 +388,6 @@ def status() -> Dict[str, object]:
         "enabled": enabled(),
         "failed": failed.read_text(encoding="utf-8", errors="replace")[-2000:] if failed.exists() else None,
         "compiler": compiler(),
+        "prebuilt": None if prebuilt is None else {"library": str(prebuilt), "refused": prebuilt_problem},
+        "source": "built here" if path.exists() and problem is None else None,
     }

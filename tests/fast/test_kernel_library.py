@@ -203,3 +203,57 @@ def test_build_commands_need_no_setuptools_and_name_torchs_own_paths(tmp_path):
     resolved = {str(Path(p[2:]).resolve()) for p in flags if p.startswith("-I")}
     assert {str(Path(p).resolve()) for p in include_paths} <= resolved
     assert {f"-L{Path(p).resolve()}" for p in library_paths} <= {f"-L{Path(p[2:]).resolve()}" for p in flags if p.startswith("-L")}
+
+
+def run_with_prebuilt(prebuilt, kernels, code, **env):
+    """``code`` in a new process whose package carries ``prebuilt`` as its wheel's prebuilt folder,
+    with ``kernels`` as its (empty) kernel folder and a compiler that fails: whatever loads was not
+    compiled here. RETURNS (subprocess.CompletedProcess)."""
+    script = ("import sys, json, warnings; from pathlib import Path; warnings.simplefilter('always');"
+              "from spacy_elmo.fast import kernel_library as k, compiled as c; k.PREBUILT_DIR = Path(sys.argv[1]);" + code)
+    environ = dict(os.environ, SPACY_ELMO_KERNELS=str(kernels), **env)
+    return subprocess.run([sys.executable, "-c", script, str(prebuilt)], capture_output=True, text=True, env=environ,
+                          timeout=300)
+
+
+@pytest.fixture()
+def prebuilt(tmp_path, built_library, broken_compiler):
+    """A wheel's prebuilt folder holding the built library and its record; builds would fail."""
+    folder = tmp_path / "prebuilt"
+    folder.mkdir()
+    for path in (built_library, kernel_library.record_path(built_library)):
+        shutil.copy2(path, folder / path.name)
+    return folder / built_library.name
+
+
+def test_a_prebuilt_library_is_loaded_before_anything_is_compiled(prebuilt, tmp_path):
+    done = run_with_prebuilt(prebuilt.parent, tmp_path / "kernels", "op = c.compiled_step(); print(json.dumps([op is not None, k.status()]))")
+    assert done.returncode == 0, done.stderr
+    loaded, state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded and state["source"] == "prebuilt" and state["library"] == str(prebuilt) and state["loaded"]
+    assert "Warning" not in done.stderr and "compiling" not in done.stderr
+    assert not (tmp_path / "kernels").exists()  # nothing was built or even tried
+
+
+def test_a_prebuilt_library_of_another_torch_is_not_loaded_and_one_line_names_both_versions(prebuilt, tmp_path):
+    record = kernel_library.record_path(prebuilt)
+    built = json.loads(record.read_text(encoding="utf-8"))
+    built["torch"] = "2.12.1"
+    record.write_text(json.dumps(built), encoding="utf-8")
+    done = run_with_prebuilt(prebuilt.parent, tmp_path / "kernels", "op = c.compiled_step(); print(json.dumps([op is not None, k.status()]))")
+    assert done.returncode == 0, done.stderr
+    loaded, state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not loaded and state["source"] is None and "2.12.1" in state["prebuilt"]["refused"]
+    said = [line for line in done.stderr.splitlines() if "not loading the prebuilt" in line]
+    assert len(said) == 1 and "2.12.1" in said[0] and torch.__version__ in said[0] and "compiling them" in said[0]
+    # then the variant is compiled as from the source distribution: here the compiler fails, so the Python step
+    failed = (tmp_path / "kernels" / kernel_library.library_path().name).with_suffix(".failed")
+    assert "fatal: no headers" in failed.read_text(encoding="utf-8") and "running the Python step" in done.stderr
+
+
+def test_a_damaged_prebuilt_library_is_refused_and_never_loaded(prebuilt, tmp_path):
+    data = prebuilt.read_bytes()
+    prebuilt.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+    done = run_with_prebuilt(prebuilt.parent, tmp_path / "kernels", "op = c.compiled_step(); print(json.dumps([op is not None, k.status()]))")
+    loaded, state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not loaded and "SHA-256" in state["prebuilt"]["refused"] and "SHA-256" in done.stderr
