@@ -37,15 +37,22 @@ RECORD_BYTES = 250  # a shard's JSON record, about
 ORIGINAL = {"original": "full"}
 
 
-def embedded_shards(bilm: Any, lines: List[str], shard_rows: int) -> List[Any]:
-    """The corpus's lines through the pipeline, shard by shard: (docs, split, ids) each."""
+def embedded_shards(bilm: Any, lines: List[str], shard_rows: int, memory: Dict[str, float]) -> List[Any]:
+    """The corpus's lines through the pipeline, shard by shard: (docs, split, ids) each. ``memory``
+    gets this process's resident MiB after the pipeline is made and after its first shard (an
+    actor's work: the model, one shard of ``shard_rows`` lines in batches of 32)."""
+    import psutil
+
     nlp = create_pipeline(bilm)
     elmo = nlp.get_pipe("elmo")
+    memory["rss_with_pipeline_mib"] = psutil.Process().memory_info().rss / 2**20
     shards = []
     for first in range(0, len(lines), shard_rows):
         texts = lines[first : first + shard_rows]
         docs, split = line_docs(nlp, elmo, texts, 32)
         shards.append((docs, split, [f"corpus:{first + i + 1}" for i in range(len(texts))]))
+        if first == 0:
+            memory["rss_after_first_shard_mib"] = psutil.Process().memory_info().rss / 2**20
     return shards
 
 
@@ -82,6 +89,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     parser.add_argument("--markdown")
     args = parser.parse_args(argv)
     mark_start(bench_command("bench.bench_embed_sizing", argv))
+    import psutil
+
     started = time.time()
     report: Dict[str, Any] = {"shard_rows": args.shard_rows, "models": {}, "load_average_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,15 +99,18 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             corpus = write_corpus(args.data_dir, Path(tmp) / name, int(count))
             lines = [line for path in sorted((Path(tmp) / name).iterdir()) for line in read_text(path).splitlines()]
             shape = ORIGINAL.get(name, name)
+            memory = {"rss_before_model_mib": psutil.Process().memory_info().rss / 2**20}
             bilm = resolve_bilm(shipped_model_dir()) if name == "shipped" else published_bilm(shape, Path(tmp))
+            memory["weights_mib"] = sum(p.numel() * p.element_size() for p in bilm.parameters()) / 2**20
             start = time.perf_counter()
-            shards = embedded_shards(bilm, lines, args.shard_rows)
+            shards = embedded_shards(bilm, lines, args.shard_rows, memory)
             embed_seconds = time.perf_counter() - start
+            memory["added_by_model_and_first_shard_mib"] = memory["rss_after_first_shard_mib"] - memory["rss_before_model_mib"]
             report["models"][name] = {
                 "model": "spacy_elmo/models/en_small (shipped)" if name == "shipped" else
                 f"random weights (torch seed 0) of the shape {PUBLISHED_NAMES.get(shape, shape)} ({name})",
                 "width": bilm.config.output_dim, "n_layers": bilm.config.n_output_layers, "corpus": corpus,
-                "embed_seconds": embed_seconds, "settings": sizes(shards, bilm.config.n_output_layers, corpus["tokens"]),
+                "embed_seconds": embed_seconds, "memory": memory, "settings": sizes(shards, bilm.config.n_output_layers, corpus["tokens"]),
             }
             del shards, bilm
     settings = {name: {f"{s['layers']} {s['dtype']} {s['compression']}{'' if s['byte_stream_split'] else ' plain'}": s
@@ -128,7 +140,10 @@ def markdown(report: Dict[str, Any]) -> str:
     lines = [f"Command: `{info['command']}`", "",
              f"Recorded {info['date']} at commit {info['commit']}{' (dirty)' if info['dirty'] else ''}, on {info['cpu']}.", ""]
     for name, model in report["models"].items():
-        lines += [f"{model['model']}: width {model['width']}, {model['n_layers']} layers, {model['corpus']['tokens']} tokens.", "",
+        memory = model["memory"]
+        lines += [f"{model['model']}: width {model['width']}, {model['n_layers']} layers, {model['corpus']['tokens']} tokens; "
+                  f"weights {memory['weights_mib']:.0f} MiB, the model and one shard's work add "
+                  f"{memory['added_by_model_and_first_shard_mib']:.0f} MiB to the process.", "",
                   "| layers | dtype | codec | bytes a token | x raw | GB per 100M tokens | write s |", "|---|---|---|---:|---:|---:|---:|"]
         for s in model["settings"]:
             codec = s["compression"] + (" (split)" if s["byte_stream_split"] else "")
