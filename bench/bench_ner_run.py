@@ -215,6 +215,9 @@ def child_run(tree: Path, settings: Dict[str, Any]) -> Dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"the run in {tree} failed:\n{done.stderr[-4000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    package = Path(result.pop("package")).resolve()
+    if tree.resolve() not in package.parents:
+        raise RuntimeError(f"the run meant for {tree} imported spacy_elmo from {package}")
     for model in result["models"].values():
         entities = model.pop("entities")
         model["entities"] = sum(len(doc) for doc in entities)
