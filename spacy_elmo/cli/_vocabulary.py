@@ -76,7 +76,7 @@ def input_files(ctx: typer.Context, value: Any) -> Any:
     formats the command reads (``io.text_input.text_files``)."""
     from ..io.text_input import TEXT_SUFFIXES, text_files
 
-    from ..embed.shards import is_embedded_folder
+    from ..io.embedded_corpus import is_embedded_folder
 
     suffixes = None if ctx.info_name in CORPUS_INPUT else TEXT_SUFFIXES
     for spec in value if isinstance(value, (list, tuple)) else [value]:

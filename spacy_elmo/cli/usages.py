@@ -31,7 +31,7 @@ def usages_cli(
     seeded sample of at most --max-uses each, and write one row per use: target, doc_id (FILE:LINE),
     character offsets, context and the chosen layer's vector."""
     from ..embed.runs import weights_sha256
-    from ..embed.shards import is_embedded_folder
+    from ..io.embedded_corpus import is_embedded_folder
     from ..io import load_bilm
     from ..io.text_input import TextStats
     from ..usage.usages import collect_usages, embedded_usages, load_tokenizer, read_targets, write_usages

@@ -39,7 +39,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from ..bilm.batching import MAX_WINDOW
-from ..embed.shards import EmbeddedFolder, embedded_folder, embedded_rows, float_values, is_embedded_folder
+from ..io.embedded_corpus import EmbeddedFolder, embedded_folder, embedded_rows, float_values, is_embedded_folder
 from ..io.text_input import Reservoir, TextStats, read_lines
 from ..bilm.scalar_mix import Layer, select_layer
 
