@@ -50,6 +50,13 @@ DEFAULT_DATA = REPO.parent / "shared" / "datasets"
 REPORTED = re.compile(r"(\d+) rows, (\d+) tokens in [\d.]+ s; (\d+) actors")
 
 
+def add_corpus_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the embed-corpus benchmarks: where the datasets are, and where the record goes."""
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--json")
+    parser.add_argument("--markdown")
+
+
 def write_corpus(data_dir: Path, folder: Path, tokens: int) -> Dict[str, Any]:
     """The corpus files under ``folder``: each source's lines in order until ``tokens`` whitespace
     tokens are written in all (the last file cut at a line). RETURNS: files, lines, tokens, sources."""
@@ -156,9 +163,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     parser.add_argument("--tokens", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline-commit", required=True)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--json")
-    parser.add_argument("--markdown")
+    add_corpus_options(parser)
     args = parser.parse_args(argv)
     mark_start(bench_command("bench.bench_embed_defaults", argv))
     started = time.time()

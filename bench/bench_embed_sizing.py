@@ -25,7 +25,7 @@ from spacy_elmo.io.loading import resolve_bilm, shipped_model_dir
 from spacy_elmo.pipeline import create_pipeline
 from spacy_elmo.records.provenance import data_record, mark_start, model_record, provenance
 
-from .bench_embed_defaults import DEFAULT_DATA, SOURCES, write_corpus
+from .bench_embed_defaults import SOURCES, add_corpus_options, write_corpus
 from .workloads import PUBLISHED_NAMES, bench_command, published_bilm, write_report
 
 LAYERS = ("all", "top", "mix")
@@ -84,9 +84,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     parser.add_argument("--tokens", nargs="+", default=["shipped=50000", "original=20000"],
                         help="MODEL=TOKENS: shipped, or a published shape name (random weights)")
     parser.add_argument("--shard-rows", type=int, default=500)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--json")
-    parser.add_argument("--markdown")
+    add_corpus_options(parser)
     args = parser.parse_args(argv)
     mark_start(bench_command("bench.bench_embed_sizing", argv))
     import psutil
