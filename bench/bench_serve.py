@@ -16,9 +16,11 @@ words), until ``--requests`` are sent. Parts of the record:
   the mixed vector in base64) or ``msgpack`` (``Accept: application/msgpack``).
 - ``shapes.SHAPE.sizes``: one sentence of 24 tokens in every body the server writes: ``bytes``,
   ``bytes_per_token`` and ``over_raw`` (the body over its arrays' float32 bytes).
-- ``overload``: a server with a short queue (``--overload-queue``) sent ``--overload-requests`` requests
-  at once by clients that give up after ``--overload-timeout`` s: how many got 200, 503 (and how fast),
-  or timed out, and what the server computed and dropped (its ``/metrics``).
+- ``overload``: a server with a short queue (``--overload-queue``) and batches shorter than it
+  (``--overload-batch``) sent ``--overload-requests`` requests at once by clients that give up after
+  ``--overload-timeout`` s: how many got 200, 503 (and how fast), or timed out, what the server
+  computed and dropped (its ``/metrics``), and ``probes``: requests sent one at a time on an open
+  connection while the queue is full.
 - ``threads``: the shipped biLM at 8 clients with ``--threads 1`` and with torch's default.
 - ``memory``: the shipped biLM's server RSS every 100 requests over ``--rss-requests`` requests at 8
   clients, with the server's default frozen cache (0 MB) and with the component's default (512 MB).
@@ -196,7 +198,8 @@ def bench_shape(shape: str, options: List[str], texts: List[str], args: argparse
 def overload(options: List[str], texts: List[str], args: argparse.Namespace) -> Dict[str, Any]:
     """Many requests at once against a short queue, by clients that give up after a timeout."""
     queue = args.overload_queue
-    with serve_process([*options, "--threads", "1", "--max-queue", str(queue)]) as (url, process):
+    settings = ["--max-queue", str(queue), "--max-batch", str(args.overload_batch)]
+    with serve_process([*options, "--threads", "1", *settings]) as (url, process):
         before = metrics(url)
 
         async def flood_and_probe():
@@ -210,6 +213,7 @@ def overload(options: List[str], texts: List[str], args: argparse.Namespace) -> 
     refused = [lat for lat, status in zip(sent["latencies"], sent["order"]) if status == "503"]
     return {
         "queue_limit": queue,
+        "max_batch": args.overload_batch,
         "requests": args.overload_requests,
         "client_timeout_s": args.overload_timeout,
         "statuses": sent["statuses"],
@@ -302,12 +306,14 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--shapes", default="shipped,full", help="shipped, full (2x4096_512, random weights), tiny")
     parser.add_argument("--levels", default="1,8,32", help="concurrent clients, comma-separated")
     parser.add_argument("--requests", type=int, default=64, help="requests a level")
-    parser.add_argument("--full-requests", type=int, default=24, help="requests a level for the full shape")
+    parser.add_argument("--full-requests", type=int, default=16, help="requests a level for the full shape")
     parser.add_argument("--overload-requests", type=int, default=200)
     parser.add_argument("--overload-queue", type=int, default=16, help="the overload server's --max-queue")
+    parser.add_argument("--overload-batch", type=int, default=8, help="the overload server's --max-batch: a batch "
+                        "shorter than the queue, so that queued requests outwait their clients")
     parser.add_argument("--overload-timeout", type=float, default=3.0, help="seconds a client waits in the overload run")
     parser.add_argument("--overload-probes", type=int, default=20, help="requests sent one at a time once the queue is full")
-    parser.add_argument("--thread-rounds", type=int, default=2, help="interleaved rounds of the threads comparison")
+    parser.add_argument("--thread-rounds", type=int, default=3, help="interleaved rounds of the threads comparison")
     parser.add_argument("--rss-requests", type=int, default=1000)
     parser.add_argument("--texts", type=Path, default=Path("sample/ewt/train.conllu"))
     parser.add_argument("--quick", action="store_true", help="the tiny shape, 8 requests a level, no memory run")
