@@ -251,3 +251,18 @@ def test_a_spark_task_runs_on_the_gpu_its_scheduler_assigned_and_else_on_the_cpu
     assert task_device({"gpu": ResourceInformation("gpu", ["1"])}) == "cuda:1"
     assert task_device({"gpu": ResourceInformation("gpu", [])}) == "cpu"
     assert task_device({}) == "cpu"
+
+
+@pytest.mark.slow
+def test_the_local_example_runs_as_written_without_pyspark_python(corpus, tmp_path):
+    """The docs' local command, with PYSPARK_PYTHON unset and a `python3` first on PATH that lacks the
+    package (Spark's own default for its workers): the workers run the command's Python."""
+    pipeline, folder, ray_output, _ = corpus
+    env = {key: value for key, value in os.environ.items() if key not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = os.pathsep.join(["/usr/bin", env.get("PATH", "")])
+    command = [sys.executable, "-m", "spacy_elmo", "embed-corpus", "--engine", "spark", "--master", "local[1]",
+               "--input", str(folder), "--output", str(tmp_path / "out"), "--model", str(pipeline),
+               "--shard-rows", str(SHARD_ROWS), "--batch-size", str(BATCH)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert checksums(tmp_path / "out") == checksums(ray_output)
