@@ -231,10 +231,14 @@ def summary(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for label, tree_runs in runs.items():
         second = [r["cache_per_epoch"].get("1") for r in tree_runs]
+        epochs = tree_runs[0]["cache_per_epoch"]
+        later = [epochs[e] for e in sorted(epochs, key=int)[1:]]
         out[label] = {
             "bytes_written": sum(r["bytes_written"] for r in tree_runs) / len(tree_runs),
             "seconds": sum(r["seconds"] for r in tree_runs) / len(tree_runs),
             "second_epoch_hit_share": [None if s is None else s["hits"] / max(1, s["hits"] + s["misses"]) for s in second],
+            "hit_share_per_epoch": [c["hits"] / max(1, c["hits"] + c["misses"]) for _, c in sorted(epochs.items(), key=lambda e: int(e[0]))],
+            "hit_share_after_the_first_epoch": sum(c["hits"] for c in later) / max(1, sum(c["hits"] + c["misses"] for c in later)),
             "threads_before_load": tree_runs[0]["threads_before_load"],
             "threads_after_load": {name: m["threads_after_load"] for name, m in tree_runs[0]["models"].items()},
             "entities_sha256": {name: m["entities_sha256"] for name, m in tree_runs[0]["models"].items()},
