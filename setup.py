@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
@@ -73,12 +73,16 @@ class build_with_kernels(build_py):
                        cwd=build_lib, env=environ, check=True)
 
 
+class WithKernels(Distribution):
+    """A distribution whose wheel holds the prebuilt kernels: built into the platform's folder and
+    installed there (platlib), as a wheel of compiled extensions is."""
+
+    def has_ext_modules(self) -> bool:
+        return PREBUILDING
+
+
 class platform_wheel(bdist_wheel):
     """A wheel that holds the prebuilt kernels is for one platform and any Python 3."""
-
-    def finalize_options(self) -> None:
-        super().finalize_options()
-        self.root_is_pure = not PREBUILDING
 
     def get_tag(self):
         python, abi, platform = super().get_tag()
@@ -95,4 +99,5 @@ def install_requires():
     return [f"torch=={_torch_release()}" if line.replace(" ", "").startswith("torch") else line for line in listed]
 
 
-setup(install_requires=install_requires(), cmdclass={"build_py": build_with_kernels, "bdist_wheel": platform_wheel})
+setup(install_requires=install_requires(), distclass=WithKernels,
+      cmdclass={"build_py": build_with_kernels, "bdist_wheel": platform_wheel})

@@ -1,7 +1,9 @@
 """Package a trained pipeline as a wheel (`spacy package`), install it into a fresh venv and run it on text.
 
-The check installs what a user installs: spacy-elmo's own wheel, built from this checkout, and the
-pipeline's wheel, both with ``pip install --no-index --no-deps`` into a new venv. The venv sees
+The check installs what a user installs: spacy-elmo's own wheel, built from this checkout (the
+platform wheel, its kernels prebuilt), and the pipeline's wheel, both with ``pip install --no-index
+--no-deps`` into a new venv, and runs them as a user without a C++ compiler on a fresh cache
+(``without_compiler``): the result names the kernels that ran (``kernels``). The venv sees
 the packages of the environment that runs this script (spaCy, torch and the rest, through a
 ``.pth`` file listing that environment's site-packages) and nothing else: not the base
 interpreter's packages, not the checkout. Nothing is downloaded. The check fails if the
@@ -15,6 +17,7 @@ import argparse
 import atexit
 import hashlib
 import json
+import os
 import shutil
 import site
 import subprocess
@@ -39,6 +42,7 @@ import json, sys
 from importlib import metadata
 from packaging.requirements import Requirement
 import spacy, spacy_elmo
+from spacy_elmo.fast import kernel_library
 
 def unmet(dist):
     missing = []
@@ -67,8 +71,45 @@ print(json.dumps({
     "ents": [[e.text, e.label_] for e in doc.ents],
     "cats": doc.cats,
     "elmo_shape": list(doc._.elmo.layers.shape) if doc.has_extension("elmo") and doc._.elmo is not None else None,
+    "kernels": {key: kernel_library.status()[key] for key in ("variant", "source", "loaded", "compiler")},
 }))
 """
+
+# Runs in a new process: what a new user's first lines cost (import, add_pipe with the shipped
+# biLM, the first doc), which timestep loop each pass of the first doc took, and the kernels.
+FIRST_DOC = """
+import json, sys, time
+began = time.perf_counter()
+import spacy, spacy_elmo
+from spacy_elmo.fast import dispatch, kernel_library
+imported = time.perf_counter()
+paths = []
+choose = dispatch.Runner.stack_path
+def recorded(self, *args):
+    paths.append(choose(self, *args))
+    return paths[-1]
+dispatch.Runner.stack_path = recorded
+nlp = spacy.blank("en")
+nlp.add_pipe("elmo")
+added = time.perf_counter()
+doc = nlp(sys.argv[1])
+done = time.perf_counter()
+print(json.dumps({"import_s": imported - began, "add_pipe_s": added - imported, "first_doc_s": done - added,
+                  "to_first_doc_s": done - began, "paths": paths, "tokens": len(doc),
+                  "spacy_elmo_path": spacy_elmo.__file__, "kernels": kernel_library.status()}))
+"""
+FIRST_TEXT = "I deposited cash at the bank."
+
+
+def first_doc(python: Path, environ: Dict[str, str], text: str = FIRST_TEXT, cwd: Optional[Path] = None) -> Dict[str, Any]:
+    """Run ``FIRST_DOC`` with ``python`` in ``environ``: a new process's first doc.
+
+    RETURNS (Dict[str, Any]): the seconds to import, to add the pipe, for the first doc and all
+        three (``to_first_doc_s``), the run paths of its passes (``dispatch.Runner.stack_path``:
+        "compiled" for the C++ loop), and ``kernel_library.status()`` after it.
+    """
+    out = _run([str(python), "-c", FIRST_DOC, text], cwd=str(cwd) if cwd else None, env=environ)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def build_wheel(pipeline: Path, output: Path, *, name: str, version: str) -> Path:
@@ -146,22 +187,16 @@ def check_in_fresh_venv(
     """Install spacy-elmo's wheel and the pipeline's wheel into a new venv and run the pipeline on ``text``.
 
     spacy_elmo_wheel (Optional[Path]): spacy-elmo's wheel; built from the checkout when None.
-    RETURNS (Dict[str, Any]): pipeline, tokens, tags, ents, cats, elmo_shape and where the packages came from.
+    RETURNS (Dict[str, Any]): pipeline, tokens, tags, ents, cats, elmo_shape, where the packages came from
+        and the kernels that ran (variant, source: "prebuilt" or "built here", loaded, compiler).
     """
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         if spacy_elmo_wheel is None:
             spacy_elmo_wheel = build_spacy_elmo_wheel(Path(tmp) / "dist")
         venv = Path(tmp) / "venv"
-        _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-        python = venv / "bin" / "python"
-        # installed while the venv sees nothing else, so pip cannot take an installed copy for them
-        install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps"]
-        _run(install + ["--quiet", str(spacy_elmo_wheel), str(wheel)])
-        site_packages = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip()
-        # plain directory lines: the parent's own .pth files (an editable spacy-elmo) are not run
-        (Path(site_packages) / PTH_NAME).write_text("".join(p + "\n" for p in environment_paths()), encoding="utf-8")
+        python = fresh_venv(venv, [spacy_elmo_wheel, wheel])
         name = wheel.name.split("-")[0]
-        out = _run([str(python), "-c", RUN_IN_VENV, name, text], cwd=tmp)
+        out = _run([str(python), "-c", RUN_IN_VENV, name, text], cwd=tmp, env=without_compiler(python, Path(tmp) / "cache"))
         result = json.loads(out.strip().splitlines()[-1])
         for key, what in (("package_path", name), ("spacy_elmo_path", "spacy_elmo")):
             if not Path(result[key]).resolve().is_relative_to(venv.resolve()):
@@ -174,13 +209,38 @@ def check_in_fresh_venv(
         return result
 
 
+def fresh_venv(venv: Path, wheels: Sequence[Path]) -> Path:
+    """A new venv at ``venv`` holding ``wheels`` and seeing this environment's packages (spaCy,
+    torch, ...) through a .pth file of plain directories: not the base interpreter's, not the
+    checkout, not an editable install. RETURNS (Path): its Python."""
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    # installed while the venv sees nothing else, so pip cannot take an installed copy for them
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps"]
+    _run(install + ["--quiet", *map(str, wheels)])
+    site_packages = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip()
+    # plain directory lines: the parent's own .pth files (an editable spacy-elmo) are not run
+    (Path(site_packages) / PTH_NAME).write_text("".join(p + "\n" for p in environment_paths()), encoding="utf-8")
+    return python
+
+
+def without_compiler(python: Path, cache: Path) -> Dict[str, str]:
+    """The environment of a user who has no C++ compiler and has run nothing yet: ``PATH`` holds
+    only the venv's bin/ (no c++, g++ or clang++), no ``CC``/``CXX``, and an empty cache folder
+    (``SPACY_ELMO_CACHE``, ``XDG_CACHE_HOME``). RETURNS (Dict[str, str]): the variables."""
+    cache.mkdir(parents=True, exist_ok=True)
+    kept = {k: v for k, v in os.environ.items()
+            if k not in ("CC", "CXX", "PYTHONPATH", "SPACY_ELMO_KERNELS", "SPACY_ELMO_CACHE", "XDG_CACHE_HOME")}
+    return {**kept, "PATH": str(python.parent), "SPACY_ELMO_CACHE": str(cache), "XDG_CACHE_HOME": str(cache)}
+
+
 def _pip_wheel(dist: Path, source: Path) -> List[str]:
     return [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
             "--wheel-dir", str(dist), str(source)]
 
 
-def _run(command: Sequence[str], cwd: Optional[str] = None) -> str:
-    done = subprocess.run(list(command), capture_output=True, text=True, cwd=cwd)
+def _run(command: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> str:
+    done = subprocess.run(list(command), capture_output=True, text=True, cwd=cwd, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done.stdout
