@@ -1,6 +1,6 @@
 """`spacy package` of trained elmo + tagger and elmo + textcat pipelines, installed with spacy-elmo's
-own wheel into a fresh venv (no network, nothing from the base interpreter or the checkout) and run
-on text."""
+own (platform) wheel into a fresh venv (no network, nothing from the base interpreter or the
+checkout) and run on text with no compiler reachable."""
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,8 @@ def test_wheel_installs_into_a_fresh_venv_and_tags_text(tmp_path):
     # the installed copy gives the trained pipeline's tags, with the biLM's layers on the Doc
     assert result["tags"] == expected
     assert result["elmo_shape"] == [3, 8, 32]
+    # with no compiler reachable and a fresh cache, the wheel's prebuilt kernels ran
+    assert result["kernels"]["compiler"] is None and result["kernels"]["source"] == "prebuilt"
 
 
 def test_fresh_venv_sees_the_running_environment_not_the_base_interpreter():
