@@ -208,8 +208,8 @@ def overload(options: List[str], texts: List[str], args: argparse.Namespace) -> 
             return await probe(url, args.overload_probes), await flood
 
         probes, sent = asyncio.run(flood_and_probe())
-        time.sleep(args.overload_timeout)  # the requests queued by clients that left reach the worker
-        after = metrics(url)
+        accepted = sent["statuses"].get("200", 0) + sent["statuses"].get("timeout", 0)
+        after = settled(url, before, accepted)
     refused = [lat for lat, status in zip(sent["latencies"], sent["order"]) if status == "503"]
     return {
         "queue_limit": queue,
@@ -220,7 +220,20 @@ def overload(options: List[str], texts: List[str], args: argparse.Namespace) -> 
         "refused_latency_ms": quantiles_ms(refused) if refused else None,
         "probes": probes,
         "server": {k: after[k] - before[k] for k in ("texts", "rejected_overload", "dropped_disconnected", "batches")},
+        "settled": after["settled"],  # every accepted request was answered or dropped before the counts were read
     }
+
+
+def settled(url: str, before: Dict[str, Any], accepted: int, limit: float = 180.0) -> Dict[str, Any]:
+    """The server's metrics once every accepted request was answered or dropped (its clients may have
+    left long before: their requests still wait in the queue, or run in the batch they were taken into)."""
+    deadline = time.monotonic() + limit
+    while True:
+        now = metrics(url)
+        done = now["texts"] - before["texts"] + now["dropped_disconnected"] - before["dropped_disconnected"]
+        if done >= accepted or time.monotonic() > deadline:
+            return {**now, "settled": done >= accepted}
+        time.sleep(0.5)
 
 
 async def probe(url: str, count: int) -> Dict[str, Any]:
@@ -322,7 +335,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     args.shapes = args.shapes.split(",")
     args.levels = [int(x) for x in args.levels.split(",")]
     if args.quick:
-        args.shapes, args.requests, args.overload_requests, args.overload_timeout = ["tiny"], 8, 40, 1.0
+        args.shapes, args.requests = ["tiny"], min(args.requests, 8)
+        args.overload_requests, args.overload_timeout = min(args.overload_requests, 40), min(args.overload_timeout, 1.0)
         args.thread_rounds, args.rss_requests = 0, 0
     return args
 

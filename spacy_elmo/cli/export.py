@@ -61,8 +61,8 @@ def serve_cli(
                                           "beyond)"),
     frozen_cache_mb: float = typer.Option(0.0, "--frozen-cache-mb", min=0.0, help="megabytes of layers the component "
                                           "keeps per segment (0: none, the server's default)"),
-    threads: int = typer.Option(1, "--threads", min=0, help="torch threads (0: torch's default; 1 served most "
-                                "requests a second on 2 cores, docs/export.md)"),
+    threads: int = typer.Option(1, "--threads", min=0, help="torch threads (0: torch's default; docs/export.md compares 1 "
+                                "with the default)"),
 ) -> None:
     """Serve doc._.elmo over HTTP: POST /embed {"text": ...} or {"texts": [...]}, GET /ready, /metrics
     (docs/export.md)."""
