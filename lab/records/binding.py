@@ -61,6 +61,7 @@ BOUND = (
     "docs/api.md",
     "docs/pretraining.md",
     "docs/downstream.md",
+    "docs/install.md",
 )
 # the documents still held only to ``lab.records.citations`` (a number passes where any value of a
 # record its block cites matches it): each leaves this list when its numbers are bound
