@@ -24,15 +24,16 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from ..files import write_atomic
 from .inputs import CorpusFiles, resolve_inputs
+from ..io.embedded_corpus import FINISHED_FILE, RECORDS, SETTINGS_FILE
 from .shards import (
-    COMPRESSIONS, DTYPES, LAYOUT, RECORDS, check_layers, record_path, select_columns, shard_id, shard_key, shard_name,
+    COMPRESSIONS, DTYPES, LAYOUT, check_layers, record_path, select_columns, shard_id, shard_key, shard_name,
     shard_verified, written_shards,
 )
 
 PathLike = Union[str, Path]
-SETTINGS_NAME = f"{RECORDS}/settings.json"
+SETTINGS_NAME = f"{RECORDS}/{SETTINGS_FILE}"
 DEFAULT_MODEL = "en_small"
-FINISHED_NAME = f"{RECORDS}/finished.json"
+FINISHED_NAME = f"{RECORDS}/{FINISHED_FILE}"
 FORMAT = "spacy-elmo.embed-corpus"
 # the earlier layout's settings, beside the shards
 EARLIER_SETTINGS = "embed-corpus.json"

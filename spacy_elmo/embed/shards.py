@@ -26,18 +26,18 @@ import hashlib
 import io
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..files import file_sha256, write_atomic
+from ..io.embedded_corpus import RECORDS, float_values, is_layer_column, shard_files, shard_key
 
 PathLike = Union[str, Path]
 DTYPES = ("float32", "float16", "bfloat16")
 # Parquet codecs; zstd (with the floats' bytes split into streams) is the default: results/bench/*/embed-sizing.json
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
 PLAIN_DIGITS = 5
-RECORDS = "_embed-corpus"
 LAYOUT = 2
 LAYER_WORDS = ("all", "mix", "top", "mean")
 
@@ -107,14 +107,6 @@ def stored_values(values: np.ndarray, dtype: str) -> np.ndarray:
 
         return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
     return values.astype(np.float32 if dtype == "float32" else np.float16, copy=False)
-
-
-def float_values(cell: Any, dtype: str) -> np.ndarray:
-    """A stored cell's values (a flat array) back as float32."""
-    values = np.asarray(cell)
-    if dtype == "bfloat16":
-        return (values.astype(np.uint32) << 16).view(np.float32)
-    return values.astype(np.float32, copy=False)
 
 
 def mix_record(output: Any) -> Dict[str, Any]:
@@ -207,15 +199,6 @@ def shard_id(index: int, block: int) -> str:
     return f"{_number(index)}-{_number(block)}"
 
 
-def shard_key(shard: str) -> Tuple[int, int]:
-    """(file, block) of a shard id, as ``shard_id`` writes it or as plain digits of any width."""
-    try:
-        index, block = (int(part[1:] if part[:1].isalpha() else part) for part in shard.split("-"))
-    except ValueError:
-        raise ValueError(f"{shard!r} is not a shard id (FFFFF-BBBBB)") from None
-    return index, block
-
-
 def shard_name(shard: str) -> str:
     """The files' stem of shard ``FFFFF-BBBBB`` (block B of input file F; names sort in input order)."""
     return f"shard-{shard}"
@@ -285,7 +268,8 @@ def parquet_bytes(table: Any, compression: str, *, split: bool = True) -> bytes:
         kind = table.schema.field(name).type
         return f"{name}.list.element" if pa.types.is_list(kind) or pa.types.is_large_list(kind) else name
 
-    floats = [name for name in _layer_columns(table.column_names) if pa.types.is_floating(table.schema.field(name).type.value_type)]
+    floats = [name for name in table.column_names
+              if is_layer_column(name) and pa.types.is_floating(table.schema.field(name).type.value_type)]
     options: Dict[str, Any] = {"compression": compression,
                                "use_dictionary": [leaf(name) for name in table.column_names if name not in floats]}
     if compression != "none" and split:
@@ -316,10 +300,6 @@ def write_shard(
     write_atomic(path, json.dumps(record, indent=1).encode("utf-8"))
 
 
-def _layer_columns(names: Sequence[str]) -> List[str]:
-    return [name for name in names if name.startswith("layer_") or name in ("mean", "mix")]
-
-
 def read_shards(output: PathLike) -> Iterator[Tuple[Any, List[str], np.ndarray]]:
     """Each row of an output folder, in input order: id, tokens and layers as float32
     ((n_columns, n_tokens, width) for several layer columns, (n_tokens, width) for one), the
@@ -328,11 +308,11 @@ def read_shards(output: PathLike) -> Iterator[Tuple[Any, List[str], np.ndarray]]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    for path in sorted(Path(output).glob("shard-*.parquet"), key=lambda path: shard_key(path.stem[len("shard-"):])):
+    for path in shard_files(output):
         table = pq.read_table(path)
         metadata = table.schema.metadata or {}
         dtype = metadata.get(b"spacy_elmo.dtype", b"float32").decode()
-        names = _layer_columns(table.column_names)
+        names = [name for name in table.column_names if is_layer_column(name)]
         value_type = table.schema.field(names[0]).type.value_type
         width = value_type.list_size if pa.types.is_fixed_size_list(value_type) else int(metadata[b"spacy_elmo.width"])
         for i, (row_id, tokens) in enumerate(zip(table.column("id").to_pylist(), table.column("tokens").to_pylist())):
@@ -344,78 +324,3 @@ def read_shards(output: PathLike) -> Iterator[Tuple[Any, List[str], np.ndarray]]
                 arrays.append(float_values(cell.to_numpy(zero_copy_only=False), dtype).reshape(-1, width))
             yield row_id, tokens, arrays[0] if len(arrays) == 1 else np.stack(arrays)
 
-
-class EmbeddedFolder(NamedTuple):
-    """A finished ``embed-corpus`` output folder, as a reader of its rows needs it.
-
-    path (Path). model (str), weights_sha256 (str): the biLM it was embedded with. layers (str): as
-    given to the run. columns (List[str]): the layer columns stored. dtype (str). width (int): a
-    vector's width. n_layers (int): the biLM's output layers.
-    """
-
-    path: Path
-    model: str
-    weights_sha256: str
-    layers: str
-    columns: List[str]
-    dtype: str
-    width: int
-    n_layers: int
-
-
-def is_embedded_folder(path: PathLike) -> bool:
-    """Whether ``path`` is an ``embed-corpus`` output folder (finished or not)."""
-    return (Path(path) / RECORDS / "settings.json").is_file()
-
-
-def embedded_folder(path: PathLike) -> EmbeddedFolder:
-    """A finished ``embed-corpus`` output folder's settings, from its shards' metadata.
-
-    RETURNS (EmbeddedFolder): raises ValueError where the run has not finished (its rows would be
-    a part of the corpus) or the folder holds no shard.
-    """
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not (path / RECORDS / "finished.json").is_file():
-        raise ValueError(f"{path}: embed-corpus has not finished there (no {RECORDS}/finished.json), so its shards "
-                         "hold only part of the corpus; run the same embed-corpus command to the end first")
-    first = next(iter(sorted(path.glob("shard-*.parquet"))), None)
-    if first is None:
-        raise ValueError(f"{path}: an embed-corpus folder without shards")
-    meta = {key.decode(): value.decode() for key, value in (pq.read_schema(first).metadata or {}).items()}
-    return EmbeddedFolder(
-        path=path, model=meta["spacy_elmo.model"], weights_sha256=meta["spacy_elmo.weights_sha256"],
-        layers=meta["spacy_elmo.layers"], columns=json.loads(meta["spacy_elmo.columns"]), dtype=meta["spacy_elmo.dtype"],
-        width=int(meta["spacy_elmo.width"]), n_layers=int(meta["spacy_elmo.n_layers"]),
-    )
-
-
-class EmbeddedRow(NamedTuple):
-    """One line of an embedded folder: id, tokens, their offsets, and the asked-for layer columns
-    as (n_tokens, width) arrays in the stored dtype (``float_values`` turns a vector to float32)."""
-
-    id: Any
-    tokens: List[str]
-    starts: List[int]
-    ends: List[int]
-    layers: Dict[str, np.ndarray]
-
-
-def embedded_rows(folder: EmbeddedFolder, columns: Sequence[str] = ()) -> Iterator[EmbeddedRow]:
-    """Every row of a folder in input order, one shard in memory at a time.
-
-    columns (Sequence[str]): the layer columns to read (views into the shard's values, no copy).
-    """
-    import pyarrow.parquet as pq
-
-    paths = sorted(folder.path.glob("shard-*.parquet"), key=lambda path: shard_key(path.stem[len("shard-"):]))
-    for path in paths:
-        table = pq.read_table(path, columns=["id", "tokens", "token_start", "token_end", *columns])
-        values = {}
-        for column in columns:
-            array = table.column(column).combine_chunks()
-            values[column] = (array.offsets.to_numpy(), array.values.to_numpy(zero_copy_only=False))
-        for i, (row_id, tokens, starts, ends) in enumerate(zip(*(table.column(c).to_pylist() for c in ("id", "tokens", "token_start", "token_end")))):
-            layers = {column: flat[offsets[i]: offsets[i + 1]].reshape(-1, folder.width) for column, (offsets, flat) in values.items()}
-            yield EmbeddedRow(row_id, tokens, starts, ends, layers)
