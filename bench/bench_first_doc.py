@@ -53,7 +53,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             for path in order:
                 cache = work / f"cache-{round_index}-{path}"
                 load = os.getloadavg()[0]
-                result = run_path(path, python, cache, work)
+                result = first_doc_of(path, python, cache, work)
                 runs.append({"round": round_index, "path": path, "load_average_before": round(load, 2),
                              **{key: round(result[key], 3) for key in TIMES},
                              "loops": sorted(set(result["paths"]), key=str),
@@ -77,7 +77,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     return report
 
 
-def run_path(path: str, venv_python: Path, cache: Path, work: Path) -> Dict[str, Any]:
+def first_doc_of(path: str, venv_python: Path, cache: Path, work: Path) -> Dict[str, Any]:
     """One new process's first doc on ``path`` ("wheel" or "source") with an empty ``cache``."""
     if path == "wheel":
         return first_doc(venv_python, without_compiler(venv_python, cache), cwd=work)
