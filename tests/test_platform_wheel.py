@@ -17,7 +17,9 @@ import spacy_elmo
 from spacy_elmo.fast import kernel_build, kernel_library, kernel_variants
 from spacy_elmo.files import file_sha256
 
-from lab.release.package_pipeline import build_spacy_elmo_wheel, first_doc, fresh_venv, without_compiler
+from lab.release.package_pipeline import (
+    build_spacy_elmo_sdist, build_spacy_elmo_wheel, first_doc, fresh_venv, without_compiler,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -94,3 +96,14 @@ def test_the_first_doc_of_a_new_process_runs_the_compiled_loop_and_compiles_noth
     kernels = result["kernels"]
     assert kernels["loaded"] and kernels["source"] == "prebuilt" and kernels["compiler"] is None
     assert not (cache / "kernels").exists() or not list((cache / "kernels").glob("*.so"))  # nothing compiled
+
+
+def test_the_source_distribution_requires_the_tested_torch_range_and_carries_sources_not_kernels(tmp_path):
+    import tarfile
+
+    sdist = build_spacy_elmo_sdist(tmp_path)
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+        metadata = Parser().parsestr(archive.extractfile(f"spacy_elmo-{spacy_elmo.__version__}/PKG-INFO").read().decode())
+    assert "torch<2.14,>=2.13.0" in metadata.get_all("Requires-Dist") and metadata["Requires-Python"] == ">=3.10"
+    assert any(n.endswith("fast/csrc/lstmp_steps.cpp") for n in names) and not any("prebuilt" in n for n in names)

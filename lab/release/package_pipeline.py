@@ -154,17 +154,34 @@ def _source_digest(source: Path) -> str:
 
 def _build_spacy_elmo_wheel(dist: Path, source: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "spacy-elmo"
-        copy.mkdir()
-        for name in SOURCE_FILES:
-            if (source / name).is_file():
-                shutil.copy2(source / name, copy / name)
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "prebuilt")
-        shutil.copytree(source / "spacy_elmo", copy / "spacy_elmo", ignore=ignore)
+        copy = _source_copy(Path(tmp), source)
         for old in dist.glob("spacy_elmo-*.whl"):
             old.unlink()
         _run(_pip_wheel(dist, copy))
     return _only(dist.glob("spacy_elmo-*.whl"), "spacy-elmo wheel")
+
+
+def build_spacy_elmo_sdist(dist: Path, *, source: Path = REPO) -> Path:
+    """spacy-elmo's source distribution from a copy of the checkout at ``source`` (setuptools'
+    PEP 517 hook, in this environment). RETURNS (Path): the .tar.gz file."""
+    dist.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = _source_copy(Path(tmp), source)
+        hook = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+        name = _run([sys.executable, "-c", hook, str(dist.resolve())], cwd=str(copy)).strip().splitlines()[-1]
+    return dist / name
+
+
+def _source_copy(folder: Path, source: Path) -> Path:
+    """What a build of ``source`` reads (its setup files, README, the package), copied under ``folder``."""
+    copy = folder / "spacy-elmo"
+    copy.mkdir()
+    for name in SOURCE_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, copy / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "prebuilt")
+    shutil.copytree(source / "spacy_elmo", copy / "spacy_elmo", ignore=ignore)
+    return copy
 
 
 def environment_paths() -> List[str]:
