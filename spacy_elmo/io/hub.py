@@ -8,8 +8,10 @@ huggingface_hub is first imported), so a process may change them.
 
 A repository holds a model in any layout ``load_bilm`` reads from a folder: a published pair
 (options.json beside weights.hdf5, lm_weights.hdf5 or AllenNLP's names), NLPL's zip, our
-directory (config.json + model.safetensors). Of a pair only its two files are fetched; otherwise
-every file at the repository's top but ``.gitattributes`` and Markdown. Each file must have the
+directory (config.json + model.safetensors), a spaCy pipeline with an elmo component as
+``nlp.to_disk`` writes it (uploaded with ``HfApi().upload_folder``). Of a pair only its two files are
+fetched, of a pipeline all its files; otherwise every file at the repository's top; never
+``.gitattributes`` or Markdown. Each file must have the
 size the Hub states for it and its digest (the SHA-256 of a file kept in LFS, the git blob id of
 one that is not) before anything reads it; a file that does not, or does not arrive, is an
 error in one line, and the call leaves in the cache nothing it put there. Offline, the files a
@@ -34,6 +36,7 @@ _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _DIGESTS = {64: "sha256", 40: "git blob id"}
 SKIPPED = (".gitattributes",)
+PIPELINE_CONFIG = "config.cfg"  # a spaCy pipeline's, as sources.PIPELINE_CONFIG_NAME
 DEFAULT_REVISION = "main"
 
 
@@ -113,13 +116,17 @@ def fetch_hub(text: str) -> HubSnapshot:
 
 
 def model_files(siblings: Sequence[Any], where: str) -> List[Any]:
-    """The files of a repository (``RepoSibling``s) that hold its model: a published pair's two
-    where the top holds one, else every file at the top but ``.gitattributes`` and Markdown.
+    """The files of a repository (``RepoSibling``s) that hold its model: every file of a spaCy
+    pipeline (``config.cfg`` at the top: an ``nlp.to_disk`` folder, its elmo component's weights in
+    a folder below), a published pair's two where the top holds one, else every file at the top;
+    ``.gitattributes`` and Markdown never.
 
     RETURNS (List[Any]): the siblings to fetch. A repository with none is a ModelFileError.
     """
-    top = [s for s in siblings if "/" not in s.rfilename and s.rfilename not in SKIPPED
-           and not s.rfilename.lower().endswith(".md")]
+    kept = [s for s in siblings if Path(s.rfilename).name not in SKIPPED and not s.rfilename.lower().endswith(".md")]
+    if any(s.rfilename == PIPELINE_CONFIG for s in kept):
+        return kept
+    top = [s for s in kept if "/" not in s.rfilename]
     pair = find_pair((s.rfilename for s in top), where)
     if pair is not None:
         top = [s for s in top if s.rfilename in pair]
@@ -200,7 +207,7 @@ def _cached(hub_id: HubId, storage: Path) -> HubSnapshot:
     if folder is None or not folder.is_dir():
         raise ModelFileError(str(hub_id), "not in the Hugging Face cache, and HF_HUB_OFFLINE forbids downloading it; "
                                           f"fetch it once with network (`python -m spacy_elmo download {hub_id}`)")
-    files = tuple(sorted(p for p in folder.iterdir() if p.is_file()))
+    files = tuple(sorted(p for p in folder.rglob("*") if p.is_file()))
     for path in files:
         blob = path.resolve().name
         kind = _DIGESTS.get(len(blob))

@@ -163,3 +163,15 @@ def test_the_download_command_writes_a_pipeline_from_a_hub_id_in_the_language_gi
     nlp = spacy.load(tmp_path / "pipeline")
     assert nlp("A bank .")._.elmo.layers.shape[:2] == (3, 3)
     assert json.loads((tmp_path / "pipeline" / "meta.json").read_text())["lang"] == "en"
+
+
+def test_a_spacy_pipeline_uploaded_as_its_folder_loads_from_the_hub_with_its_nested_weights(hub, tmp_path, monkeypatch):
+    from spacy_elmo.pipeline import create_pipeline
+
+    model = random_bilm(seed=4)
+    create_pipeline(model, lang="en").to_disk(tmp_path / "pipeline")
+    folder = tmp_path / "pipeline"
+    hub.add("someone/en_elmo", {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()})
+    assert _same_weights(load_bilm("hf:someone/en_elmo", optimize=False), model)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline, every file of it is checked again, the nested ones too
+    assert _same_weights(load_bilm("hf:someone/en_elmo", optimize=False), model)
