@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
@@ -37,6 +38,8 @@ BATCH_PER_GPU = 256
 # fault injection for the tests: a file holding N; an actor process that has written N shards while
 # the file exists deletes it and kills itself (SIGKILL, as an out-of-memory kill would)
 KILL_MARKER_ENV = "SPACY_ELMO_EMBED_KILL_MARKER"
+# Ray's setting of its workers' niceness (its default: 15)
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
 
 
 def load_elmo(model: Union[PathLike, ModelSource]) -> Tuple[Any, Any]:
@@ -281,7 +284,8 @@ def embed_corpus(
             init["object_store_memory"] = object_store_memory
         else:
             init["address"] = address
-        ray.init(**init)
+        with _workers_at_own_niceness(local=address is None):
+            ray.init(**init)
     seen = skipped = written = rows = tokens = undecodable = 0
     blocks: Dict[int, int] = {}  # shards seen per input file, for the record of a finished run
     console = [handler for handler in logging.getLogger("ray.data").handlers
@@ -328,6 +332,23 @@ def embed_corpus(
     if not seen:  # as every command given nothing to read: say so and fail
         raise ValueError(f"{input}: nothing to embed: the input files hold no lines")
     return EmbedReport(seen, skipped, written, rows, tokens, undecodable, actors, batch_size, time.perf_counter() - start)
+
+
+@contextmanager
+def _workers_at_own_niceness(*, local: bool) -> Iterator[None]:
+    """Start a local Ray whose workers run at this process's niceness, unless ``RAY_worker_niceness``
+    says otherwise. Ray starts them at 15, below every other process: on a shared machine the actors,
+    which do all of the command's work, then get only what the others leave (two actors at 15 ran
+    no faster than one beside other work: results/bench/epyc-avx512/embed-defaults.json). A cluster
+    joined with ``--address`` keeps the niceness its ``ray start`` gave."""
+    if not local or WORKER_NICENESS_ENV in os.environ:
+        yield
+        return
+    os.environ[WORKER_NICENESS_ENV] = str(os.nice(0))
+    try:
+        yield  # the raylet started here reads it from its environment
+    finally:
+        del os.environ[WORKER_NICENESS_ENV]
 
 
 def _quiet_errors(record: logging.LogRecord) -> bool:
