@@ -9,7 +9,9 @@ WikiText-2 and the 1B Word Benchmark's held-out text, six files, three of them `
 (``python -m spacy_elmo embed-corpus --input CORPUS --output FRESH_FOLDER``, nothing else given):
 a local Ray started and stopped, the shipped model loaded in each actor, every shard written. The
 baseline is the same command from ``--baseline-commit``'s tree (``git archive``), whose default on
-a machine of two CPUs was one actor. Runs alternate between the two, round by round (A B, then
+a machine of two CPUs was one actor (and Ray's niceness for its workers, 15, under which actors get
+only what the machine's other work leaves them; each run records its actors' niceness). Runs
+alternate between the two, round by round (A B, then
 B A), after one untimed warm-up run of each on a small corpus (imports, the compiled LSTM step);
 the machine is shared, so the record keeps the load average before and after each run, and what
 counts is the ratio of the two in the same rounds.
@@ -93,8 +95,9 @@ def machine_used() -> int:
     return (int(info["MemTotal"].split()[0]) - int(info["MemAvailable"].split()[0])) * 1024
 
 
-def tree_rss(pid: int) -> int:
-    """Summed resident bytes of a process and every process below it."""
+def tree_memory(pid: int, niceness: set) -> int:
+    """Summed resident bytes of a process and every process below it; the niceness of its actors
+    (Ray's ``MapWorker`` processes) is added to ``niceness``."""
     import psutil
 
     try:
@@ -106,6 +109,8 @@ def tree_rss(pid: int) -> int:
     for process in processes:
         try:
             total += process.memory_info().rss
+            if "MapWorker" in " ".join(process.cmdline()):
+                niceness.add(process.nice())
         except psutil.NoSuchProcess:
             pass
     return total
@@ -117,6 +122,7 @@ def run_command(tree: Path, corpus: Path, output: Path) -> Dict[str, Any]:
     before = machine_used()
     load_before = list(os.getloadavg())
     peaks = {"machine": before, "tree": 0}
+    niceness: set = set()
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "spacy_elmo", "embed-corpus", "--input", str(corpus), "--output", str(output)],
                                cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -125,7 +131,7 @@ def run_command(tree: Path, corpus: Path, output: Path) -> Dict[str, Any]:
     def sample() -> None:
         while not done.wait(0.25):
             peaks["machine"] = max(peaks["machine"], machine_used())
-            peaks["tree"] = max(peaks["tree"], tree_rss(process.pid))
+            peaks["tree"] = max(peaks["tree"], tree_memory(process.pid, niceness))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -144,6 +150,7 @@ def run_command(tree: Path, corpus: Path, output: Path) -> Dict[str, Any]:
         "machine_used_before_mib": before / 2**20, "machine_peak_mib": peaks["machine"] / 2**20,
         "machine_peak_above_before_mib": (peaks["machine"] - before) / 2**20, "tree_peak_rss_mib": peaks["tree"] / 2**20,
         "load_before": load_before, "load_after": list(os.getloadavg()), "report": out.strip().splitlines()[-1],
+        "actor_niceness": sorted(niceness),
     }
 
 
