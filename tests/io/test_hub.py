@@ -175,3 +175,11 @@ def test_a_spacy_pipeline_uploaded_as_its_folder_loads_from_the_hub_with_its_nes
     assert _same_weights(load_bilm("hf:someone/en_elmo", optimize=False), model)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline, every file of it is checked again, the nested ones too
     assert _same_weights(load_bilm("hf:someone/en_elmo", optimize=False), model)
+
+
+def test_without_huggingface_hub_a_hub_id_says_which_extra_installs_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if not installed: its import fails
+    with pytest.raises(ModelFileError, match=r"pip install 'spacy-elmo\[hub\]'"):
+        load_bilm("hf:allenai/tiny-elmo")
