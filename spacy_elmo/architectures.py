@@ -228,8 +228,9 @@ def bilm_v3(
     threads (int): torch threads for the biLM's own calls, set around each and put back after it,
         so the rest of the process keeps its setting; 0 (the default): one for every 2 million
         weights a timestep of an LSTM layer reads (5 x dim x projection_dim), at least one, at most
-        the cores the process may use (``layers.torch_threads``): one for the small and shipped
-        biLMs, five for the published original, capped at the cores; forked workers use one.
+        the cores the process may use that the load left free when the biLM first ran
+        (``layers.torch_threads``): one for the small and shipped biLMs, up to five for the
+        published original; forked workers use one.
     The other arguments are those of ``spacy-elmo.BiLM.v2`` (batching, ``trainable``, and the
     inference settings ``optimize``, ``precision``, ``char_cache_size``), with its defaults.
     RETURNS (Model[List[Doc], List[ElmoOutput]]): the model.

@@ -94,8 +94,8 @@ def _header(task: str, name: str) -> str:
         lines += [
             f"# its frozen cache takes {per_token / 1024:g} KB a token ({shape.n_output_layers} layers x {shape.output_dim} x 4 bytes):",
             "#   frozen_cache_mb = null takes a quarter of the available memory and warns with the size of the corpus;",
-            f"# threads = 0 gives its calls {threads_for(shape)} torch thread(s) on this machine",
-            "#   (one per 2 million weights an LSTM step reads, at most the cores)",
+            f"# threads = 0 gives its calls up to {threads_for(shape)} torch thread(s) on this machine",
+            "#   (one per 2 million weights an LSTM step reads, at most the cores the load leaves free)",
         ]
     lines.append("# train: python -m spacy train CONFIG --paths.train train.spacy --paths.dev dev.spacy --output OUT")
     return "\n".join(lines) + "\n"

@@ -7,8 +7,11 @@ dim x projection_dim), at least one and at most the cores this process may run o
 products are what threads split; on small ones spare threads spin and wait, and on a busy machine
 they can make a small biLM many times slower. The published small model (2x1024_128) and the
 shipped one get one thread, the published original (2x4096_512, 10.5 million weights a step) five,
-capped at the cores there are.
+capped at the cores there are. In a process, the biLM's calls take at most the cores that the
+load average left free when they first ran (``free_cores``, read once): threads competing with
+other jobs for the same cores made the original's ``spacy train`` run slower than one thread did.
 """
+import functools
 import os
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -30,6 +33,17 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+@functools.lru_cache(maxsize=1)
+def free_cores() -> int:
+    """RETURNS (int): the cores this process may use that the last minute's load average of the
+    machine leaves free, counting one runnable thread as this process's own (at least one); read
+    once a process, so the count does not change under a run."""
+    cores = usable_cores()
+    if not hasattr(os, "getloadavg"):
+        return cores
+    return max(1, min(cores, int(cores + 1 - os.getloadavg()[0])))
+
+
 def threads_for(config: BiLMConfig, *, cores: int = 0) -> int:
     """The threads the rule gives a biLM of this shape (see the module's docstring).
 
@@ -41,16 +55,17 @@ def threads_for(config: BiLMConfig, *, cores: int = 0) -> int:
 
 
 def resolve_threads(threads: Optional[int], config: BiLMConfig) -> Optional[int]:
-    """RETURNS (Optional[int]): the threads a biLM's calls run on: ``threads``, or by the rule where
-    it is 0; one in a forked worker (see ``one_thread_in_forked_workers``); None (the process's
-    setting, left alone) where ``threads`` is None."""
+    """RETURNS (Optional[int]): the threads a biLM's calls run on: ``threads``, or where it is 0 the
+    rule's count for its shape within the ``free_cores``; one in a forked worker (see
+    ``one_thread_in_forked_workers``); None (the process's setting, left alone) where ``threads``
+    is None."""
     if threads is None:
         return None
     if threads < 0:
         raise ValueError(f"threads must be 0 (chosen for the model) or positive, got {threads}")
     if _forked_worker:
         return 1
-    return threads or threads_for(config)
+    return threads or threads_for(config, cores=free_cores())
 
 
 @contextmanager
