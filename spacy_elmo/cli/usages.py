@@ -41,6 +41,9 @@ def usages_cli(
         wanted = read_targets(targets)
         nlp = load_tokenizer(pipeline, lang=lang)
         if is_embedded_folder(input):
+            if max_tokens is not None:
+                raise ValueError(f"{input}: an embed-corpus folder holds every token of each line, embedded in "
+                                 "windows; --max-tokens cuts text as it is read, so give it with a text corpus")
             named = model is not None or options is not None
             found = embedded_usages(input, wanted, nlp=nlp, layer=layers, max_uses=max_uses, seed=seed,
                                     weights_sha256=weights_sha256(load_bilm(model, options=options, weights=weights))

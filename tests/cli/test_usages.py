@@ -81,3 +81,6 @@ def test_usages_from_an_embed_corpus_folder_writes_the_rows_the_text_gives(tmp_p
     refused = CliRunner().invoke(app, ["usages", "--input", str(tmp_path / "embedded"), "--targets", str(tmp_path / "targets.txt"),
                                        "--output", str(tmp_path / "mean.parquet"), "--layers", "mean"])
     assert refused.exit_code == 2 and "embed the corpus with --layers mean or all" in " ".join(refused.output.replace("│", " ").split())
+    cut = CliRunner().invoke(app, ["usages", "--input", str(tmp_path / "embedded"), "--targets", str(tmp_path / "targets.txt"),
+                                   "--output", str(tmp_path / "cut.parquet"), "--max-tokens", "10"])
+    assert cut.exit_code == 2 and "give it with a text corpus" in " ".join(cut.output.replace("│", " ").split())
