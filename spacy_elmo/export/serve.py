@@ -74,6 +74,7 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
     from starlette.exceptions import HTTPException
+    from starlette.requests import ClientDisconnect
 
     if max_chars < 1 or max_response_mb <= 0:
         raise ValueError(f"max_chars ({max_chars}) and max_response_mb ({max_response_mb}) must be positive")
@@ -151,6 +152,9 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
         except RequestError as err:
             status = err.status
             response = error(err.status, err.message, request_id, err.headers)
+        except ClientDisconnect:  # the client left while its body streamed in: no answer reaches it
+            status = 499
+            response = error(499, "the client left before its body was read", request_id)
         except Exception as err:  # the pipeline failed on this request alone: the others got theirs
             LOG.exception("request_id=%s failed", request_id)
             response = error(500, f"the pipeline failed on this request: {type(err).__name__}: {err}"[:300], request_id)

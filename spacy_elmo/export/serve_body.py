@@ -108,6 +108,8 @@ def parse_request(body: bytes, *, max_chars: int, max_texts: int) -> EmbedReques
     except json.JSONDecodeError as err:
         raise RequestError(422, f"malformed request: the body is not JSON ({err.msg} at character {err.pos}); "
                                 'send {"text": "..."}') from None
+    except RecursionError:  # arrays or objects nested deeper than the parser recurses: not a request
+        raise RequestError(422, 'malformed request: the body nests too deep; send {"text": "..."}') from None
     if not isinstance(data, dict) or ("text" in data) == ("texts" in data):
         raise RequestError(422, 'malformed request: send an object with "text" (a string) or "texts" (a list of '
                                 "strings), one of them")

@@ -31,6 +31,14 @@ class Overloaded(RequestError):
                               f"{retry_after} s", headers={"Retry-After": str(retry_after)})
 
 
+class ClientGone(RequestError):
+    """The client left before its texts were computed: its work is dropped, and the request is logged
+    and counted with 499 (nginx's "client closed request"; no answer reaches it)."""
+
+    def __init__(self) -> None:
+        super().__init__(499, "the client left before its texts were computed")
+
+
 @dataclass
 class Answer:
     """A request's encoded body and the tokens it held."""
@@ -152,9 +160,12 @@ class Batcher:
             batch = await self._next_batch()
             live = []
             for job in batch:
+                if job.future.done():  # its request was cancelled while it waited
+                    continue
                 if await job.disconnected():
                     self.metrics.dropped_disconnected += 1
-                    job.future.cancel()
+                    if not job.future.done():
+                        job.future.set_exception(ClientGone())
                 else:
                     live.append(job)
             if not live:

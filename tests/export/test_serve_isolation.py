@@ -108,6 +108,7 @@ def test_every_error_answer_has_the_one_shape_and_the_server_goes_on():
         too_long = client.post("/embed", json={"text": "word " * 30})
         too_large = client.post("/embed", json={"text": "A short text .", "layers": True, "encoding": "numbers"})
         given_id = client.post("/embed", json={"txt": "x"}, headers={"X-Request-ID": "abc-123"})
+        nested = client.post("/embed", content=b'{"text": ' + b"[" * 30000 + b"]" * 30000 + b"}")
         fine = client.post("/embed", json={"text": "Still serving ."})
     for status, response in answers.items():
         body = response.json()
@@ -117,4 +118,5 @@ def test_every_error_answer_has_the_one_shape_and_the_server_goes_on():
     assert too_long.status_code == 413 and "over the limit of 100" in too_long.json()["error"]
     assert too_large.status_code == 413 and "the response would take" in too_large.json()["error"]
     assert given_id.status_code == 422 and given_id.json()["request_id"] == "abc-123"
+    assert nested.status_code == 422 and "nests too deep" in nested.json()["error"]
     assert fine.status_code == 200 and "layers" not in fine.json()

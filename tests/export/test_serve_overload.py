@@ -82,6 +82,21 @@ def test_work_for_a_client_that_left_is_dropped_before_it_is_computed():
         answer = asyncio.run(run(url))
     assert answer.status_code == 200
     assert gone not in SEEN and "A client that stays ." in SEEN
+    assert app.state.metrics.requests[499] == 1 and 500 not in app.state.metrics.requests  # counted, not failed
+
+
+def test_a_client_that_leaves_while_its_body_streams_is_counted_499_not_a_failure(caplog):
+    app = make_app(test_pipeline())
+    with LocalServer(app) as url:
+        _, _, sock = raw_request(url, "POST /embed HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                                      "Content-Length: 1000", b'{"text": "The rest never comes', read=False)
+        with caplog.at_level("INFO", logger="spacy_elmo.serve"):
+            sock.close()
+            asyncio.run(_until(lambda: app.state.metrics.requests[499] == 1))
+        after = httpx.post(f"{url}/embed", json={"text": "Still serving ."}, timeout=60)
+    assert 500 not in app.state.metrics.requests and after.status_code == 200
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert any("status=499" in r.getMessage() for r in caplog.records)
 
 
 def _rss_bytes():
