@@ -24,6 +24,8 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional
 
+import numpy as np
+
 from .serve_body import (
     JSON,
     MSGPACK,
@@ -31,6 +33,7 @@ from .serve_body import (
     RequestError,
     accepts_gzip,
     body_limit,
+    check_response_size,
     doc_arrays,
     encode_response,
     error_body,
@@ -79,6 +82,9 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
     if max_chars < 1 or max_response_mb <= 0:
         raise ValueError(f"max_chars ({max_chars}) and max_response_mb ({max_response_mb}) must be positive")
     metrics = Metrics(max_queue)
+    # floats a token takes: the mixed vector's width and the layers' (L+1) * width, learnt from the
+    # first answer, so that a request whose answer would pass the limit is refused before it is computed
+    widths: Dict[str, int] = {}
     batcher = Batcher(nlp, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue, metrics=metrics)
     limit = body_limit(max_chars, max_batch)
     max_bytes = int(max_response_mb * 2**20)
@@ -144,8 +150,8 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
             texts = len(parsed.texts)
             fmt = response_format(request.headers.get("accept"))
             gzip_ok = accepts_gzip(request.headers.get("accept-encoding"))
-            answer = await batcher.submit(parsed.texts, _encoder(parsed, fmt, gzip_ok, max_bytes),
-                                          request.is_disconnected)
+            answer = await batcher.submit(parsed.texts, _encoder(parsed, fmt, gzip_ok, max_bytes, widths),
+                                          request.is_disconnected, _size_check(nlp, parsed, fmt, max_bytes, widths))
             tokens, status = answer.tokens, 200
             response = Response(answer.body, media_type=MSGPACK if fmt == "msgpack" else JSON,
                                 headers=_answer_headers(request_id, answer, parsed))
@@ -173,10 +179,13 @@ def _request_id(request: Any) -> str:
     return given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
 
 
-def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int):
-    """Docs -> the request's Answer, run in the worker thread."""
+def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int, widths: Dict[str, int]):
+    """Docs -> the request's Answer, run in the worker thread (``widths``: learnt from the first Doc)."""
 
     def encode(docs: List[Any]) -> Answer:
+        if docs and not widths:
+            n_layers, _, width = np.shape(docs[0]._.elmo.layers)
+            widths.update(mixed=width, layers=n_layers * width)
         results = [doc_arrays(doc, parsed.layers) for doc in docs]
         body = encode_response(results, single=parsed.single, fmt=fmt, encoding=parsed.encoding, max_bytes=max_bytes)
         packed = maybe_gzip(body, gzip_ok)
@@ -184,6 +193,21 @@ def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int):
         return Answer(body, tokens) if packed is None else Answer(packed, tokens, gzipped=True)
 
     return encode
+
+
+def _size_check(nlp: Any, parsed: EmbedRequest, fmt: str, max_bytes: int, widths: Dict[str, int]):
+    """Texts -> None, or 413 when their answer would pass the limit: run in the worker thread before
+    they are computed (the tokenizer is cheap, the biLM on thousands of tokens is not); nothing is
+    refused before the first answer has given the widths."""
+
+    def check(texts: List[str]) -> None:
+        if widths:
+            tokens = sum(len(nlp.make_doc(text)) for text in texts)
+            floats = widths["mixed"] + (widths["layers"] if parsed.layers else 0)
+            check_response_size(4 * floats * tokens, fmt=fmt, encoding=parsed.encoding, layers=parsed.layers,
+                                max_bytes=max_bytes)
+
+    return check
 
 
 def _answer_headers(request_id: str, answer: Answer, parsed: EmbedRequest) -> Dict[str, str]:

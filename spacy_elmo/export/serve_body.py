@@ -165,10 +165,17 @@ def doc_arrays(doc: Any, layers: bool) -> Dict[str, Any]:
     return arrays
 
 
-def body_estimate(results: Sequence[Dict[str, Any]], fmt: str, encoding: str) -> int:
-    """About how many bytes the results' arrays take in a body (their values only)."""
-    values = sum(v.nbytes for r in results for v in r.values() if isinstance(v, np.ndarray))
-    return int(values * BODY_FACTOR["msgpack" if fmt == "msgpack" else encoding])
+def check_response_size(value_bytes: int, *, fmt: str, encoding: str, layers: bool, max_bytes: int) -> None:
+    """413 when arrays of ``value_bytes`` float32 bytes would take more than ``max_bytes`` in the body
+    asked for; the message names only the ways out that would fit."""
+    estimate = int(value_bytes * BODY_FACTOR["msgpack" if fmt == "msgpack" else encoding])
+    if estimate <= max_bytes:
+        return
+    ways = (["without layers"] if layers else []) + ["for fewer or shorter texts"]
+    if fmt != "msgpack" and value_bytes * BODY_FACTOR["msgpack"] <= max_bytes:
+        ways.append("in msgpack")
+    raise RequestError(413, f"the response would take about {estimate} bytes, over the limit of {max_bytes}: ask "
+                            + (", ".join(ways[:-1]) + ", or " if len(ways) > 1 else "") + ways[-1])
 
 
 def encode_response(results: Sequence[Dict[str, Any]], *, single: bool, fmt: str, encoding: str,
@@ -176,10 +183,9 @@ def encode_response(results: Sequence[Dict[str, Any]], *, single: bool, fmt: str
     """The body of ``results`` (``doc_arrays`` of each text): one result for ``{"text": ...}``,
     ``{"results": [...]}`` for ``{"texts": [...]}``; 413 before encoding when the arrays would take
     more than ``max_bytes``."""
-    estimate = body_estimate(results, fmt, encoding)
-    if estimate > max_bytes:
-        raise RequestError(413, f"the response would take about {estimate} bytes, over the limit of {max_bytes}: ask "
-                                "without layers, for fewer or shorter texts, or in msgpack")
+    values = sum(v.nbytes for r in results for v in r.values() if isinstance(v, np.ndarray))
+    check_response_size(values, fmt=fmt, encoding=encoding, layers=any("layers" in r for r in results),
+                        max_bytes=max_bytes)
     if fmt == "msgpack":
         import srsly
 

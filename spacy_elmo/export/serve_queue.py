@@ -58,6 +58,7 @@ class Job:
     encode: Encoder
     disconnected: Callable[[], Awaitable[bool]]
     future: "asyncio.Future[Answer]" = field(default=None)  # type: ignore[assignment]
+    check: Optional[Callable[[List[str]], None]] = None  # raises RequestError to refuse before compute
 
 
 class Batcher:
@@ -98,19 +99,21 @@ class Batcher:
             self._task.cancel()
         self._worker.shutdown(wait=False)
 
-    async def submit(self, texts: List[str], encode: Encoder,
-                     disconnected: Callable[[], Awaitable[bool]]) -> Answer:
+    async def submit(self, texts: List[str], encode: Encoder, disconnected: Callable[[], Awaitable[bool]],
+                     check: Optional[Callable[[List[str]], None]] = None) -> Answer:
         """The answer to ``texts``, batched with other requests' texts; ``Overloaded`` at once when
         they would take the queue past ``max_queue``.
 
         encode (Encoder): the request's Docs to its answer, in the worker thread.
         disconnected: whether the client has gone (asked before its texts are computed).
+        check: run on the texts in the worker thread before they are computed; what it raises is
+            the request's answer, and its texts are not computed.
         """
         assert self._arrived is not None, "Batcher.start() first"
         if self._waiting + len(texts) > self.max_queue and self._waiting > 0:
             self.metrics.rejected_overload += 1
             raise Overloaded(self._waiting, self.max_queue, self.retry_after())
-        job = Job(texts, encode, disconnected, asyncio.get_running_loop().create_future())
+        job = Job(texts, encode, disconnected, asyncio.get_running_loop().create_future(), check)
         self._jobs.append(job)
         self._waiting += len(texts)
         self.metrics.queue_depth = self._waiting
@@ -183,6 +186,14 @@ class Batcher:
                     job.future.set_result(outcome)
 
     def _compute(self, jobs: List[Job]) -> List[Union[Answer, BaseException]]:
+        """Each job's answer or error: those their check refuses are not computed, the others run as
+        ``_computed`` runs them."""
+        refused = {id(job): err for job in jobs if (err := _refusal(job)) is not None}
+        live = [job for job in jobs if id(job) not in refused]
+        answers = dict(zip(map(id, live), self._computed(live) if live else []))
+        return [refused[id(job)] if id(job) in refused else answers[id(job)] for job in jobs]
+
+    def _computed(self, jobs: List[Job]) -> List[Union[Answer, BaseException]]:
         """Each job's answer or error: the batch in one ``nlp.pipe``; if that raises, each job on its
         own, so a request the pipeline fails on fails alone."""
         try:
@@ -204,6 +215,15 @@ class Batcher:
         except Exception as err:  # this request's own failure: a 500 for it, the others go on
             return err
         return _encoded(job, docs)
+
+
+def _refusal(job: Job) -> Optional[BaseException]:
+    try:
+        if job.check is not None:
+            job.check(job.texts)
+    except Exception as err:  # refused before it is computed: an answer over the limit
+        return err
+    return None
 
 
 def _encoded(job: Job, docs: List[Any]) -> Union[Answer, BaseException]:

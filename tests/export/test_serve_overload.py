@@ -135,3 +135,21 @@ def test_a_chunked_body_is_refused_once_it_streams_past_the_limit():
                                               "Transfer-Encoding: chunked", chunks + b"0\r\n\r\n")
         sock.close()
     assert status == 413 and "more than 65656 bytes" in body["error"]
+
+
+def test_an_answer_over_the_limit_is_refused_before_its_text_is_computed_naming_what_would_fit():
+    nlp = test_pipeline(gate=True)
+    width = nlp("Warm up .")._.elmo.mixed.shape[1]
+    tokens = 40
+    app = make_app(nlp, max_response_mb=(4 * width * tokens + 64) / 2**20)  # msgpack fits, base64 does not
+    big = " ".join(f"word{i}" for i in range(tokens - 1)) + " ."
+    with LocalServer(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        first = client.post("/embed", json={"text": "The first answer gives the widths ."})
+        refused = client.post("/embed", json={"text": big})
+        in_msgpack = client.post("/embed", json={"text": big}, headers={"Accept": "application/msgpack"})
+        with_layers = client.post("/embed", json={"text": big, "layers": True})
+    assert first.status_code == 200
+    assert refused.status_code == 413 and refused.json()["error"].endswith("ask for fewer or shorter texts, or in msgpack")
+    assert with_layers.status_code == 413 and "without layers" in with_layers.json()["error"]
+    assert in_msgpack.status_code == 200
+    assert SEEN.count(big) == 1  # computed once, for the msgpack answer alone
