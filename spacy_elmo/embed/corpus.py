@@ -20,7 +20,6 @@ import os
 import signal
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
@@ -38,8 +37,6 @@ BATCH_PER_GPU = 256
 # fault injection for the tests: a file holding N; an actor process that has written N shards while
 # the file exists deletes it and kills itself (SIGKILL, as an out-of-memory kill would)
 KILL_MARKER_ENV = "SPACY_ELMO_EMBED_KILL_MARKER"
-# Ray's setting of its workers' niceness (its default: 15)
-WORKER_NICENESS_ENV = "RAY_worker_niceness"
 
 
 def load_elmo(model: Union[PathLike, ModelSource]) -> Tuple[Any, Any]:
@@ -111,9 +108,16 @@ class ShardEmbedder:
             sees one (a Ray actor given a GPU sees only it), else the CPU."""
         import torch
 
+        from ..layers.bilm_model import THREADS_ATTR
+
         torch.set_num_threads(threads)
         model = model_source(model)
         self.nlp, self.elmo = load_elmo(model)
+        # the pool was sized for this many threads an actor: the biLM's own choice for its shape
+        # (spacy-elmo.BiLM.v3's threads, up to five for the largest) would run more on the same CPUs
+        for node in self.elmo.model.walk():
+            if node.attrs.get(THREADS_ATTR) is not None:
+                node.attrs[THREADS_ATTR] = threads
         self.settings = EmbedSettings(**settings)
         if weights_sha256(self.elmo.bilm) != self.settings.weights_sha256:
             raise RuntimeError(f"{model.name}: this worker's copy of the model has other weights than the driver's")
@@ -284,8 +288,7 @@ def embed_corpus(
             init["object_store_memory"] = object_store_memory
         else:
             init["address"] = address
-        with _workers_at_own_niceness(local=address is None):
-            ray.init(**init)
+        ray.init(**init)
     seen = skipped = written = rows = tokens = undecodable = 0
     blocks: Dict[int, int] = {}  # shards seen per input file, for the record of a finished run
     console = [handler for handler in logging.getLogger("ray.data").handlers
@@ -332,23 +335,6 @@ def embed_corpus(
     if not seen:  # as every command given nothing to read: say so and fail
         raise ValueError(f"{input}: nothing to embed: the input files hold no lines")
     return EmbedReport(seen, skipped, written, rows, tokens, undecodable, actors, batch_size, time.perf_counter() - start)
-
-
-@contextmanager
-def _workers_at_own_niceness(*, local: bool) -> Iterator[None]:
-    """Start a local Ray whose workers run at this process's niceness, unless ``RAY_worker_niceness``
-    says otherwise. Ray starts them at 15, below every other process: on a shared machine the actors,
-    which do all of the command's work, then get only what the others leave (two actors at 15 ran
-    no faster than one beside other work: results/bench/epyc-avx512/embed-defaults.json). A cluster
-    joined with ``--address`` keeps the niceness its ``ray start`` gave."""
-    if not local or WORKER_NICENESS_ENV in os.environ:
-        yield
-        return
-    os.environ[WORKER_NICENESS_ENV] = str(os.nice(0))
-    try:
-        yield  # the raylet started here reads it from its environment
-    finally:
-        del os.environ[WORKER_NICENESS_ENV]
 
 
 def _quiet_errors(record: logging.LogRecord) -> bool:

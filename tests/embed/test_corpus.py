@@ -74,19 +74,9 @@ def test_tokens_and_offsets_are_dumps_split():
 def test_a_local_ray_started_by_the_function_matches_dump(corpus, dumped, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    import psutil
-
     pipeline, text = corpus
-    niceness = set()
-
-    def actors_niceness(*_):
-        niceness.update(p.nice() for p in psutil.Process().children(recursive=True) if "MapWorker" in " ".join(p.cmdline()))
-
-    report = embed_corpus(text, tmp_path / "out", pipeline, actors=2, shard_rows=8, object_store_memory=OBJECT_STORE,
-                          progress=actors_niceness)
+    report = embed_corpus(text, tmp_path / "out", pipeline, actors=2, shard_rows=8, object_store_memory=OBJECT_STORE)
     assert (report.shards, report.skipped, report.written, report.rows, report.undecodable) == (4, 0, 4, len(dumped), 0)
-    # the actors run at the command's own niceness, not Ray's 15
-    assert niceness == {os.nice(0)} and "RAY_worker_niceness" not in os.environ
     # the run recorded itself finished: a rerun verifies the shards and returns without Ray
     with monkeypatch.context() as patched:
         patched.setitem(sys.modules, "ray", None)

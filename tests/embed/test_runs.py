@@ -154,3 +154,13 @@ def test_a_folder_of_the_earlier_layout_is_refused_with_what_to_do(finished, tmp
     (tmp_path / "out" / "embed-corpus.json").write_text("{}")
     with pytest.raises(ValueError, match="an earlier embed-corpus.*embed into a new --output"):
         open_run(inputs, tmp_path / "out", pipeline, layers="mix", dtype="float16", shard_rows=4)
+
+
+def test_an_actor_runs_the_bilm_on_the_threads_the_pool_was_sized_for(finished):
+    from spacy_elmo.layers.bilm_model import THREADS_ATTR
+
+    pipeline, inputs, output = finished
+    _, _, settings = open_run(inputs, output, pipeline, layers="mix", dtype="float16", shard_rows=4)
+    found = [node.attrs[THREADS_ATTR] for node in ShardEmbedder(str(pipeline), str(output), asdict(settings), batch_size=4,
+                                                                  threads=3).elmo.model.walk() if THREADS_ATTR in node.attrs]
+    assert found and set(found) == {3}  # the saved pipeline says 0: chosen for the model
