@@ -14,8 +14,9 @@ fetched, of a pipeline all its files; otherwise every file at the repository's t
 ``.gitattributes`` or Markdown. Each file must have the
 size the Hub states for it and its digest (the SHA-256 of a file kept in LFS, the git blob id of
 one that is not) before anything reads it; a file that does not, or does not arrive, is an
-error in one line, and the call leaves in the cache nothing it put there. Offline, the files a
-revision was fetched with are checked again against the digests the cache names them by.
+error in one line, and the call leaves in the cache nothing it put there. A file in the cache
+that no longer matches (damaged since it came) is fetched again, with a line on stderr. Offline,
+the files a revision was fetched with are checked again against the digests the cache names them by.
 Then the folder goes to the loader's own rules (``loading``), bounds included.
 """
 import hashlib
@@ -28,6 +29,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from ..files import file_sha256
 from .allennlp import find_pair
+from .download_record import note
 from .errors import ModelFileError
 
 PREFIX = "hf:"
@@ -182,19 +184,46 @@ def git_blob_id(path: Path) -> str:
 
 
 def _download(hf: Any, hub_id: HubId, commit: str, sibling: Any, cache: Path, endpoint: str) -> Path:
-    """One file of ``commit`` into the cache, then checked against what the Hub lists for it."""
+    """One file of ``commit`` into the cache, then checked against what the Hub lists for it. A copy
+    already in the cache that no longer matches (damaged on disk since it was fetched) is removed
+    and fetched once more, with a line on stderr: huggingface_hub would hand back the same bytes
+    on every call, and the link alone removed would be made again to the same blob."""
     name = f"{hub_id}/{sibling.rfilename}"
-    try:
-        path = Path(hf.hf_hub_download(hub_id.repo, sibling.rfilename, revision=commit, cache_dir=str(cache),
-                                       endpoint=endpoint))
-    except Exception as error:  # as in fetch_hub: HTTP, network, size checks, missing entries
-        raise ModelFileError(name, f"could not be downloaded: {_one_line(error)}; nothing was kept") from None
     lfs = sibling.lfs
-    problem = mismatch(path, lfs.size if lfs else sibling.size, lfs.sha256 if lfs else None,
-                       None if lfs else sibling.blob_id)
+    stated = (lfs.size if lfs else sibling.size, lfs.sha256 if lfs else None, None if lfs else sibling.blob_id)
+    storage = cache / hf.file_download.repo_folder_name(repo_id=hub_id.repo, repo_type="model")
+    blob = stated[1] or stated[2]
+    cached = (storage / "snapshots" / commit / sibling.rfilename).exists() or bool(
+        blob and (storage / "blobs" / blob).exists())
+    path = _hf_download(hf, hub_id, commit, sibling, cache, endpoint)
+    problem = mismatch(path, *stated)
+    if problem is not None and cached:
+        note(f"{name}: the copy in the cache ({path.resolve()}) has {problem}; fetching it again")
+        _forget(path)
+        path = _hf_download(hf, hub_id, commit, sibling, cache, endpoint)
+        problem = mismatch(path, *stated)
     if problem is not None:
         raise ModelFileError(name, f"{problem}; nothing was kept")
     return path
+
+
+def _hf_download(hf: Any, hub_id: HubId, commit: str, sibling: Any, cache: Path, endpoint: str) -> Path:
+    """RETURNS (Path): the file's link in the cache, fetched by huggingface_hub if its blob is not there."""
+    try:
+        return Path(hf.hf_hub_download(hub_id.repo, sibling.rfilename, revision=commit, cache_dir=str(cache),
+                                       endpoint=endpoint))
+    except Exception as error:  # as in fetch_hub: HTTP, network, size checks, missing entries
+        raise ModelFileError(f"{hub_id}/{sibling.rfilename}",
+                             f"could not be downloaded: {_one_line(error)}; nothing was kept") from None
+
+
+def _forget(path: Path) -> None:
+    """Remove a file of the cache: its link and the blob it points at (or the file, where the cache
+    holds copies rather than links)."""
+    blob = path.resolve()
+    path.unlink(missing_ok=True)
+    if blob != path:
+        blob.unlink(missing_ok=True)
 
 
 def _cached(hub_id: HubId, storage: Path) -> HubSnapshot:
@@ -216,7 +245,7 @@ def _cached(hub_id: HubId, storage: Path) -> HubSnapshot:
         found = file_sha256(path) if kind == "sha256" else git_blob_id(path)
         if found != blob:
             raise ModelFileError(path, f"its {kind} is {found}, not the {blob} it was fetched with (changed since); "
-                                       "delete it and fetch it again with network")
+                                       f"with network, `python -m spacy_elmo download {hub_id}` fetches it again")
     return HubSnapshot(hub_id, commit, folder, files)
 
 

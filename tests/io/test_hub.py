@@ -95,8 +95,23 @@ def test_offline_a_cached_file_changed_since_it_was_fetched_is_refused(hub, monk
     blob = source.files()[0].resolve()
     blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ModelFileError, match="not the .* it was fetched with"):
+    with pytest.raises(ModelFileError, match="not the .* it was fetched with") as refused:
         load_bilm("hf:allenai/tiny-elmo")
+    assert "spacy_elmo download hf:allenai/tiny-elmo" in str(refused.value)
+
+
+@pytest.mark.parametrize("link_removed", [False, True])
+def test_online_a_cached_file_damaged_since_it_was_fetched_is_fetched_again_with_a_line(hub, capsys, link_removed):
+    hub.add("allenai/tiny-elmo", PAIR)
+    weights = locate_bilm("hf:allenai/tiny-elmo").files()[0]
+    blob = weights.resolve()
+    blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
+    if link_removed:  # the damaged blob stays: huggingface_hub would link it again without a request
+        weights.unlink()
+    capsys.readouterr()
+    assert _same_weights(load_bilm("hf:allenai/tiny-elmo", optimize=False), load_tiny_bilm())
+    assert "fetching it again" in capsys.readouterr().err
+    assert blob.read_bytes() == PAIR["weights.hdf5"]
 
 
 @pytest.mark.parametrize("fault", FAULTS)
