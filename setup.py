@@ -11,7 +11,9 @@ releases the tests run on) and compiles the kernels at first use. ``SPACY_ELMO_P
 wheel that cannot be prebuilt an error rather than a pure wheel.
 """
 import configparser
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,6 +66,14 @@ class build_with_kernels(build_py):
         super().run()
         if not PREBUILDING or getattr(self, "editable_mode", False):
             return
+        missing = missing_requirements()
+        if missing:
+            # kernel_build runs as ``spacy_elmo.fast.kernel_build``, so the package and what it imports
+            # must load here; without them the build would end in a long traceback from that import
+            raise SystemExit(f"spacy-elmo: prebuilding the kernels imports spacy_elmo, whose requirements are not "
+                             f"installed where this wheel is built (missing: {', '.join(missing)}): install them "
+                             f"(pip install -r requirements.txt) beside the pinned torch, or build the pure wheel "
+                             f"with {ENV}=0")
         build_lib = Path(self.build_lib).resolve()
         folder = build_lib / "spacy_elmo" / "fast" / "prebuilt"
         print(f"spacy-elmo: prebuilding the kernel variants into {folder} for torch {_torch_release()}", flush=True)
@@ -89,11 +99,23 @@ class platform_wheel(bdist_wheel):
         return ("py3", "none", platform) if PREBUILDING else (python, abi, platform)
 
 
-def install_requires():
-    """setup.cfg's requirements; the platform wheel's torch is the release its kernels were built against."""
+def listed_requirements():
+    """RETURNS: setup.cfg's install_requires, one requirement a line."""
     parser = configparser.ConfigParser()
     parser.read(ROOT / "setup.cfg", encoding="utf-8")
-    listed = [line.strip() for line in parser.get("options", "install_requires").splitlines() if line.strip()]
+    return [line.strip() for line in parser.get("options", "install_requires").splitlines() if line.strip()]
+
+
+def missing_requirements(find=importlib.util.find_spec):
+    """RETURNS: the requirements (by their import names) that ``find`` does not find in this
+    environment; the prebuild imports spacy_elmo, and so all of them."""
+    names = (re.match(r"[A-Za-z0-9_.-]+", line).group(0) for line in listed_requirements())
+    return [name for name in (n.replace("-", "_") for n in names) if find(name) is None]
+
+
+def install_requires():
+    """setup.cfg's requirements; the platform wheel's torch is the release its kernels were built against."""
+    listed = listed_requirements()
     if not PREBUILDING:
         return listed
     return [f"torch=={_torch_release()}" if line.replace(" ", "").startswith("torch") else line for line in listed]
