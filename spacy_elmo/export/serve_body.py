@@ -35,6 +35,9 @@ JSON_BYTES_PER_CHAR = 12
 GZIP_LEVEL = 5
 GZIP_MIN_BYTES = 1024  # below this, gzip's header costs about what it saves
 _LONE_SURROGATES = re.compile("[\ud800-\udfff]")
+# a body refused unread: the connection closes after the 413, else the server would go on reading
+# (and dropping) the rest of it, and the client would wait on a connection that answers nothing more
+CLOSE = {"Connection": "close"}
 
 
 class RequestError(Exception):
@@ -86,13 +89,13 @@ async def read_body(headers: Mapping[str, str], stream: AsyncIterator[bytes], li
         if not declared.strip().isdigit():
             raise RequestError(400, f"Content-Length {declared!r} is not a number of bytes")
         if int(declared) > limit:
-            raise RequestError(413, f"a body of {int(declared)} bytes is over the limit of {limit} bytes")
+            raise RequestError(413, f"a body of {int(declared)} bytes is over the limit of {limit} bytes", CLOSE)
     chunks: List[bytes] = []
     size = 0
     async for chunk in stream:
         size += len(chunk)
         if size > limit:
-            raise RequestError(413, f"a body of more than {limit} bytes is over the limit of {limit} bytes")
+            raise RequestError(413, f"a body of more than {limit} bytes is over the limit of {limit} bytes", CLOSE)
         chunks.append(chunk)
     return b"".join(chunks)
 

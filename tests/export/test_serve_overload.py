@@ -153,3 +153,14 @@ def test_an_answer_over_the_limit_is_refused_before_its_text_is_computed_naming_
     assert with_layers.status_code == 413 and "without layers" in with_layers.json()["error"]
     assert in_msgpack.status_code == 200
     assert SEEN.count(big) == 1  # computed once, for the msgpack answer alone
+
+
+def test_the_connection_closes_after_a_body_refused_unread():
+    app = make_app(test_pipeline(), max_chars=10, max_batch=1)
+    with LocalServer(app) as url:
+        status, _, sock = raw_request(url, "POST /embed HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                                           "Content-Length: 1000000")
+        sock.settimeout(30)
+        closed = sock.recv(1) == b""  # the server closed its side: no wait for a body it will not read
+        sock.close()
+    assert status == 413 and closed
