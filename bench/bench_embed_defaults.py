@@ -149,7 +149,7 @@ def run_command(tree: Path, corpus: Path, output: Path) -> Dict[str, Any]:
         "seconds": seconds, "rows": rows, "tokens": tokens, "actors": actors, "tokens_per_s": tokens / seconds,
         "machine_used_before_mib": before / 2**20, "machine_peak_mib": peaks["machine"] / 2**20,
         "machine_peak_above_before_mib": (peaks["machine"] - before) / 2**20, "tree_peak_rss_mib": peaks["tree"] / 2**20,
-        "load_before": load_before, "load_after": list(os.getloadavg()), "report": out.strip().splitlines()[-1],
+        "load_before": load_before, "load_after": list(os.getloadavg()), "report": out.strip().splitlines()[-1].replace(str(output), "OUTPUT"),
         "actor_niceness": sorted(niceness),
     }
 
