@@ -30,5 +30,7 @@ def test_the_quick_run_measures_both_formats_sizes_and_an_overload(tmp_path):
     assert bodies["json, mixed, base64 (the default)"]["bytes"] < bodies["json, layers, numbers (the body before 0.10)"]["bytes"]
     overload = report["overload"]
     assert overload["statuses"].get("503", 0) == overload["server"]["rejected_overload"] > 0
-    assert overload["server"]["texts"] + overload["server"]["dropped_disconnected"] <= 24
+    # computed or dropped: at most the flood, and the probes the queue took once it had drained
+    accepted_probes = overload["probes"]["statuses"].get("200", 0)
+    assert overload["server"]["texts"] + overload["server"]["dropped_disconnected"] <= 24 + accepted_probes
     assert [p for p in check_record(report) if not p.startswith("provenance.dirty_note")] == []
