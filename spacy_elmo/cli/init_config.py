@@ -32,5 +32,10 @@ def init_config_cli(
     if output is None:
         typer.echo(text, nl=False)
         return
-    write_atomic(output, text.encode("utf-8"))
+    try:
+        # as spaCy's init config: a folder the file goes in is made
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(output, text.encode("utf-8"))
+    except OSError as err:
+        raise typer.BadParameter(f"cannot write {output}: {err.strerror}", param_hint="--output") from None
     typer.echo(f"wrote {output}", err=True)

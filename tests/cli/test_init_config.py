@@ -58,6 +58,18 @@ def test_unknown_tasks_and_models_and_a_folder_as_output_are_refused(tmp_path):
     assert result.exit_code == 0 and 'elmo = "en_small"' in result.output
 
 
+def test_an_output_in_a_new_folder_is_written_and_one_that_cannot_be_is_refused(tmp_path):
+    runner = CliRunner()
+    written = tmp_path / "new" / "folder" / "ner.cfg"
+    result = runner.invoke(app, ["init-config", "ner", "--output", str(written)])
+    assert result.exit_code == 0, result.output
+    assert load_config(written)["paths"]["elmo"] == "en_small"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("", encoding="utf-8")
+    result = runner.invoke(app, ["init-config", "ner", "--output", str(blocked / "ner.cfg")])
+    assert result.exit_code == 2 and "cannot write" in _said(result) and "--output" in _said(result)
+
+
 @pytest.mark.slow
 def test_the_wheel_carries_the_configs(tmp_path):
     wheel = build_spacy_elmo_wheel(tmp_path / "dist", source=ROOT)
