@@ -13,7 +13,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Deque, List, Optional, Union
+from typing import Any, Awaitable, Callable, Deque, List, Optional, Tuple, Union
 
 from .serve_body import RequestError
 from .serve_metrics import Metrics
@@ -174,9 +174,9 @@ class Batcher:
             if not live:
                 continue
             started = time.perf_counter()
-            outcomes = await loop.run_in_executor(self._worker, self._compute, live)
-            texts = sum(len(job.texts) for job in live)
-            self.metrics.batch_done(texts, time.perf_counter() - started)
+            outcomes, texts = await loop.run_in_executor(self._worker, self._compute, live)
+            if texts:
+                self.metrics.batch_done(texts, time.perf_counter() - started)
             for job, outcome in zip(live, outcomes):
                 if job.future.done():
                     continue
@@ -185,13 +185,14 @@ class Batcher:
                 else:
                     job.future.set_result(outcome)
 
-    def _compute(self, jobs: List[Job]) -> List[Union[Answer, BaseException]]:
-        """Each job's answer or error: those their check refuses are not computed, the others run as
-        ``_computed`` runs them."""
+    def _compute(self, jobs: List[Job]) -> Tuple[List[Union[Answer, BaseException]], int]:
+        """Each job's answer or error, and the texts computed: those their check refuses are not
+        computed (nor counted in the batch), the others run as ``_computed`` runs them."""
         refused = {id(job): err for job in jobs if (err := _refusal(job)) is not None}
         live = [job for job in jobs if id(job) not in refused]
         answers = dict(zip(map(id, live), self._computed(live) if live else []))
-        return [refused[id(job)] if id(job) in refused else answers[id(job)] for job in jobs]
+        outcomes = [refused[id(job)] if id(job) in refused else answers[id(job)] for job in jobs]
+        return outcomes, sum(len(job.texts) for job in live)
 
     def _computed(self, jobs: List[Job]) -> List[Union[Answer, BaseException]]:
         """Each job's answer or error: the batch in one ``nlp.pipe``; if that raises, each job on its

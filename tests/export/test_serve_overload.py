@@ -153,6 +153,7 @@ def test_an_answer_over_the_limit_is_refused_before_its_text_is_computed_naming_
     assert with_layers.status_code == 413 and "without layers" in with_layers.json()["error"]
     assert in_msgpack.status_code == 200
     assert SEEN.count(big) == 1  # computed once, for the msgpack answer alone
+    assert app.state.metrics.batched_texts == 2  # the refused ones are in no batch
 
 
 def test_the_connection_closes_after_a_body_refused_unread():
