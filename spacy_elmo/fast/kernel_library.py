@@ -55,6 +55,8 @@ from .kernel_variants import Variant, VariantError
 ENV = "SPACY_ELMO_COMPILED"  # "0": never build or load the compiled step
 DIR_ENV = "SPACY_ELMO_KERNELS"  # where built kernels go (default: the cache's kernels/)
 PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"  # the platform wheel's variants
+# the Python code that loads a prebuilt library: whoever may change it runs code here already
+CODE = (Path(__file__).resolve(), Path(__file__).resolve().parent)
 _LOCK = threading.Lock()
 # per variant name ("" for the one chosen for the process): its ops, or why there are none
 _STATE: Dict[str, Any] = {"ops": {}, "errors": {}, "prebuilt_warned": set()}
@@ -207,9 +209,12 @@ def _prebuilt_usable(variant: Variant) -> bool:
     warned = _STATE.setdefault("prebuilt_warned", set())
     if variant.name not in warned:
         warned.add(variant.name)
+        # the wheel for this torch helps only where the wheel's torch is what stopped it
+        hint = ("" if "built for torch" not in problem
+                else " (install the spacy-elmo wheel built for this torch to skip both)")
         warnings.warn(f"not loading the prebuilt {variant.name} kernels: {problem.split('; ')[0]}; compiling them for "
-                      f"torch {torch.__version__} where a C++ compiler is found, else running the Python step "
-                      "(install the spacy-elmo wheel built for this torch to skip both)", RuntimeWarning, stacklevel=4)
+                      f"torch {torch.__version__} where a C++ compiler is found, else running the Python step{hint}",
+                      RuntimeWarning, stacklevel=4)
     return False
 
 
@@ -239,7 +244,9 @@ def refusal(library: Path) -> Optional[str]:
     library (Path): a built library.
     RETURNS (Optional[str]): the reason, naming the path at fault.
     """
-    unsafe = exposure(library.parent, [library, record_path(library)])
+    files = [library, record_path(library)]
+    prebuilt = library.parent.resolve() == PREBUILT_DIR.resolve()
+    unsafe = prebuilt_exposure(library.parent, files) if prebuilt else exposure(library.parent, files)
     if unsafe is not None:
         return unsafe  # a rebuild would not help: whoever may write there could replace it again
     mismatch = _mismatch(library)
@@ -271,6 +278,37 @@ def exposure(folder: Path, files: Sequence[Path] = ()) -> Optional[str]:
             return (f"{path} may be written by others (mode {mode:o}); `chmod go-w {path}`, or set "
                     f"${DIR_ENV} to a private folder and run `python -m spacy_elmo kernels --build`")
     return None
+
+
+def prebuilt_exposure(folder: Path, files: Sequence[Path] = ()) -> Optional[str]:
+    """Why someone who may not change this package's own code could replace what is loaded from
+    the wheel's prebuilt ``folder``, or None. ``exposure``'s rules, held to the code that loads it
+    (``CODE``: this module and its folder) rather than to no one: the folder and ``files`` may also
+    belong to the code's owner (a venv another account installed), and be writable by the code's
+    group where the code is (pip under umask 002 installs both so); never by all. The folders
+    above that hold the code are not checked again: Python runs the code from them already.
+
+    RETURNS (Optional[str]): the reason, with the path, its mode and what to do.
+    """
+    if not hasattr(os, "getuid"):
+        return exposure(folder, files)
+    code = [path.stat() for path in CODE]
+    owners = {os.getuid(), 0, *(info.st_uid for info in code)}
+    groups = {info.st_gid for info in code if info.st_mode & stat.S_IWGRP}
+    folder = folder.resolve()
+    held = {CODE[1], *CODE[1].parents}
+    for path in [*(f for f in files if f.exists()), folder]:
+        info = path.stat()
+        mode = stat.S_IMODE(info.st_mode)
+        if info.st_uid not in owners:
+            return (f"{path} belongs to another user (uid {info.st_uid}) than spacy-elmo's own code; "
+                    f"reinstall spacy-elmo, or set ${DIR_ENV} to a folder of your own and run "
+                    "`python -m spacy_elmo kernels --build`")
+        if mode & stat.S_IWOTH or (mode & stat.S_IWGRP and info.st_gid not in groups):
+            return (f"{path} may be written by others than those who may change spacy-elmo's own code "
+                    f"(mode {mode:o}); `chmod go-w {path}`")
+    above = [p for p in folder.parents if p not in held]
+    return exposure(above[0], []) if above else None
 
 
 def _mismatch(library: Path) -> Optional[str]:

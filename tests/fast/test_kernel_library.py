@@ -257,3 +257,40 @@ def test_a_damaged_prebuilt_library_is_refused_and_never_loaded(prebuilt, tmp_pa
     done = run_with_prebuilt(prebuilt.parent, tmp_path / "kernels", "op = c.compiled_step(); print(json.dumps([op is not None, k.status()]))")
     loaded, state = json.loads(done.stdout.strip().splitlines()[-1])
     assert not loaded and "SHA-256" in state["prebuilt"]["refused"] and "SHA-256" in done.stderr
+
+
+def code_of_mode(tmp_path, mode):
+    """Stand-ins for the module that loads the prebuilt library and its folder, at ``mode``."""
+    folder = tmp_path / "code"
+    folder.mkdir(parents=True)
+    module = folder / "kernel_library.py"
+    module.write_text("", encoding="utf-8")
+    module.chmod(mode & 0o666)
+    folder.chmod(mode)
+    return (module, folder)
+
+
+def test_a_prebuilt_folder_that_the_code_s_group_may_write_as_pip_installs_it_under_umask_002_is_loaded(
+        prebuilt, tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_library, "PREBUILT_DIR", prebuilt.parent)
+    for path in (prebuilt.parent, prebuilt, kernel_library.record_path(prebuilt)):
+        path.chmod(0o775 if path.is_dir() else 0o664)
+    monkeypatch.setattr(kernel_library, "CODE", code_of_mode(tmp_path, 0o775))
+    assert kernel_library.refusal(prebuilt) is None
+    # the same folder where the code itself is not group-writable: the group could change only the library
+    monkeypatch.setattr(kernel_library, "CODE", code_of_mode(tmp_path / "private", 0o755))
+    assert f"{prebuilt} may be written by others than" in kernel_library.refusal(prebuilt)
+
+
+def test_a_prebuilt_folder_anyone_may_write_to_is_refused_whatever_the_code_s_mode(prebuilt, tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_library, "PREBUILT_DIR", prebuilt.parent)
+    monkeypatch.setattr(kernel_library, "CODE", code_of_mode(tmp_path, 0o777))
+    prebuilt.chmod(0o666)
+    assert f"{prebuilt} may be written by others than" in kernel_library.refusal(prebuilt)
+    assert f"chmod go-w {prebuilt}" in kernel_library.refusal(prebuilt)
+
+
+def test_the_kernel_folder_keeps_its_rule_whatever_the_code_s_mode(kernels, tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_library, "CODE", code_of_mode(tmp_path, 0o775))
+    kernels.parent.chmod(0o770)
+    assert f"{kernels.parent} may be written by others (mode 770)" in kernel_library.refusal(kernels)
