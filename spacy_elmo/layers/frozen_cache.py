@@ -28,6 +28,10 @@ from ..fast.versions import WeightsVersion, weights_version
 AUTO_SHARE = 0.25
 # the bound when the available memory cannot be read
 FALLBACK_BYTES = 512 * 2**20
+# where Linux mounts the cgroup file systems; a limit at or above this many bytes is none (v1 writes
+# 2**63 rounded down to a page)
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+UNLIMITED_CGROUP = 2**62
 # lookups between two halvings of the counts: TinyLFU's sample, ten per stored entry, at least this many
 MIN_SAMPLE = 10_000
 SAMPLE_PER_ENTRY = 10
@@ -191,18 +195,58 @@ def frozen_weights_version(module: torch.nn.Module) -> WeightsVersion:
     return weights_version(module)
 
 
-def available_memory() -> int:
+def available_memory(cgroup_root: Path = CGROUP_ROOT) -> int:
     """RETURNS (int): bytes of memory available to new allocations now (Linux's MemAvailable, else
-    the free pages the OS reports), or ``FALLBACK_BYTES / AUTO_SHARE`` where neither can be read."""
+    the free pages the OS reports), or ``FALLBACK_BYTES / AUTO_SHARE`` where neither can be read; at
+    most what the process's memory cgroup (a container's limit) has left, which MemAvailable does
+    not see: in a container it reports the host's memory.
+
+    cgroup_root (Path): where the cgroup file systems are mounted.
+    """
+    available = None
     meminfo = Path("/proc/meminfo")
     if meminfo.is_file():
         for line in meminfo.read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+                available = int(line.split()[1]) * 1024
+                break
     names = os.sysconf_names if hasattr(os, "sysconf_names") else {}
-    if "SC_AVPHYS_PAGES" in names and "SC_PAGE_SIZE" in names:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return int(FALLBACK_BYTES / AUTO_SHARE)
+    if available is None and "SC_AVPHYS_PAGES" in names and "SC_PAGE_SIZE" in names:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if available is None:
+        available = int(FALLBACK_BYTES / AUTO_SHARE)
+    headroom = cgroup_headroom(cgroup_root)
+    return available if headroom is None else min(available, headroom)
+
+
+def cgroup_headroom(root: Path = CGROUP_ROOT) -> Optional[int]:
+    """The bytes the memory cgroup seen at ``root`` may still allocate: its limit less its usage, the
+    page cache it can drop (inactive files) not counted as used, as container runtimes count it.
+    cgroup v2 (``memory.max``) or v1 (``memory/memory.limit_in_bytes``).
+
+    RETURNS (Optional[int]): None where there is no limit or it cannot be read.
+    """
+    for folder, limit_file, usage_file, inactive_key in (
+        (root, "memory.max", "memory.current", "inactive_file"),
+        (root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+    ):
+        try:
+            limit_text = (folder / limit_file).read_text().strip()
+            usage = int((folder / usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if not limit_text.isdigit() or int(limit_text) >= UNLIMITED_CGROUP:
+            return None  # "max" (v2), or v1's "no limit" (the largest page-aligned number)
+        inactive = 0
+        try:
+            for line in (folder / "memory.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == inactive_key and value.strip().isdigit():
+                    inactive = int(value)
+        except OSError:
+            pass
+        return max(0, int(limit_text) - max(0, usage - inactive))
+    return None
 
 
 @serialize_attr.register(FrozenCache)

@@ -11,7 +11,7 @@ from spacy_elmo.bilm import BiLM
 from spacy_elmo.fast.precision import reduce_precision
 from spacy_elmo.layers import ElmoBiLM, get_bilm, set_bilm
 from spacy_elmo.layers.bilm_model import CACHE_ATTR, clear_frozen_cache
-from spacy_elmo.layers.frozen_cache import available_memory
+from spacy_elmo.layers.frozen_cache import available_memory, cgroup_headroom
 
 from ..conftest import random_bilm
 from ..training_runs import CONFIGS, make_data, train
@@ -147,6 +147,31 @@ def test_without_a_bound_it_takes_a_quarter_of_the_available_memory_when_first_u
     model.predict(_docs(3))
     assert 0.2 * available <= cache.max_bytes <= 0.3 * available and len(cache) == 3
     assert _model(bilm, cache_mb=None).from_bytes(model.to_bytes()).attrs[CACHE_ATTR].bound is None
+
+
+def _cgroup(root, version, limit, usage, inactive):
+    folder = root if version == 2 else root / "memory"
+    folder.mkdir(parents=True)
+    names = ("memory.max", "memory.current", "inactive_file") if version == 2 else (
+        "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+    (folder / names[0]).write_text(f"{limit}\n")
+    (folder / names[1]).write_text(f"{usage}\n")
+    (folder / "memory.stat").write_text(f"anon {usage - inactive}\n{names[2]} {inactive}\n")
+    return root
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_containers_memory_limit_bounds_the_available_memory(tmp_path, version):
+    # MemAvailable is the host's in a container: the cgroup's limit less its usage (the page cache it
+    # can drop not counted) is what the cache may take a share of
+    mb = 2**20
+    root = _cgroup(tmp_path / "limited", version, 64 * mb, 48 * mb, 8 * mb)
+    assert cgroup_headroom(root) == 24 * mb
+    assert available_memory(root) == 24 * mb
+    unlimited = "max" if version == 2 else 9223372036854771712
+    assert cgroup_headroom(_cgroup(tmp_path / "unlimited", version, unlimited, 48 * mb, 8 * mb)) is None
+    assert cgroup_headroom(tmp_path / "none") is None
+    assert cgroup_headroom(_cgroup(tmp_path / "full", version, 64 * mb, 80 * mb, 0)) == 0
 
 
 def test_new_weights_invalidate(bilm_rows):
