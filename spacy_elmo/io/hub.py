@@ -16,7 +16,8 @@ size the Hub states for it and its digest (the SHA-256 of a file kept in LFS, th
 one that is not) before anything reads it; a file that does not, or does not arrive, is an
 error in one line, and the call leaves in the cache nothing it put there. A file in the cache
 that no longer matches (damaged since it came) is fetched again, with a line on stderr. Offline,
-the files a revision was fetched with are checked again against the digests the cache names them by.
+the files a revision was fetched with are checked again against the digests the cache names them by;
+so they are where the Hub cannot be reached at all (no answer), with a line on stderr.
 Then the folder goes to the loader's own rules (``loading``), bounds included.
 """
 import hashlib
@@ -104,6 +105,13 @@ def fetch_hub(text: str) -> HubSnapshot:
     try:
         info = hf.HfApi(endpoint=endpoint).model_info(hub_id.repo, revision=hub_id.revision, files_metadata=True)
     except Exception as error:  # huggingface_hub's HTTP, network and not-found errors have no common base
+        if not isinstance(error, hf.errors.HfHubHTTPError) and _cached_commit(hub_id, storage) is not None:
+            # the Hub not reached at all (no answer, not a refusal): the copy fetched before, checked
+            # again, as huggingface_hub itself falls back to its cache
+            snapshot = _cached(hub_id, storage)
+            note(f"{hub_id}: the Hub at {endpoint} cannot be reached ({_one_line(error)}); using the copy fetched "
+                 f"before (commit {snapshot.commit})")
+            return snapshot
         raise ModelFileError(str(hub_id), f"the Hub at {endpoint} did not list it: {_one_line(error)}") from None
     wanted = model_files(info.siblings or [], str(hub_id))
     watched = [storage, cache / ".locks" / storage.name, cache / "CACHEDIR.TAG"]
@@ -229,11 +237,9 @@ def _forget(path: Path) -> None:
 def _cached(hub_id: HubId, storage: Path) -> HubSnapshot:
     """The files of ``hub_id`` fetched earlier, without network: each checked against the digest
     its blob is named by (what the Hub stated when it came)."""
-    revision = hub_id.revision or DEFAULT_REVISION
-    ref = storage / "refs" / revision
-    commit = revision if _COMMIT.fullmatch(revision) else (ref.read_text().strip() if ref.is_file() else None)
+    commit = _cached_commit(hub_id, storage)
     folder = storage / "snapshots" / commit if commit else None
-    if folder is None or not folder.is_dir():
+    if folder is None:
         raise ModelFileError(str(hub_id), "not in the Hugging Face cache, and HF_HUB_OFFLINE forbids downloading it; "
                                           f"fetch it once with network (`python -m spacy_elmo download {hub_id}`)")
     files = tuple(sorted(p for p in folder.rglob("*") if p.is_file()))
@@ -247,6 +253,15 @@ def _cached(hub_id: HubId, storage: Path) -> HubSnapshot:
             raise ModelFileError(path, f"its {kind} is {found}, not the {blob} it was fetched with (changed since); "
                                        f"with network, `python -m spacy_elmo download {hub_id}` fetches it again")
     return HubSnapshot(hub_id, commit, folder, files)
+
+
+def _cached_commit(hub_id: HubId, storage: Path) -> Optional[str]:
+    """RETURNS (Optional[str]): the commit ``hub_id``'s revision was fetched at, where the cache
+    holds its folder, else None."""
+    revision = hub_id.revision or DEFAULT_REVISION
+    ref = storage / "refs" / revision
+    commit = revision if _COMMIT.fullmatch(revision) else (ref.read_text().strip() if ref.is_file() else None)
+    return commit if commit and (storage / "snapshots" / commit).is_dir() else None
 
 
 def _write_ref(storage: Path, revision: str, commit: str) -> None:
@@ -290,6 +305,7 @@ def _huggingface_hub() -> Any:
     """huggingface_hub, or a ModelFileError with the line that installs it."""
     try:
         import huggingface_hub
+        import huggingface_hub.errors  # noqa: F401 (HfHubHTTPError)
         import huggingface_hub.file_download  # noqa: F401 (repo_folder_name)
     except ImportError:
         raise ModelFileError("hf:", f"models on the Hugging Face Hub need huggingface_hub: {INSTALL}") from None

@@ -198,3 +198,16 @@ def test_without_huggingface_hub_a_hub_id_says_which_extra_installs_it(monkeypat
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if not installed: its import fails
     with pytest.raises(ModelFileError, match=r"pip install 'spacy-elmo\[hub\]'"):
         load_bilm("hf:allenai/tiny-elmo")
+
+
+def test_where_the_hub_cannot_be_reached_a_revision_fetched_before_is_read_from_the_cache_with_a_line(
+        hub, monkeypatch, capsys):
+    hub.add("allenai/tiny-elmo", PAIR)
+    load_bilm("hf:allenai/tiny-elmo", optimize=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: no answer at all
+    capsys.readouterr()
+    assert _same_weights(load_bilm("hf:allenai/tiny-elmo", optimize=False), load_tiny_bilm())
+    assert "cannot be reached" in capsys.readouterr().err
+    with pytest.raises(ModelFileError, match="did not list it") as refused:  # nothing fetched before: an error
+        load_bilm("hf:allenai/other-elmo")
+    assert "\n" not in str(refused.value)
