@@ -37,6 +37,11 @@ MIN_SAMPLE = 10_000
 SAMPLE_PER_ENTRY = 10
 # a newcomer replaces an entry looked up at most this many times fewer: epochs never differ by more
 MARGIN = 1
+# the warning waits until fewer than half of the recent lookups (a moving average over about ten)
+# are of new segments: a corpus's repeated sentences (CoNLL's datelines) come back in the first
+# epoch, when the segments seen so far are a fraction of those the run reads
+NEW_SHARE_DECAY = 0.9
+NEW_SHARE_TO_WARN = 0.5
 
 
 class FrozenCache:
@@ -52,8 +57,9 @@ class FrozenCache:
     callers get copies. Copies of the cache (``copy.deepcopy``, ``Model.copy``) and serialized
     models start empty.
 
-    The first time a segment the cache turned away comes back, one warning names the size that
-    would hold every distinct segment seen so far, at this biLM's bytes a token.
+    The first time a segment the cache turned away comes back while most recent lookups are of
+    segments seen before (a second epoch, a repeated text), one warning names the size that would
+    hold every distinct segment seen so far, at this biLM's bytes a token.
 
     bound (Optional[int]): the bound in bytes (0: no cache); None: ``AUTO_SHARE`` of the memory
         available when the cache is first used (``check``).
@@ -73,6 +79,7 @@ class FrozenCache:
         self._aged = False
         self._layer_shape: Optional[Tuple[int, int, int]] = None  # layers, width, bytes a value
         self._warned = False
+        self._new_share = 1.0  # moving average of the lookups that were of a new segment
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -99,6 +106,7 @@ class FrozenCache:
         self._counts.clear()
         self._lookups = 0
         self._aged = False
+        self._new_share = 1.0
         self._module = None
         self._state = ()
 
@@ -120,7 +128,7 @@ class FrozenCache:
         layers = self._entries.get(key)
         if layers is None:
             self.misses += 1
-            if seen_before and self.refused and not self._warned:
+            if seen_before and self.refused and not self._warned and self._new_share < NEW_SHARE_TO_WARN:
                 self._warn_working_set()
             return None
         self.hits += 1
@@ -164,6 +172,7 @@ class FrozenCache:
         lookups, n_tokens = self._counts.get(digest, (0, len(key)))
         self._counts[digest] = (lookups + 1, n_tokens)
         self._lookups += 1
+        self._new_share = NEW_SHARE_DECAY * self._new_share + (1 - NEW_SHARE_DECAY) * (lookups == 0)
         if self._lookups >= max(MIN_SAMPLE, SAMPLE_PER_ENTRY * len(self._entries)):
             self._counts = {d: (n // 2, t) for d, (n, t) in self._counts.items() if n >= 2}
             self._lookups = 0

@@ -1,5 +1,6 @@
 """The frozen biLM's cache of layers per segment (``FrozenCache`` in layers/bilm_model.py)."""
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -172,6 +173,27 @@ def test_a_containers_memory_limit_bounds_the_available_memory(tmp_path, version
     assert cgroup_headroom(_cgroup(tmp_path / "unlimited", version, unlimited, 48 * mb, 8 * mb)) is None
     assert cgroup_headroom(tmp_path / "none") is None
     assert cgroup_headroom(_cgroup(tmp_path / "full", version, 64 * mb, 80 * mb, 0)) == 0
+
+
+def test_a_corpus_repeating_some_sentences_warns_in_its_second_epoch_with_the_whole_corpus(bilm_rows):
+    # CoNLL-2003 repeats its datelines: a repeat in the first epoch, when a fraction of the corpus
+    # has been seen, would name a size too small for it
+    bilm = random_bilm()
+    distinct = _docs(60, seed=5, length=(4, 12))
+    corpus = [doc for i, doc in enumerate(distinct) for doc in ([doc, distinct[0]] if i % 10 == 9 else [doc])]
+    per_token = sum(out.layers.nbytes for out in _model(bilm, cache_mb=0).predict(distinct[:1])) // len(distinct[0])
+    model = _model(bilm, cache_mb=per_token * 20 / 2**20)  # about a fifth of the corpus
+    cache = model.attrs[CACHE_ATTR]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for start in range(0, len(corpus), 8):
+            model.begin_update(corpus[start : start + 8])
+        assert cache.refused and not [w for w in caught if "frozen_cache_mb" in str(w.message)]
+        for start in range(0, len(corpus), 8):
+            model.begin_update(corpus[start : start + 8])
+    messages = [str(w.message) for w in caught if "frozen_cache_mb" in str(w.message)]
+    assert len(messages) == 1
+    assert f"{len(distinct)} distinct segments seen so far ({sum(len(doc) for doc in distinct)} tokens)" in messages[0]
 
 
 def test_new_weights_invalidate(bilm_rows):
