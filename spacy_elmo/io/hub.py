@@ -242,8 +242,11 @@ def _cached(hub_id: HubId, storage: Path) -> HubSnapshot:
     if folder is None:
         raise ModelFileError(str(hub_id), "not in the Hugging Face cache, and HF_HUB_OFFLINE forbids downloading it; "
                                           f"fetch it once with network (`python -m spacy_elmo download {hub_id}`)")
-    files = tuple(sorted(p for p in folder.rglob("*") if p.is_file()))
+    files = tuple(sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()))
     for path in files:
+        if not path.exists():  # a link whose blob was deleted: left out, the folder would pass as another layout
+            raise ModelFileError(path, f"its blob {path.resolve()} is no longer in the cache; with network, "
+                                       f"`python -m spacy_elmo download {hub_id}` fetches it again")
         blob = path.resolve().name
         kind = _DIGESTS.get(len(blob))
         if kind is None:

@@ -100,6 +100,16 @@ def test_offline_a_cached_file_changed_since_it_was_fetched_is_refused(hub, monk
     assert "spacy_elmo download hf:allenai/tiny-elmo" in str(refused.value)
 
 
+def test_offline_a_file_whose_blob_was_deleted_from_the_cache_is_refused_not_left_out(hub, monkeypatch):
+    hub.add("allenai/tiny-elmo", PAIR)
+    weights = locate_bilm("hf:allenai/tiny-elmo").files()[0]
+    weights.resolve().unlink()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelFileError, match="no longer in the cache") as refused:
+        load_bilm("hf:allenai/tiny-elmo")
+    assert str(weights) in str(refused.value) and "\n" not in str(refused.value)
+
+
 @pytest.mark.parametrize("link_removed", [False, True])
 def test_online_a_cached_file_damaged_since_it_was_fetched_is_fetched_again_with_a_line(hub, capsys, link_removed):
     hub.add("allenai/tiny-elmo", PAIR)
