@@ -193,7 +193,8 @@ class FrozenCache:
             f"segments it is asked for: it keeps a fixed share of them and recomputes the rest. The "
             f"{len(self._counts):,} distinct segments seen so far ({tokens:,} tokens) take {at_least}{needed_mb:,} MB "
             f"at this biLM's {per_token / 1024:.1f} KB a token ({n_layers} layers x {width} values x {itemsize} bytes); "
-            f"frozen_cache_mb = {needed_mb} of [components.NAME.model] would hold them all",
+            f"frozen_cache_mb = {needed_mb} of [components.NAME.model] would hold them all (a corpus not yet "
+            f"read through, as before the first epoch ends, needs its training and dev tokens x {per_token / 1024:.1f} KB)",
             stacklevel=2,
         )
 

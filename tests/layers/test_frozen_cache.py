@@ -194,6 +194,7 @@ def test_a_corpus_repeating_some_sentences_warns_in_its_second_epoch_with_the_wh
     messages = [str(w.message) for w in caught if "frozen_cache_mb" in str(w.message)]
     assert len(messages) == 1
     assert f"{len(distinct)} distinct segments seen so far ({sum(len(doc) for doc in distinct)} tokens)" in messages[0]
+    assert "needs its training and dev tokens x" in messages[0]
 
 
 def test_new_weights_invalidate(bilm_rows):
