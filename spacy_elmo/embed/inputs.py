@@ -111,16 +111,20 @@ class CorpusReadError(ValueError):
 
 
 def _read(stream: Any, name: str, lines: int) -> bytes:
-    """The next chunk of ``stream``; a failed read raises CorpusReadError naming the file and the
-    lines read whole before it (a truncated ``.gz`` fails here, in the codec)."""
+    """The next chunk of ``stream``; a failed read raises CorpusReadError naming the file and where
+    the damage lies (a truncated ``.gz`` fails here, in the codec)."""
     from pyarrow import ArrowException
 
     try:
         return stream.read(READ_CHUNK)
     except (OSError, EOFError, ArrowException) as err:
-        raise CorpusReadError(
-            f"{name}: cannot be read past line {lines} ({type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else 'read failed'})"
-        ) from None
+        # A codec fails the whole chunk it was asked for, so the damage is known only to lie in it:
+        # naming the last line before the chunk as the last readable one would send the user to look
+        # at the wrong place (a file cut after thousands of lines would read as unreadable from line 1).
+        where = (f"in its first {READ_CHUNK >> 20} MiB of text" if lines == 0
+                 else f"after line {lines}, within the next {READ_CHUNK >> 20} MiB of text")
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else "read failed"
+        raise CorpusReadError(f"{name}: cannot be read to its end, damaged {where} ({type(err).__name__}: {reason})") from None
 
 
 def _lines(stream: Any, name: str) -> Iterator[bytes]:

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spacy_elmo.embed.inputs import CorpusDecodeError, file_blocks, resolve_inputs, text_blocks
+from spacy_elmo.embed.inputs import READ_CHUNK, CorpusDecodeError, CorpusReadError, file_blocks, resolve_inputs, text_blocks
 
 
 @pytest.fixture()
@@ -52,6 +52,24 @@ def test_lines_longer_than_a_read_chunk_are_whole(tmp_path):
     (tmp_path / "long.txt").write_text(f"a\n{long}\nb", encoding="utf-8")
     [(_, _, texts, _)] = blocks(resolve_inputs(str(tmp_path)), rows=10)
     assert texts == ["a", long, "b"]
+
+
+def test_a_gz_cut_after_many_lines_names_where_the_damage_lies_not_line_0(tmp_path):
+    line = "a line of text that a codec can squeeze\n"
+    count = 3 * READ_CHUNK // len(line)  # three read chunks of text
+    whole = gzip.compress((line * count).encode("utf-8"))
+    (tmp_path / "cut.txt.gz").write_bytes(whole[: len(whole) * 9 // 10])
+    files = resolve_inputs(str(tmp_path))
+    with pytest.raises(CorpusReadError) as caught:
+        blocks(files, rows=1000)
+    said = str(caught.value)
+    assert said.startswith("cut.txt.gz: cannot be read to its end, damaged after line ") and "Truncated" in said
+    after = int(said.split("after line ")[1].split(",")[0])
+    # the whole lines read before the failing chunk: more than one chunk's worth, fewer than the file holds
+    assert READ_CHUNK // len(line) <= after < count
+    (tmp_path / "cut.txt.gz").write_bytes(whole[:200])
+    with pytest.raises(CorpusReadError, match=r"cut.txt.gz: cannot be read to its end, damaged in its first 1 MiB of text"):
+        blocks(resolve_inputs(str(tmp_path)), rows=1000)
 
 
 def test_parquet_rows_keep_their_ids_or_get_file_and_row(tmp_path):

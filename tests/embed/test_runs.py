@@ -115,7 +115,7 @@ def test_a_file_removed_before_any_shard_of_it_lets_the_run_go_on_in_the_same_fo
     (folder / "0-bad.txt.gz").write_bytes(b"\x1f\x8b not a whole archive")  # sorts first: every index shifts
     common = dict(layers="mix", dtype="float16", shard_rows=4)
     files, output, settings = open_run(folder, tmp_path / "out", pipeline, **common)
-    with pytest.raises(CorpusReadError, match=r"0-bad.txt.gz: cannot be read past line 0"):
+    with pytest.raises(CorpusReadError, match=r"0-bad.txt.gz: cannot be read to its end, damaged in its first 1 MiB of text"):
         list(shard_blocks(files, 0, output, rows=4, strict=False))
     # the other files' shards, as a run stopped by the bad one leaves them
     assert embed_here(folder, output, pipeline, skip=[0], finish=False, **common) == 3
