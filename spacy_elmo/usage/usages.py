@@ -128,18 +128,37 @@ def parse_layer(text: Union[int, str], n_layers: Optional[int] = None) -> Layer:
 def corpus_lines(corpus: PathLike, *, strict_utf8: bool = False, stats: Optional[TextStats] = None) -> Iterator[Tuple[str, str]]:
     """(doc_id, line) for every non-empty line of the text input ``corpus`` names (a file, plain or
     compressed, or a folder of them: ``io.text_input.read_lines``); doc_id is ``NAME:LINE``. An
-    ``embed-corpus`` output folder gives its rows' ids and tokens, joined by single spaces.
+    ``embed-corpus`` output folder gives its rows' ids and tokens, each at its stored offsets with
+    spaces between them (``stored_line``).
 
     strict_utf8 (bool): refuse a line that is not UTF-8. stats (Optional[TextStats]): counts the lines read.
     """
     if is_embedded_folder(corpus):
-        yield from ((row.id, " ".join(row.tokens)) for row in embedded_rows(embedded_folder(corpus)) if row.tokens)
+        yield from ((row.id, stored_line(row.tokens, row.starts)) for row in embedded_rows(embedded_folder(corpus)) if row.tokens)
         return
     if not Path(corpus).exists():
         raise FileNotFoundError(f"{corpus}: corpus not found (a text file, one document a line, or a folder of them)")
     for line in read_lines(corpus, strict_utf8=strict_utf8, stats=stats):
         if line.text.strip():
             yield line.place, line.text
+
+
+def stored_line(tokens: Sequence[str], starts: Sequence[int]) -> str:
+    """The line an embedded row was cut from, its whitespace as spaces: each token at its stored
+    character offset, so that the offsets of uses found in it are those of the input line (tokens
+    joined by single spaces would shift every use after a run of whitespace, a leading space or a tab).
+
+    tokens (Sequence[str]): the row's tokens. starts (Sequence[int]): each one's offset in the line.
+    RETURNS (str): the line.
+    """
+    pieces, at = [], 0
+    for token, start in zip(tokens, starts):
+        gap = start - at
+        if pieces and gap < 1:  # offsets that overlap (not as embed-corpus writes them): still apart
+            gap = 1
+        pieces.append(" " * max(gap, 0) + token)
+        at = start + len(token) if gap == start - at else at + gap + len(token)
+    return "".join(pieces)
 
 
 def case_keys(words: Iterable[str], *, where: str) -> Dict[str, str]:

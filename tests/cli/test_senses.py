@@ -67,3 +67,23 @@ def test_senses_reads_an_embed_corpus_folders_lines_as_the_text(tmp_path):
         assert result.exit_code == 0, result.output
         said[given] = json.loads((tmp_path / f"{given}.json").read_text(encoding="utf-8"))
     assert said["embedded"]["uses"] == said["corpus"]["uses"] and said["embedded"]["senses"] == said["corpus"]["senses"]
+
+
+def test_senses_from_an_embed_corpus_folder_give_the_uses_offsets_in_the_input_line(tmp_path):
+    from ..embedded_folder import embed_here
+
+    # a leading space, runs of spaces and a tab, as WikiText and Gutenberg lines have them
+    lines = [" the cat  sees a bird", "a big\tcat likes fish", "the dog sees   a cat", "a red fish", "  the cat sees a bird"]
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model = write_published_head(tmp_path / "model")
+    embed_here(tmp_path / "corpus", tmp_path / "embedded", model, layers="top")
+    out = tmp_path / "embedded.json"
+    result = CliRunner().invoke(app, ["senses", "--input", str(tmp_path / "embedded"), "--word", "cat", "--model", str(model),
+                                      "--senses", "2", "--top", "3", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    uses = json.loads(out.read_text(encoding="utf-8"))["uses"]
+    assert len(uses) == 4
+    for use in uses:
+        line = lines[int(use["doc_id"].rsplit(":", 1)[1]) - 1]
+        assert line[use["start_char"]:use["end_char"]] == "cat", (use, line)
