@@ -69,6 +69,32 @@ def is_embedded_folder(path: PathLike) -> bool:
     return (Path(path) / RECORDS / SETTINGS_FILE).is_file()
 
 
+def _check_shards_recorded(path: Path, shards: Sequence[Path]) -> None:
+    """Refuse a finished folder whose shards are not those its run recorded (one deleted or moved
+    away since, or one added): its rows would be a part of the corpus, or another corpus's, read as
+    the whole without a word. Only names are compared; a shard's bytes are checked by embed-corpus."""
+    try:
+        record = json.loads((path / RECORDS / FINISHED_FILE).read_text(encoding="utf-8"))
+        counts, files, rows = record.get("shards"), record.get("files"), int(record["settings"]["shard_rows"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+        counts = None
+    if not isinstance(counts, list) or not isinstance(files, list) or len(files) != len(counts):
+        raise ValueError(f"{path}: {RECORDS}/{FINISHED_FILE} cannot be read as embed-corpus writes it; run the same "
+                         "embed-corpus command again to check the shards and write it")
+    expected = {(index, block) for index, count in enumerate(counts) for block in range(int(count))}
+    found = {shard_key(shard.stem[len("shard-"):]): shard.name for shard in shards}
+    missing = sorted(expected - found.keys())
+    extra = sorted(found[key] for key in found.keys() - expected)
+    if missing:
+        index, block = missing[0]
+        raise ValueError(f"{path}: {len(missing)} of the {len(expected)} shards its run wrote are missing (the first: "
+                         f"rows {block * rows + 1} to {(block + 1) * rows} of {files[index][0]}), so its rows hold only part "
+                         "of the corpus; run the same embed-corpus command again to write them")
+    if extra:
+        raise ValueError(f"{path}: holds shards its run did not write ({', '.join(extra[:3])}"
+                         f"{', ...' if len(extra) > 3 else ''}); move them away or embed into a new folder")
+
+
 def embedded_folder(path: PathLike) -> EmbeddedFolder:
     """A finished ``embed-corpus`` output folder's settings, from its shards' metadata.
 
@@ -84,6 +110,7 @@ def embedded_folder(path: PathLike) -> EmbeddedFolder:
     shards = shard_files(path)
     if not shards:
         raise ValueError(f"{path}: an embed-corpus folder without shards")
+    _check_shards_recorded(path, shards)
     meta = {key.decode(): value.decode() for key, value in (pq.read_schema(shards[0]).metadata or {}).items()}
     return EmbeddedFolder(
         path=path, model=meta["spacy_elmo.model"], weights_sha256=meta["spacy_elmo.weights_sha256"],

@@ -247,3 +247,18 @@ def test_a_folder_without_the_layer_or_made_with_other_weights_is_refused(embedd
     (root / "all" / "_embed-corpus" / "finished.json").unlink()
     with pytest.raises(ValueError, match="embed-corpus has not finished there"):
         embedded_usages(root / "all", ["bank"])
+
+
+def test_a_finished_folder_that_lost_a_shard_or_gained_one_is_refused_naming_the_rows(embedded):
+    import shutil
+
+    _, root = embedded
+    assert embedded_usages(root / "top", ["bank"]).found["bank"] == 96
+    moved = root / "shard-00000-00001.parquet"
+    shutil.move(root / "top" / "shard-00000-00001.parquet", moved)  # a.txt's rows 4 to 6
+    with pytest.raises(ValueError, match=r"1 of the 4 shards its run wrote are missing \(the first: rows 4 to 6 of a.txt\)"):
+        embedded_usages(root / "top", ["bank"])
+    shutil.move(moved, root / "top" / "shard-00000-00001.parquet")
+    shutil.copy(root / "top" / "shard-00001-00000.parquet", root / "top" / "shard-00002-00000.parquet")
+    with pytest.raises(ValueError, match=r"holds shards its run did not write \(shard-00002-00000.parquet\)"):
+        embedded_usages(root / "top", ["bank"])
