@@ -58,7 +58,6 @@ def change_cli(
 
     if len(input) != 2:
         raise typer.BadParameter(f"give the two periods as --input A --input B (got {len(input)})")
-    stats = TextStats()
     # loaded once, and only where a period is a corpus, not a usages file
     bilm = lru_cache(maxsize=None)(partial(load_bilm, model, options=options, weights=weights))
     try:
@@ -66,14 +65,14 @@ def change_cli(
                                                                                       preference=preference))
         wanted = read_targets(targets)
         collect = dict(nlp=load_tokenizer(pipeline, lang=lang), layer=layers, max_uses=max_uses, seed=seed,
-                       model=str(model or weights or "en_small"), strict_utf8=strict_utf8, stats=stats)
+                       model=str(model or weights or "en_small"), strict_utf8=strict_utf8, stats=TextStats())
         named = (lambda: weights_sha256(bilm())) if model is not None or options is not None else None
         periods = [load_usages_or_collect(period, bilm, wanted, expected_weights=named, **collect) for period in input]
         run = run_change(periods, wanted, settings, graded=read_gold(gold) if gold is not None else None,
                          binary=read_gold(binary) if binary is not None else None, changed_share=changed_share)
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
-    report(stats)
+    report(collect["stats"])
     if not [path for path in output if path.suffix != ".json"]:
         typer.echo(run.tsv(), nl=False)
     typer.echo("\n".join([*(f"warning: {line}" for line in run.warnings()), json.dumps(run.summary(), allow_nan=False)]),
