@@ -48,7 +48,8 @@ SOURCES: Tuple[Tuple[str, bool], ...] = (
     ("lm_wikitext2/test.txt", True),
     ("lm_1b_benchmark_heldout/1b_benchmark.dev.tokens", False),
 )
-DEFAULT_DATA = REPO.parent / "shared" / "datasets"
+# the datasets as the probes find them: $SPACY_ELMO_DATA, else the project assets in the checkout
+DEFAULT_DATA = Path(os.environ.get("SPACY_ELMO_DATA") or REPO / "assets" / "datasets")
 REPORTED = re.compile(r"(\d+) rows, (\d+) tokens in [\d.]+ s; (\d+) actors")
 
 

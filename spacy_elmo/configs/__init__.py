@@ -22,6 +22,8 @@ from ..io.registry import PUBLISHED_ARCHIVES, PUBLISHED_CONTRIBUTED, PUBLISHED_M
 from ..io.sources import SHIPPED_NAME
 from ..layers.torch_threads import threads_for
 
+__all__ = ["TASKS", "config_text", "downstream_config", "known_shape"]
+
 TASKS = ("ner", "tagger", "textcat")
 # AllenNLP's name for a published shape: layers x cells _ projection _ ...
 PUBLISHED_SHAPE = re.compile(r"^(\d+)x(\d+)_(\d+)_")
