@@ -30,6 +30,9 @@ RECIPE=(
   --training.lr_schedule inverse_sqrt --training.batch_size 256 --training.max_batch_tokens 6144
   --training.eval_frequency 300 --training.checkpoint_frequency 100 --training.max_epochs 100
 )
+# the campaign's stages keep the vocabulary, train on their own text alone and spend their time on it:
+# no domain words added, no general text replayed or scored (finetune's defaults since issue 68)
+KEEP=(--finetune.add_words 0 --finetune.replay null --finetune.general null)
 mkdir -p "$RUN"
 
 case "${1:-}" in
@@ -49,7 +52,7 @@ case "${1:-}" in
     # fine-tuning rate, about twice the rate the inverse-sqrt schedule had reached at 0.6.0's step 10,500
     python -m spacy_elmo finetune configs/bilm-small.cfg --model "${START:-spacy_elmo/models/en_small}" \
       --output "$RUN/pretrain" --paths.train "$CORPUS/pretrain/train" --paths.dev "$CORPUS/pretrain/dev.txt" \
-      --training.optimizer adam --training.learning_rate 0.0005 --training.warmup_steps 100 \
+      --training.optimizer adam --training.learning_rate 0.0005 --training.warmup_steps 100 "${KEEP[@]}" \
       --training.batch_size 256 --training.max_batch_tokens 6144 --training.eval_frequency 300 \
       --training.checkpoint_frequency 100 --training.max_epochs 100 --probe.enabled true \
       --max-time "${2:-100m}" $( [ -d "$RUN/pretrain/checkpoints" ] && echo --resume ) "${@:3}"
@@ -58,7 +61,7 @@ case "${1:-}" in
     python -m spacy_elmo finetune configs/bilm-small.cfg --model "$RUN/pretrain/model-best" \
       --output "$RUN/finetune-ewt" --paths.train "$CORPUS/domain/ewt-train.txt" \
       --paths.dev "$CORPUS/domain/ewt-dev.txt" --max-time "${2:-3m}" \
-      --training.optimizer adam --training.learning_rate 0.0005 --training.eval_frequency 100 \
+      --training.optimizer adam --training.learning_rate 0.0005 --training.eval_frequency 100 "${KEEP[@]}" \
       --training.batch_size 256 --training.max_batch_tokens 6144 \
       $( [ -d "$RUN/finetune-ewt/checkpoints" ] && echo --resume )
     ;;

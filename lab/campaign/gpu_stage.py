@@ -43,6 +43,11 @@ RECIPE = {
     "training.eval_frequency": 300,
     "training.checkpoint_frequency": 300,
     "training.max_epochs": 100,
+    # the stage continues pretraining: its vocabulary kept, its own text alone (finetune's defaults add
+    # domain words, replay and score general text)
+    "finetune.add_words": 0,
+    "finetune.replay": None,
+    "finetune.general": None,
 }
 KEPT = ("model-best", "metrics.jsonl", "learning-curve.png", "finetune-report.json")
 MANIFEST = "gpu-stage-manifest.json"
@@ -57,7 +62,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
 
     corpus = args.corpus
     overrides = {**RECIPE, "paths.train": str(corpus / "pretrain" / "train"), "paths.dev": str(corpus / "pretrain" / "dev.txt")}
-    overrides.update(dict(_setting(s) for s in args.set))
+    overrides.update(dict(setting_arg(s) for s in args.set))
     config = load_lm_config(args.config, overrides)
     result = finetune(config, args.output, model=args.model, max_time=args.minutes * 60, device=args.device)
     summary = result.summary
@@ -91,7 +96,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     return args
 
 
-def _setting(text: str):
+def setting_arg(text: str):
+    """A --set KEY=VALUE argument: the key and the value read as JSON (a bare string when it is not)."""
     key, sep, value = text.partition("=")
     if not sep:
         raise SystemExit(f"--set takes KEY=VALUE, not {text!r}")

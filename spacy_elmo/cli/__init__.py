@@ -12,5 +12,6 @@ from . import change, senses, usages  # noqa: F401  (word usages, semantic chang
 from . import export  # noqa: F401  (ONNX and TorchScript files of the biLM)
 from . import downstream  # noqa: F401  (components trained with and without ELMo)
 from . import init_config  # noqa: F401  (the installed training configs, for a named biLM)
+from . import vectors  # noqa: F401  (a model's default token vectors, chosen by WiC)
 
 __all__ = ["app"]

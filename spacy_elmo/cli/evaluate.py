@@ -22,8 +22,11 @@ def evaluate_cli(
     weights: Optional[Path] = WEIGHTS,
     input: str = typer.Option(..., "--input", help=f"held-out text, one sentence a line: {INPUT}", callback=input_files),
     tokenizer: str = typer.Option(
-        "whitespace", "--tokenizer", help="'whitespace' (pre-tokenized text, as the published figures) or a spaCy "
-        "language code (raw text)"
+        "auto", "--tokenizer", help="'auto' (pre-tokenized text split on spaces, as the published figures; raw text by "
+        "the spaCy tokenizer of the model's language, or --lang's), 'whitespace', or a spaCy language code"
+    ),
+    lang: Optional[str] = typer.Option(
+        None, "--lang", help="the text's language, for --tokenizer auto (default: the model's, where it records one)"
     ),
     input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or spacy"),
     max_sentence_tokens: Optional[int] = typer.Option(
@@ -47,18 +50,21 @@ def evaluate_cli(
     Every line is scored as a sentence <S> .. </S> with the full softmax (normalized over vocabulary
     chunks, so a published 793,471-word softmax needs no (tokens x words) matrix); words outside the
     softmax's vocabulary count as <UNK> (the OOV rate is reported: perplexities over different
-    vocabularies do not compare)."""
+    vocabularies do not compare). A text wholly outside the vocabulary gets no perplexity; 10% OOV or more, a warning. Raw
+    text is tokenized by spaCy (--tokenizer auto), and the line says which tokenizer ran."""
     from ..training.evaluation import evaluate_corpus
 
     try:
         evaluation = evaluate_corpus(
             input, model=model, options=options, weights=weights, tokenizer=tokenizer, input_format=input_format,
             max_sentence_tokens=max_sentence_tokens, max_segments=max_segments, batch_size=batch_size,
-            carry_state=carry_state, chunk_size=chunk_size, strict_utf8=strict_utf8,
+            carry_state=carry_state, chunk_size=chunk_size, strict_utf8=strict_utf8, lang=lang,
         )
     except (FileNotFoundError, ValueError) as err:  # a damaged file, no softmax, nothing to score
         raise typer.BadParameter(str(err)) from err
     typer.echo(evaluation.summary())
+    for warning in evaluation.warnings:
+        typer.secho(warning, fg=typer.colors.YELLOW, err=True)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(evaluation.record, indent=2), encoding="utf-8")

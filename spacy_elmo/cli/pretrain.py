@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from ._app import app
-from ._training_options import DEVICE, OUTPUT, OVERRIDES, RESUME, load_config, max_time_option, parse_duration
+from ._training_options import DEVICE, OUTPUT, OVERRIDES, RESUME, load_config, max_time_option, parse_duration, refused_input
 
 
 @app.command("pretrain", context_settings=OVERRIDES)
@@ -20,11 +20,13 @@ def pretrain_cli(
     """Pretrain a biLM. Extra `--section.key value` arguments override the config, e.g.
     `--paths.train corpus/ --paths.dev dev.txt --training.max_steps 1000`. Run under
     `torchrun --nproc_per_node N -m spacy_elmo pretrain ...` for distributed training; a group
-    torchrun restarts (`--max-restarts`) resumes from the newest checkpoint by itself."""
+    torchrun restarts (`--max-restarts`) resumes from the newest checkpoint by itself. A corpus with no
+    usable line (empty, every line over the limit, unreadable) is refused before anything is written."""
     from ..training.pretrain import pretrain
 
     config = load_config(ctx, config_path)
-    summary = pretrain(config, output, resume=resume, max_time=parse_duration(max_time), device=device)
+    limit = parse_duration(max_time)
+    summary = refused_input(lambda: pretrain(config, output, resume=resume, max_time=limit, device=device))
     best = summary.best_dev
     best_text = f"; best held-out ppl {best['ppl']:.2f} at step {best['step']}" if best and "ppl" in best else ""
     typer.echo(

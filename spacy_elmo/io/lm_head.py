@@ -228,6 +228,26 @@ def load_native_head(directory: PathLike) -> Optional[LMHead]:
     return LMHead(softmax, tuple(words), str(directory), (directory / VOCAB_NAME, directory / SOFTMAX_NAME))
 
 
+def write_published_head(head: LMHead, folder: PathLike) -> Tuple[Path, Path]:
+    """Write a head as bilm-tf published its models': ``softmax.hdf5`` (``softmax/W`` (V, P),
+    ``softmax/b`` (V,), float32) and ``vocab.txt`` (one word a row, in row order), which
+    ``find_head_files`` finds beside a published pair. AllenNLP does not read them (its format
+    has no softmax); bilm-tf's and our scoring and fine-tuning do.
+
+    RETURNS (Tuple[Path, Path]): the softmax file and the vocabulary file.
+    """
+    import h5py
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    softmax, vocabulary = folder / HDF5_SOFTMAX_NAME, folder / VOCAB_NAME
+    with h5py.File(softmax, "w") as handle, torch.no_grad():
+        handle.create_dataset("softmax/W", data=head.softmax.weight.detach().float().cpu().numpy())
+        handle.create_dataset("softmax/b", data=head.softmax.bias.detach().float().cpu().numpy())
+    vocabulary.write_text("".join(word + "\n" for word in head.words), encoding="utf-8")
+    return softmax, vocabulary
+
+
 def check_softmax_file(path: Path) -> None:
     """Refuse a downloaded softmax file that is no readable HDF5 with ``softmax/W`` and ``softmax/b``."""
     import h5py

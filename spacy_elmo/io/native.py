@@ -12,6 +12,7 @@ SHA-256 is checked before they are parsed, so a damaged or swapped file is refus
 import hashlib
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -75,11 +76,16 @@ def bilm_from_bytes(
     return bilm.eval()
 
 
-def save_bilm(bilm: BiLM, path: PathLike, *, extra: Optional[Dict[str, Any]] = None) -> Path:
+def save_bilm(
+    bilm: BiLM, path: PathLike, *, extra: Optional[Dict[str, Any]] = None, carry_vector_setting: bool = False,
+) -> Path:
     """Write a biLM directory. Files are written under temporary names, fsynced, then renamed.
 
     path (PathLike): the directory (created if needed).
     extra (Optional[dict]): JSON-serializable metadata stored in config.json under "extra".
+    carry_vector_setting (bool): where the biLM's default vector setting names other weights (it was
+        chosen before fine-tuning), write it for these weights anyway, its provenance saying so,
+        rather than leave it out (``_save_vector_setting``).
     RETURNS (Path): the directory.
     """
     path = Path(path)
@@ -96,14 +102,23 @@ def save_bilm(bilm: BiLM, path: PathLike, *, extra: Optional[Dict[str, Any]] = N
         config["char_vocab"] = bilm.char_vocab.to_json()
     write_atomic(path / WEIGHTS_NAME, data)
     write_atomic(path / CONFIG_NAME, json.dumps(config, indent=2).encode("utf-8"))
-    _save_vector_setting(bilm, path, config["weights_sha256"])
+    _save_vector_setting(bilm, path, config["weights_sha256"], carry=carry_vector_setting)
     return path
 
 
-def _save_vector_setting(bilm: BiLM, path: Path, weights_sha256: str) -> None:
+def _save_vector_setting(bilm: BiLM, path: Path, weights_sha256: str, *, carry: bool = False) -> None:
     setting = bilm.vector_setting
     if setting is not None and setting.weights_sha256 == weights_sha256:
         write_vector_setting(setting, path)
+        return
+    if setting is not None and carry:  # fine-tuned weights keep the start's setting, saying so
+        carried = dict(setting.provenance.get("carried_over") or {})
+        provenance = {**setting.provenance, "carried_over": {
+            "from_weights_sha256": carried.get("from_weights_sha256", setting.weights_sha256),
+            "note": "chosen for the weights fine-tuning started from and kept for these; python -m "
+                    "spacy_elmo vectors --model DIR --wic WIC --write chooses anew for them",
+        }}
+        write_vector_setting(replace(setting, weights_sha256=weights_sha256, provenance=provenance), path)
         return
     if (path / VECTORS_NAME).exists():  # a setting made for the weights this directory held before
         (path / VECTORS_NAME).unlink()
@@ -112,8 +127,8 @@ def _save_vector_setting(bilm: BiLM, path: Path, weights_sha256: str) -> None:
         warnings.warn(
             f"{path}: the biLM's weights changed since its default vectors were chosen ({VECTORS_NAME} names "
             "other weights), so the saved model gives the mean of the layers; give the new weights a "
-            "setting of their own (spacy_elmo.bilm.VectorSetting on bilm.vector_setting; a checkout's "
-            "python -m lab.release.sense_vectors chooses one by WiC accuracy)"
+            "setting of their own (python -m spacy_elmo vectors --model DIR --wic WIC --write chooses one by WiC "
+            "accuracy; or a spacy_elmo.bilm.VectorSetting on bilm.vector_setting)"
         )
 
 

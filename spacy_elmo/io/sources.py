@@ -107,11 +107,13 @@ class NativeSource(ModelSource):
     @classmethod
     def of(cls, directory: Path, *, pipeline: Optional[Path] = None, shipped: bool = False) -> "NativeSource":
         """The source of ``directory``: the shipped biLM is English and named so; a pipeline's
-        model takes its language from the pipeline's config and its name from its meta.json."""
+        model takes its language from the pipeline's config and its name from its meta.json; a
+        training output the language its training recorded (config.json's extra "lang": a
+        fine-tuned model keeps its start's, a pretrained one the language its text was read in)."""
         if shipped:
             return cls(directory, "en", SHIPPED_NAME, shipped=True)
         if pipeline is None:
-            return cls(directory)
+            return cls(directory, _recorded_language(directory))
         from spacy import util
 
         language = util.load_config(pipeline / PIPELINE_CONFIG_NAME, interpolate=False)["nlp"]["lang"]
@@ -373,3 +375,12 @@ def _read_json(path: Path) -> Dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _recorded_language(directory: Path) -> Optional[str]:
+    """The language a model directory's training recorded (config.json's extra "lang"), if any."""
+    try:
+        language = read_config(directory).get("extra", {}).get("lang")
+    except ModelFileError:  # a damaged config.json is the loader's to report
+        return None
+    return language if isinstance(language, str) and language else None

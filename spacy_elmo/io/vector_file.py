@@ -71,8 +71,8 @@ def read_vector_setting(directory: PathLike, *, weights_sha256: str, n_layers: i
             path,
             f"made for weights with SHA-256 {setting.weights_sha256[:12]}..., but the weights beside it have "
             f"{weights_sha256[:12]}...: it belongs to other weights; delete it (the model then gives the mean "
-            "of the layers) or make it again for these weights (spacy_elmo.bilm.VectorSetting; a checkout's "
-            "python -m lab.release.sense_vectors chooses one by WiC accuracy)",
+            "of the layers) or make it again for these weights (python -m spacy_elmo vectors --model DIR --wic WIC "
+            "--write chooses one by WiC accuracy; or spacy_elmo.bilm.VectorSetting)",
         )
     if setting.n_layers != n_layers or setting.width not in (None, width):
         raise ModelFileError(

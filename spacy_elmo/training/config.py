@@ -2,7 +2,7 @@
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, FrozenSet, Optional, Union
 
 from confection import Config, ConfigValidationError  # (thinc.api re-exports these; confection alone keeps training free of thinc)
 
@@ -20,11 +20,25 @@ class CorpusSettings:
     """[corpus]: how files are read and cut (see configs/bilm-small.cfg for each setting)."""
 
     format: str = "auto"
-    tokenizer: str = "whitespace"
+    # "auto" (whitespace for pre-tokenized text, else the language's spaCy tokenizer), "whitespace"
+    # or a spaCy language code
+    tokenizer: str = "auto"
+    # the text's language (its spaCy tokenizer for raw text); fine-tuning takes the model's where it records one
+    lang: Optional[str] = None
+    # "lines" (one sentence a line), "sentencizer" or a trained spaCy pipeline's name (wrapped text:
+    # each paragraph's lines joined and cut into sentences), "auto" (the sentencizer for raw text
+    # whose lines run on into the next, else lines)
+    sentences: str = "auto"
     max_line_chars: int = 20000
     max_sentence_tokens: int = 100
     buffer_size: int = 20000
     dev_max_segments: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.tokenizer or not self.sentences:
+            raise ValueError("[corpus] tokenizer and sentences must not be empty")
+        if self.lang is not None and str(self.lang).strip() in ("", "null", "None"):
+            object.__setattr__(self, "lang", None)
 
 
 @dataclass(frozen=True)
@@ -97,12 +111,64 @@ class TrainingSettings:
             raise ValueError("Invalid training config: " + "; ".join(problems))
 
 
+# the [training] settings that [finetune]'s recipe gives unless the command line sets them
+RECIPE_KEYS = ("optimizer", "learning_rate", "warmup_steps", "lr_schedule")
+
+
 @dataclass(frozen=True)
 class FinetuneSettings:
-    """[finetune]: the frozen-biLM warm-up of a new softmax."""
+    """[finetune]: fine-tuning's own recipe, the frozen-biLM warm-up of a new softmax, the general
+    held-out text and the domain words added to the vocabulary.
 
+    optimizer, learning_rate, lr_warmup_steps, lr_schedule: the recipe ``finetune`` trains with in
+        place of [training]'s (pretraining's from scratch), unless the command line (or the caller's
+        overrides) sets ``training.optimizer``, ``training.learning_rate``, ``training.warmup_steps``
+        or ``training.lr_schedule``; ``recipe = "training"`` takes [training]'s as they are.
+    warmup_steps, warmup_learning_rate: a new softmax (a start without one) trained alone first.
+    general (Optional[str]): general held-out text scored before and after ("shipped": the
+        package's, ``training.general``; a path; null: none).
+    replay (Optional[str]): general text replayed among the domain's while training, one segment
+        after every ``replay_every`` ("shipped": the package's, for an English model; a path; null: none).
+    add_words (int): the domain's most frequent words outside the vocabulary (seen at least
+        ``add_min_count`` times) added to it and to the softmax before training (0: none).
+    """
+
+    recipe: str = "finetune"
+    optimizer: str = "adam"
+    learning_rate: float = 0.0005
+    lr_warmup_steps: int = 100
+    lr_schedule: str = "constant"
     warmup_steps: int = 100
     warmup_learning_rate: float = 0.2
+    general: Optional[str] = "shipped"
+    replay: Optional[str] = "shipped"
+    replay_every: int = 3
+    add_words: int = 10000
+    add_min_count: int = 3
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.recipe not in ("finetune", "training"):
+            problems.append(f"finetune.recipe must be 'finetune' or 'training', not {self.recipe!r}")
+        if self.optimizer not in ("adagrad", "adam"):
+            problems.append(f"finetune.optimizer must be 'adagrad' or 'adam', not {self.optimizer!r}")
+        if self.lr_schedule not in ("constant", "inverse_sqrt"):
+            problems.append(f"finetune.lr_schedule must be 'constant' or 'inverse_sqrt', not {self.lr_schedule!r}")
+        if self.learning_rate <= 0:
+            problems.append("finetune.learning_rate must be > 0")
+        if self.replay_every < 1:
+            problems.append("finetune.replay_every must be >= 1")
+        if self.replay is not None and str(self.replay).strip() in ("", "null", "None"):
+            object.__setattr__(self, "replay", None)
+        for name in ("lr_warmup_steps", "warmup_steps", "add_words"):
+            if getattr(self, name) < 0:
+                problems.append(f"finetune.{name} must be >= 0")
+        if self.add_min_count < 1:
+            problems.append("finetune.add_min_count must be >= 1")
+        if self.general is not None and str(self.general).strip() in ("", "null", "None"):
+            object.__setattr__(self, "general", None)
+        if problems:
+            raise ValueError("Invalid finetune config: " + "; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -145,6 +211,8 @@ class LMConfig:
     finetune: FinetuneSettings
     probe: ProbeSettings
     raw: Dict[str, Any]
+    # the settings the caller or command line overrode ("training.learning_rate", ...)
+    overridden: FrozenSet[str] = frozenset()
 
 
 def _section(cls: type, values: Dict[str, Any], name: str) -> Any:
@@ -164,10 +232,10 @@ def load_lm_config(path: Union[str, Path], overrides: Optional[Dict[str, Any]] =
         config = Config().from_disk(path, overrides=overrides or {}, interpolate=True)
     except ConfigValidationError as err:
         raise ValueError(f"{path}: {str(err).strip()}") from err
-    return lm_config_from_dict(dict(config))
+    return lm_config_from_dict(dict(config), overridden=frozenset(overrides or {}))
 
 
-def lm_config_from_dict(config: Dict[str, Any]) -> LMConfig:
+def lm_config_from_dict(config: Dict[str, Any], *, overridden: FrozenSet[str] = frozenset()) -> LMConfig:
     unknown = sorted(set(config) - set(SECTIONS))
     if unknown:
         raise ValueError(f"unknown config sections {unknown}; known: {list(SECTIONS)}")
@@ -188,6 +256,7 @@ def lm_config_from_dict(config: Dict[str, Any]) -> LMConfig:
         finetune=_section(FinetuneSettings, dict(config.get("finetune", {})), "finetune"),
         probe=_section(ProbeSettings, dict(config.get("probe", {})), "probe"),
         raw=_plain(config),
+        overridden=frozenset(overridden),
     )
 
 

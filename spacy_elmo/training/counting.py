@@ -14,7 +14,7 @@ from ..files import write_atomic
 from ..bilm import plan_batches
 from ..records.provenance import data_record, provenance
 from .config import LMConfig
-from .corpus import Corpus, CorpusStats, split_long
+from .corpus import Corpus, CorpusStats, UnusableCorpus, split_long
 from .distributed import DistInfo, barrier
 from .vocab import SPECIALS, VOCAB_NAME, Vocab
 
@@ -170,4 +170,10 @@ def prepare_vocab(corpus: Corpus, config: LMConfig, output: Path, info: DistInfo
         log(f"corpus: {counted.stats.summary()}; {counted.segments} segments, vocabulary {len(counted.vocab)}")
     barrier(info)
     saved = json.loads(stats_path.read_text(encoding="utf-8"))
+    if saved["vocab_size"] <= len(SPECIALS):  # every rank refuses, so none waits for the others
+        raise UnusableCorpus(
+            f"no usable training corpus: no word is seen [vocab] min_count = {config.vocab.min_count} times or more "
+            f"({saved['stats']['tokens']} tokens), so the vocabulary would hold only {', '.join(SPECIALS)}; "
+            "give more text or lower the minimum"
+        )
     return Vocab.from_disk(output), saved

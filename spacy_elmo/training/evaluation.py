@@ -4,7 +4,11 @@ run (the numbers, the model, the data, the head's files, the machine).
 
 Nothing to score is an error, never a perplexity of 1, nor a number from text that was not read as
 text: an empty file, only empty lines, only lines too long to read (``Corpus.max_line_chars``), or
-only lines holding bytes that are not UTF-8 (another encoding: its perplexity would be that of U+FFFD).
+only lines holding bytes that are not UTF-8 (another encoding: its perplexity would be that of U+FFFD),
+nor from text whose every token is outside the vocabulary (``<UNK>``'s perplexity alone); at 10%
+OOV or more (``perplexity.OOV_WARN``) the record carries a warning. Raw text is tokenized by the
+model's language's spaCy tokenizer (``tokenizer = "auto"``: ``corpus.choose_tokenizer``), which the
+record names.
 """
 import resource
 from dataclasses import dataclass
@@ -16,7 +20,7 @@ from ..io.loading import PathLike, locate_bilm
 from ..records.provenance import data_record, model_name, model_record, portable_path, provenance
 from .corpus import Corpus, CorpusStats, split_long
 from .model_dir import trained_segment_length
-from .perplexity import Perplexity
+from .perplexity import Perplexity, oov_rate_checked, oov_warning
 from .scoring import load_lm
 
 # a published model records no segment length: its lines are scored whole
@@ -36,11 +40,18 @@ class Evaluation:
     record: Dict[str, Any]
 
     def summary(self) -> str:
-        """RETURNS (str): one line: the three perplexities to 4 significant places, tokens, state, OOV, memory."""
+        """RETURNS (str): one line: the three perplexities to 4 significant places, tokens, state, OOV,
+        memory, the tokenizer."""
         r = self.record
         return (f"perplexity {r['ppl']:.4g} (forward {r['forward_ppl']:.4g}, backward {r['backward_ppl']:.4g}) "
                 f"over {r['tokens']} tokens, {r['state']} state; OOV {100 * r['oov_rate']:.2f}% of a "
-                f"{r['vocab_size']}-word vocabulary; peak RSS {r['peak_rss_mb']:.0f} MB; {self.stats.summary()}")
+                f"{r['vocab_size']}-word vocabulary; peak RSS {r['peak_rss_mb']:.0f} MB; {self.stats.summary()}; "
+                f"{r['tokenizer_note']}")
+
+    @property
+    def warnings(self) -> list:
+        """RETURNS (list): what the number needs said beside it (a high OOV rate)."""
+        return list(self.record.get("warnings", []))
 
 
 def evaluate_corpus(
@@ -49,7 +60,7 @@ def evaluate_corpus(
     model: Optional[PathLike] = None,
     options: Optional[PathLike] = None,
     weights: Optional[PathLike] = None,
-    tokenizer: str = "whitespace",
+    tokenizer: str = "auto",
     input_format: str = "auto",
     max_sentence_tokens: Optional[int] = None,
     max_segments: int = 0,
@@ -57,12 +68,14 @@ def evaluate_corpus(
     carry_state: bool = False,
     chunk_size: Optional[int] = None,
     strict_utf8: bool = False,
+    lang: Optional[str] = None,
 ) -> Evaluation:
     """Exact held-out perplexity of a model with its own softmax on text files.
 
     input (str): files, folders, globs (comma-separated), one sentence a line.
     model, options, weights: the model, as ``load_lm`` takes it.
-    tokenizer (str): "whitespace" (pre-tokenized text) or a spaCy language code.
+    tokenizer (str): "auto" (whitespace for pre-tokenized text, else the spaCy tokenizer of the
+        model's language, or of ``lang``), "whitespace" or a spaCy language code.
     input_format (str): "auto", "txt", "jsonl" or "spacy".
     max_sentence_tokens (Optional[int]): cut longer lines; None: as the model was trained (a
         published model's lines are not cut).
@@ -70,10 +83,15 @@ def evaluate_corpus(
     RETURNS (Evaluation): the perplexity, what was read, and the record. Raises ValueError when
         there is nothing to score.
     """
-    corpus = Corpus(input, fmt=input_format, tokenizer=tokenizer, strict_utf8=strict_utf8)  # a missing file first
+    from .corpus import resolve_paths
+
+    resolve_paths(input)  # a missing file first
+    source = locate_bilm(model, options=options, weights=weights)
+    trained = source.training_record()
+    language = lang or source.language or (trained or {}).get("lang")
+    corpus = Corpus(input, fmt=input_format, tokenizer=tokenizer, lang=language, strict_utf8=strict_utf8)
     lm = load_lm(model, options=options, weights=weights, chunk_size=chunk_size)
     if max_sentence_tokens is None:
-        trained = locate_bilm(model, options=options, weights=weights).training_record()
         max_sentence_tokens = UNCUT if trained is None else trained_segment_length(trained)
     stats = CorpusStats()
     segments = islice(split_long(corpus.segments(stats), max_sentence_tokens), max_segments or None)
@@ -86,12 +104,15 @@ def evaluate_corpus(
     if stats.undecodable == stats.lines:
         raise ValueError(f"{input}: every line held bytes that are not UTF-8 (the first: {stats.first_undecodable}), "
                          "so no word was read; convert the text to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    rate = oov_rate_checked(perplexity.n_oov, perplexity.n_words, what=input)
+    warning = oov_warning(rate, what=input)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
     record = perplexity.to_dict()
     record.update({
         "model": model_name(model, options, weights),
         "data": ",".join(portable_path(p.strip()) for p in input.split(",") if p.strip()),
-        "tokenizer": tokenizer,
+        "tokenizer": corpus.tokenizer_name,
+        "tokenizer_note": corpus.tokenizer_note,
         "state": "carried" if carry_state else "fresh",
         "max_sentence_tokens": None if max_sentence_tokens == UNCUT else max_sentence_tokens,
         "vocab_size": len(lm.vocab), "softmax_chunk_size": lm.lm.softmax.chunk_size, "peak_rss_mb": round(peak_mb, 1),
@@ -99,4 +120,6 @@ def evaluate_corpus(
         "corpus": stats.to_dict(),
         "provenance": provenance(model=model_record(model, options=options, weights=weights), data=data_record(corpus.files)),
     })
+    if warning:
+        record["warnings"] = [warning]
     return Evaluation(perplexity, stats, record)

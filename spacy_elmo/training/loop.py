@@ -30,7 +30,7 @@ from .distributed import DistInfo, all_reduce_sum, barrier, stop_flags
 from .lm import LanguageModel
 from .model_dir import save_lm
 from .perplexity import Perplexity, evaluate_perplexity
-from .progress import MetricsLog, ProgressLine, plot_learning_curve
+from .progress import MetricsLog, ProgressLine, format_duration, plot_learning_curve
 from .schedule import learning_rate_at, make_optimizer
 from .vocab import Vocab
 
@@ -217,13 +217,16 @@ class _Run:
         self.max_time = max_time
         self.progress = ProgressLine(total_steps, max_time=max_time, stream=stream)
         self.metrics = MetricsLog(self.output / "metrics.jsonl") if info.is_main else None
+        if self.metrics is not None:
+            # a resumed run trains again the steps after its checkpoint: their records go, so each step is logged once
+            self.metrics.drop_after(state.step)
         self.layer_probe = _layer_probe(probe, self.seed) if info.is_main else None
         self.summary = RunSummary(best_dev=state.best)
         self.started = time.monotonic()
         self.start_step, self.interval = state.step, _Interval()
         if info.is_main:
             self.progress.message(
-                f"training from step {state.step} (epoch {state.epoch}, batch {state.batch_index}); about {total_steps or '?'} steps"
+                f"training from step {state.step} (epoch {state.epoch}, batch {state.batch_index}); " + _ending(total_steps, max_time, self.settings)
             )
 
     def train_epochs(self) -> str:
@@ -381,6 +384,14 @@ class _Interval:
         self.loss_sum += loss
         self.steps += 1
         self.tokens += tokens
+
+
+def _ending(total_steps: Optional[int], max_time: float, settings: TrainingSettings) -> str:
+    """When the run will end, as far as it is known before it starts."""
+    if total_steps:
+        return f"about {total_steps} steps"
+    limits = ([f"after {format_duration(max_time)}"] if max_time else []) + [f"after {settings.max_epochs} epochs"]
+    return "steps per epoch not counted ahead; it stops " + " or ".join(limits)
 
 
 def _layer_probe(settings: Optional[ProbeSettings], seed: int) -> Optional[TrainingProbe]:

@@ -71,6 +71,9 @@ def save_lm(
     names only (see ``portable``).
     softmax_dtype (torch.dtype): how the softmax is stored (float16 halves a shipped model's
     training-only part; it is read back into float32).
+    A biLM's default vector setting (``BiLM.vector_setting``) is written for its new weights where
+    ``extra`` names the weights it was chosen for ("vectors_carried_from": fine-tuning keeps the
+    start model's setting, saying so in vectors.json); elsewhere changed weights drop it.
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -85,7 +88,7 @@ def save_lm(
         "softmax_sha256": hashlib.sha256(data).hexdigest(),
     }
     # config.json last (inside save_bilm): it names the softmax checksum
-    return save_bilm(lm.bilm, path, extra=info)
+    return save_bilm(lm.bilm, path, extra=info, carry_vector_setting=bool(info.get("vectors_carried_from")))
 
 
 def load_lm_parts(
@@ -94,6 +97,7 @@ def load_lm_parts(
     options: Optional[PathLike] = None,
     weights: Optional[PathLike] = None,
     what: str = "load_lm_parts",
+    with_source: bool = False,
 ) -> Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]:
     """The biLM ``io.loading.locate_bilm`` finds for the arguments (our directory, a pipeline, a
     published pair or name, or with none the shipped biLM) and its head where it has one
@@ -101,17 +105,19 @@ def load_lm_parts(
     published softmax and vocabulary, a bilm-tf checkpoint's), in training's vocabulary order
     (``head.head_vocab``); without one, the vocabulary our training wrote beside the weights.
 
+    with_source (bool): add the source (``io.sources.ModelSource``: its language, its record) at the end.
     RETURNS (Tuple[BiLM, Optional[Vocab], Optional[Dict[str, torch.Tensor]]]): the biLM, the
-        vocabulary or None, and the softmax's float32 state dict or None.
+        vocabulary or None, and the softmax's float32 state dict or None (and the source).
     """
     source = locate_bilm(start, options=options, weights=weights, what=what)
     bilm = source.load()
     head = source.head()
     if head is not None:
         vocab, softmax = head_vocab(head.check_fits(bilm))
-        return bilm, vocab, softmax
+        return (bilm, vocab, softmax, source) if with_source else (bilm, vocab, softmax)
     vocabulary = source.training_vocabulary()
-    return bilm, None if vocabulary is None else Vocab.from_disk(vocabulary), None
+    parts = (bilm, None if vocabulary is None else Vocab.from_disk(vocabulary), None)
+    return (*parts, source) if with_source else parts
 
 
 def load_lm(path: PathLike) -> Tuple[LanguageModel, Vocab]:

@@ -31,6 +31,37 @@ from .lm import LanguageModel
 from .vocab import Vocab
 
 
+# a held-out text with at least this share of its tokens outside the vocabulary gets a warning: each
+# such token is scored as <UNK>, an easy prediction, so the perplexity reads lower than the text is hard
+OOV_WARN = 0.10
+
+
+class AllOutOfVocabulary(ValueError):
+    """Every token of a held-out text is outside the vocabulary: its perplexity would be <UNK>'s alone."""
+
+
+def oov_rate_checked(n_oov: int, n_words: int, *, what: str = "the text") -> float:
+    """RETURNS (float): the OOV rate; raises ``AllOutOfVocabulary`` when every token is out of
+    vocabulary, and ValueError when there is no token at all."""
+    if n_words == 0:
+        raise ValueError(f"{what}: no tokens to score")
+    if n_oov >= n_words:
+        raise AllOutOfVocabulary(
+            f"{what}: all {n_words} tokens are outside the model's vocabulary, so every one would be scored as <UNK>: "
+            "no perplexity from that (is it the language and tokenization the model was trained on?)"
+        )
+    return n_oov / n_words
+
+
+def oov_warning(rate: float, *, what: str = "the text") -> Optional[str]:
+    """RETURNS (Optional[str]): a warning where ``rate`` is ``OOV_WARN`` or more, else None."""
+    if rate < OOV_WARN:
+        return None
+    return (f"warning: {what}: {100 * rate:.1f}% of its tokens are outside the vocabulary (>= {100 * OOV_WARN:.0f}%): "
+            "each is scored as <UNK>, an easy prediction, so the perplexity is flattered; compare it only with "
+            "perplexities over the same vocabulary")
+
+
 @dataclass
 class Perplexity:
     forward_nll: float = 0.0
@@ -39,6 +70,18 @@ class Perplexity:
     n_backward: int = 0
     n_words: int = 0
     n_oov: int = 0
+    # the targets among a shared vocabulary's words (``evaluate_perplexity(shared=...)``)
+    shared_forward_nll: float = 0.0
+    shared_backward_nll: float = 0.0
+    n_shared_forward: int = 0
+    n_shared_backward: int = 0
+
+    @property
+    def shared(self) -> Optional[float]:
+        """Geometric mean of both directions' perplexity over the shared vocabulary's words (None: not scored)."""
+        if not self.n_shared_forward or not self.n_shared_backward:
+            return None
+        return math.exp(0.5 * (self.shared_forward_nll / self.n_shared_forward + self.shared_backward_nll / self.n_shared_backward))
 
     @property
     def forward(self) -> float:
@@ -66,6 +109,7 @@ class Perplexity:
             "loss": self.loss,
             "tokens": self.n_forward,
             "oov_rate": self.n_oov / max(self.n_words, 1),
+            **({"ppl_shared": self.shared, "tokens_shared": self.n_shared_forward} if self.shared is not None else {}),
         }
 
 
@@ -78,11 +122,17 @@ def evaluate_perplexity(
     max_batch_tokens: Optional[int] = 4096,
     buffer_size: int = 4096,
     carry_state: bool = False,
+    shared: Optional[int] = None,
 ) -> Perplexity:
     """Score every segment (run in eval mode: no dropout, full softmax).
 
     carry_state (bool): carry the LSTM state from sentence to sentence (see the module docstring;
         one sentence at a time) instead of a fresh zero state per sentence.
+    shared (Optional[int]): also score (``Perplexity.shared``, "ppl_shared") only the predictions of
+        words among the vocabulary's first ``shared`` ids, <UNK> left out: the perplexity over the
+        words two vocabularies share, where one is the other with words added at its end
+        (``training.vocab_growth``), so a model before and after its vocabulary grew is scored on
+        the same predictions. The OOV rate stays ``vocab``'s.
     """
     result = Perplexity()
     was_training = lm.training
@@ -108,13 +158,28 @@ def evaluate_perplexity(
         shuffle=False,
         batch_ids=None if lm.bilm.char_vocab is None else lm.bilm.batch_ids,
     )
+    if shared is not None and carry_state:
+        raise ValueError("the perplexity over a shared vocabulary is scored with a fresh state per sentence")
     try:
         with torch.no_grad():
             for batch in batches:
-                _add(result, lm.run_batch(batch))
+                out = lm.run_batch(batch)
+                _add(result, out)
+                if shared is not None:
+                    _add_shared(result, batch, out, shared, vocab.unk)
     finally:
         lm.train(was_training)
     return result
+
+
+def _add_shared(result: Perplexity, batch: LMBatch, out: Dict[str, object], shared: int, unk: int) -> None:
+    """Add the NLL of the targets among the vocabulary's first ``shared`` ids, <UNK> left out."""
+    for direction, targets in (("forward", batch.forward_targets), ("backward", batch.backward_targets)):
+        kept = targets[targets != NO_TARGET]  # the order of the token NLLs (row-major)
+        mask = torch.from_numpy((kept < shared) & (kept != unk))
+        nll = out[f"{direction}_token_nll"].float().cpu()
+        setattr(result, f"shared_{direction}_nll", getattr(result, f"shared_{direction}_nll") + float(nll[mask].sum()))
+        setattr(result, f"n_shared_{direction}", getattr(result, f"n_shared_{direction}") + int(mask.sum()))
 
 
 def _add(result: Perplexity, out: Dict[str, object]) -> None:

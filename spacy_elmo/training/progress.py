@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
+from ..files import write_atomic
 from ..records.plots import pyplot
 
 
@@ -78,6 +79,26 @@ class MetricsLog:
         if not self.path.is_file():
             return []
         return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def drop_after(self, step: int) -> int:
+        """Remove the records of steps after ``step`` (a resumed run's checkpoint: it trains them
+        again and logs them anew), rewriting the file atomically. RETURNS (int): records removed."""
+        if not self.path.is_file():
+            return 0
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if line.strip() and not _after(line, step)]
+        removed = sum(1 for line in lines if line.strip()) - len(kept)
+        if removed:
+            write_atomic(self.path, "".join(line + "\n" for line in kept).encode("utf-8"))
+        return removed
+
+
+def _after(line: str, step: int) -> bool:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:  # a line cut short by a kill: the step it logged is trained again
+        return True
+    return isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] > step
 
 
 def plot_learning_curve(records: List[Dict[str, Any]], path: Path, *, title: str = "biLM training") -> Optional[Path]:

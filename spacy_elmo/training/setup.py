@@ -11,7 +11,8 @@ import torch
 
 from ..fast.precision import BF16
 from .config import LMConfig
-from .corpus import Corpus, CorpusStats, split_long
+from .corpus import Corpus, CorpusStats, check_usable, split_long
+from .perplexity import oov_rate_checked, oov_warning
 from .distributed import DistInfo, barrier, init_distributed
 from .loop import CHECKPOINTS
 from .memory import keep_freed_memory
@@ -78,29 +79,74 @@ def make_output(output: Path, info: DistInfo) -> None:
     barrier(info)
 
 
-def config_corpus(config: LMConfig, paths: str) -> Corpus:
-    """A corpus read as the config's [corpus] section says."""
+def config_corpus(config: LMConfig, paths: str, *, lang: Optional[str] = None) -> Corpus:
+    """A corpus read as the config's [corpus] section says.
+
+    lang (Optional[str]): the text's language where the model records one (fine-tuning); else [corpus] lang.
+    """
     settings = config.corpus
-    return Corpus(paths, fmt=settings.format, tokenizer=settings.tokenizer, max_line_chars=settings.max_line_chars)
+    return Corpus(paths, fmt=settings.format, tokenizer=settings.tokenizer, lang=lang or settings.lang,
+                  sentences=settings.sentences, max_line_chars=settings.max_line_chars)
 
 
-def train_corpus(config: LMConfig) -> Corpus:
+def train_corpus(config: LMConfig, *, lang: Optional[str] = None, log: Optional[Callable[[str], None]] = None) -> Corpus:
+    """The training corpus, refused before anything is trained or written where it has no usable
+    line (``corpus.check_usable``: empty, every line over the limit, unreadable); ``log`` gets the
+    tokenizer it is read with and why."""
     if config.train is None:
         raise ValueError("no training corpus: set [paths] train in the config or pass --paths.train PATH")
-    return config_corpus(config, config.train)
+    corpus = config_corpus(config, config.train, lang=lang)
+    check_usable(corpus, what="training corpus")
+    if log is not None:
+        log(f"training corpus: {corpus.tokenizer_note}")
+    return corpus
 
 
-def dev_reader(config: LMConfig) -> Optional[Callable[[], Iterable[List[str]]]]:
-    """A function returning a fresh stream of held-out segments (None without ``paths.dev``)."""
+def dev_reader(
+    config: LMConfig, *, lang: Optional[str] = None, log: Optional[Callable[[str], None]] = None,
+) -> Optional[Callable[[], Iterable[List[str]]]]:
+    """A function returning a fresh stream of held-out segments (None without ``paths.dev``);
+    a held-out text with no usable line is refused (``corpus.check_usable``)."""
     if config.dev is None:
         return None
-    corpus = config_corpus(config, config.dev)
-    limit = config.corpus.dev_max_segments or None
+    return segment_reader(config_corpus(config, config.dev, lang=lang), config, what="held-out text ([paths] dev)", log=log)
+
+
+def segment_reader(
+    corpus: Corpus, config: LMConfig, *, what: str, log: Optional[Callable[[str], None]] = None, capped: bool = True,
+) -> Callable[[], Iterable[List[str]]]:
+    """A function returning a fresh stream of ``corpus``'s segments, cut as training cuts them and
+    (``capped``) at most ``[corpus] dev_max_segments`` of them; refused when it has no usable line."""
+    check_usable(corpus, what=what)
+    if log is not None:
+        log(f"{what}: {corpus.tokenizer_note}")
+    limit = (config.corpus.dev_max_segments or None) if capped else None
 
     def read() -> Iterable[List[str]]:
         return islice(split_long(corpus.segments(CorpusStats()), config.corpus.max_sentence_tokens), limit)
 
     return read
+
+
+def check_held_out(
+    read: Optional[Callable[[], Iterable[List[str]]]], vocab, log: Callable[[str], None], *, what: str = "held-out text",
+) -> Optional[float]:
+    """The OOV rate of a held-out text under ``vocab``: refused at 100% (its perplexity would be
+    <UNK>'s alone), a warning in the log at ``OOV_WARN`` or more (its perplexity is flattered).
+
+    RETURNS (Optional[float]): the rate; None without ``read``.
+    """
+    if read is None:
+        return None
+    words = oov = 0
+    for tokens in read():
+        words += len(tokens)
+        oov += sum(1 for token in tokens if token not in vocab.index)
+    rate = oov_rate_checked(oov, words, what=what)
+    warning = oov_warning(rate, what=what)
+    if warning:
+        log(warning)
+    return rate
 
 
 def logger(info: DistInfo, stream) -> Callable[[str], None]:

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import h5py
+import pytest
 import numpy as np
 import spacy
 import torch
@@ -168,3 +169,46 @@ def test_the_shipped_biLM_converts_to_an_english_pipeline_without_lang(tmp_path)
     result = runner.invoke(app, ["convert", "--model", str(shipped_model_dir()), "--output", str(tmp_path / "p")])
     assert result.exit_code == 0, result.output
     assert spacy.load(tmp_path / "p").lang == "en"
+
+
+def test_a_trained_model_converts_without_lang_into_a_new_nested_folder_and_its_head_goes_beside_the_export(tmp_path):
+    """A pretrain or finetune output records its language; convert makes the missing parent folders;
+    --to-allennlp writes the softmax and vocabulary (which AllenNLP's format lacks) beside the pair."""
+    import io
+
+    from spacy_elmo.training.evaluation import evaluate_corpus
+    from spacy_elmo.training.finetune import finetune
+    from spacy_elmo.training.pretrain import pretrain
+
+    from ..training.conftest import tiny_config, write_corpus
+
+    train, dev = write_corpus(tmp_path / "train.txt", 200, seed=1), write_corpus(tmp_path / "dev.txt", 20, seed=2)
+    pretrain(tiny_config(train, dev, training__max_steps=4, corpus__lang="en"), tmp_path / "pre", stream=io.StringIO())
+    finetune(tiny_config(dev, dev, training__max_steps=2), tmp_path / "ft", model=tmp_path / "pre" / "model-best",
+             stream=io.StringIO())
+    nested = tmp_path / "export" / "deeper" / "ft-pipeline"
+    result = runner.invoke(app, ["convert", "--model", str(tmp_path / "ft" / "model-best"), "--output", str(nested)])
+    assert result.exit_code == 0, result.output
+    assert spacy.load(nested).lang == "en"
+
+    published = tmp_path / "published" / "ft"
+    result = runner.invoke(app, ["convert", "--to-allennlp", "--model", str(tmp_path / "ft" / "model-best"), "--output", str(published)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "AllenNLP's format holds the biLM only, no softmax or vocabulary" in said and "softmax.hdf5 + vocab.txt" in said
+    assert (published / "softmax.hdf5").is_file() and (published / "vocab.txt").is_file()
+    ours = evaluate_corpus(str(dev), model=str(tmp_path / "ft" / "model-best"))
+    exported = evaluate_corpus(str(dev), model=str(published))
+    assert exported.record["ppl"] == pytest.approx(ours.record["ppl"], rel=1e-5)
+
+    # a model without a softmax says so
+    save_bilm(load_allennlp(*_tiny_pair()), tmp_path / "bare")
+    result = runner.invoke(app, ["convert", "--to-allennlp", "--model", str(tmp_path / "bare"), "--output", str(tmp_path / "bare-out")])
+    assert result.exit_code == 0 and "this model has none to write" in " ".join(result.output.split())
+
+
+def _tiny_pair():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "data" / "allennlp" / "tiny"
+    return root / "options.json", root / "weights.hdf5"

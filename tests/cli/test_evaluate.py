@@ -176,3 +176,32 @@ def test_evaluate_takes_a_published_pair_as_options_and_weights(tmp_path):
     by_pair = _evaluate("--options", str(model / "options.json"), "--weights", str(model / "weights.hdf5"), "--input", str(data))
     assert by_pair.exit_code == 0, by_pair.output
     assert by_pair.output.split(";")[0] == by_folder.output.split(";")[0]
+
+
+def test_evaluate_gives_no_perplexity_for_a_text_wholly_out_of_vocabulary_and_warns_at_ten_percent(tmp_path):
+    model = write_published_head(tmp_path / "pub", words=["the", "cat", "sees", "a", "bird", "."])
+    foreign, mixed = tmp_path / "foreign.txt", tmp_path / "mixed.txt"
+    foreign.write_text("zebra quagga okapi\ngnu yak\n", encoding="utf-8")
+    mixed.write_text("the cat sees a zebra .\n", encoding="utf-8")  # 1 token in 6 outside
+    record = tmp_path / "out.json"
+    result = _evaluate("--model", str(model), "--input", str(foreign), "--output", str(record))
+    assert result.exit_code == 2 and "all 5 tokens are outside the model's vocabulary" in _said(result)
+    assert "perplexity" not in result.output.split("all 5 tokens")[0] and not record.exists()
+    result = _evaluate("--model", str(model), "--input", str(mixed), "--output", str(record))
+    assert result.exit_code == 0, result.output
+    assert "16.7% of its tokens are outside the vocabulary (>= 10%)" in _said(result)
+    assert json.loads(record.read_text())["warnings"][0].startswith("warning: ")
+
+
+def test_evaluate_tokenizes_raw_text_with_spacy_and_says_so(tmp_path):
+    model = write_published_head(tmp_path / "pub", words=["the", "cat", "sees", "a", "bird", ",", ".", "Hello"])
+    raw = tmp_path / "raw.txt"
+    raw.write_text("Hello, the cat sees a bird.\n", encoding="utf-8")
+    record = tmp_path / "out.json"
+    result = _evaluate("--model", str(model), "--input", str(raw), "--lang", "en", "--output", str(record))
+    assert result.exit_code == 0, result.output
+    numbers = json.loads(record.read_text())
+    assert numbers["tokenizer"] == "en" and numbers["oov_rate"] == 0.0 and numbers["tokens"] == 9
+    assert "spaCy's 'en' tokenizer: the text reads as raw" in _said(result)
+    result = _evaluate("--model", str(model), "--input", str(raw), "--tokenizer", "whitespace", "--output", str(record))
+    assert json.loads(record.read_text())["oov_rate"] == pytest.approx(2 / 6)  # "Hello," and "bird." are not words

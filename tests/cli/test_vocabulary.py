@@ -29,7 +29,7 @@ MAX_STATEMENTS = 30
 MAX_KEYS = 3
 # the helper functions cli modules hold besides their commands (the option syntax and the old spellings)
 CLI_HELPERS = {
-    "_training_options": {"max_time_option", "parse_duration", "load_config"},
+    "_training_options": {"max_time_option", "parse_duration", "load_config", "refused_input"},
     "_vocabulary": {"report", "warn", "modernize", "parse_args", "invoke", "input_files", "output_file", "check_model_flags"},
     "main": {"main"},
     "_app": {"_group"},

@@ -160,3 +160,83 @@ def test_streaming_keeps_memory_bounded(tmp_path):
     assert n > 800_000
     assert corpus.stats.skipped == {"too_long": 1}
     assert peak - before < 60e6, f"RSS grew by {(peak - before) / 1e6:.0f} MB"
+
+
+def test_auto_tokenizer_keeps_pre_tokenized_text_and_splits_raw_text_with_spacy(tmp_path):
+    tokenized, raw = tmp_path / "tokenized.txt", tmp_path / "raw.txt"
+    tokenized.write_text("Hello , world ! Do n't .\nThe cat ( a tabby ) sat .\n", encoding="utf-8")
+    raw.write_text("Hello, world! Don't.\nThe cat (a tabby) sat on 3.5 mats.\n", encoding="utf-8")
+    kept = Corpus(tokenized, tokenizer="auto", lang="en")
+    assert kept.tokenizer_name == "whitespace" and "reads as pre-tokenized" in kept.tokenizer_note
+    assert list(kept.segments())[0] == ["Hello", ",", "world", "!", "Do", "n't", "."]
+    split = Corpus(raw, tokenizer="auto", lang="en")
+    assert split.tokenizer_name == "en" and "spaCy's 'en' tokenizer: the text reads as raw" in split.tokenizer_note
+    assert list(split.segments())[1] == ["The", "cat", "(", "a", "tabby", ")", "sat", "on", "3.5", "mats", "."]
+    nameless = Corpus(raw, tokenizer="auto")
+    assert nameless.tokenizer_name == "xx" and "set [corpus] lang" in nameless.tokenizer_note
+    told = Corpus(raw, tokenizer="whitespace")
+    assert told.tokenizer_name == "whitespace" and "as [corpus] tokenizer / --tokenizer says" in told.tokenizer_note
+
+
+def test_attached_punctuation_tells_raw_text_from_tokenized():
+    from spacy_elmo.training.corpus import RAW_SHARE, attached_share
+
+    assert attached_share(["He said , \" yes . \"", "U.S. rates rose 3.5 %"])[0] == 0.0
+    share, words = attached_share(["He said, \"yes.\"", "Rates rose (again)."])
+    assert words == 6 and share > RAW_SHARE
+
+
+def test_sentence_splitting_joins_wrapped_lines_into_paragraphs(tmp_path):
+    path = tmp_path / "wrapped.txt"
+    path.write_text("The dry period means the harvest\n  will be late. Arrivals rose\nagain this week.\n\n"
+                    "A second story\nbegins here.\n", encoding="utf-8")
+    corpus = Corpus(path, tokenizer="auto", lang="en", sentences="sentencizer")
+    assert list(corpus.segments()) == [
+        ["The", "dry", "period", "means", "the", "harvest", "will", "be", "late", "."],
+        ["Arrivals", "rose", "again", "this", "week", "."],
+        ["A", "second", "story", "begins", "here", "."],
+    ]
+    assert corpus.stats.skipped == {} and "sentences split by 'sentencizer'" in corpus.tokenizer_note
+    # a pre-tokenized text is one sentence a line already: its lines are kept
+    tokenized = tmp_path / "tokenized.txt"
+    tokenized.write_text("one sentence here .\nand another .\n", encoding="utf-8")
+    kept = Corpus(tokenized, tokenizer="auto", lang="en", sentences="sentencizer")
+    assert list(kept.segments()) == [["one", "sentence", "here", "."], ["and", "another", "."]]
+    assert "its lines kept as sentences" in kept.tokenizer_note
+
+
+def test_a_paragraph_longer_than_the_line_limit_goes_out_in_pieces(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_text("".join(f"line number {i} of a long paragraph\n" for i in range(30)), encoding="utf-8")
+    corpus = Corpus(path, tokenizer="whitespace", sentences="sentencizer", max_line_chars=200)
+    texts = list(corpus.texts())
+    assert len(texts) > 1 and all(len(t) <= 200 for t in texts)
+    assert sum(len(t.split()) for t in texts) == 30 * 7
+
+
+def test_auto_sentences_split_wrapped_raw_text_and_keep_the_lines_of_other_text(tmp_path):
+    wrapped, per_line = tmp_path / "wrapped.txt", tmp_path / "per-line.txt"
+    wrapped.write_text("Showers continued throughout the week in\nthe Bahia cocoa zone, alleviating the drought\n"
+                       "since early January. Arrivals for the week\nended February 22 were high.\n", encoding="utf-8")
+    per_line.write_text("What if Google Morphed Into GoogleOS?\nThe cat sat on the mat.\nIt rained, then it stopped.\n",
+                        encoding="utf-8")
+    joined = Corpus(wrapped, tokenizer="auto", lang="en", sentences="auto")
+    assert joined.sentences == "sentencizer" and "wrapped lines" in joined.tokenizer_note
+    assert [len(s) for s in joined.segments()] == [18, 10]
+    kept = Corpus(per_line, tokenizer="auto", lang="en", sentences="auto")
+    assert kept.sentences == "lines" and len(list(kept.segments())) == 3
+
+
+def test_replay_puts_one_general_segment_after_every_k_domain_segments_and_cycles(tmp_path):
+    from spacy_elmo.training.corpus import ReplayCorpus
+
+    domain, general = tmp_path / "domain.txt", tmp_path / "general.txt"
+    domain.write_text("".join(f"d{i} x\n" for i in range(7)), encoding="utf-8")
+    general.write_text("g0 y\ng1 y\n", encoding="utf-8")
+    mixed = ReplayCorpus(Corpus(domain), Corpus(general), every=3)
+    firsts = [tokens[0] for tokens in mixed.segments()]
+    assert firsts == ["d0", "d1", "d2", "g0", "d3", "d4", "d5", "g1", "d6"]
+    assert [t[0] for t in mixed.segments()] == firsts  # every epoch replays from the start
+    assert mixed.files == Corpus(domain).files
+    halves = [[t[0] for t in mixed.segments(shard=rank, n_shards=2)] for rank in range(2)]
+    assert sorted(w for half in halves for w in half if w.startswith("d")) == [f"d{i}" for i in range(7)]

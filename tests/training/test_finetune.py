@@ -16,7 +16,9 @@ from spacy_elmo.training.finetune import finetune
 from spacy_elmo.training.pretrain import pretrain
 from spacy_elmo.training.vocab import Vocab
 
-from .conftest import TINY_CFG, tiny_config
+from spacy_elmo.training.config import load_lm_config
+
+from .conftest import TINY_CFG, tiny_config, write_corpus
 
 ROOT_DATA = TINY_CFG.parents[1] / "tests" / "data" / "allennlp" / "tiny"
 
@@ -134,3 +136,134 @@ def test_finetune_an_elmoformanylangs_model_on_its_own_ids_with_a_new_softmax(tm
     with pytest.raises(ValueError, match='training.mode = "sentences"'):
         finetune(tiny_config(domain_train, domain_dev, training__max_steps=2, training__mode="windows"),
                  tmp_path / "ft-windows", model=EFML_MODEL)
+
+
+def test_finetune_trains_with_its_own_recipe_unless_the_command_line_sets_one(lm_corpus):
+    from spacy_elmo.training.finetune import finetune_recipe
+
+    train, dev = lm_corpus
+    settings, line = finetune_recipe(tiny_config(train, dev))
+    assert (settings.optimizer, settings.learning_rate, settings.warmup_steps) == ("adam", 0.01, 0)
+    assert "[finetune]'s recipe" in line
+    settings, line = finetune_recipe(tiny_config(train, dev, training__learning_rate=0.003))
+    assert (settings.optimizer, settings.learning_rate) == ("adam", 0.003) and "--training.learning_rate as given" in line
+    settings, line = finetune_recipe(tiny_config(train, dev, finetune__recipe="training"))
+    assert (settings.optimizer, settings.learning_rate) == ("adagrad", 0.2) and "[training]'s settings" in line
+    small = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {})
+    settings, _ = finetune_recipe(small)
+    assert (settings.optimizer, settings.learning_rate, settings.warmup_steps, settings.lr_schedule) == (
+        "adam", 0.0005, 100, "constant")
+
+
+def _new_words_domain(tmp_path, n, name):
+    """A domain of known words and new ones (animals the pretraining text never had)."""
+    animals = ["zebra", "okapi", "quagga", "tapir", "gnu"]
+    lines = [f"the {animals[i % 5]} sees the {animals[(i + 2) % 5]} ." for i in range(n)]
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_finetune_grows_the_vocabulary_reports_the_shared_vocabulary_and_keeps_language_and_vectors(
+    lm_corpus, tmp_path, monkeypatch,
+):
+    import io
+
+    from spacy_elmo.bilm import VectorSetting
+    from spacy_elmo.io.loading import locate_bilm
+    from spacy_elmo.io.native import read_config
+    from spacy_elmo.io.vector_file import write_vector_setting
+    import importlib
+
+    finetune_module = importlib.import_module("spacy_elmo.training.finetune")
+
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, dev, training__max_steps=30, corpus__lang="en"), tmp_path / "pre", stream=io.StringIO())
+    start = tmp_path / "pre" / "model-best"
+    assert locate_bilm(start).language == "en"  # pretraining recorded the text's language
+    sha = read_config(start)["weights_sha256"]
+    write_vector_setting(VectorSetting((0.0, 0.5, 0.5), None, sha, {"chosen_by": "a test"}), start)
+    domain, domain_dev = _new_words_domain(tmp_path, 120, "d.txt"), _new_words_domain(tmp_path, 20, "d-dev.txt")
+    general = write_corpus(tmp_path / "general.txt", 40, seed=5)
+    monkeypatch.setattr(finetune_module, "FORGETTING_WARN", 0.0)  # any rise warns here
+    log = io.StringIO()
+    config = tiny_config(domain, domain_dev, training__max_steps=12, training__eval_frequency=6, finetune__add_words=4,
+                         finetune__add_min_count=2, finetune__general=str(general))
+    result = finetune(config, tmp_path / "ft", model=start, stream=log)
+    said = log.getvalue()
+    assert "vocabulary: 4 domain words added" in said and "fitted from the token encoder" in said
+    old, grown = Vocab.from_disk(start), Vocab.from_disk(tmp_path / "ft" / "model-best")
+    assert len(grown) == len(old) + 4 and grown.tokens[: len(old)] == old.tokens
+    assert set(grown.tokens[len(old):]) < {"zebra", "okapi", "quagga", "tapir", "gnu"}
+    report = json.loads((tmp_path / "ft" / "finetune-report.json").read_text())
+    assert report["vocabulary"]["added"] == 4 and report["vocabulary"]["old_size"] == len(old)
+    # the domain: OOV fell with the new words; the shared vocabulary's perplexity compares before and after
+    assert report["domain"]["before"]["oov_rate"] == pytest.approx(2 / 6)  # two animals in each 6-token line
+    assert report["domain"]["after"]["oov_rate"] < report["domain"]["before"]["oov_rate"]
+    assert "ppl_shared" in report["domain"]["before"] and "ppl_shared" in report["domain"]["after"]
+    assert report["domain"]["before"]["tokens_shared"] == report["domain"]["after"]["tokens_shared"]
+    general_report = report["general"]
+    assert general_report["ratio_of"] == "ppl_shared"
+    assert general_report["ratio"] == pytest.approx(general_report["after"]["ppl_shared"] / general_report["before"]["ppl_shared"])
+    assert result.general == general_report and "general held-out perplexity after fine-tuning" in said
+    assert "warning: general held-out perplexity more than doubled" in said
+    assert "training corpus: tokenizer: whitespace: the text reads as pre-tokenized" in said
+    # the fine-tuned model keeps the start's language and its vector setting, marked as carried over
+    assert locate_bilm(tmp_path / "ft" / "model-best").language == "en"
+    assert report["lang"] == "en"
+    tuned = load_native(tmp_path / "ft" / "model-best")
+    assert tuned.vector_setting is not None and tuned.vector_setting.layer_weights == (0.0, 0.5, 0.5)
+    carried = tuned.vector_setting.provenance["carried_over"]
+    assert carried["from_weights_sha256"] == sha and tuned.vector_setting.weights_sha256 != sha
+
+    # resumed, it reads back the grown vocabulary (its checkpoint holds the new rows)
+    more = tiny_config(domain, domain_dev, training__max_steps=16, training__eval_frequency=6, finetune__add_words=4,
+                       finetune__add_min_count=2, finetune__general=str(general))
+    again = finetune(more, tmp_path / "ft", model=start, resume=True, stream=io.StringIO())
+    assert again.summary.start_step == 12 and again.summary.steps == 16
+    assert Vocab.from_disk(tmp_path / "ft" / "model-last").tokens == grown.tokens
+
+
+def test_the_shipped_general_text_is_there_with_its_attribution():
+    from spacy_elmo.training.finetune import GENERAL_TEXTS, general_text
+
+    path = GENERAL_TEXTS["en"]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) > 1000 and all(line.strip() for line in lines)
+    assert "CC BY-SA 4.0" in (path.parent / "ATTRIBUTION.md").read_text(encoding="utf-8")
+    config = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {})
+    assert general_text(config, "en")[0] == str(path)
+    none, note = general_text(config, "de")
+    assert none is None and "none shipped for the model's language (de)" in note
+    from spacy_elmo.training.finetune import REPLAY_TEXTS, replay_text
+
+    replayed = REPLAY_TEXTS["en"].read_text(encoding="utf-8").splitlines()
+    # EWT train: the held-out half of EWT test shares with it only e-mail sign-offs ("Thanks .", "Vince ,")
+    # and a rule of underscores
+    shared = {line for line in set(replayed) & set(lines) if len(set(line.split())) > 3}
+    assert len(replayed) > 10000 and not shared
+    assert replay_text(config, "en")[0] == str(REPLAY_TEXTS["en"])
+    assert replay_text(config, "de")[0] is None
+
+
+def test_a_finetune_with_domain_words_resumes_to_the_weights_of_a_run_never_stopped(lm_corpus, tmp_path):
+    """The grown head replaces the start's in the same language model: dropout hooked once, so a
+    resumed run replays the steps as the first run trained them."""
+    import io
+
+    from safetensors.torch import load_file
+
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=10), tmp_path / "pre", stream=io.StringIO())
+    domain, domain_dev = _new_words_domain(tmp_path, 80, "d.txt"), _new_words_domain(tmp_path, 10, "d-dev.txt")
+
+    def config(steps):
+        return tiny_config(domain, domain_dev, training__max_steps=steps, training__checkpoint_frequency=6,
+                           training__dropout=0.3, finetune__add_words=3, finetune__add_min_count=2)
+
+    finetune(config(12), tmp_path / "ref", model=tmp_path / "pre" / "model-last", stream=io.StringIO())
+    finetune(config(6), tmp_path / "run", model=tmp_path / "pre" / "model-last", stream=io.StringIO())
+    finetune(config(12), tmp_path / "run", model=tmp_path / "pre" / "model-last", resume=True, stream=io.StringIO())
+    for name in ("model.safetensors", "softmax.safetensors"):
+        ref, run = (load_file(str(tmp_path / side / "model-last" / name)) for side in ("ref", "run"))
+        assert ref.keys() == run.keys() and all(torch.equal(ref[k], run[k]) for k in ref), name

@@ -85,3 +85,39 @@ def test_resume_skips_a_damaged_checkpoint_and_continues_exactly(lm_corpus, tmp_
         summary = pretrain(tiny_config(train, training__max_steps=24, **settings), tmp_path / "run", resume=True)
     assert summary.steps == 24 and summary.start_step == 10  # its tokens and seconds are steps 11-24's
     _assert_same(_weights(tmp_path / "ref" / "model-last"), _weights(tmp_path / "run" / "model-last"))
+
+
+def test_a_resumed_run_logs_each_step_once(lm_corpus, tmp_path):
+    import json
+
+    train, dev = lm_corpus
+    settings = dict(training__checkpoint_frequency=5, training__log_frequency=1, training__eval_frequency=4)
+    pretrain(tiny_config(train, dev, training__max_steps=12, **settings), tmp_path / "run")
+    # killed after step 12's records, its newest checkpoint lost: the resumed run trains 11 and 12 again
+    import shutil
+
+    shutil.rmtree(list_checkpoints(tmp_path / "run" / "checkpoints")[-1])
+    with (tmp_path / "run" / "metrics.jsonl").open("a") as handle:
+        handle.write('{"kind": "train", "step": 13, "lo')  # a record cut short by the kill
+    pretrain(tiny_config(train, dev, training__max_steps=16, **settings), tmp_path / "run", resume=True)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    for kind in ("train", "eval"):
+        steps = [r["step"] for r in records if r["kind"] == kind]
+        assert steps == sorted(set(steps)), kind
+    assert [r["step"] for r in records if r["kind"] == "train"] == list(range(1, 17))
+
+
+def test_a_bf16_autocast_run_resumed_on_the_same_machine_is_bitwise_the_run_never_stopped(lm_corpus, tmp_path):
+    train, _ = lm_corpus
+    settings = dict(training__checkpoint_frequency=5, training__dropout=0.2, softmax__n_samples=8, training__batch_size=8,
+                    training__max_batch_tokens=128, training__autocast="bf16")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a CPU without bf16 arithmetic emulates it
+        pretrain(tiny_config(train, training__max_steps=14, **settings), tmp_path / "ref")
+        pretrain(tiny_config(train, training__max_steps=7, **settings), tmp_path / "run")
+        pretrain(tiny_config(train, training__max_steps=14, **settings), tmp_path / "run", resume=True)
+    reference, resumed = _weights(tmp_path / "ref" / "model-last"), _weights(tmp_path / "run" / "model-last")
+    assert reference.keys() == resumed.keys()
+    assert all(torch.equal(reference[name], resumed[name]) for name in reference)

@@ -33,12 +33,18 @@ def _wic(folder: Path, name: str) -> None:
     (folder / f"{name}.gold.txt").write_text("\n".join(gold) + "\n", encoding="utf-8")
 
 
-def test_the_best_candidate_on_train_becomes_the_models_setting(tiny_bilm, tmp_path):
-    save_bilm(tiny_bilm, tmp_path / "model")
+def _model_wic_corpus(bilm, tmp_path: Path) -> Path:
+    """A saved model, a WiC folder (train and dev) and a two-sentence corpus under tmp_path; the corpus."""
+    save_bilm(bilm, tmp_path / "model")
     for split in ("train", "dev"):
         _wic(tmp_path / "wic" / split, split)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat .\na dog ran to the river bank .\n", encoding="utf-8")
+    return corpus
+
+
+def test_the_best_candidate_on_train_becomes_the_models_setting(tiny_bilm, tmp_path):
+    corpus = _model_wic_corpus(tiny_bilm, tmp_path)
     output = tmp_path / "record.json"
     main(["--model", str(tmp_path / "model"), "--wic", str(tmp_path / "wic"), "--corpus", str(corpus),
           "--output", str(output), "--write"])
@@ -75,3 +81,24 @@ def test_a_missing_split_names_the_file(tiny_bilm, tmp_path, missing):
             _wic(tmp_path / "wic" / split, split)
     with pytest.raises(FileNotFoundError, match=missing):
         main(["--model", str(tmp_path / "model"), "--wic", str(tmp_path / "wic"), "--output", str(tmp_path / "r.json")])
+
+
+def test_the_vectors_command_chooses_as_the_lab_script_does_and_needs_no_checkout(tiny_bilm, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    corpus = _model_wic_corpus(tiny_bilm, tmp_path)
+    main(["--model", str(tmp_path / "model"), "--wic", str(tmp_path / "wic"), "--corpus", str(corpus),
+          "--output", str(tmp_path / "lab.json")])
+    result = CliRunner().invoke(app, ["vectors", "--model", str(tmp_path / "model"), "--wic", str(tmp_path / "wic"),
+                                      "--input", str(corpus), "--output", str(tmp_path / "cli.json"), "--write"])
+    assert result.exit_code == 0, result.output
+    lab, cli = (json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8")) for name in ("lab", "cli"))
+    assert cli["chosen"] == lab["chosen"] and cli["candidates"] == lab["candidates"]
+    assert "chosen: layers" in result.output and "wrote" in result.output
+    setting = load_native(tmp_path / "model").vector_setting
+    assert setting.provenance["command"].startswith("python -m spacy_elmo vectors")
+    # without --corpus: the package's general text gives the layer means
+    result = CliRunner().invoke(app, ["vectors", "--model", str(tmp_path / "model"), "--wic", str(tmp_path / "wic")])
+    assert result.exit_code == 0, result.output
