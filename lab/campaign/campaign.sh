@@ -31,7 +31,7 @@ RECIPE=(
   --training.eval_frequency 300 --training.checkpoint_frequency 100 --training.max_epochs 100
 )
 # the campaign's stages keep the vocabulary, train on their own text alone and spend their time on it:
-# no domain words added, no general text replayed or scored (finetune's defaults since issue 68)
+# no domain words added, no general text replayed or scored (finetune's defaults)
 KEEP=(--finetune.add_words 0 --finetune.replay null --finetune.general null)
 mkdir -p "$RUN"
 
