@@ -1,8 +1,8 @@
 """Our default path beside bilm-tf's graph on TensorFlow (simple-elmo 0.9.2), in one run, interleaved.
 
-    python -m bench.bench_tf_peer --tf-python /work/tfenv/bin/python \\
+    python -m bench.bench_tf_peer --tf-python TF_VENV/bin/python \\
         --json results/bench/CPU/tf-peer.json --markdown results/bench/CPU/tf-peer.md
-    python -m bench.bench_tf_peer --tf-python /work/tfenv/bin/python --quick   # tiny model, seconds
+    python -m bench.bench_tf_peer --tf-python TF_VENV/bin/python --quick   # tiny model, seconds
 
 The sentences are UD EWT test's (``--test-data``, default: the project's assets, docs/datasets.md);
 where those are not fetched, ``--test-data sample/ewt/train.conllu`` (the shipped sample: its test
