@@ -244,6 +244,7 @@ def _prepare_bilm(model: Model, bilm: BiLM, is_train: bool) -> Tuple[bool, Optio
     if not use_cache:
         return trainable, None
     cache.check(bilm, version)
+    cache.note_pass(is_train)
     return trainable, cache
 
 

@@ -61,6 +61,12 @@ class FrozenCache:
     segments seen before (a second epoch, a repeated text), one warning names the size that would
     hold every distinct segment seen so far, at this biLM's bytes a token.
 
+    A cache with the automatic bound (None) stores only once it has served a training pass
+    (``note_pass(is_train=True)``): under ``spacy train`` it holds the epochs' segments and the dev
+    set's, while a pipeline that only predicts (a service, a corpus embedded once) keeps its memory
+    flat instead of filling a quarter of the machine with segments it will not see again. An
+    explicit bound stores at prediction too (a text repeated at prediction).
+
     bound (Optional[int]): the bound in bytes (0: no cache); None: ``AUTO_SHARE`` of the memory
         available when the cache is first used (``check``).
     """
@@ -80,6 +86,7 @@ class FrozenCache:
         self._layer_shape: Optional[Tuple[int, int, int]] = None  # layers, width, bytes a value
         self._warned = False
         self._new_share = 1.0  # moving average of the lookups that were of a new segment
+        self.trained = False  # a training pass has used the cache (the automatic bound stores from then on)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -93,6 +100,16 @@ class FrozenCache:
     def enabled(self) -> bool:
         """RETURNS (bool): whether the cache stores anything (a bound of 0 turns it off)."""
         return self.bound is None or self.bound > 0
+
+    @property
+    def stores(self) -> bool:
+        """RETURNS (bool): whether ``put`` stores: an explicit bound always, the automatic one once a
+        training pass has used the cache."""
+        return self.bound is not None or self.trained
+
+    def note_pass(self, is_train: bool) -> None:
+        """Count a forward pass: a training pass lets the automatically bounded cache store."""
+        self.trained = self.trained or is_train
 
     @property
     def n_bytes(self) -> int:
@@ -138,7 +155,7 @@ class FrozenCache:
         """Store a copy of a segment's layers if there is room, or if the segment has been looked
         up at least twice more often than the least recently used entries that make room for it."""
         cost = layers.nbytes
-        if key in self._entries or cost > self.max_bytes:
+        if not self.stores or key in self._entries or cost > self.max_bytes:
             return
         if self._layer_shape is None and layers.shape[1]:
             self._layer_shape = (layers.shape[0], layers.shape[2], layers.itemsize)

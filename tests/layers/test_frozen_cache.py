@@ -139,15 +139,32 @@ def test_epochs_over_four_times_the_bound_hit_about_a_quarter_and_warn_once_with
     assert f"frozen_cache_mb = {-(-working_set // 2**20)} " in messages[0]
 
 
-def test_without_a_bound_it_takes_a_quarter_of_the_available_memory_when_first_used():
+def test_without_a_bound_it_takes_a_quarter_of_the_available_memory_once_training_uses_it(bilm_rows):
     bilm = random_bilm()
     model = _model(bilm, cache_mb=None)
     cache = model.attrs[CACHE_ATTR]
     assert cache.enabled and cache.max_bytes == 0  # decided when first used, the weights loaded
     available = available_memory()
-    model.predict(_docs(3))
-    assert 0.2 * available <= cache.max_bytes <= 0.3 * available and len(cache) == 3
+    docs = _docs(3)
+    # prediction alone (a service, a corpus embedded once) stores nothing: memory stays flat
+    model.predict(docs)
+    model.predict(docs)
+    assert 0.2 * available <= cache.max_bytes <= 0.3 * available and len(cache) == 0 and cache.n_bytes == 0
+    rows = bilm_rows["rows"]
+    # a training pass (spacy train's update) turns it on, for the epochs and the dev evaluations after it
+    model.begin_update(docs)
+    model.predict(docs)
+    assert len(cache) == 3 and bilm_rows["rows"] == rows + 3
     assert _model(bilm, cache_mb=None).from_bytes(model.to_bytes()).attrs[CACHE_ATTR].bound is None
+
+
+def test_an_explicit_bound_stores_at_prediction_too(bilm_rows):
+    model = _model(random_bilm(), cache_mb=1)
+    docs = _docs(3)
+    model.predict(docs)
+    rows = bilm_rows["rows"]
+    model.predict(docs)
+    assert len(model.attrs[CACHE_ATTR]) == 3 and bilm_rows["rows"] == rows
 
 
 def _cgroup(root, version, limit, usage, inactive):
