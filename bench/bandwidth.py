@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from spacy_elmo.records.machine import cpu_model
+from spacy_elmo.records.machine import all_cpu_flags, cpu_identity, cpu_model, record_path
 from spacy_elmo.records.provenance import mark_start, provenance
 
 from .workloads import bench_command
@@ -88,14 +88,9 @@ def _lscpu_caches() -> Dict[str, Dict]:
 
 
 def cpu_record() -> Dict:
-    """CPU model, all its flags (Linux /proc/cpuinfo), logical CPUs, and torch's kernel level."""
-    flags: List[str] = []
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        line = next((l for l in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines()
-                     if l.startswith("flags")), "")
-        flags = sorted(line.split(":", 1)[-1].split())
-    return {"model": cpu_model(), "flags": flags, "cpu_count": os.cpu_count(),
+    """CPU model, its vendor, family and model, all its flags (Linux /proc/cpuinfo), logical CPUs, and
+    torch's kernel level."""
+    return {"model": cpu_model(), "identity": cpu_identity(), "flags": all_cpu_flags(), "cpu_count": os.cpu_count(),
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
@@ -240,7 +235,8 @@ def summary_lines(record: Dict) -> List[str]:
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", type=Path, default=None, help="JSON file to write")
+    parser.add_argument("--output", type=lambda text: Path(record_path(text)), default=None,
+                        help="JSON file to write (a part CPU of the path: this CPU's folder, records.machine.cpu_folder)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch thread counts")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--array-mib", type=float, default=None,

@@ -62,6 +62,7 @@ import torch
 from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.fast import int8_rows, optimize_for_inference
 from spacy_elmo.fast.precision import cpu_has_bf16
+from spacy_elmo.records.machine import record_path
 from spacy_elmo.records.provenance import mark_start
 
 from .bandwidth import cache_sizes, cpu_record, default_array_bytes, measure
@@ -358,8 +359,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batch", type=int, default=64, help="sentences in the batch")
     parser.add_argument("--single", type=int, default=16, help="of those, how many run one at a time")
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--markdown", default=None)
+    # a part CPU of these paths is this CPU's folder (records.machine.cpu_folder: "amd-f25-m17")
+    parser.add_argument("--json", type=record_path, default=None)
+    parser.add_argument("--markdown", type=record_path, default=None)
     parser.add_argument("--quick", action="store_true", help="tiny model, few sentences, two rounds: a smoke run")
     add_data_options(parser, test=True)
     args = resolve_data_options(parser.parse_args(argv))

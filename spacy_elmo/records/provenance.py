@@ -27,9 +27,11 @@ The record (``provenance(...)``):
 - ``data``: ``data_record(...)``: the SHA-256 of every input data file the run read (corpora, .spacy
   files, test text) by its portable path; ``{}`` with ``data_note`` when it read none (generated
   sentences). A file that gathers runs holds the union of its runs' data.
-- ``cpu``, ``cpu_flags``, ``cpu_capability``, ``kernel_variant``, ``fp32_routes``, ``cpu_count``,
-  ``torch_threads``, ``python``, ``torch``, ``spacy_elmo``, ``date`` (UTC, when written): the machine,
-  the kernels' instruction set chosen for it (``records.machine.kernel_variant``), the routes the
+- ``cpu``, ``cpu_id``, ``cpu_folder``, ``cpu_flags``, ``cpu_capability``, ``kernel_variant``,
+  ``fp32_routes``, ``cpu_count``, ``torch_threads``, ``python``, ``torch``, ``spacy_elmo``, ``date``
+  (UTC, when written): the machine (its CPU's name; its vendor, family and model as /proc/cpuinfo
+  gives them, ``records.machine.cpu_identity``, and the folder its benchmark records go to,
+  ``records.machine.cpu_folder``: records before 2026-12-06 lack both), the kernels' instruction set chosen for it (``records.machine.kernel_variant``), the routes the
   fp32 products took and why (``records.machine.fp32_routes``; recorded when written, so after the
   run) and the versions.
 - ``unknown`` (only in records written before ``SCHEMA_DATE``, filled in afterwards): {field: why it
@@ -52,7 +54,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 import torch
 
 from ..files import file_sha256
-from .machine import cpu_flags, cpu_model, fp32_routes, kernel_variant
+from .machine import cpu_flags, cpu_folder, cpu_identity, cpu_model, fp32_routes, kernel_variant
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # what runs write, not what they run: a changed results file does not make the code dirty
@@ -142,6 +144,8 @@ def provenance(
         record["data_note"] = data_note
     record.update({
         "cpu": cpu_model(),
+        "cpu_id": cpu_identity(),
+        "cpu_folder": cpu_folder(),
         "cpu_flags": cpu_flags(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "kernel_variant": kernel_variant(),

@@ -11,7 +11,7 @@ import spacy_elmo
 import spacy_elmo.records.provenance as module
 from spacy_elmo.io import save_bilm
 from spacy_elmo.io.loading import shipped_model_dir
-from spacy_elmo.records.machine import FLAGS_THAT_MATTER, cpu_flags, cpu_model
+from spacy_elmo.records.machine import FLAGS_THAT_MATTER, cpu_flags, cpu_folder, cpu_identity, cpu_model
 from spacy_elmo.records.provenance import (
     command_line,
     data_record,
@@ -74,6 +74,7 @@ def test_record_names_command_machine_and_date():
         platform.python_version(), torch.__version__, spacy_elmo.__version__
     )
     assert record["cpu"] == cpu_model() and record["cpu_flags"] == cpu_flags()
+    assert (record["cpu_id"], record["cpu_folder"]) == (cpu_identity(), cpu_folder())
     assert set(record["cpu_flags"]) <= set(FLAGS_THAT_MATTER)
     assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
 
