@@ -1,7 +1,7 @@
 """embed-corpus as a user runs it, with its defaults now against the defaults of an earlier commit.
 
     python -m bench.bench_embed_defaults --tokens 1000000 --rounds 2 --baseline-commit 26675ff \
-        --json results/bench/epyc-avx512/embed-defaults.json --markdown results/bench/epyc-avx512/embed-defaults.md
+        --json results/bench/amd-f25-m17/embed-defaults.json --markdown results/bench/amd-f25-m17/embed-defaults.md
 
 The corpus is real text from the shared datasets folder (``--data-dir``): Austen, Melville,
 WikiText-2 and the 1B Word Benchmark's held-out text, six files, three of them ``.gz``, cut to

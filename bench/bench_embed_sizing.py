@@ -1,7 +1,7 @@
 """What an embed-corpus folder takes on disk, per token, for each choice of layers, dtype and codec.
 
     python -m bench.bench_embed_sizing --tokens shipped=50000 original=20000 \
-        --json results/bench/epyc-avx512/embed-sizing.json --markdown results/bench/epyc-avx512/embed-sizing.md
+        --json results/bench/amd-f25-m17/embed-sizing.json --markdown results/bench/amd-f25-m17/embed-sizing.md
 
 For each model (``shipped``: the package's own biLM; ``original``: random weights of AllenNLP's
 published ``original`` shape, torch seed 0, written in the published format and read back), the

@@ -3,7 +3,7 @@ documented command and its defaults, scored before and after on the domain's hel
 a general one.
 
     python -m bench.bench_finetune_domain --domain assets/datasets/lm_reuters21578_nltk2008 \\
-        --json results/bench/epyc-avx512/finetune-domain.json [--max-time 4m | --max-steps 400] [--set KEY=VALUE ...]
+        --json results/bench/amd-f25-m17/finetune-domain.json [--max-time 4m | --max-steps 400] [--set KEY=VALUE ...]
 
 The domain is Reuters-21578 as the data folder holds it (``derived_reuters_training.txt``: raw
 newswire, its lines wrapped, a blank line after each story; research use only, so it is read in
@@ -52,7 +52,7 @@ DEFAULT_DATA = Path(os.environ.get("SPACY_ELMO_DATA") or ROOT / "assets" / "data
 TRAIN_NAME, TEST_NAME = "derived_reuters_training.txt", "derived_reuters_test.txt"
 # the float32 training rate of bilm-small's shape on 2 threads of the idle machine the records name
 # (bench_pretrain_step): a run bounded by steps says how long it would train there
-IDLE_RATE_RECORD = ROOT / "results" / "bench" / "epyc-avx512" / "pretrain-step.json"
+IDLE_RATE_RECORD = ROOT / "results" / "bench" / "amd-f25-m17" / "pretrain-step.json"
 # what "Done when" in docs/pretraining.md asks of the run
 TARGETS = {"general_ratio_max": 1.3, "domain_fall_min": 3.0, "domain_oov_max": 0.05}
 

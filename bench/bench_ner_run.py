@@ -4,7 +4,7 @@ one tree, with what it wrote to disk, its frozen cache's hits per epoch, the tor
 loading the trained pipeline, and the entities model-last and model-best predict each loaded alone.
 
     python -m bench.bench_ner_run --before 26675ff --train-data eng.train --dev-data eng.testa \
-        --json results/bench/epyc-avx512/ner-run.json
+        --json results/bench/amd-f25-m17/ner-run.json
     python -m bench.bench_ner_run --shape full --cache-share 0.25 --max-epochs 2 ...   # the cache alone
 
 ``--before COMMIT`` runs that commit's package (a git worktree in a temporary folder) and then

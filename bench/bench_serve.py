@@ -2,7 +2,7 @@
 quantiles at 1, 8 and 32 clients for each model and body format, the bytes a token of every body, an
 overload run, the threads compared, and the server's resident memory over many requests.
 
-    python -m bench.bench_serve --shapes shipped,full --json results/export/epyc-avx512/serve-bench.json
+    python -m bench.bench_serve --shapes shipped,full --json results/export/amd-f25-m17/serve-bench.json
     python -m bench.bench_serve --quick          # the tiny shape, a few requests: seconds
 
 Each server is ``python -m spacy_elmo serve`` in a process of its own (the shipped biLM, or a published

@@ -194,23 +194,23 @@ def _training_step(data: Dict[str, Any], precision: str, loop: str = "steps") ->
 
 RANDOM = "random weights of `original`'s shape"
 SPEED: Sequence[SpeedRow] = (
-    SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/epyc-avx512/tf-peer.json",
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/amd-f25-m17/tf-peer.json",
              lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512 (AMD EPYC)", RANDOM),
-    SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/epyc-avx512/tf-peer.json",
+    SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/amd-f25-m17/tf-peer.json",
              lambda d: _against_peer(d, "one sentence", "ours fp32"), "AVX-512 (AMD EPYC)", RANDOM),
-    SpeedRow("batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/amd-f25-m17/bilm.json",
              lambda d: _median_batch(d, "full"), "AVX-512 (AMD EPYC)", RANDOM),
-    SpeedRow("one sentence at a time, fp32, `original`'s shape", f"{BENCH}/epyc-avx512/bilm.json",
+    SpeedRow("one sentence at a time, fp32, `original`'s shape", f"{BENCH}/amd-f25-m17/bilm.json",
              lambda d: _median_batch(d, "full", "single"), "AVX-512 (AMD EPYC)", RANDOM),
     SpeedRow("batch of 64 sentences, fp32, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
              lambda d: _median_batch(d, "shipped"), "AVX-512 (AMD EPYC)"),
     SpeedRow("batch of 64 sentences, `precision=\"int8\"`, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
              lambda d: _median_batch(d, "shipped", mode="int8", against="ours_opt"), "AVX512-VNNI (AMD EPYC)"),
-    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/epyc-avx512/one-sentence-one-thread.json",
+    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/amd-f25-m17/one-sentence-one-thread.json",
              lambda d: _median_sentence(d, "int8"), "AVX512-VNNI (AMD EPYC)", RANDOM),
     SpeedRow("pretraining step (biLM, softmax, backward, Adam), `[training] autocast = \"bf16\"`, `original`'s shape",
-             f"{BENCH}/epyc-avx512/pretrain-step-full.json", lambda d: _training_step(d, "bf16"), "AVX512-BF16 (AMD EPYC)", RANDOM),
-    SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/xeon-amx/bilm.json",
+             f"{BENCH}/amd-f25-m17/pretrain-step-full.json", lambda d: _training_step(d, "bf16"), "AVX512-BF16 (AMD EPYC)", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/intel-f6-model-unrecorded/bilm.json",
              lambda d: _median_batch(d, "full", mode="bf16", against="ours_opt"), "AMX and AVX512-BF16 (Intel Xeon)", RANDOM),
 )
 

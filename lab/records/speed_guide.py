@@ -12,13 +12,13 @@ SHIPPED_RECORD = "results/en_small/0.9.0/bilm-shipped.json"
 # (model, CPU, record, shape): every model size on every CPU a bench_bilm record timed
 CHOICES: Sequence[Tuple[str, str, str, str]] = (
     ("en_small 0.9.0", "AMD EPYC, AVX-512 with VNNI and BF16", SHIPPED_RECORD, "shipped"),
-    ("en_small 0.3.0", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/xeon-amx/bilm-shipped.json", "shipped"),
+    ("en_small 0.3.0", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/intel-f6-model-unrecorded/bilm-shipped.json", "shipped"),
     ("en_small (release not recorded)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm-shipped.json", "shipped"),
-    ("`small` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/epyc-avx512/bilm.json", "small"),
-    ("`small` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/xeon-amx/bilm.json", "small"),
+    ("`small` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/amd-f25-m17/bilm.json", "small"),
+    ("`small` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/intel-f6-model-unrecorded/bilm.json", "small"),
     ("`small` (random weights)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm.json", "small"),
-    ("`original` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/epyc-avx512/bilm.json", "full"),
-    ("`original` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/xeon-amx/bilm.json", "full"),
+    ("`original` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/amd-f25-m17/bilm.json", "full"),
+    ("`original` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/intel-f6-model-unrecorded/bilm.json", "full"),
     ("`original` (random weights)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm.json", "full"),
 )
 PRECISIONS = ("int8", "fp16", "bf16")
@@ -89,7 +89,7 @@ def accuracy_table(root: Path) -> str:
 def one_thread_table(root: Path) -> str:
     """RETURNS (str): ``original``'s shape one sentence at a time on one thread, each precision at its
     median round with the range over the rounds."""
-    path = f"{BENCH}/epyc-avx512/one-sentence-one-thread.json"
+    path = f"{BENCH}/amd-f25-m17/one-sentence-one-thread.json"
     data = read_record(root, path)
     lines = ["| precision | tokens/s: median (range) | x fp32: median (range) |", "|---|---:|---:|"]
     for mode in ("fp32", "bf16", "int8"):

@@ -1,5 +1,5 @@
 """ONNX Runtime's sigmoid and tanh, and the exported files on long sentences of a deep model:
-results/export/epyc-avx512/activations.json.
+results/export/amd-f25-m17/activations.json.
 
 - ``kernels``: the largest |float32 - float64| of each form of sigmoid and tanh over 4,000,001 evenly
   spaced points of [-20, 20]: ONNX Runtime's own float32 ``Sigmoid`` and ``Tanh`` nodes (CPU
@@ -14,7 +14,7 @@ results/export/epyc-avx512/activations.json.
   the activations on ONNX Runtime (1 thread), 16 sentences of 25 words in one batch, median seconds
   of interleaved repeats after a warm-up.
 
-    python -m lab.reliability.export_precision --output results/export/epyc-avx512/activations.json
+    python -m lab.reliability.export_precision --output results/export/amd-f25-m17/activations.json
 """
 import argparse
 import copy
@@ -194,7 +194,7 @@ def speed(work: Path, repeats: int) -> Dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=Path("results/export/epyc-avx512/activations.json"))
+    parser.add_argument("--output", type=Path, default=Path("results/export/amd-f25-m17/activations.json"))
     parser.add_argument("--repeats", type=int, default=20, help="timed runs of each form (speed)")
     args = parser.parse_args()
     mark_start(f"python -m lab.reliability.export_precision --output {portable_path(args.output)} "

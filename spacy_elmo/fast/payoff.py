@@ -29,7 +29,7 @@ regime and layer shape; ``SPACY_ELMO_PRECISION_CHECK=0`` skips the measurement.
 
 What it costs: a timestep's products 2 x ``ROUNDS`` times, their weights read from memory each
 time (the full published model: 168 MB of fp32 weights a timestep, half that in bf16), once;
-results/bench/epyc-avx512/one-sentence.md gives what one timestep's products took on a loaded
+results/bench/amd-f25-m17/one-sentence.md gives what one timestep's products took on a loaded
 two-core EPYC. What it does not
 see: the input projections, one product per sentence, a larger share of a batch's time than of
 one sentence's; and the machine's load at that moment (a busy machine can tip a close call either
@@ -52,7 +52,7 @@ from .precision import FP32, Kernels, Precision
 ENV = "SPACY_ELMO_PRECISION_CHECK"  # "0": never measure, never warn
 ROUNDS = 7
 # slower than fp32 by more than this factor, in the median round and at best: warn (a loaded machine
-# moves single products by more than 10%: results/bench/epyc-avx512/one-sentence.md)
+# moves single products by more than 10%: results/bench/amd-f25-m17/one-sentence.md)
 MARGIN = 1.25
 _SAID: Set[Tuple] = set()
 

@@ -8,7 +8,7 @@ each fresh page then costs a page fault and the kernel's zeroing on first touch.
 ``keep_freed_memory`` the allocator takes all blocks from its heap and never gives the heap
 back, so a step reuses the pages of the steps before it once the heap has grown to the largest
 batch. Interleaved by revision in short processes (12 steps each, the heap still growing):
-1.04x median, range 0.93-1.31 (``results/bench/xeon-amx/pretrain-step-ab-malloc.md``); in a
+1.04x median, range 0.93-1.31 (``results/bench/intel-f6-model-unrecorded/pretrain-step-ab-malloc.md``); in a
 longer run (a one-off reading) page faults fell from 120,000-160,000 a step to under 2,000.
 The process keeps its peak memory until it exits, which is what a training run does anyway.
 ``pretrain`` and ``finetune`` call it; ``SPACY_ELMO_MALLOC=0`` leaves the allocator alone.

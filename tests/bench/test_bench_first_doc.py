@@ -6,7 +6,7 @@ from pathlib import Path
 from bench.bench_first_doc import PATHS, TIMES, summary
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORD = ROOT / "results" / "bench" / "epyc-avx512" / "first-doc.json"
+RECORD = ROOT / "results" / "bench" / "amd-f25-m17" / "first-doc.json"
 
 
 def _run(path, round_index, seconds, loop, source):

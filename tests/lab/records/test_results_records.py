@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.records.check import check_record, machine_paths
+from spacy_elmo.records.machine import cpu_folder
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
@@ -53,3 +54,24 @@ def test_benchmarks_sit_in_a_folder_per_machine():
              and any(machine in p.name for machine in machines)]
     assert not named, f"a machine in a file name (the folder says it): {named}"
     assert not (ROOT / "bench" / "results").exists(), "bench/results/: benchmark records go to results/bench/MACHINE/"
+
+
+# the folders of records written before provenance gave a CPU's family and model (docs/speed.md says
+# how each was assigned): a family the flags prove, or no CPU at all
+UNRECORDED_MODEL = re.compile(r"(amd|intel)-f\d+-model-unrecorded|cpu-unrecorded")
+CPU_FOLDER = re.compile(r"[a-z0-9]+-f\d+-m\d+|arm-0x[0-9a-f]+-0x[0-9a-f]+|[a-z0-9_]+-unidentified")
+
+
+@pytest.mark.parametrize("kind", ["bench", "export"])
+def test_a_machine_folder_is_named_by_its_cpus_vendor_family_and_model(kind):
+    folders = sorted(p.name for p in (RESULTS / kind).iterdir() if p.is_dir())
+    misnamed = [f for f in folders if not (CPU_FOLDER.fullmatch(f) or UNRECORDED_MODEL.fullmatch(f))]
+    assert folders and not misnamed, f"results/{kind}/: folders not named as records.machine.cpu_folder names a CPU: {misnamed}"
+
+
+def test_a_record_that_names_its_cpus_folder_sits_in_it():
+    for kind in ("bench", "export"):
+        for path in sorted((RESULTS / kind).rglob("*.json")):
+            record = json.loads(path.read_text(encoding="utf-8")).get("provenance") or {}
+            if "cpu_id" in record:  # written since provenance identifies the CPU
+                assert record["cpu_folder"] == cpu_folder(record["cpu_id"]) == path.relative_to(RESULTS / kind).parts[0], path
