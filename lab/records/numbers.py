@@ -24,7 +24,7 @@ from .card import TABLES as CARD
 from .doc_tables import TABLES as DOCS
 from .reading import read_record
 from .speed_guide import TABLES as GUIDE
-from .speed_guide import needs_label, repeats
+from .speed_guide import cpu_label, needs_label, repeats
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "results/bench"
@@ -193,39 +193,55 @@ def _training_step(data: Dict[str, Any], precision: str, loop: str = "steps") ->
 
 
 RANDOM = "random weights of `original`'s shape"
+TF_PEER = f"{BENCH}/amd-f25-m17/tf-peer.json"
+# one current row per workload and precision, from runs on an idle machine; each names its CPU, whose
+# ratios are its own (a Zen 5 gives other ratios against TensorFlow than this Zen 4)
 SPEED: Sequence[SpeedRow] = (
-    SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/amd-f25-m17/tf-peer.json",
-             lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512 (AMD EPYC)", RANDOM),
-    SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", f"{BENCH}/amd-f25-m17/tf-peer.json",
-             lambda d: _against_peer(d, "one sentence", "ours fp32"), "AVX-512 (AMD EPYC)", RANDOM),
-    SpeedRow("batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/amd-f25-m17/bilm.json",
-             lambda d: _median_batch(d, "full"), "AVX-512 (AMD EPYC)", RANDOM),
-    SpeedRow("one sentence at a time, fp32, `original`'s shape", f"{BENCH}/amd-f25-m17/bilm.json",
-             lambda d: _median_batch(d, "full", "single"), "AVX-512 (AMD EPYC)", RANDOM),
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER,
+             lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512", RANDOM),
+    SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER,
+             lambda d: _against_peer(d, "one sentence", "ours fp32"), "AVX-512", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER,
+             lambda d: _against_peer(d, "batch", "ours bf16"), "AVX512-BF16", RANDOM),
+    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER,
+             lambda d: _against_peer(d, "one sentence", "ours int8"), "AVX512-VNNI", RANDOM),
     SpeedRow("batch of 64 sentences, fp32, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
-             lambda d: _median_batch(d, "shipped"), "AVX-512 (AMD EPYC)"),
+             lambda d: _median_batch(d, "shipped"), "AVX-512"),
     SpeedRow("batch of 64 sentences, `precision=\"int8\"`, the shipped en_small 0.9.0", f"{RELEASE}/bilm-shipped.json",
-             lambda d: _median_batch(d, "shipped", mode="int8", against="ours_opt"), "AVX512-VNNI (AMD EPYC)"),
-    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/amd-f25-m17/one-sentence-one-thread.json",
-             lambda d: _median_sentence(d, "int8"), "AVX512-VNNI (AMD EPYC)", RANDOM),
+             lambda d: _median_batch(d, "shipped", mode="int8", against="ours_opt"), "AVX512-VNNI"),
     SpeedRow("pretraining step (biLM, softmax, backward, Adam), `[training] autocast = \"bf16\"`, `original`'s shape",
-             f"{BENCH}/amd-f25-m17/pretrain-step-full.json", lambda d: _training_step(d, "bf16"), "AVX512-BF16 (AMD EPYC)", RANDOM),
+             f"{BENCH}/amd-f25-m17/pretrain-step-full.json", lambda d: _training_step(d, "bf16"), "AVX512-BF16", RANDOM),
+)
+# rows the README gave before: runs on a busy machine, or a workload and precision a newer idle run measures
+SPEED_HISTORY: Sequence[SpeedRow] = (
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape", f"{BENCH}/amd-f25-m17/bilm.json",
+             lambda d: _median_batch(d, "full"), "AVX-512", RANDOM),
+    SpeedRow("one sentence at a time, fp32, `original`'s shape", f"{BENCH}/amd-f25-m17/bilm.json",
+             lambda d: _median_batch(d, "full", "single"), "AVX-512", RANDOM),
+    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape", f"{BENCH}/amd-f25-m17/one-sentence-one-thread.json",
+             lambda d: _median_sentence(d, "int8"), "AVX512-VNNI", RANDOM),
     SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape", f"{BENCH}/intel-f6-model-unrecorded/bilm.json",
-             lambda d: _median_batch(d, "full", mode="bf16", against="ours_opt"), "AMX and AVX512-BF16 (Intel Xeon)", RANDOM),
+             lambda d: _median_batch(d, "full", mode="bf16", against="ours_opt"), "AMX and AVX512-BF16", RANDOM),
 )
 
 
-def speed_table(root: Path) -> str:
-    """RETURNS (str): the speed table: each figure at its record's median round, what the run needed."""
-    lines = ["| measured | figure (median round) | needed | model | date | record |", "|---|---|---|---|---|---|"]
-    for row in SPEED:
+def speed_table(root: Path, rows: Sequence[SpeedRow] = SPEED, *, link_prefix: str = "") -> str:
+    """RETURNS (str): the speed table: each figure at its record's median round, the CPU it ran on,
+    what the run needed. rows: the rows (the README's, ``SPEED``); link_prefix: the way from the
+    document's folder to the checkout's (``../`` from docs/)."""
+    lines = ["| measured | figure (median round) | CPU | needed | model | date | record |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
         data = read_record(root, row.record)
         model = model_label(data["provenance"], row.model)
-        link = f"[{Path(row.record).name}]({row.record})"
-        lines.append(f"| {row.what} | {row.figure(data)} | {needs_label(data, row.isa)} | {model} | "
-                     f"{str(data['provenance'].get('date'))[:10]} | {link} |")
+        link = f"[{Path(row.record).name}]({link_prefix}{row.record})"
+        lines.append(f"| {row.what} | {row.figure(data)} | {cpu_label(row.record, data)} | {needs_label(data, row.isa)} | "
+                     f"{model} | {str(data['provenance'].get('date'))[:10]} | {link} |")
     return "\n".join(lines) + "\n"
 
+
+def speed_history_table(root: Path) -> str:
+    """RETURNS (str): the rows the README's speed table gave before (``SPEED_HISTORY``), for docs/speed.md."""
+    return speed_table(root, SPEED_HISTORY, link_prefix="../")
 
 
 def probe_table(root: Path) -> str:
@@ -244,7 +260,8 @@ def probe_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table, **CARD, **GUIDE, **DOCS}
+BLOCKS: Dict[str, Callable[[Path], str]] = {"headline": headline_table, "probe": probe_table, "speed": speed_table,
+                                             "speed-history": speed_history_table, **CARD, **GUIDE, **DOCS}
 # the shipped model's releases by their weights' SHA-256 (``git log -- spacy_elmo/models/en_small``):
 # a record of a training output names its folder, and these say which release it became
 SHIPPED = {

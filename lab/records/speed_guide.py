@@ -9,18 +9,43 @@ from .reading import read_record
 
 BENCH = "results/bench"
 SHIPPED_RECORD = "results/en_small/0.9.0/bilm-shipped.json"
-# (model, CPU, record, shape): every model size on every CPU a bench_bilm record timed
-CHOICES: Sequence[Tuple[str, str, str, str]] = (
-    ("en_small 0.9.0", "AMD EPYC, AVX-512 with VNNI and BF16", SHIPPED_RECORD, "shipped"),
-    ("en_small 0.3.0", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/intel-f6-model-unrecorded/bilm-shipped.json", "shipped"),
-    ("en_small (release not recorded)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm-shipped.json", "shipped"),
-    ("`small` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/amd-f25-m17/bilm.json", "small"),
-    ("`small` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/intel-f6-model-unrecorded/bilm.json", "small"),
-    ("`small` (random weights)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm.json", "small"),
-    ("`original` (random weights)", "AMD EPYC, AVX-512 with VNNI and BF16", f"{BENCH}/amd-f25-m17/bilm.json", "full"),
-    ("`original` (random weights)", "Intel Xeon, AVX-512 with AMX", f"{BENCH}/intel-f6-model-unrecorded/bilm.json", "full"),
-    ("`original` (random weights)", "AVX2, no AVX-512", f"{BENCH}/cpu-unrecorded/bilm.json", "full"),
+# the CPUs the records ran on, by the folder of their records (spacy_elmo.records.machine.cpu_folder;
+# docs/speed.md says how records written before provenance gave a family and model were assigned)
+CPUS = {
+    "amd-f25-m17": "AMD EPYC family 25 model 17 (Zen 4)",
+    "amd-f25-model-unrecorded": "AMD EPYC family 25 without AVX-512 (model not recorded)",
+    "intel-f6-model-unrecorded": "Intel Xeon family 6 with AMX (model not recorded)",
+    "cpu-unrecorded": "AVX2, no AVX-512 (CPU not recorded)",
+}
+# records outside a CPU's folder (a release's), by the folder of the CPU they ran on
+RECORD_CPUS = {SHIPPED_RECORD: "amd-f25-m17"}
+VENDOR_NAMES = {"amd": "AMD", "intel": "Intel"}
+# (model, record, shape): every model size on every CPU a bench_bilm record timed
+CHOICES: Sequence[Tuple[str, str, str]] = (
+    ("en_small 0.9.0", SHIPPED_RECORD, "shipped"),
+    ("en_small 0.3.0", f"{BENCH}/intel-f6-model-unrecorded/bilm-shipped.json", "shipped"),
+    ("en_small (release not recorded)", f"{BENCH}/cpu-unrecorded/bilm-shipped.json", "shipped"),
+    ("`small` (random weights)", f"{BENCH}/amd-f25-m17/bilm.json", "small"),
+    ("`small` (random weights)", f"{BENCH}/intel-f6-model-unrecorded/bilm.json", "small"),
+    ("`small` (random weights)", f"{BENCH}/cpu-unrecorded/bilm.json", "small"),
+    ("`original` (random weights)", f"{BENCH}/amd-f25-m17/bilm.json", "full"),
+    ("`original` (random weights)", f"{BENCH}/intel-f6-model-unrecorded/bilm.json", "full"),
+    ("`original` (random weights)", f"{BENCH}/cpu-unrecorded/bilm.json", "full"),
 )
+
+
+def cpu_label(path: str, data: Dict[str, Any]) -> str:
+    """RETURNS (str): the CPU a record ran on: by the folder its provenance names (records written
+    since it names one), else the folder it sits in (or ``RECORD_CPUS``' for a release's record), as
+    ``CPUS`` describes it, else as the folder's name reads (``amd-f26-m2``: AMD family 26 model 2)."""
+    folder = (data.get("provenance") or {}).get("cpu_folder") or RECORD_CPUS.get(path) or Path(path).parent.name
+    if folder in CPUS:
+        return CPUS[folder]
+    named = re.fullmatch(r"([a-z0-9]+)-f(\d+)-m(\d+)", folder)
+    if named is None:
+        return folder
+    vendor, family, model = named.groups()
+    return f"{VENDOR_NAMES.get(vendor, vendor)} family {family} model {model}"
 PRECISIONS = ("int8", "fp16", "bf16")
 
 
@@ -61,8 +86,9 @@ def choice_table(root: Path) -> str:
     head = ("| model | CPU | batch: fp32 tokens/s | int8 | fp16 | bf16 | one sentence: fp32 tokens/s | int8 | fp16 | bf16 "
             "| rounds; needed | record |")
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    for model, cpu, path, shape in CHOICES:
+    for model, path, shape in CHOICES:
         data = read_record(root, path)
+        cpu = cpu_label(path, data)
         cells = []
         for part in ("batch", "single"):
             timed = data["shapes"][shape][part]
@@ -98,7 +124,8 @@ def one_thread_table(root: Path) -> str:
         times = timed["x_fp32_per_round"]
         lines.append(f"| {mode} | {data['tokens'] / timed['median_seconds']:,.1f} ({rates[0]:,.1f}-{rates[-1]:,.1f}) | "
                      f"{timed['x_fp32_median']:.2f} ({min(times):.2f}-{max(times):.2f}) |")
-    return "\n".join(lines) + f"\n\n{len(data['modes']['fp32']['round_seconds'])} rounds; {needs_label(data, 'AVX512-VNNI, AVX512-BF16')} ([{Path(path).name}](../{path})).\n"
+    needed = needs_label(data, f"{cpu_label(path, data)}; AVX512-VNNI, AVX512-BF16")
+    return "\n".join(lines) + f"\n\n{len(data['modes']['fp32']['round_seconds'])} rounds; {needed} ([{Path(path).name}](../{path})).\n"
 
 
 TABLES = {"speed-choice": choice_table, "speed-accuracy": accuracy_table, "speed-one-thread": one_thread_table}
