@@ -1,20 +1,25 @@
-"""This machine's memory bandwidth, measured directly: STREAM-like copy and triad over buffers
-several times larger than the last-level cache, and the cache sizes.
+"""This machine's memory bandwidth, measured directly: a read-only sum and STREAM-like copy and triad
+over buffers several times larger than the last-level cache, and the cache sizes.
 
     python -m bench.bandwidth --output results/bench/CPU/bandwidth.json
 
-Kernels (as STREAM counts them: bytes the kernel names, one read per operand and one write per
-result, without the extra read a cache line costs before it is written):
+(``CPU``: this CPU's folder, ``spacy_elmo.records.machine.cpu_folder``.) Kernels (as STREAM counts
+them: bytes the kernel names, one read per operand and one write per result, without the extra read
+a cache line costs before it is written):
 
-- copy: ``a = b``, 2 arrays x itemsize bytes per element;
+- read: ``s = sum(b)``, 1 array x itemsize bytes per element, nothing written: the rate at which
+  the machine reads, which is what one sentence at a time does with the weights (each timestep
+  reads them and writes a few rows): the memory roof of ``bench_tf_peer``;
+- copy: ``a = b``, 2 arrays x itemsize bytes per element (kept for reference: its writes cost a
+  read of each line first, which STREAM does not count, so it understates what a reader gets);
 - triad: ``a = b + s * c``, 3 arrays x itemsize bytes per element.
 
-Backends: torch (one fused pass, ``torch.add(b, c, alpha=s, out=a)``; parallel over the torch thread
-count, measured at each of ``--threads``) and numpy (one thread: numpy's elementwise loops do not
-run in parallel; the triad runs block by block so that ``s * c`` stays in L1/L2 before the add, and
-the memory traffic is the three arrays'). Every measurement is timed ``--repeats`` times; the record
-keeps each time, the best, the median and the range. A shared machine moves: the load average is
-recorded before and after.
+Backends: torch (one fused pass, ``torch.add(b, c, alpha=s, out=a)``, ``torch.sum(b, out=s)``;
+parallel over the torch thread count, measured at each of ``--threads``) and numpy (one thread:
+numpy's elementwise loops do not run in parallel; the triad runs block by block so that ``s * c``
+stays in L1/L2 before the add, and the memory traffic is the three arrays'). Every measurement is
+timed ``--repeats`` times; the record keeps each time, the best, the median and the range. A shared
+machine moves: the load average is recorded before and after.
 """
 import argparse
 import json
@@ -33,7 +38,7 @@ from spacy_elmo.records.provenance import mark_start, provenance
 
 from .workloads import bench_command
 
-KERNEL_ARRAYS = {"copy": 2, "triad": 3}  # arrays a kernel reads or writes, as STREAM counts bytes
+KERNEL_ARRAYS = {"read": 1, "copy": 2, "triad": 3}  # arrays a kernel reads or writes, as STREAM counts bytes
 SCALAR = 3.0
 MIB = 1 << 20
 NUMPY_BLOCK = 1 << 15  # elements per block of the numpy triad: 256 KiB of float64, within L2
@@ -105,12 +110,16 @@ def bytes_moved(kernel: str, elements: int, itemsize: int) -> int:
 
 
 def _torch_kernel(kernel: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> Callable[[], None]:
+    if kernel == "read":
+        return lambda: torch.sum(b, dim=0, out=a)
     if kernel == "copy":
         return lambda: a.copy_(b)
     return lambda: torch.add(b, c, alpha=SCALAR, out=a)
 
 
 def _numpy_kernel(kernel: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Callable[[], None]:
+    if kernel == "read":
+        return lambda: np.sum(b, out=a)
     if kernel == "copy":
         return lambda: np.copyto(a, b)
     bounds = [(i, min(i + NUMPY_BLOCK, len(a))) for i in range(0, len(a), NUMPY_BLOCK)]
@@ -136,19 +145,22 @@ def measure(kernel: str, elements: int, *, backend: str = "torch", threads: int 
         raise ValueError(f"unknown kernel {kernel!r}: one of {sorted(KERNEL_ARRAYS)}")
     itemsize = np.dtype(dtype).itemsize
     previous = torch.get_num_threads()
+    # only the arrays the kernel names: a read-only pass writes one number, a copy reads no c
+    out_shape = () if kernel == "read" else (elements,)
+    c_shape = (elements,) if kernel == "triad" else (1,)
     if backend == "torch":
         torch.set_num_threads(threads)
         tdtype = getattr(torch, dtype)
         b = torch.arange(elements, dtype=tdtype)
-        c = torch.full((elements,), 2.0, dtype=tdtype)
-        a = torch.empty(elements, dtype=tdtype)
+        c = torch.full(c_shape, 2.0, dtype=tdtype)
+        a = torch.empty(out_shape, dtype=tdtype)
         run = _torch_kernel(kernel, a, b, c)
     elif backend == "numpy":
         if threads != 1:
             raise ValueError("numpy's elementwise loops run on one thread: threads must be 1")
         b = np.arange(elements, dtype=dtype)
-        c = np.full(elements, 2.0, dtype=dtype)
-        a = np.empty(elements, dtype=dtype)
+        c = np.full(c_shape, 2.0, dtype=dtype)
+        a = np.empty(out_shape, dtype=dtype)
         run = _numpy_kernel(kernel, a, b, c)
     else:
         raise ValueError(f"unknown backend {backend!r}: torch or numpy")
@@ -161,9 +173,7 @@ def measure(kernel: str, elements: int, *, backend: str = "torch", threads: int 
             seconds.append(time.perf_counter() - start)
     finally:
         torch.set_num_threads(previous)
-    # the result is what the kernel says (so nothing was skipped): a[i] = i (+ 3 * 2)
-    expected = (elements - 1) + (SCALAR * 2.0 if kernel == "triad" else 0.0)
-    check = bool(float(a[-1]) == expected and float(a[0]) == expected - (elements - 1))
+    check = _verified(kernel, a, elements, dtype)
     moved = bytes_moved(kernel, elements, itemsize)
     rates = sorted(moved / s / 1e9 for s in seconds)
     return {
@@ -174,9 +184,19 @@ def measure(kernel: str, elements: int, *, backend: str = "torch", threads: int 
     }
 
 
+def _verified(kernel: str, a, elements: int, dtype: str) -> bool:
+    """Whether the result is what the kernel says (so nothing was skipped): a[i] = i (+ 3 * 2), or the
+    sum of 0 .. elements - 1 (to float32's rounding over a long sum: a part in a thousand)."""
+    if kernel == "read":
+        expected = elements * (elements - 1) / 2
+        return bool(abs(float(a) - expected) <= (1e-3 if dtype == "float32" else 1e-9) * max(expected, 1.0))
+    expected = (elements - 1) + (SCALAR * 2.0 if kernel == "triad" else 0.0)
+    return bool(float(a[-1]) == expected and float(a[0]) == expected - (elements - 1))
+
+
 def run_all(array_bytes: int, threads: Sequence[int] = (1, 2), repeats: int = 10,
             backends: Sequence[str] = ("torch", "numpy"), dtype: str = "float64") -> List[Dict]:
-    """Copy and triad for every backend and thread count (numpy: one thread only)."""
+    """Read, copy and triad for every backend and thread count (numpy: one thread only)."""
     elements = max(1, array_bytes // np.dtype(dtype).itemsize)
     results = []
     for backend in backends:
@@ -186,11 +206,11 @@ def run_all(array_bytes: int, threads: Sequence[int] = (1, 2), repeats: int = 10
     return results
 
 
-def triad_summary(results: Sequence[Dict]) -> Dict[str, Dict]:
-    """The torch triad by thread count: {threads: {best, median, min}} GB/s."""
+def kernel_summary(results: Sequence[Dict], kernel: str) -> Dict[str, Dict]:
+    """A torch kernel by thread count: {threads: {best, median, min}} GB/s."""
     return {
         str(r["threads"]): {"best": r["gb_per_s_best"], "median": r["gb_per_s_median"], "min": r["gb_per_s_min"]}
-        for r in results if r["kernel"] == "triad" and r["backend"] == "torch"
+        for r in results if r["kernel"] == kernel and r["backend"] == "torch"
     }
 
 
@@ -212,13 +232,15 @@ def bandwidth_record(threads: Sequence[int] = (1, 2), repeats: int = 10, array_b
         "caches": caches,
         "array_bytes": size,
         "array_over_last_level_cache": size / last_level_cache(caches) if last_level_cache(caches) else None,
-        "bytes_counted": "STREAM's: one read per operand, one write per result (copy 2 arrays, triad 3); "
+        "bytes_counted": "STREAM's: one read per operand, one write per result (read 1 array, copy 2, triad 3); "
                          "the read of each written line before it is written (write-allocate) is not counted",
         "load_average_before": list(load_before),
         "load_average_after": list(os.getloadavg()),
         "seconds": time.time() - started,
         "results": results,
-        "triad_torch_gb_per_s": triad_summary(results),
+        "read_torch_gb_per_s": kernel_summary(results, "read"),
+        "copy_torch_gb_per_s": kernel_summary(results, "copy"),
+        "triad_torch_gb_per_s": kernel_summary(results, "triad"),
     }
 
 

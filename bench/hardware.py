@@ -137,8 +137,8 @@ class MatvecRate:
 
 
 def memory_record(threads: Sequence[int], repeats: int = 10) -> Dict:
-    """Cache sizes, the load average, and the torch triad's GB/s (best, median, min) at each thread
-    count, over arrays of 4 x the last-level cache (``bench/bandwidth.py``)."""
+    """Cache sizes, the load average, and the torch triad's, copy's and read-only sum's GB/s (best,
+    median, min) at each thread count, over arrays of 4 x the last-level cache (``bench/bandwidth.py``)."""
     caches = bandwidth.cache_sizes()
     size = bandwidth.default_array_bytes(caches)
     results = bandwidth.run_all(size, threads=sorted(set(threads)), repeats=repeats, backends=("torch",))
@@ -146,10 +146,9 @@ def memory_record(threads: Sequence[int], repeats: int = 10) -> Dict:
         "caches": {name: c["bytes"] for name, c in caches.items()},
         "array_bytes": size,
         "load_average": list(os.getloadavg()),
-        "triad_gb_per_s": {str(r["threads"]): {k: r[f"gb_per_s_{k}"] for k in ("best", "median", "min")}
-                           for r in results if r["kernel"] == "triad"},
-        "copy_gb_per_s": {str(r["threads"]): {k: r[f"gb_per_s_{k}"] for k in ("best", "median", "min")}
-                          for r in results if r["kernel"] == "copy"},
+        "triad_gb_per_s": bandwidth.kernel_summary(results, "triad"),
+        "copy_gb_per_s": bandwidth.kernel_summary(results, "copy"),
+        "read_gb_per_s": bandwidth.kernel_summary(results, "read"),
     }
 
 

@@ -1,5 +1,6 @@
 """bench/bandwidth.py on small buffers: the record's structure and the bytes each kernel counts (no timings checked)."""
 import json
+import math
 
 import pytest
 
@@ -11,12 +12,12 @@ ELEMENTS = 5000  # not a multiple of the numpy triad's block, so the last block 
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
-@pytest.mark.parametrize("kernel,arrays", [("triad", 3), ("copy", 2)])
+@pytest.mark.parametrize("kernel,arrays", [("triad", 3), ("copy", 2), ("read", 1)])
 def test_bytes_counted_per_pass(backend, kernel, arrays):
     result = bandwidth.measure(kernel, ELEMENTS, backend=backend, threads=1, repeats=3)
     assert result["bytes_per_pass"] == arrays * ELEMENTS * 8  # float64
     assert result["array_bytes"] == ELEMENTS * 8 and result["arrays"] == arrays
-    assert result["check"]  # the kernel computed a = b + 3 * c (or a = b) over every element
+    assert result["check"]  # the kernel computed a = b + 3 * c (or a = b, or the sum of b) over every element
     assert len(result["seconds"]) == 3
     assert result["gb_per_s_min"] <= result["gb_per_s_median"] <= result["gb_per_s_best"]
     # GB/s is the counted bytes over each repeat's time
@@ -48,11 +49,14 @@ def test_record_structure(tmp_path):
     assert {"model", "flags", "cpu_count"} <= set(record["cpu"])
     seen = {(r["backend"], r["kernel"], r["threads"]) for r in record["results"]}
     # torch at each thread count, numpy on one thread only
-    assert seen == {("torch", k, n) for k in ("copy", "triad") for n in (1, 2)} | {("numpy", "copy", 1), ("numpy", "triad", 1)}
-    assert set(record["triad_torch_gb_per_s"]) == {"1", "2"}
+    kernels = ("read", "copy", "triad")
+    assert seen == {("torch", k, n) for k in kernels for n in (1, 2)} | {("numpy", k, 1) for k in kernels}
+    assert set(record["triad_torch_gb_per_s"]) == set(record["read_torch_gb_per_s"]) == {"1", "2"}
+    for rates in record["read_torch_gb_per_s"].values():  # the read rate is a rate: positive and finite
+        assert all(0 < rates[k] < math.inf for k in ("best", "median", "min"))
     for r in record["results"]:
         assert r["elements"] == 256 * 1024 // 8 and r["bytes_per_pass"] == r["arrays"] * 256 * 1024
-    assert "triad" in "\n".join(bandwidth.summary_lines(record))
+    assert "triad" in "\n".join(bandwidth.summary_lines(record)) and "| read |" in "\n".join(bandwidth.summary_lines(record))
 
 
 def test_cache_sizes_from_sysfs(tmp_path):
@@ -81,3 +85,10 @@ def test_weights_regime():
     assert weights_regime(5_242_880, caches, threads=2) == "L3"  # the shipped model's recurrent weights
     assert weights_regime(167_772_160, caches, threads=2) == "memory"  # the full model's
     assert weights_regime(10, {}, threads=1) == "unknown"
+
+
+def test_the_read_only_kernel_reads_one_array_and_writes_nothing_of_its_size():
+    result = bandwidth.measure("read", ELEMENTS, threads=2, repeats=3, dtype="float32")
+    assert result["bytes_per_pass"] == ELEMENTS * 4 and result["arrays"] == 1
+    assert result["check"]  # the sum of 0 .. ELEMENTS - 1
+    assert 0 < result["gb_per_s_min"] <= result["gb_per_s_best"] < math.inf

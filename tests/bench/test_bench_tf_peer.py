@@ -35,11 +35,18 @@ def test_the_memory_roof_counts_every_weight_once_and_the_step_weights_at_each_f
     assert weight_bytes(config, 1, 2) * 2 == weight_bytes(config, 1, 4)  # bf16: half the bytes
 
 
-def test_the_memory_roof_puts_each_mode_against_its_dtypes_roof(monkeypatch):
+def test_the_memory_roof_puts_each_mode_against_its_dtypes_roof_by_the_read_only_kernel(monkeypatch):
     from bench import bench_tf_peer
 
-    monkeypatch.setattr(bench_tf_peer, "measure", lambda *a, **k: {
-        "kernel": "copy", "threads": 2, "array_bytes": 1, "gb_per_s_median": 9.0, "gb_per_s_best": 10.0})
+    rates = {"read": 10.0, "copy": 5.0}  # GB/s: the roof reads; the copy kernel is kept beside it
+    asked = []
+
+    def measure(kernel, elements, **options):
+        asked.append((kernel, options["threads"], options["dtype"]))
+        return {"kernel": kernel, "threads": options["threads"], "array_bytes": 4 * elements, "bytes_per_pass": 4 * elements,
+                "gb_per_s_median": rates[kernel] - 1, "gb_per_s_best": rates[kernel], "check": True}
+
+    monkeypatch.setattr(bench_tf_peer, "measure", measure)
     config = SHAPES["tiny"]
     singles = [["a", "b", "c"]]
     read = bench_tf_peer.weight_bytes(config, 5, 4)
@@ -47,7 +54,11 @@ def test_the_memory_roof_puts_each_mode_against_its_dtypes_roof(monkeypatch):
     results = {"ours fp32": {"tokens_per_s": roof_rate / 2}, "ours bf16": {"tokens_per_s": roof_rate / 2},
                TENSORFLOW: {"tokens_per_s": roof_rate / 4}}
     roof = bench_tf_peer.memory_roof(config, singles, results, threads=2, quick=True)
+    assert sorted(asked) == [("copy", 2, "float32"), ("read", 2, "float32")]  # at the run's threads
+    assert (roof["roof_kernel"], roof["read_gb_per_s"], roof["copy_gb_per_s"]) == ("read", 10.0, 5.0)
     assert roof["roof_tokens_per_s_fp32"] == pytest.approx(roof_rate)
+    assert roof["copy_roof_tokens_per_s_fp32"] == pytest.approx(roof_rate / 2)
     assert roof["modes"]["ours fp32"]["of_roof"] == pytest.approx(0.5)
+    assert roof["modes"]["ours fp32"]["of_copy_roof"] == pytest.approx(1.0)
     assert roof["modes"]["ours bf16"]["of_roof"] == pytest.approx(0.25)  # its roof is twice fp32's
     assert roof["three_times_tensorflow_of_fp32_roof"] == pytest.approx(0.75)
