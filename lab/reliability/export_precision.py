@@ -1,5 +1,6 @@
 """ONNX Runtime's sigmoid and tanh, and the exported files on long sentences of a deep model:
-results/export/amd-f25-m17/activations.json.
+results/export/CPU/activations.json (``CPU``: this CPU's folder, ``records.machine.cpu_folder``;
+``amd-f25-m17/`` holds the committed one).
 
 - ``kernels``: the largest |float32 - float64| of each form of sigmoid and tanh over 4,000,001 evenly
   spaced points of [-20, 20]: ONNX Runtime's own float32 ``Sigmoid`` and ``Tanh`` nodes (CPU
@@ -14,7 +15,7 @@ results/export/amd-f25-m17/activations.json.
   the activations on ONNX Runtime (1 thread), 16 sentences of 25 words in one batch, median seconds
   of interleaved repeats after a warm-up.
 
-    python -m lab.reliability.export_precision --output results/export/amd-f25-m17/activations.json
+    python -m lab.reliability.export_precision --output results/export/CPU/activations.json
 """
 import argparse
 import copy
@@ -36,6 +37,7 @@ from spacy_elmo.export.exporter import CHECK_SENTENCES, OPSET, write_onnx
 from spacy_elmo.export.graph import ExportGraph, OnnxRuntimeActivations
 from spacy_elmo.export.runtime import ExportedBiLM
 from spacy_elmo.io import load_bilm
+from spacy_elmo.records.machine import record_path
 from spacy_elmo.records.provenance import mark_start, model_record, portable_path, provenance
 
 # three layers, clips other than the test fixtures' (3 / 3), LSTM weights three times torch's default scale
@@ -194,7 +196,7 @@ def speed(work: Path, repeats: int) -> Dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=Path("results/export/amd-f25-m17/activations.json"))
+    parser.add_argument("--output", type=lambda text: Path(record_path(text)), default="results/export/CPU/activations.json")
     parser.add_argument("--repeats", type=int, default=20, help="timed runs of each form (speed)")
     args = parser.parse_args()
     mark_start(f"python -m lab.reliability.export_precision --output {portable_path(args.output)} "
