@@ -31,8 +31,9 @@ RECIPE=(
   --training.eval_frequency 300 --training.checkpoint_frequency 100 --training.max_epochs 100
 )
 # the campaign's stages keep the vocabulary, train on their own text alone and spend their time on it:
-# no domain words added, no general text replayed or scored (finetune's defaults)
-KEEP=(--finetune.add_words 0 --finetune.replay null --finetune.general null)
+# no domain words added, no general text replayed or scored, float32 unless --training.autocast says (finetune's
+# defaults add, replay, score and take bf16 where the CPU has bf16 arithmetic)
+KEEP=(--finetune.add_words 0 --finetune.replay null --finetune.general null --finetune.autocast off)
 mkdir -p "$RUN"
 
 case "${1:-}" in

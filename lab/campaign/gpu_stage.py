@@ -44,10 +44,11 @@ RECIPE = {
     "training.checkpoint_frequency": 300,
     "training.max_epochs": 100,
     # the stage continues pretraining: its vocabulary kept, its own text alone (finetune's defaults add
-    # domain words, replay and score general text)
+    # domain words, replay and score general text, and take bf16 where the device has bf16 arithmetic)
     "finetune.add_words": 0,
     "finetune.replay": None,
     "finetune.general": None,
+    "finetune.autocast": "off",
 }
 KEPT = ("model-best", "metrics.jsonl", "learning-curve.png", "finetune-report.json")
 MANIFEST = "gpu-stage-manifest.json"

@@ -112,7 +112,7 @@ class TrainingSettings:
 
 
 # the [training] settings that [finetune]'s recipe gives unless the command line sets them
-RECIPE_KEYS = ("optimizer", "learning_rate", "warmup_steps", "lr_schedule")
+RECIPE_KEYS = ("optimizer", "learning_rate", "warmup_steps", "lr_schedule", "autocast")
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,10 @@ class FinetuneSettings:
         place of [training]'s (pretraining's from scratch), unless the command line (or the caller's
         overrides) sets ``training.optimizer``, ``training.learning_rate``, ``training.warmup_steps``
         or ``training.lr_schedule``; ``recipe = "training"`` takes [training]'s as they are.
+    autocast (str): the recipe's precision: "auto" (bf16 autocast where the device has bf16
+        arithmetic, ``fast.precision.BF16.pays_on``: a CPU with AVX512-BF16 or AMX, a GPU; else
+        "off"), or one of [training]'s ("off", "bf16", "fp16"); ``training.autocast`` on the command
+        line takes precedence.
     warmup_steps, warmup_learning_rate: a new softmax (a start without one) trained alone first.
     general (Optional[str]): general held-out text scored before and after ("shipped": the
         package's, ``training.general``; a path; null: none).
@@ -138,6 +142,7 @@ class FinetuneSettings:
     learning_rate: float = 0.0005
     lr_warmup_steps: int = 100
     lr_schedule: str = "constant"
+    autocast: str = "auto"
     warmup_steps: int = 100
     warmup_learning_rate: float = 0.2
     general: Optional[str] = "shipped"
@@ -156,6 +161,8 @@ class FinetuneSettings:
             problems.append(f"finetune.lr_schedule must be 'constant' or 'inverse_sqrt', not {self.lr_schedule!r}")
         if self.learning_rate <= 0:
             problems.append("finetune.learning_rate must be > 0")
+        if self.autocast not in ("auto", *AUTOCASTS):
+            problems.append(f"finetune.autocast must be one of {('auto', *AUTOCASTS)}, not {self.autocast!r}")
         if self.replay_every < 1:
             problems.append("finetune.replay_every must be >= 1")
         if self.replay is not None and str(self.replay).strip() in ("", "null", "None"):

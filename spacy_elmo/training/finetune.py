@@ -36,10 +36,11 @@ import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 
+from ..fast.precision import BF16
 from ..files import file_sha256, write_atomic
 from ..bilm.softmax import DEFAULT_CHUNK_SIZE, WordSoftmax
 from ..io.loading import PathLike
@@ -54,8 +55,8 @@ from .loop import RunSummary, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity, oov_rate_checked, oov_warning
 from .setup import (
-    check_held_out, check_output, config_corpus, dev_reader, has_checkpoints, logger, make_output, segment_reader,
-    setup_process, train_corpus,
+    check_autocast_device, check_held_out, check_output, config_corpus, dev_reader, has_checkpoints, logger, make_output, segment_reader,
+    setup_process, train_corpus, warn_if_bf16_is_emulated,
 )
 from .vocab import VOCAB_NAME, Vocab
 from .vocab_growth import domain_words, grow_vocabulary
@@ -95,24 +96,34 @@ class FinetuneResult:
     domain_after: Optional[Dict[str, Any]] = None
 
 
-def finetune_recipe(config: LMConfig) -> Tuple[TrainingSettings, str]:
+def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu") -> Tuple[TrainingSettings, str]:
     """The [training] settings fine-tuning trains with: [training]'s, with the optimizer, learning
-    rate, warm-up and schedule of [finetune]'s recipe (unless ``recipe = "training"``), save those
-    the command line or the caller's overrides set (``LMConfig.overridden``).
+    rate, warm-up, schedule and precision of [finetune]'s recipe (unless ``recipe = "training"``),
+    save those the command line or the caller's overrides set (``LMConfig.overridden``).
 
+    device: where the run trains: ``autocast = "auto"`` is bf16 where it has bf16 arithmetic.
     RETURNS (Tuple[TrainingSettings, str]): the settings and a line saying what the recipe is.
     """
     settings, recipe = config.training, config.finetune
     given = sorted(key for key in RECIPE_KEYS if f"training.{key}" in config.overridden)
+    precision_note = ""
     if recipe.recipe == "finetune":
+        autocast = recipe.autocast
+        if autocast == "auto":
+            autocast = "bf16" if BF16.pays_on(torch.device(device)) else "off"
+            precision_note = (" (auto: this device has bf16 arithmetic)" if autocast == "bf16"
+                              else " (auto: this device has no bf16 arithmetic)")
         ours = {"optimizer": recipe.optimizer, "learning_rate": recipe.learning_rate,
-                "warmup_steps": recipe.lr_warmup_steps, "lr_schedule": recipe.lr_schedule}
+                "warmup_steps": recipe.lr_warmup_steps, "lr_schedule": recipe.lr_schedule, "autocast": autocast}
         settings = replace(settings, **{key: value for key, value in ours.items() if key not in given})
+        if "autocast" in given:
+            precision_note = ""
         source = "[finetune]'s recipe" + (f", with --training.{', --training.'.join(given)} as given" if given else "")
     else:
         source = "[training]'s settings ([finetune] recipe = \"training\")"
+    precision = "float32" if settings.autocast == "off" else f"{settings.autocast} autocast"
     line = (f"fine-tuning recipe: {settings.optimizer}, learning rate {settings.learning_rate:g}, linear warm-up over "
-            f"{settings.warmup_steps} steps, then {settings.lr_schedule} ({source})")
+            f"{settings.warmup_steps} steps, then {settings.lr_schedule}; {precision}{precision_note} ({source})")
     return settings, line
 
 
@@ -197,8 +208,11 @@ def finetune(
             model, options=options, weights=weights, what="finetune", with_source=True,
         )
         language = start_language(source, source.training_record())
-        settings, recipe_line = finetune_recipe(config)
+        settings, recipe_line = finetune_recipe(config, torch_device)
         log(recipe_line)
+        if settings.autocast != config.training.autocast:  # the recipe's precision, checked as [training]'s was
+            check_autocast_device(settings.autocast, torch_device)
+            warn_if_bf16_is_emulated(settings.autocast, torch_device)
         corpus = train_corpus(config, lang=language, log=log)
         dev = dev_reader(config, lang=language, log=log)
         general_path, general_line = general_text(config, language)

@@ -155,6 +155,22 @@ def test_finetune_trains_with_its_own_recipe_unless_the_command_line_sets_one(lm
         "adam", 0.0005, 100, "constant")
 
 
+@pytest.mark.parametrize("has_bf16, expected", [(True, "bf16"), (False, "off")])
+def test_the_recipes_precision_is_bf16_where_the_cpu_has_bf16_arithmetic(monkeypatch, has_bf16, expected):
+    from spacy_elmo.fast import precision
+    from spacy_elmo.training.finetune import finetune_recipe
+
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+    small = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {})
+    settings, line = finetune_recipe(small, "cpu")
+    assert settings.autocast == expected
+    assert ("bf16 autocast (auto: this device has bf16 arithmetic)" if has_bf16 else "float32 (auto: this device has no") in line
+    # the command line's precision is the run's, whatever the CPU
+    given = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {"training.autocast": "off"})
+    settings, line = finetune_recipe(given, "cpu")
+    assert settings.autocast == "off" and "--training.autocast as given" in line and "auto:" not in line
+
+
 def _new_words_domain(tmp_path, n, name):
     """A domain of known words and new ones (animals the pretraining text never had)."""
     animals = ["zebra", "okapi", "quagga", "tapir", "gnu"]
