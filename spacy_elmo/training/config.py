@@ -139,15 +139,15 @@ class FinetuneSettings:
 
     recipe: str = "finetune"
     optimizer: str = "adam"
-    learning_rate: float = 0.0005
-    lr_warmup_steps: int = 100
+    learning_rate: float = 0.0007
+    lr_warmup_steps: int = 30
     lr_schedule: str = "constant"
     autocast: str = "auto"
     warmup_steps: int = 100
     warmup_learning_rate: float = 0.2
     general: Optional[str] = "shipped"
     replay: Optional[str] = "shipped"
-    replay_every: int = 3
+    replay_every: int = 2
     add_words: int = 10000
     add_min_count: int = 3
 

@@ -152,7 +152,7 @@ def test_finetune_trains_with_its_own_recipe_unless_the_command_line_sets_one(lm
     small = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {})
     settings, _ = finetune_recipe(small)
     assert (settings.optimizer, settings.learning_rate, settings.warmup_steps, settings.lr_schedule) == (
-        "adam", 0.0005, 100, "constant")
+        "adam", 0.0007, 30, "constant")
 
 
 @pytest.mark.parametrize("has_bf16, expected", [(True, "bf16"), (False, "off")])
