@@ -226,9 +226,14 @@ def finetune(
             replayed = _general_corpus(config, replay_path, language)
             check_usable(replayed, what="replay text")
             training_text = ReplayCorpus(corpus, replayed, config.finetune.replay_every)
-        make_output(output, info)
         new_softmax = softmax_weights is None
         resuming = resume and has_checkpoints(output)
+        # a start with its own vocabulary scores the held-out texts with it: one wholly outside it
+        # is refused before DIR is made (a new or resumed vocabulary is only known after)
+        checked_early = not new_softmax and not resuming
+        if checked_early:
+            dev_oov = _check_held_out_texts(dev, general, vocab, log)
+        make_output(output, info)
         # the words the start's vocabulary and a grown one share: its first ids (<UNK> left out)
         shared = None if new_softmax else len(vocab)
         if new_softmax:
@@ -238,8 +243,8 @@ def finetune(
         elif info.is_main:
             vocab.to_disk(output)
         lm = LanguageModel(bilm, _softmax(bilm, vocab, softmax_weights, config), dropout=settings.dropout).to(torch_device)
-        dev_oov = check_held_out(dev, vocab, log, what="held-out text ([paths] dev)")
-        check_held_out(general, vocab, log, what="general held-out text")
+        if not checked_early:
+            dev_oov = _check_held_out_texts(dev, general, vocab, log)
         limit = config.training.max_time if max_time is None else max_time
         if resuming:
             before = (_saved_before(output) or {}).get("domain")
@@ -315,6 +320,16 @@ def finetune(
         return result
     finally:
         shutdown(info)
+
+
+def _check_held_out_texts(dev, general, vocab: Vocab, log) -> Optional[float]:
+    """Refuse a held-out text wholly outside ``vocab``, warn of one largely outside it.
+
+    RETURNS (Optional[float]): the domain's held-out OOV rate; None without one.
+    """
+    dev_oov = check_held_out(dev, vocab, log, what="held-out text ([paths] dev)")
+    check_held_out(general, vocab, log, what="general held-out text")
+    return dev_oov
 
 
 def _softmax(bilm, vocab: Vocab, weights: Optional[Dict[str, torch.Tensor]], config: LMConfig) -> WordSoftmax:

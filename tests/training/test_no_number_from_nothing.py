@@ -102,6 +102,17 @@ def test_finetune_refuses_an_unusable_domain_text_before_writing_anything(lm_cor
     assert not (tmp_path / "ft").exists()
 
 
+def test_finetune_refuses_a_held_out_text_outside_the_start_vocabulary_before_making_its_folder(lm_corpus, tmp_path):
+    train, _ = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=4), tmp_path / "pre", stream=io.StringIO())
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("zebra quagga okapi\ngnu yak\n", encoding="utf-8")
+    with pytest.raises(AllOutOfVocabulary, match="all 5 tokens are outside the model's vocabulary"):
+        finetune(tiny_config(train, foreign), tmp_path / "ft", model=tmp_path / "pre" / "model-last", stream=io.StringIO())
+    # no folder with a vocabulary in it is left for a rerun to trip on
+    assert not (tmp_path / "ft").exists()
+
+
 @pytest.mark.parametrize("name", ["empty", "long"])
 def test_the_commands_exit_non_zero_with_the_reason_and_write_no_model(tmp_path, name):
     path, reason = _unusable(tmp_path)[name]
