@@ -52,16 +52,18 @@ def load_config(ctx: typer.Context, config_path: Path):
 def refused_input(run):
     """Run ``run()`` (a pretrain or finetune), reporting input it refuses (no usable training or
     held-out line, a held-out text wholly out of vocabulary, a missing or binary file, an output
-    with another run's checkpoints) as one line on stderr and exit status 1, no traceback.
+    with another run's checkpoints, a time limit spent before training began) as one line on stderr and exit status 1, no traceback.
 
     RETURNS: what ``run`` returns.
     """
     from ..io.text_input import BinaryFileError, TextDecodeError
     from ..training.corpus import UnusableCorpus
     from ..training.perplexity import AllOutOfVocabulary
+    from ..training.setup import TimeSpent
 
+    refused = (UnusableCorpus, AllOutOfVocabulary, BinaryFileError, TextDecodeError, FileNotFoundError, FileExistsError, TimeSpent)
     try:
         return run()
-    except (UnusableCorpus, AllOutOfVocabulary, BinaryFileError, TextDecodeError, FileNotFoundError, FileExistsError) as err:
+    except refused as err:
         typer.secho(f"Error: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from err

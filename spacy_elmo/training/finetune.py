@@ -55,7 +55,7 @@ from .loop import RunSummary, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity, oov_rate_checked, oov_warning
 from .setup import (
-    check_autocast_device, check_held_out, check_output, config_corpus, dev_reader, has_checkpoints, logger, make_output, segment_reader,
+    check_autocast_device, check_held_out, check_output, check_time_left, config_corpus, dev_reader, has_checkpoints, logger, make_output, segment_reader,
     setup_process, train_corpus, warn_if_bf16_is_emulated,
 )
 from .vocab import VOCAB_NAME, Vocab
@@ -279,6 +279,8 @@ def finetune(
                 saved = {"domain": before, "general": general_before, "growth": None if growth is None else growth.to_dict()}
                 write_atomic(output / BEFORE_NAME, json.dumps(saved).encode("utf-8"))
         saved_before = _saved_before(output) if info.is_main else None
+        check_time_left(limit, time.monotonic() - started,
+                        before="loading the model, reading the texts, scoring them and growing the vocabulary")
         remaining = _remaining(limit, started)
         extra = {"training_config": config.raw, "stage": "finetune", "start": str(model or options or "shipped"),
                  "finetune_recipe": {key: getattr(settings, key) for key in RECIPE_KEYS}}

@@ -62,6 +62,22 @@ def warn_if_bf16_is_emulated(autocast: str, device: torch.device) -> None:
         )
 
 
+class TimeSpent(RuntimeError):
+    """The run's time limit was spent before training began: no step would be taken, and the
+    model written would be the start's, unchanged."""
+
+
+def check_time_left(limit: Optional[float], spent: float, *, before: str) -> None:
+    """Refuse to train when the time limit ``limit`` (seconds; None or 0: none) is already spent.
+
+    spent (float): the seconds the run has taken so far.
+    before (str): what took the time, for the message.
+    """
+    if limit and spent >= limit:
+        raise TimeSpent(f"the time limit ({limit:g}s) was spent before training began ({spent:.0f}s {before}): no "
+                        "model written; give --max-time (or [training] max_time) more time")
+
+
 def check_output(output: Path, *, resume: bool) -> None:
     """Refuse to start a new run over the checkpoints of an earlier one."""
     if not resume and has_checkpoints(output):

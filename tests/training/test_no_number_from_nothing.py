@@ -10,6 +10,7 @@ from spacy_elmo.training.corpus import Corpus, UnusableCorpus, check_usable
 from spacy_elmo.training.finetune import finetune
 from spacy_elmo.training.perplexity import AllOutOfVocabulary, oov_rate_checked, oov_warning
 from spacy_elmo.training.pretrain import pretrain
+from spacy_elmo.training.setup import TimeSpent
 
 from .conftest import PYTHON, ROOT, TINY_CFG, cli_env, tiny_config, write_corpus
 
@@ -111,6 +112,24 @@ def test_finetune_refuses_a_held_out_text_outside_the_start_vocabulary_before_ma
         finetune(tiny_config(train, foreign), tmp_path / "ft", model=tmp_path / "pre" / "model-last", stream=io.StringIO())
     # no folder with a vocabulary in it is left for a rerun to trip on
     assert not (tmp_path / "ft").exists()
+
+
+def test_finetune_whose_time_limit_is_spent_before_training_writes_no_model_and_says_so(lm_corpus, tmp_path):
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=4), tmp_path / "pre", stream=io.StringIO())
+    # a nanosecond is spent by loading the model alone: not one step could be taken
+    with pytest.raises(TimeSpent, match=r"the time limit \(1e-09s\) was spent before training began"):
+        finetune(tiny_config(train, dev), tmp_path / "ft", model=tmp_path / "pre" / "model-last", max_time=1e-9,
+                 stream=io.StringIO())
+    assert not (tmp_path / "ft" / "model-best").exists() and not (tmp_path / "ft" / "model-last").exists()
+    run = subprocess.run(
+        [PYTHON, "-m", "spacy_elmo", "finetune", str(TINY_CFG), "--model", str(tmp_path / "pre" / "model-last"),
+         "--output", str(tmp_path / "cli"), "--paths.train", str(train), "--paths.dev", str(dev), "--max-time", "0.000000001"],
+        env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "was spent before training began" in run.stderr and "no model written" in " ".join(run.stderr.split())
+    assert not (tmp_path / "cli" / "model-best").exists()
 
 
 @pytest.mark.parametrize("name", ["empty", "long"])
