@@ -50,7 +50,8 @@ def finetune_cli(
         typer.echo(f"held-out perplexity over the shared vocabulary {before['ppl_shared']:.2f} -> {after['ppl_shared']:.2f}")
     if result.general and result.general.get("ratio") is not None:
         general, key = result.general, result.general["ratio_of"]
-        typer.echo(f"general held-out perplexity {general['before'][key]:.2f} -> {general['after'][key]:.2f} "
+        over = " over the shared vocabulary" if key == "ppl_shared" else ""
+        typer.echo(f"general held-out perplexity{over} {general['before'][key]:.2f} -> {general['after'][key]:.2f} "
                    f"({general['ratio']:.2f}x)")
     summary = result.summary
     typer.echo(f"{summary.steps} steps, {summary.tokens} tokens ({summary.tokens_per_second:.0f} tokens/s); stopped by {summary.stopped_by}")
