@@ -55,3 +55,5 @@ def finetune_cli(
                    f"({general['ratio']:.2f}x)")
     summary = result.summary
     typer.echo(f"{summary.steps} steps, {summary.tokens} tokens ({summary.tokens_per_second:.0f} tokens/s); stopped by {summary.stopped_by}")
+    if summary.stopped_by == "interrupted":
+        raise typer.Exit(130)  # as a shell reports a command Ctrl-C stopped

@@ -33,3 +33,5 @@ def pretrain_cli(
         f"{summary.steps} steps, {summary.tokens} tokens in {summary.seconds:.0f}s "
         f"({summary.tokens_per_second:.0f} tokens/s){best_text}; stopped by {summary.stopped_by}"
     )
+    if summary.stopped_by == "interrupted":  # Ctrl-C: its checkpoint is written, --resume continues
+        raise typer.Exit(130)

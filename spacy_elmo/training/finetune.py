@@ -295,6 +295,12 @@ def finetune(
         )
         after = summary.best_dev
         result = FinetuneResult(before=before, after=after, summary=summary, new_softmax=new_softmax)
+        if summary.stopped_by == "interrupted":
+            # Ctrl-C: stop now; the scores after and the report come when a --resume run ends
+            log(f"interrupted at step {summary.steps}: its checkpoint and model-last are written; run the same "
+                "command with --resume to continue from there")
+            barrier(info)
+            return result
         if info.is_main:
             _after_best(lm, output, vocab, dev, general, shared, saved_before, result, log)
             # tokens and seconds cover this invocation, from start_step to steps (a resumed run starts past 0)

@@ -11,7 +11,10 @@ with the full softmax and the best model kept as ``model-best``; with a
 rank 0 writes; all ranks step together.
 """
 import math
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
@@ -111,7 +114,33 @@ def train_lm(
     run.restore(resume)
     total_steps = settings.max_steps or (settings.max_epochs * steps_per_epoch if steps_per_epoch else None)
     run.start(total_steps=total_steps, max_time=settings.max_time if max_time is None else max_time, stream=stream, probe=probe)
-    return run.finish(run.train_epochs())
+    with stop_on_interrupt() as run.interrupt:
+        stop = run.train_epochs()
+    return run.finish(stop)
+
+
+@contextmanager
+def stop_on_interrupt() -> Iterator[threading.Event]:
+    """An event the first Ctrl-C (SIGINT) sets, so that the loop stops after its step and writes a
+    checkpoint there (a checkpoint every ``checkpoint_frequency`` steps can be minutes apart, and
+    ``--resume`` would otherwise lose them); a second Ctrl-C interrupts at once. Outside the main
+    thread, or where SIGINT is not Python's default handler (ignored, or the caller's own), the
+    event is never set and Ctrl-C does what it did.
+    """
+    interrupt = threading.Event()
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield interrupt
+        return
+
+    def first_interrupt(signum, frame) -> None:
+        interrupt.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, first_interrupt)
+    try:
+        yield interrupt
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass
@@ -191,6 +220,7 @@ class _Run:
         self.optimizer = make_optimizer(lm.parameters(), settings)
         self.scaler = gradient_scaler(settings, self.device)
         self.state = RunState()
+        self.interrupt = threading.Event()
 
     def restore(self, resume: bool) -> None:
         """Continue from the newest intact checkpoint (with ``resume``), else seed this rank's randomness."""
@@ -273,13 +303,14 @@ class _Run:
 
     def stop_before(self, batch: Optional[LMBatch]) -> Optional[str]:
         """Whether all ranks go on to train on their next batch: None if so, "" if one ran out of data
-        (the epoch ends), "max_time" if one ran out of time."""
+        (the epoch ends), "max_time" if one ran out of time, "interrupted" after Ctrl-C (``stop_on_interrupt``;
+        the ranks agree to stop as they do on time)."""
         out_of_time = bool(self.max_time) and time.monotonic() - self.started >= self.max_time
-        out_of_data, out_of_time = stop_flags(self.info, batch is None, out_of_time, self.device)
+        out_of_data, out_of_time = stop_flags(self.info, batch is None, out_of_time or self.interrupt.is_set(), self.device)
         if out_of_data:
             return ""
         if out_of_time:
-            return "max_time"
+            return "interrupted" if self.interrupt.is_set() else "max_time"
         return None
 
     def reached_max_steps(self) -> bool:
@@ -300,7 +331,9 @@ class _Run:
         """The last log line, evaluation and models (a model-best without held-out data), and the summary."""
         lm, info, state, summary = self.lm, self.info, self.state, self.summary
         self.log_train()
-        if self.dev_segments is not None and (summary.last_dev is None or summary.last_dev.get("step") != state.step):
+        # an interrupted run stops at once: its checkpoint and model-last; the held-out score waits for --resume
+        due = summary.last_dev is None or summary.last_dev.get("step") != state.step
+        if self.dev_segments is not None and due and stop != "interrupted":
             self.evaluate()
         self.write_models(final=True)
         if info.is_main:

@@ -283,3 +283,44 @@ def test_a_finetune_with_domain_words_resumes_to_the_weights_of_a_run_never_stop
     for name in ("model.safetensors", "softmax.safetensors"):
         ref, run = (load_file(str(tmp_path / side / "model-last" / name)) for side in ("ref", "run"))
         assert ref.keys() == run.keys() and all(torch.equal(ref[k], run[k]) for k in ref), name
+
+
+class _CtrlCAtStep:
+    """A log stream that presses Ctrl-C (SIGINT to this process) when the loop logs ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.lines = step, []
+
+    def write(self, text: str) -> None:
+        import os
+        import signal
+
+        self.lines.append(text)
+        if text.startswith((f"step {self.step} ", f"step {self.step}/")):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_ctrl_c_stops_a_finetune_after_its_step_with_a_checkpoint_that_resume_continues(lm_corpus, tmp_path):
+    import io
+    import signal
+
+    from spacy_elmo.training.checkpoints import latest_checkpoint
+
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=4), tmp_path / "pre", stream=io.StringIO())
+    # checkpoints far apart, as in a real run: without the one Ctrl-C writes, --resume would start over
+    config = tiny_config(train, dev, training__max_steps=8, training__log_frequency=1, training__checkpoint_frequency=100)
+    pressed = _CtrlCAtStep(3)
+    result = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", stream=pressed)
+    assert result.summary.stopped_by == "interrupted" and result.summary.steps == 3
+    assert any("interrupted at step 3" in line and "--resume" in line for line in pressed.lines)
+    assert latest_checkpoint(tmp_path / "ft" / "checkpoints").step == 3
+    assert (tmp_path / "ft" / "model-last").is_dir() and not (tmp_path / "ft" / "finetune-report.json").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's own again
+
+    again = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", resume=True, stream=io.StringIO())
+    assert again.summary.start_step == 3 and again.summary.steps == 8 and again.summary.stopped_by == "max_steps"
+    assert (tmp_path / "ft" / "finetune-report.json").is_file()
