@@ -499,6 +499,9 @@ class Corpus:
                                         "paragraphs joined")
             else:
                 sentences = LINES
+                # say so: the log names how the text was cut into sentences, not only how it was tokenized
+                self.tokenizer_note += ("; each line a sentence (pre-tokenized)" if self.tokenizer_name == WHITESPACE
+                                        else "; each line a sentence (its lines do not run on into the next)")
         if sentences != LINES and tokenizer == AUTO and self.tokenizer_name == WHITESPACE:
             # text tokenized already is one sentence a line: its lines are not joined and split again
             self.tokenizer_note += f"; its lines kept as sentences (pre-tokenized: [corpus] sentences = {sentences!r} not applied)"

@@ -225,6 +225,11 @@ def test_auto_sentences_split_wrapped_raw_text_and_keep_the_lines_of_other_text(
     assert [len(s) for s in joined.segments()] == [18, 10]
     kept = Corpus(per_line, tokenizer="auto", lang="en", sentences="auto")
     assert kept.sentences == "lines" and len(list(kept.segments())) == 3
+    # the note says how the text was cut into sentences, as it says how it was tokenized
+    assert kept.tokenizer_note.endswith("; each line a sentence (its lines do not run on into the next)")
+    tokenized = tmp_path / "tokenized.txt"
+    tokenized.write_text("one sentence here .\nand another .\n", encoding="utf-8")
+    assert Corpus(tokenized, tokenizer="auto", sentences="auto").tokenizer_note.endswith("; each line a sentence (pre-tokenized)")
 
 
 def test_replay_puts_one_general_segment_after_every_k_domain_segments_and_cycles(tmp_path):
