@@ -228,6 +228,8 @@ def finetune(
             training_text = ReplayCorpus(corpus, replayed, config.finetune.replay_every)
         new_softmax = softmax_weights is None
         resuming = resume and has_checkpoints(output)
+        if resume and not resuming:
+            log(f"--resume: {output} holds no checkpoint yet; fine-tuning starts from the beginning")
         # a start with its own vocabulary scores the held-out texts with it: one wholly outside it
         # is refused before DIR is made (a new or resumed vocabulary is only known after)
         checked_early = not new_softmax and not resuming

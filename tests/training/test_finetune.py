@@ -321,6 +321,20 @@ def test_ctrl_c_stops_a_finetune_after_its_step_with_a_checkpoint_that_resume_co
     assert (tmp_path / "ft" / "model-last").is_dir() and not (tmp_path / "ft" / "finetune-report.json").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's own again
 
-    again = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", resume=True, stream=io.StringIO())
+    said = io.StringIO()
+    again = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", resume=True, stream=said)
+    assert "holds no checkpoint yet" not in said.getvalue()
     assert again.summary.start_step == 3 and again.summary.steps == 8 and again.summary.stopped_by == "max_steps"
     assert (tmp_path / "ft" / "finetune-report.json").is_file()
+
+
+def test_resume_without_a_checkpoint_says_the_finetune_starts_from_the_beginning(lm_corpus, tmp_path):
+    import io
+
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=4), tmp_path / "pre", stream=io.StringIO())
+    said = io.StringIO()
+    result = finetune(tiny_config(train, dev, training__max_steps=2), tmp_path / "ft", model=tmp_path / "pre" / "model-last",
+                      resume=True, stream=said)
+    assert "holds no checkpoint yet; fine-tuning starts from the beginning" in said.getvalue()
+    assert result.summary.start_step == 0 and result.summary.steps == 2
