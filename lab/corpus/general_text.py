@@ -10,7 +10,7 @@ English, and a text it replays among the domain's while it trains, so that it ke
 - ``en-ewt-train.txt``, replayed: every sentence of UD English EWT train, tokenized the same way:
   the text the shipped model was last fine-tuned on (its model card), none of it in the test split.
 
-    python -m lab.corpus.general_text --datasets ../shared/datasets
+    python -m lab.corpus.general_text --datasets assets/datasets
 """
 import argparse
 import hashlib

@@ -81,7 +81,7 @@ def token_encodings(bilm: BiLM, words: Sequence[str]) -> torch.Tensor:
                 rows.append(encoded[:, 0].float().cpu())
     finally:
         bilm.train(was_training)
-    return torch.cat(rows) if rows else torch.zeros(0, bilm.config.projection_dim)
+    return torch.cat(rows) if rows else torch.zeros(0, bilm.config.projection_dim, device="cpu")
 
 
 def fit_rows(known: torch.Tensor, rows: torch.Tensor) -> Tuple[torch.Tensor, float]:
@@ -89,10 +89,10 @@ def fit_rows(known: torch.Tensor, rows: torch.Tensor) -> Tuple[torch.Tensor, flo
 
     RETURNS (Tuple[Tensor, float]): the map (d + 1, k), and R^2 of the fit on the known words.
     """
-    x = torch.cat([known.double(), torch.ones(known.shape[0], 1, dtype=torch.float64)], dim=1)
+    x = torch.cat([known.double(), torch.ones(known.shape[0], 1, dtype=torch.float64, device=known.device)], dim=1)
     y = rows.double()
     penalty = RIDGE * float((known.double() ** 2).mean()) * known.shape[0]
-    eye = torch.eye(x.shape[1], dtype=torch.float64)
+    eye = torch.eye(x.shape[1], dtype=torch.float64, device=x.device)
     eye[-1, -1] = 0.0  # the intercept is not penalized
     solution = torch.linalg.solve(x.T @ x + penalty * eye, x.T @ y)
     residual = ((x @ solution - y) ** 2).sum()
@@ -121,7 +121,7 @@ def grow_vocabulary(
     targets = torch.cat([weight[len(SPECIALS):], bias[len(SPECIALS):, None]], dim=1)
     solution, r2 = fit_rows(known, targets)
     fresh = token_encodings(bilm, new_words).double()
-    predicted = (torch.cat([fresh, torch.ones(fresh.shape[0], 1, dtype=torch.float64)], dim=1) @ solution).float()
+    predicted = (torch.cat([fresh, torch.ones(fresh.shape[0], 1, dtype=torch.float64, device=fresh.device)], dim=1) @ solution).float()
     grown = Vocab(known_words + new_words)
     return grown, {
         "weight": torch.cat([weight, predicted[:, :-1]]).contiguous(),

@@ -314,12 +314,19 @@ def test_ctrl_c_stops_a_finetune_after_its_step_with_a_checkpoint_that_resume_co
     # checkpoints far apart, as in a real run: without the one Ctrl-C writes, --resume would start over
     config = tiny_config(train, dev, training__max_steps=8, training__log_frequency=1, training__checkpoint_frequency=100)
     pressed = _CtrlCAtStep(3)
-    result = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", stream=pressed)
+    # Ctrl-C as a terminal gives it: Python's own handler (a test before may have left another, as
+    # pyspark's SparkContext does)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", stream=pressed)
+        handler_after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert result.summary.stopped_by == "interrupted" and result.summary.steps == 3
     assert any("interrupted at step 3" in line and "--resume" in line for line in pressed.lines)
     assert latest_checkpoint(tmp_path / "ft" / "checkpoints").step == 3
     assert (tmp_path / "ft" / "model-last").is_dir() and not (tmp_path / "ft" / "finetune-report.json").exists()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's own again
+    assert handler_after is signal.default_int_handler  # the loop gives Ctrl-C back to Python
 
     said = io.StringIO()
     again = finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", resume=True, stream=said)
