@@ -6,12 +6,15 @@ loading the trained pipeline, and the entities model-last and model-best predict
     python -m bench.bench_ner_run --before 26675ff --train-data eng.train --dev-data eng.testa \
         --json results/bench/amd-f25-m17/ner-run.json
     python -m bench.bench_ner_run --shape full --cache-share 0.25 --max-epochs 2 ...   # the cache alone
+    python -m bench.bench_ner_run --shape full --threads 0 1 2 --rounds 2 ...           # the thread setting
 
 ``--before COMMIT`` runs that commit's package (a git worktree in a temporary folder) and then
 this checkout's (or ``--after COMMIT``'s), in turns (``--rounds``); without it only the second. The biLM is the
 shipped one, or random weights of a published shape (``--shape full``: AllenNLP's original),
 passed as ``--paths.elmo``. ``--cache-share F`` sets ``frozen_cache_mb`` to F times the working
-set (the distinct training and dev sentences at the biLM's bytes a token). Bytes written are the
+set (the distinct training and dev sentences at the biLM's bytes a token). ``--threads N ...`` runs
+each tree once a round for each ``threads`` setting of the elmo model (0: the shipped configs' rule),
+labelled ``TREE-threads-N``, and gives each setting's seconds over the fastest's. Bytes written are the
 interpreter's own (``/proc/self/io`` write_bytes: what reached the block layer or its page cache).
 """
 import argparse
@@ -111,13 +114,17 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                  if commit}
         trees.setdefault("after", REPO)
         trees = {label: trees[label] for label in ("before", "after") if label in trees}
-        runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in trees}
+        variants = [(label, tree, {}) for label, tree in trees.items()] if args.threads is None else [
+            (f"{label}-threads-{n}", tree, {"components.elmo.model.threads": n}) for label, tree in trees.items()
+            for n in args.threads]
+        runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label, _, _ in variants}
         load: List[List[float]] = []
         try:
             for round_ in range(args.rounds):
-                for label, tree in trees.items():
+                for label, tree, extra in variants:
+                    time.sleep(args.pause)  # the previous run's threads gone from the run queue
                     load.append(list(os.getloadavg()))
-                    settings = {"config": str(tree / CONFIG), "overrides": overrides, "texts": texts,
+                    settings = {"config": str(tree / CONFIG), "overrides": {**overrides, **extra}, "texts": texts,
                                 "output": str(work / f"{label}-{round_}"), "process_threads": args.process_threads}
                     runs[label].append(child_run(tree, settings))
         finally:
@@ -161,6 +168,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--eval-frequency", type=int, default=100)
     parser.add_argument("--cache-share", type=float, help="frozen_cache_mb as this share of the working set")
     parser.add_argument("--process-threads", type=int, default=2, help="torch threads the process starts with")
+    parser.add_argument("--threads", type=int, nargs="+", help="run each tree with each of these elmo model threads settings")
+    parser.add_argument("--pause", type=float, default=5.0, help="seconds to wait before each run")
     parser.add_argument("--json", help="write the record here")
     return parser.parse_args(argv)
 
@@ -236,6 +245,7 @@ def summary(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
         out[label] = {
             "bytes_written": sum(r["bytes_written"] for r in tree_runs) / len(tree_runs),
             "seconds": sum(r["seconds"] for r in tree_runs) / len(tree_runs),
+            "seconds_range": [min(r["seconds"] for r in tree_runs), max(r["seconds"] for r in tree_runs)],
             "second_epoch_hit_share": [None if s is None else s["hits"] / max(1, s["hits"] + s["misses"]) for s in second],
             "hit_share_per_epoch": [c["hits"] / max(1, c["hits"] + c["misses"]) for _, c in sorted(epochs.items(), key=lambda e: int(e[0]))],
             "hit_share_after_the_first_epoch": sum(c["hits"] for c in later) / max(1, sum(c["hits"] + c["misses"] for c in later)),
@@ -243,6 +253,9 @@ def summary(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
             "threads_after_load": {name: m["threads_after_load"] for name, m in tree_runs[0]["models"].items()},
             "entities_sha256": {name: m["entities_sha256"] for name, m in tree_runs[0]["models"].items()},
         }
+    fastest = min(entry["seconds"] for entry in out.values())
+    for entry in out.values():
+        entry["seconds_over_fastest"] = entry["seconds"] / fastest
     if "before" in out and "after" in out:
         out["bytes_written_after_over_before"] = out["after"]["bytes_written"] / out["before"]["bytes_written"]
         out["same_entities"] = out["after"]["entities_sha256"] == out["before"]["entities_sha256"]

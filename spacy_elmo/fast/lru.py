@@ -1,12 +1,12 @@
 """A least-recently-used map bounded by the summed cost of its entries: bytes, or 1 an entry.
 
 The frozen biLM's per-segment layers (``layers.frozen_cache.FrozenCache``, bounded in bytes, which
-decides itself what to admit and evicts through ``oldest`` and ``pop``) and the char-CNN's token
+decides itself what to admit and evicts through ``cost_of`` and ``pop``) and the char-CNN's token
 encodings (``char_cache.CharCNNCache``, bounded in entries) both keep theirs here.
 It takes no lock: a cache shared between threads holds its own around every call.
 """
 from collections import OrderedDict
-from typing import Any, Hashable, Iterator, Optional, Tuple
+from typing import Any, Hashable, Optional, Tuple
 
 
 class LRUCache:
@@ -38,10 +38,10 @@ class LRUCache:
         self._entries.move_to_end(key)
         return entry[0]
 
-    def oldest(self) -> Iterator[Tuple[Hashable, float]]:
-        """The keys and costs, least recently used first (do not change the map while iterating)."""
-        for key, (_, cost) in self._entries.items():
-            yield key, cost
+    def cost_of(self, key: Hashable) -> float:
+        """RETURNS (float): the cost of the entry under ``key`` (0 where there is none)."""
+        entry = self._entries.get(key)
+        return 0 if entry is None else entry[1]
 
     def pop(self, key: Hashable) -> None:
         """Remove the entry under ``key`` (if there is one)."""

@@ -3,14 +3,24 @@ the same layers every epoch and at every dev evaluation (see ``bilm_model.ElmoBi
 
 Epochs read the corpus in a cycle, reshuffled each time. A cache that evicts its least recently
 used entry to make room for every newcomer keeps, when the corpus is larger than its bound, the
-segments read last, which the next epoch reads at random places: it hits almost never. So a full
-cache admits a newcomer only where it has been looked up at least twice more than each entry it
-would evict (the counts are TinyLFU's, kept per segment and halved after a while so that old
-traffic fades). Within any run of epochs two segments' counts differ by at most one (each is read
-once an epoch), so no epoch moves a segment in or out: the cache keeps a fixed share of the corpus
-and hits about bound / working set of the lookups, while a segment that keeps coming back (the dev
-set at every evaluation, a repeated text at prediction) displaces one that does not.
+segments read last, which the next epoch reads at random places: it hits almost never. A cache
+that only stops admitting when full keeps whatever came first, under ``spacy train`` the dev set
+of the evaluation at step 0, and the training epochs then hit little.
+
+So a full cache keeps a sample of the segments that does not depend on their order: each segment
+has a fixed rank (a hash of its words), and among segments looked up about as often a newcomer
+takes the place of the stored entry of highest rank when its own rank is lower. Once every segment
+has been seen, the cache holds those of lowest rank (a bottom-k sample, training and dev sentences
+in their proportions), no epoch moves a segment in or out, and the lookups hit about bound /
+working set. Frequency comes first: a segment looked up at least twice more than an entry takes its
+place whatever their ranks, and an entry looked up twice more than a newcomer keeps its own (the
+counts are TinyLFU's, kept per segment and halved after a while so that old traffic fades). Within
+any run of epochs two segments' counts differ by at most one (each is read once an epoch), so there
+only the ranks decide, while a segment that keeps coming back (a repeated text at prediction)
+displaces one that does not.
 """
+import hashlib
+import heapq
 import os
 import warnings
 from pathlib import Path
@@ -35,8 +45,12 @@ UNLIMITED_CGROUP = 2**62
 # lookups between two halvings of the counts: TinyLFU's sample, ten per stored entry, at least this many
 MIN_SAMPLE = 10_000
 SAMPLE_PER_ENTRY = 10
-# a newcomer replaces an entry looked up at most this many times fewer: epochs never differ by more
+# a newcomer replaces an entry looked up at most this many times fewer whatever their ranks, and is
+# turned away by one looked up this many times more: epochs never differ by more
 MARGIN = 1
+# entries looked up too often to give way that a newcomer passes over, highest rank first, before it
+# is turned away
+MAX_PASSED_OVER = 8
 # the warning waits until fewer than half of the recent lookups (a moving average over about ten)
 # are of new segments: a corpus's repeated sentences (CoNLL's datelines) come back in the first
 # epoch, when the segments seen so far are a fraction of those the run reads
@@ -46,9 +60,9 @@ NEW_SHARE_TO_WARN = 0.5
 
 class FrozenCache:
     """Layers of a frozen biLM per segment (key: the segment's words), at most ``max_bytes`` of
-    arrays in all; when full, a newcomer is admitted only in place of entries it has been looked
-    up at least twice more often than (the module's docstring says why), the least recently used
-    considered first.
+    arrays in all; when full, a newcomer is admitted in place of the entries of highest rank (a
+    hash of the words) where it ranks lower and is looked up about as often, or where it has been
+    looked up at least twice more often (the module's docstring says why).
 
     Entries are valid for one state of the weights: ``check`` empties the cache when the
     module, its submodules' classes (and ``precision``), or any parameter or buffer (identity,
@@ -77,6 +91,7 @@ class FrozenCache:
         self.misses = 0
         self.refused = 0
         self._entries = LRUCache(0 if bound is None else bound)  # each entry costs its arrays' bytes
+        self._by_rank: List[Tuple[int, Hashable]] = []  # max-heap (negated ranks) of the stored keys
         self._module: Optional[torch.nn.Module] = None
         self._state: Tuple = ()
         # per segment (by hash: a collision only merges two counts): lookups, tokens
@@ -120,6 +135,7 @@ class FrozenCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._by_rank = []
         self._counts.clear()
         self._lookups = 0
         self._aged = False
@@ -152,32 +168,53 @@ class FrozenCache:
         return layers
 
     def put(self, key: Hashable, layers: Any) -> None:
-        """Store a copy of a segment's layers if there is room, or if the segment has been looked
-        up at least twice more often than the least recently used entries that make room for it."""
+        """Store a copy of a segment's layers if there is room, or in place of entries that give way
+        to it (``_gives_way``), the highest ranked first."""
         cost = layers.nbytes
         if not self.stores or key in self._entries or cost > self.max_bytes:
             return
         if self._layer_shape is None and layers.shape[1]:
             self._layer_shape = (layers.shape[0], layers.shape[2], layers.itemsize)
-        victims = self._victims(cost - (self.max_bytes - self._entries.cost))
-        if victims:
-            lookups = self._lookups_of(key)
-            if any(lookups <= self._lookups_of(victim) + MARGIN for victim in victims):
+        rank = segment_rank(key)
+        needed = cost - (self.max_bytes - self._entries.cost)
+        if needed > 0:
+            victims = self._victims(needed, self._lookups_of(key), rank)
+            if victims is None:
                 self.refused += 1
                 return
             for victim in victims:
                 self._entries.pop(victim)
         self._entries.put(key, layers.copy(), cost)
+        heapq.heappush(self._by_rank, (-rank, key))
 
-    def _victims(self, needed: int) -> List[Hashable]:
-        """The least recently used entries whose bytes make ``needed`` bytes of room."""
-        victims: List[Hashable] = []
-        for key, cost in self._entries.oldest():
-            if needed <= 0:
+    def _victims(self, needed: int, lookups: int, rank: int) -> Optional[List[Hashable]]:
+        """The entries, highest rank first, whose bytes make ``needed`` bytes of room for a newcomer
+        looked up ``lookups`` times, of rank ``rank``; None where they will not give way. Entries
+        too often looked up to give way are passed over (at most ``MAX_PASSED_OVER``); the heap
+        keeps every entry it was given back."""
+        victims: List[Tuple[int, Hashable]] = []
+        passed: List[Tuple[int, Hashable]] = []
+        while needed > 0 and self._by_rank and len(passed) <= MAX_PASSED_OVER:
+            item = heapq.heappop(self._by_rank)
+            victim = item[1]
+            if victim not in self._entries:
+                continue  # evicted or cleared since it was pushed
+            victim_lookups = self._lookups_of(victim)
+            if victim_lookups > lookups + MARGIN:
+                passed.append(item)  # looked up too often to give way to this newcomer
+                continue
+            if lookups <= victim_lookups + MARGIN and -item[0] <= rank:
+                passed.append(item)  # about as often looked up, and ranked lower: it stays, and so do all below it
                 break
-            victims.append(key)
-            needed -= cost
-        return victims
+            victims.append(item)
+            needed -= self._entries.cost_of(victim)
+        for item in passed:
+            heapq.heappush(self._by_rank, item)
+        if needed > 0:
+            for item in victims:
+                heapq.heappush(self._by_rank, item)
+            return None
+        return [victim for _, victim in victims]
 
     def _lookups_of(self, key: Hashable) -> int:
         return self._counts.get(hash(key), (0, 0))[0]
@@ -214,6 +251,14 @@ class FrozenCache:
             f"read through, as before the first epoch ends, needs its training and dev tokens x {per_token / 1024:.1f} KB)",
             stacklevel=2,
         )
+
+
+def segment_rank(key: Hashable) -> int:
+    """RETURNS (int): a segment's fixed rank in the cache, a 64-bit hash of its words (the same in
+    every process, unlike ``hash``, so that runs keep the same sample)."""
+    text = "\x1f".join(key) if isinstance(key, tuple) else repr(key)
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
 def frozen_weights_version(module: torch.nn.Module) -> WeightsVersion:

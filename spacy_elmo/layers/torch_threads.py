@@ -7,13 +7,18 @@ dim x projection_dim), at least one and at most the cores this process may run o
 products are what threads split; on small ones spare threads spin and wait, and on a busy machine
 they can make a small biLM many times slower. The published small model (2x1024_128) and the
 shipped one get one thread, the published original (2x4096_512, 10.5 million weights a step) five,
-capped at the cores there are. In a process, the biLM's calls take at most the cores that the
-load average left free when they first ran (``free_cores``, read once): threads competing with
-other jobs for the same cores made the original's ``spacy train`` run slower than one thread did.
+capped at the cores there are. In a process, the biLM's calls take at most the cores that other
+jobs left free when they first ran (``free_cores``, read once): threads competing with other jobs
+for the same cores made the original's ``spacy train`` run slower than one thread did. The jobs
+are counted as they run then (the runnable threads of ``/proc/loadavg``, the median of a few
+readings), not by the load average: a minute's average still counts a job that has just ended,
+and a run started right after another would take one thread where the machine has two free.
 """
 import functools
 import os
+import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator, Optional
 
 import torch
@@ -21,6 +26,10 @@ import torch
 from ..bilm import BiLMConfig
 
 WEIGHTS_PER_THREAD = 2_000_000
+# readings of the runnable threads (``running_elsewhere``) and the seconds between them
+RUNNABLE_READINGS = 5
+READING_INTERVAL_S = 0.02
+LOADAVG = Path("/proc/loadavg")
 
 _forked_worker = False
 _registered = False
@@ -35,13 +44,36 @@ def usable_cores() -> int:
 
 @functools.lru_cache(maxsize=1)
 def free_cores() -> int:
-    """RETURNS (int): the cores this process may use that the last minute's load average of the
-    machine leaves free, counting one runnable thread as this process's own (at least one); read
+    """RETURNS (int): the cores this process may use that other jobs leave free now (at least one):
+    the threads runnable elsewhere on the machine (``running_elsewhere``), or where Linux's
+    ``/proc/loadavg`` cannot be read the last minute's load average less one (this process); read
     once a process, so the count does not change under a run."""
     cores = usable_cores()
-    if not hasattr(os, "getloadavg"):
-        return cores
-    return max(1, min(cores, int(cores + 1 - os.getloadavg()[0])))
+    busy = running_elsewhere()
+    if busy is None:
+        if not hasattr(os, "getloadavg"):
+            return cores
+        return max(1, min(cores, int(cores + 1 - os.getloadavg()[0])))
+    return max(1, min(cores, cores - busy))
+
+
+def running_elsewhere(path: Path = LOADAVG, readings: int = RUNNABLE_READINGS,
+                      interval: float = READING_INTERVAL_S) -> Optional[int]:
+    """The threads runnable on the machine besides the one reading: the median of ``readings``
+    readings of the fourth field of ``/proc/loadavg`` (``running/total``), less one.
+
+    RETURNS (Optional[int]): None where the file is missing or not in that form.
+    """
+    counts = []
+    for index in range(readings):
+        try:
+            running = int(path.read_text().split()[3].split("/")[0])
+        except (OSError, IndexError, ValueError):
+            return None
+        counts.append(max(0, running - 1))
+        if index + 1 < readings:
+            time.sleep(interval)
+    return sorted(counts)[len(counts) // 2]
 
 
 def threads_for(config: BiLMConfig, *, cores: int = 0) -> int:

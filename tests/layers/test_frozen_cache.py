@@ -12,7 +12,7 @@ from spacy_elmo.bilm import BiLM
 from spacy_elmo.fast.precision import reduce_precision
 from spacy_elmo.layers import ElmoBiLM, get_bilm, set_bilm
 from spacy_elmo.layers.bilm_model import CACHE_ATTR, clear_frozen_cache
-from spacy_elmo.layers.frozen_cache import available_memory, cgroup_headroom
+from spacy_elmo.layers.frozen_cache import available_memory, cgroup_headroom, segment_rank
 
 from ..conftest import random_bilm
 from ..training_runs import CONFIGS, make_data, train
@@ -84,32 +84,71 @@ def test_hits_equal_fresh_computation_and_are_copies(bilm_rows):
     assert bilm_rows["rows"] == rows + 1 and backprop([o.layers for o in outs]) == []
 
 
-def test_a_full_cache_keeps_what_it_holds_until_a_segment_comes_back_more_often(bilm_rows):
+def _rank(doc):
+    return segment_rank(tuple(token.text for token in doc))
+
+
+def test_a_full_cache_keeps_the_lowest_ranked_segments_until_one_comes_back_more_often(bilm_rows):
     bilm = random_bilm()
     docs = _docs(40, length=(5, 6))  # 5 tokens: 3 layers x 5 x 16 floats = 960 bytes each
+    assert len({_rank(doc) for doc in docs}) == len(docs)
     model = _model(bilm, cache_mb=10 * 960 / 2**20)
     cache = model.attrs[CACHE_ATTR]
     for doc in docs:
         model.predict([doc])
         assert cache.n_bytes <= cache.max_bytes
-    # a scan does not push out what the cache holds: the first ten stay, the rest are turned away
-    assert len(cache) == 10 and cache.refused == 30
+    # whatever the order of a scan, the cache ends with the ten segments of lowest rank
+    by_rank = sorted(docs, key=_rank)
+    kept, others = by_rank[:10], by_rank[10:]
+    assert len(cache) == 10 and cache.refused > 0
     rows = bilm_rows["rows"]
-    model.predict(docs[:10])
+    model.predict(kept)
     assert bilm_rows["rows"] == rows
-    # a segment looked up twice more than the least recently used entry (docs[0], twice) takes its place
+    reordered = _model(bilm, cache_mb=10 * 960 / 2**20)
+    for doc in docs[::-1]:
+        reordered.predict([doc])
+    rows = bilm_rows["rows"]
+    reordered.predict(kept)
+    assert bilm_rows["rows"] == rows
+    # a segment looked up twice more than the highest ranked entry takes its place, whatever its rank
+    outsider, highest = others[-1], kept[-1]
     with pytest.warns(UserWarning, match="frozen_cache_mb"):
         for _ in range(3):
-            model.predict(docs[-1:])
+            model.predict([outsider])
     assert bilm_rows["rows"] == rows + 3 and len(cache) == 10
-    model.predict(docs[-1:] + docs[1:10])
+    model.predict([outsider] + kept[:-1])
     assert bilm_rows["rows"] == rows + 3
-    model.predict(docs[:1])
+    model.predict([highest])
     assert bilm_rows["rows"] == rows + 4
     # a segment larger than the whole cache is not stored
     [long] = _docs(1, length=(60, 61))
     model.predict([long])
     assert cache.n_bytes <= cache.max_bytes and len(cache) == 10
+
+
+def test_a_dev_set_evaluated_first_takes_no_more_than_its_share(bilm_rows):
+    # spacy train evaluates at step 0: a cache that kept what came first would hold the dev set
+    # and let the training epochs hit little
+    bilm = random_bilm()
+    train, dev = _docs(160, seed=11, length=(4, 12)), _docs(40, seed=12, length=(4, 12))
+    model = _model(bilm, cache_mb=0)
+    working_set = sum(out.layers.nbytes for out in model.predict(train + dev))
+    model = _model(bilm, cache_mb=working_set / 4 / 2**20)
+    cache = model.attrs[CACHE_ATTR]
+    rng = np.random.default_rng(1)
+    hits = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for epoch in range(2):
+            model.begin_update(train[:8])
+            model.predict(dev)  # the evaluation at the start of each epoch
+            order = rng.permutation(len(train))
+            before = cache.hits
+            for start in range(0, len(order), 8):
+                model.begin_update([train[i] for i in order[start : start + 8]])
+            hits.append((cache.hits - before) / len(train))
+    assert hits[1] >= 0.2
+    assert cache.n_bytes <= cache.max_bytes
 
 
 def test_epochs_over_four_times_the_bound_hit_about_a_quarter_and_warn_once_with_the_size(bilm_rows):

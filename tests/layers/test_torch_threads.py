@@ -6,7 +6,9 @@ import torch
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.config import ORIGINAL, SMALL
 from spacy_elmo.layers import ElmoBiLM
-from spacy_elmo.layers.torch_threads import free_cores, resolve_threads, threads_for, torch_threads, usable_cores
+from spacy_elmo.layers.torch_threads import (
+    free_cores, resolve_threads, running_elsewhere, threads_for, torch_threads, usable_cores,
+)
 from spacy_elmo.pipeline import create_pipeline
 
 from ..conftest import random_bilm
@@ -31,12 +33,25 @@ def test_the_rule_gives_small_biLMs_one_thread_and_the_original_five_capped_at_t
     assert threads_for(ORIGINAL, cores=16) == 5  # 5 x 4096 x 512 weights a step, 2 million a thread
     assert threads_for(ORIGINAL, cores=2) == 2
     assert threads_for(ORIGINAL) == min(5, usable_cores())
-    # within the cores the load left free when the biLM first ran in this process
+    # within the cores other jobs left free when the biLM first ran in this process
     assert resolve_threads(0, ORIGINAL) == threads_for(ORIGINAL, cores=free_cores()) <= threads_for(ORIGINAL)
     assert 1 <= free_cores() <= usable_cores() and resolve_threads(3, SMALL) == 3
     assert resolve_threads(None, ORIGINAL) is None
     with pytest.raises(ValueError, match="threads"):
         resolve_threads(-1, SMALL)
+
+
+def test_other_jobs_are_counted_as_they_run_now_not_by_the_minutes_average(tmp_path):
+    loadavg = tmp_path / "loadavg"
+    # a job that ended a moment ago still weighs 1.9 in the minute's average; now only the reader runs
+    loadavg.write_text("1.90 1.20 0.80 1/312 4242\n")
+    assert running_elsewhere(loadavg, readings=3, interval=0) == 0
+    loadavg.write_text("0.10 0.20 0.30 3/312 4242\n")  # two threads of another job, and the reader
+    assert running_elsewhere(loadavg, readings=3, interval=0) == 2
+    for broken in ("", "0.1 0.2 0.3\n", "0.1 0.2 0.3 x/9 1\n"):
+        loadavg.write_text(broken)
+        assert running_elsewhere(loadavg, readings=1, interval=0) is None
+    assert running_elsewhere(tmp_path / "missing") is None
 
 
 def test_the_biLM_runs_on_its_own_threads_and_gives_the_process_its_count_back(threads_in_bilm, process_threads):
