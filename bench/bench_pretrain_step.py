@@ -5,7 +5,9 @@
 
 What the ``pretrain`` command runs at each step, timed for each combination of precision (fp32,
 bf16 autocast), torch threads, batch caps and LSTM loop (``steps``: the one-node loop training
-uses, ``lstm_grad.py``; ``ops``: the op-by-op autograd loop), with random weights of the config's
+uses, ``fast/train_step.py``, its elementwise work in the kernel library where there is one;
+``steps-torch-cells``: the same node with that work in torch operations, as before the kernels
+took it, the A/B of ``--loops steps,steps-torch-cells``; ``ops``: the op-by-op autograd loop), with random weights of the config's
 shape and a vocabulary counted from ``--text``. Each setting runs ``--steps`` batches a round: the
 first batches the training's own length-bucketed, shuffled planner (``sentence_batches``, seed 0)
 makes of the text, so the padding is what training sees. The settings are interleaved round by round (the machines are
@@ -28,7 +30,8 @@ import torch
 from thinc.api import Config
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.fast import dispatch, train_step
+from spacy_elmo.fast import dispatch
+from spacy_elmo.fast import train_step as train_step_module
 from spacy_elmo.bilm.softmax import WordSoftmax
 from spacy_elmo.records.provenance import data_record, mark_start, provenance
 from spacy_elmo.training.batches import LMBatch, sentence_batches
@@ -87,7 +90,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--threads", default="2", help="comma-separated torch thread counts")
     parser.add_argument("--batches", default="256:6144", help="comma-separated SENTENCES:TOKENS caps")
-    parser.add_argument("--loops", default="steps", help="comma-separated LSTM loops: steps (one node), ops (op by op)")
+    parser.add_argument("--loops", default="steps",
+                        help="comma-separated LSTM loops: steps (one node), steps-torch-cells (its cells in torch), ops (op by op)")
     parser.add_argument("--steps", type=int, default=4, help="training batches per setting and round")
     parser.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"])
     parser.add_argument("--rounds", type=int, default=5)
@@ -124,7 +128,9 @@ def time_steps(lm: LanguageModel, optimizer: torch.optim.Optimizer, prepared: Di
             precision, n_threads, batch_spec, loop = setting
             torch.set_num_threads(n_threads)
             start = time.perf_counter()
-            with dispatch.op_by_op() if loop == "ops" else contextlib.nullcontext():
+            loop_context = {"ops": dispatch.op_by_op, "steps-torch-cells": train_step_module.torch_cells}.get(
+                loop, contextlib.nullcontext)
+            with loop_context():
                 for batch in prepared[batch_spec]:
                     train_step(lm, optimizer, batch, precision)
             if round_:
@@ -156,7 +162,8 @@ def setting_rows(seconds: Dict[tuple, List[float]], prepared: Dict, precisions: 
             "batch_sentences": sum(len(b.lengths) for b in batches), "batch_tokens": tokens,
             "tokens_per_s_median": statistics.median(rates), "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
         }
-        for name, base in (("x_fp32", ("fp32", n_threads, caps, loop)), ("x_ops", (precision, n_threads, caps, "ops"))):
+        for name, base in (("x_fp32", ("fp32", n_threads, caps, loop)), ("x_ops", (precision, n_threads, caps, "ops")),
+                           ("x_torch_cells", (precision, n_threads, caps, "steps-torch-cells"))):
             ratios = [b / s for b, s in zip(seconds[base], seconds[setting])] if base in seconds else []
             row.update({f"{name}_median": statistics.median(ratios) if ratios else None,
                         f"{name}_min": min(ratios) if ratios else None, f"{name}_max": max(ratios) if ratios else None})
@@ -189,11 +196,11 @@ def markdown(report: Dict) -> str:
         f"{report['rounds']} interleaved rounds after a warm-up round, each timing {report['steps']} training batches "
         "of a setting (sentences and tokens: their totals).",
         "",
-        "| precision | threads | LSTM loop | sentences | tokens | tokens/s (median) | range | x fp32 (median) | range | x ops (median) | range |",
-        "|---|---:|---|---:|---:|---:|---|---:|---|---:|---|",
+        "| precision | threads | LSTM loop | sentences | tokens | tokens/s (median) | range | x fp32 (median) | range | x ops (median) | range | x torch cells (median) | range |",
+        "|---|---:|---|---:|---:|---:|---|---:|---|---:|---|---:|---|",
     ]
     for r in report["rows"]:
-        ratios = [_ratio(r, "x_fp32"), _ratio(r, "x_ops")]
+        ratios = [_ratio(r, "x_fp32"), _ratio(r, "x_ops"), _ratio(r, "x_torch_cells")]
         lines.append(
             f"| {r['precision']} | {r['threads']} | {r['loop']} | {r['batch_sentences']} | {r['batch_tokens']} | "
             f"{r['tokens_per_s_median']:.0f} | {r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f} | "

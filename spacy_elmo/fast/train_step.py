@@ -17,16 +17,52 @@ float32. The op-by-op loop under autocast would run the same products but pay it
 bookkeeping on top (docs/pretraining.md has the numbers). Autocast elsewhere (float16, or on a GPU)
 still takes the reference loop. The backward is not itself differentiable: a second derivative
 raises; within ``dispatch.op_by_op()`` the reference loop gives one.
+
+Each timestep's elementwise work, forward (the gates' activations, the cell, its clip, the tanh and
+the hidden state, rounded to bfloat16 where the products read it so) and backward (the clip's
+mask, the four gates' gradients through their activations, the cell's), runs as one loop a step
+in the kernel library (``train_cells`` and ``train_cells_backward``, ``csrc/cell_math.cpp``) for
+float32 weights on the CPU, instead of about ten torch operations each way. Its exp and tanh are
+within about 1 ulp of torch's, so float32 outputs and gradients agree with the op-by-op loop to
+rounding; float64 (the tests' exact comparisons), other devices, or no kernel library take the
+same arithmetic in torch operations (``torch_cells()`` forces that: the benchmark's A/B).
 """
-from typing import Optional, Sequence, Tuple
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from ..bilm.lstm import State
+from . import kernel_library
 
 # autocast dtypes whose products the node runs itself, per device type
 LOW_PRECISION = {"cpu": (torch.bfloat16,)}
+
+
+_TORCH_CELLS = threading.local()
+
+
+@contextmanager
+def torch_cells() -> Iterator[None]:
+    """Within this block (this thread), the node's elementwise work runs in torch operations, as
+    without the kernel library."""
+    before = getattr(_TORCH_CELLS, "on", False)
+    _TORCH_CELLS.on = True
+    try:
+        yield
+    finally:
+        _TORCH_CELLS.on = before
+
+
+def cell_kernels(device_type: str, dtype: torch.dtype) -> Optional[Any]:
+    """The kernel library's ops where they run this layer's elementwise work (float32 on the CPU,
+    the library available, not within ``torch_cells``), else None."""
+    if device_type != "cpu" or dtype != torch.float32 or getattr(_TORCH_CELLS, "on", False):
+        return None
+    ops = kernel_library.library()
+    return ops if ops is not None and hasattr(ops, "train_cells") else None
 
 
 def low_precision(device_type: str) -> Optional[torch.dtype]:
@@ -93,6 +129,7 @@ class LSTMPSteps(torch.autograd.Function):
         h, c = h0.to(dtype, copy=True), c0.to(dtype, copy=True)
         recurrent = w_state.t() if low is None else w_state.t().to(low)
         projection = w_proj.t() if low is None else w_proj.t().to(low)
+        kernels = cell_kernels(projected.device.type, dtype)
         for t, n in enumerate(sizes):
             if n == 0:
                 break
@@ -103,16 +140,10 @@ class LSTMPSteps(torch.autograd.Function):
             else:
                 gates = acts[t, :n]
                 gates.copy_(projected[t, :n]).add_(torch.mm(h[:n].to(low), recurrent))
-            i, j, f, o = gates.chunk(4, dim=-1)
-            i.sigmoid_()
-            j.tanh_()
-            gates[:, 2 * dim :].sigmoid_()
-            new_cell = torch.mul(f, c[:n], out=cells[t, :n]).add_(i * j)
-            if cell_clip is None:
-                c[:n] = new_cell
+            if kernels is not None:
+                kernels.train_cells(gates, c[:n], cells[t, :n], tanh_cells[t, :n], hidden[t, :n], cell_clip)
             else:
-                torch.clamp(new_cell, -cell_clip, cell_clip, out=c[:n])
-            torch.mul(o, torch.tanh(c[:n], out=tanh_cells[t, :n]), out=hidden[t, :n])
+                _cells_forward(gates, c[:n], cells[t, :n], tanh_cells[t, :n], hidden[t, :n], cell_clip)
             if low is None:
                 torch.mm(hidden[t, :n], projection, out=raw_out[t, :n])
             else:
@@ -154,6 +185,8 @@ def _backward(ctx, d_out, d_h, d_c):
     else:  # each step works in float32 here; the products read the rounded copies
         gate_step, raw_step = acts.new_empty(batch, acts.shape[2]), acts.new_empty(batch, raw_out.shape[2])
         weights = (w_state.to(low), w_proj.to(low))
+    kernels = cell_kernels(acts.device.type, dtype)
+    first_cell = c0.to(dtype).contiguous()
     for t in reversed(range(steps)):
         n = sizes[t]
         if n == 0:
@@ -166,8 +199,14 @@ def _backward(ctx, d_out, d_h, d_c):
             d_raw_out[t, :n] = d_raw
         d_hidden = torch.mm(d_raw_out[t, :n], weights[1])
         d_gate = d_gates[t, :n] if low is None else gate_step[:n]
-        previous_cell = c0[:n].to(dtype) if t == 0 else _clipped(cells[t - 1, :n], cell_clip)
-        _backward_step((acts[t, :n], cells[t, :n], tanh_cells[t, :n]), previous_cell, d_hidden, dc[:n], d_gate, cell_clip)
+        if kernels is not None:
+            previous = first_cell[:n] if t == 0 else cells[t - 1, :n]
+            kernels.train_cells_backward(acts[t, :n], cells[t, :n], tanh_cells[t, :n], previous, t > 0,
+                                         d_hidden.to(dtype), dc[:n], d_gate, cell_clip)
+        else:
+            previous_cell = first_cell[:n] if t == 0 else _clipped(cells[t - 1, :n], cell_clip)
+            _backward_step((acts[t, :n], cells[t, :n], tanh_cells[t, :n]), previous_cell, d_hidden, dc[:n], d_gate,
+                           cell_clip)
         if low is None:
             torch.mm(d_gate, weights[0], out=dh[:n])
         else:
@@ -180,6 +219,27 @@ def _backward(ctx, d_out, d_h, d_c):
     d_w_state = (flat_gates.t() @ h_in.reshape(-1, h_in.shape[2])).to(dtype)
     d_w_proj = (d_raw_out.view(-1, d_raw_out.shape[2]).t() @ hidden.view(-1, hidden.shape[2])).to(dtype)
     return d_gates.to(ctx.projected_dtype), dh, dc, d_w_state, d_w_proj, None, None, None, None
+
+
+def _cells_forward(gates, cell, cell_raw, tanh_cell, hidden, cell_clip) -> None:
+    """One timestep's elementwise forward for its ``n`` running rows, in place, in torch operations
+    (``train_cells`` of the kernel library does the same in one loop).
+
+    gates (n, 4 * dim): in, before their activations; out, sigmoid(i), tanh(j), sigmoid(f), sigmoid(o).
+    cell (n, dim): in, the running (clipped) cell; out, the new one. cell_raw (n, dim): out, the new
+    cell before its clip. tanh_cell (n, dim): out. hidden (n, dim): out, o * tanh_cell.
+    """
+    dim = cell.shape[-1]
+    i, j, f, o = gates.chunk(4, dim=-1)
+    i.sigmoid_()
+    j.tanh_()
+    gates[:, 2 * dim :].sigmoid_()
+    new_cell = torch.mul(f, cell, out=cell_raw).add_(i * j)
+    if cell_clip is None:
+        cell[:] = new_cell
+    else:
+        torch.clamp(new_cell, -cell_clip, cell_clip, out=cell)
+    torch.mul(o, torch.tanh(cell, out=tanh_cell), out=hidden)
 
 
 def _backward_step(saved, previous_cell, d_hidden, dc, d_gates, cell_clip) -> None:

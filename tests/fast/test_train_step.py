@@ -165,3 +165,65 @@ def test_second_derivatives_raise_unless_op_by_op():
         (grad,) = torch.autograd.grad(out.pow(2).sum(), inputs, create_graph=True)
         grad.sum().backward()
     assert inputs.grad is not None and torch.isfinite(inputs.grad).all()
+
+
+def _cells_or_skip():
+    if lstm_grad.cell_kernels("cpu", torch.float32) is None:
+        pytest.skip("no kernel library here: the node's elementwise work runs in torch operations")
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("clips,scale", [((3.0, 3.0), 1.0), ((0.5, 0.2), 4.0), ((None, None), 1.0)])
+def test_the_kernel_librarys_cells_agree_with_torch_operations(sizes, clips, scale):
+    # float32 at real widths: the kernels' loop against the same node with its cells in torch
+    _cells_or_skip()
+    torch.manual_seed(5)
+    layer = LSTMPLayer(48, 64, 24, *clips)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.mul_(scale)
+    batch = sizes[0] + 1
+    inputs = torch.randn(batch, len(sizes), 48) * scale
+    state = (torch.randn(batch, 24), torch.randn(batch, 64))
+    ops = lstm_grad.cell_kernels("cpu", torch.float32)
+    got_values, got_grads = _run(layer, inputs, sizes, state, reference=False)
+    with lstm_grad.torch_cells():
+        assert lstm_grad.cell_kernels("cpu", torch.float32) is None
+        want_values, want_grads = _run(layer, inputs, sizes, state, reference=False)
+    for got, want in zip(got_values + got_grads, want_values + want_grads):
+        torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-6)
+    if clips[0] == 0.5:
+        assert (want_values[2].abs() == 0.5).any() and (got_values[2].abs() == 0.5).any()
+    # rows past their end stay zero, and the float64 node (exact comparisons) does not take the kernels
+    assert lstm_grad.cell_kernels("cpu", torch.float64) is None and ops is not None
+
+
+def test_the_kernel_librarys_cells_round_the_hidden_state_to_bfloat16_as_torch_does():
+    _cells_or_skip()
+    torch.manual_seed(6)
+    layer = LSTMPLayer(64, 128, 32, 3.0, 3.0)
+    sizes = SIZES[0]
+    batch = sizes[0] + 1
+    inputs = torch.randn(batch, len(sizes), 64)
+    state = (torch.randn(batch, 32) * 0.5, torch.randn(batch, 128) * 0.5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got_values, got_grads = _run(layer, inputs, sizes, state, reference=False)
+        with lstm_grad.torch_cells():
+            want_values, want_grads = _run(layer, inputs, sizes, state, reference=False)
+    for got, want in zip(got_values + got_grads, want_values + want_grads):
+        # bfloat16 products: a last-bit difference in an operand moves a sum by bfloat16's step
+        assert float((got - want).abs().max()) <= 0.02 * float(want.abs().max())
+    errors = _bf16_errors(layer, inputs, sizes, state, ops=False)
+    assert max(errors) < 0.05
+
+
+def test_the_kernel_ops_refuse_rows_of_the_wrong_shape():
+    _cells_or_skip()
+    ops = lstm_grad.cell_kernels("cpu", torch.float32)
+    gates, cell = torch.zeros(3, 16), torch.zeros(3, 4)
+    with pytest.raises(RuntimeError, match="train_cells"):
+        ops.train_cells(gates, cell, torch.zeros(3, 4), torch.zeros(3, 5), torch.zeros(3, 4), None)
+    with pytest.raises(RuntimeError, match="train_cells"):
+        ops.train_cells(gates, cell, torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 4, dtype=torch.float64), None)
+    with pytest.raises(RuntimeError, match="train_cells"):
+        ops.train_cells_backward(gates, cell, cell, cell, True, cell, torch.zeros(4, 3).t(), gates, 3.0)

@@ -22,6 +22,12 @@
 extern "C" void spacy_elmo_cell_rows(
     const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
 extern "C" void spacy_elmo_clip_rows(float* x, int64_t rows, int64_t width, int64_t row_stride, float limit);
+extern "C" void spacy_elmo_train_cell_rows(float* gates, float* cell, float* cell_raw, float* tanh_cell, void* hidden,
+                                           int hidden_bf16, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
+extern "C" void spacy_elmo_train_cell_backward_rows(const float* acts, const float* cell_raw, const float* tanh_cell,
+                                                    const float* previous, int clip_previous, const float* d_hidden,
+                                                    float* dc, float* d_gates, int64_t rows, int64_t dim,
+                                                    float cell_clip, int clip_cell);
 extern "C" const char* spacy_elmo_variant();
 extern "C" const char* spacy_elmo_ops_namespace();
 extern "C" const char* spacy_elmo_instruction_sets();
@@ -261,6 +267,65 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
 
 bool int8_native() { return spacy_elmo_int8_native() != 0; }
 
+// rows of a timestep as the training step's cell kernels take them: (n, width), contiguous
+void check_rows(const at::Tensor& x, int64_t n, int64_t width, const char* name, bool bf16_allowed = false) {
+  const bool dtype_ok = x.scalar_type() == at::kFloat || (bf16_allowed && x.scalar_type() == at::kBFloat16);
+  TORCH_CHECK(dtype_ok && x.dim() == 2 && x.size(0) == n && x.size(1) == width && x.is_contiguous(),
+              "train_cells: ", name, " must be contiguous (", n, ", ", width, ") float32 rows");
+}
+
+int64_t cell_grain(int64_t dim) { return std::max<int64_t>(1, 32768 / (4 * dim + 1)); }
+
+// The training step's elementwise forward for one timestep's running rows (cell_math.cpp).
+void train_cells(const at::Tensor& gates, const at::Tensor& cell, const at::Tensor& cell_raw, const at::Tensor& tanh_cell,
+                 const at::Tensor& hidden, std::optional<double> cell_clip) {
+  const int64_t n = cell.size(0), dim = cell.dim() == 2 ? cell.size(1) : 0;
+  check_rows(gates, n, 4 * dim, "gates");
+  check_rows(cell, n, dim, "cell");
+  check_rows(cell_raw, n, dim, "cell_raw");
+  check_rows(tanh_cell, n, dim, "tanh_cell");
+  check_rows(hidden, n, dim, "hidden", true);
+  const bool bf16 = hidden.scalar_type() == at::kBFloat16;
+  float* g = gates.data_ptr<float>();
+  float* c = cell.data_ptr<float>();
+  float* raw = cell_raw.data_ptr<float>();
+  float* tc = tanh_cell.data_ptr<float>();
+  char* h = static_cast<char*>(hidden.data_ptr());
+  const int64_t h_row = dim * (bf16 ? 2 : 4);
+  const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
+  at::parallel_for(0, n, cell_grain(dim), [&](int64_t begin, int64_t end) {
+    spacy_elmo_train_cell_rows(g + begin * 4 * dim, c + begin * dim, raw + begin * dim, tc + begin * dim,
+                               h + begin * h_row, bf16, end - begin, dim, clip, cell_clip.has_value());
+  });
+}
+
+// Its backward (cell_math.cpp): writes d_gates, turns dc into the gradient of the starting cell.
+void train_cells_backward(const at::Tensor& acts, const at::Tensor& cell_raw, const at::Tensor& tanh_cell,
+                          const at::Tensor& previous, bool clip_previous, const at::Tensor& d_hidden, const at::Tensor& dc,
+                          const at::Tensor& d_gates, std::optional<double> cell_clip) {
+  const int64_t n = dc.size(0), dim = dc.dim() == 2 ? dc.size(1) : 0;
+  check_rows(acts, n, 4 * dim, "acts");
+  check_rows(cell_raw, n, dim, "cell_raw");
+  check_rows(tanh_cell, n, dim, "tanh_cell");
+  check_rows(previous, n, dim, "previous");
+  check_rows(d_hidden, n, dim, "d_hidden");
+  check_rows(dc, n, dim, "dc");
+  check_rows(d_gates, n, 4 * dim, "d_gates");
+  const float* a = acts.data_ptr<float>();
+  const float* raw = cell_raw.data_ptr<float>();
+  const float* tc = tanh_cell.data_ptr<float>();
+  const float* prev = previous.data_ptr<float>();
+  const float* dh = d_hidden.data_ptr<float>();
+  float* dc_ = dc.data_ptr<float>();
+  float* dg = d_gates.data_ptr<float>();
+  const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
+  at::parallel_for(0, n, cell_grain(dim), [&](int64_t begin, int64_t end) {
+    spacy_elmo_train_cell_backward_rows(a + begin * 4 * dim, raw + begin * dim, tc + begin * dim, prev + begin * dim,
+                                        clip_previous, dh + begin * dim, dc_ + begin * dim, dg + begin * 4 * dim,
+                                        end - begin, dim, clip, cell_clip.has_value());
+  });
+}
+
 std::string variant() { return spacy_elmo_variant(); }
 
 std::string instruction_sets() { return spacy_elmo_instruction_sets(); }
@@ -278,6 +343,12 @@ void define_ops(torch::Library& m) {
   m.def("int8_rows(Tensor x, Tensor packed, Tensor offsets, Tensor scales, Tensor? bias, Tensor? add, Tensor(a!) out) -> ()");
   m.impl("int8_rows", c10::DispatchKey::CPU, TORCH_FN(int8_rows));
   m.def("int8_native() -> bool", TORCH_FN(int8_native));
+  m.def("train_cells(Tensor(a!) gates, Tensor(b!) cell, Tensor(c!) cell_raw, Tensor(d!) tanh_cell, Tensor(e!) hidden, "
+        "float? cell_clip) -> ()");
+  m.impl("train_cells", c10::DispatchKey::CPU, TORCH_FN(train_cells));
+  m.def("train_cells_backward(Tensor acts, Tensor cell_raw, Tensor tanh_cell, Tensor previous, bool clip_previous, "
+        "Tensor d_hidden, Tensor(a!) dc, Tensor(b!) d_gates, float? cell_clip) -> ()");
+  m.impl("train_cells_backward", c10::DispatchKey::CPU, TORCH_FN(train_cells_backward));
   m.def("variant() -> str", TORCH_FN(variant));
   m.def("instruction_sets() -> str", TORCH_FN(instruction_sets));
 }
