@@ -89,43 +89,66 @@ inline uint16_t to_bf16(float x) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// One row of the training step's forward (spacy_elmo_train_cell_rows says what each array holds).
+void train_row(float* __restrict i_, float* __restrict j_, float* __restrict f_, float* __restrict o_,
+               float* __restrict c_, float* __restrict raw, float* __restrict tc, float* __restrict h, int64_t dim,
+               float limit) {
+  for (int64_t k = 0; k < dim; ++k) {
+    const float i = sigmoid(i_[k]), j = tanh_near_ulp(j_[k]), f = sigmoid(f_[k]), o = sigmoid(o_[k]);
+    i_[k] = i;
+    j_[k] = j;
+    f_[k] = f;
+    o_[k] = o;
+    const float c = f * c_[k] + i * j;
+    raw[k] = c;
+    const float clipped = std::min(std::max(c, -limit), limit);
+    c_[k] = clipped;
+    const float t = tanh_near_ulp(clipped);
+    tc[k] = t;
+    h[k] = o * t;
+  }
+}
+
+void round_row(const float* __restrict x, uint16_t* __restrict y, int64_t dim) {
+  for (int64_t k = 0; k < dim; ++k) y[k] = to_bf16(x[k]);
+}
+
+// One row of its backward (spacy_elmo_train_cell_backward_rows says what each array holds).
+void train_backward_row(const float* __restrict i_, const float* __restrict j_, const float* __restrict f_,
+                        const float* __restrict o_, const float* __restrict raw, const float* __restrict tc,
+                        const float* __restrict prev, const float* __restrict dh, float* __restrict dc,
+                        float* __restrict d_i, float* __restrict d_j, float* __restrict d_f, float* __restrict d_o,
+                        int64_t dim, float limit, float previous_limit) {
+  for (int64_t k = 0; k < dim; ++k) {
+    const float i = i_[k], j = j_[k], f = f_[k], o = o_[k], t = tc[k];
+    float d = dc[k] + (dh[k] * o) * (1.0f - t * t);
+    d = std::fabs(raw[k]) <= limit ? d : 0.0f;
+    const float p = std::min(std::max(prev[k], -previous_limit), previous_limit);
+    d_i[k] = (d * j) * (i - i * i);
+    d_j[k] = (d * i) * (1.0f - j * j);
+    d_f[k] = (d * p) * (f - f * f);
+    d_o[k] = (dh[k] * t) * (o - o * o);
+    dc[k] = d * f;
+  }
+}
+
 }  // namespace
 
 // The training step's forward for rows of one timestep (spacy_elmo/fast/train_step.py), in place:
 // gates (4 * dim a row, before their activations) become sigmoid(i), tanh(j), sigmoid(f), sigmoid(o);
 // cell holds the running (clipped) cell and gets the new one; cell_raw the new cell before its clip;
-// tanh_cell the tanh of the clipped cell; hidden (float, or bfloat16 where hidden_bf16) o * tanh_cell.
-// Rows are contiguous, dim apart (4 * dim for gates).
+// tanh_cell the tanh of the clipped cell; hidden (float, or bfloat16 where hidden_bf16, then through
+// scratch: dim floats) o * tanh_cell. Rows are contiguous, dim apart (4 * dim for gates).
 extern "C" void spacy_elmo_train_cell_rows(float* gates, float* cell, float* cell_raw, float* tanh_cell, void* hidden,
-                                           int hidden_bf16, int64_t rows, int64_t dim, float cell_clip, int clip_cell) {
-  const float limit = clip_cell ? cell_clip : std::numeric_limits<float>::max();
+                                           int hidden_bf16, float* scratch, int64_t rows, int64_t dim, float cell_clip,
+                                           int clip_cell) {
+  const float limit = clip_cell ? cell_clip : std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
-    float* __restrict i_ = gates + r * 4 * dim;
-    float* __restrict j_ = i_ + dim;
-    float* __restrict f_ = j_ + dim;
-    float* __restrict o_ = f_ + dim;
-    float* __restrict c_ = cell + r * dim;
-    float* __restrict raw = cell_raw + r * dim;
-    float* __restrict tc = tanh_cell + r * dim;
-    for (int64_t k = 0; k < dim; ++k) {
-      const float i = sigmoid(i_[k]), j = tanh_near_ulp(j_[k]), f = sigmoid(f_[k]), o = sigmoid(o_[k]);
-      i_[k] = i;
-      j_[k] = j;
-      f_[k] = f;
-      o_[k] = o;
-      const float c = f * c_[k] + i * j;
-      raw[k] = c;
-      const float clipped = std::min(std::max(c, -limit), limit);
-      c_[k] = clipped;
-      tc[k] = tanh_near_ulp(clipped);
-    }
-    if (hidden_bf16) {
-      uint16_t* __restrict h = static_cast<uint16_t*>(hidden) + r * dim;
-      for (int64_t k = 0; k < dim; ++k) h[k] = to_bf16(o_[k] * tc[k]);
-    } else {
-      float* __restrict h = static_cast<float*>(hidden) + r * dim;
-      for (int64_t k = 0; k < dim; ++k) h[k] = o_[k] * tc[k];
-    }
+    float* g = gates + r * 4 * dim;
+    float* h = hidden_bf16 ? scratch : static_cast<float*>(hidden) + r * dim;
+    train_row(g, g + dim, g + 2 * dim, g + 3 * dim, cell + r * dim, cell_raw + r * dim, tanh_cell + r * dim, h, dim,
+              limit);
+    if (hidden_bf16) round_row(scratch, static_cast<uint16_t*>(hidden) + r * dim, dim);
   }
 }
 
@@ -138,27 +161,13 @@ extern "C" void spacy_elmo_train_cell_backward_rows(const float* acts, const flo
                                                     const float* previous, int clip_previous, const float* d_hidden,
                                                     float* dc, float* d_gates, int64_t rows, int64_t dim,
                                                     float cell_clip, int clip_cell) {
-  const float limit = clip_cell ? cell_clip : std::numeric_limits<float>::max();
-  const float previous_limit = clip_previous ? limit : std::numeric_limits<float>::max();
+  const float limit = clip_cell ? cell_clip : std::numeric_limits<float>::infinity();
+  const float previous_limit = clip_previous ? limit : std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* __restrict a = acts + r * 4 * dim;
-    const float* __restrict raw = cell_raw + r * dim;
-    const float* __restrict tc = tanh_cell + r * dim;
-    const float* __restrict prev = previous + r * dim;
-    const float* __restrict dh = d_hidden + r * dim;
-    float* __restrict dc_ = dc + r * dim;
-    float* __restrict dg = d_gates + r * 4 * dim;
-    for (int64_t k = 0; k < dim; ++k) {
-      const float i = a[k], j = a[dim + k], f = a[2 * dim + k], o = a[3 * dim + k];
-      const float t = tc[k];
-      float d = dc_[k] + (dh[k] * o) * (1.0f - t * t);
-      d = (!clip_cell || std::fabs(raw[k]) <= limit) ? d : 0.0f;
-      const float p = std::min(std::max(prev[k], -previous_limit), previous_limit);
-      dg[k] = (d * j) * (i - i * i);
-      dg[dim + k] = (d * i) * (1.0f - j * j);
-      dg[2 * dim + k] = (d * p) * (f - f * f);
-      dg[3 * dim + k] = (dh[k] * t) * (o - o * o);
-      dc_[k] = d * f;
-    }
+    const float* a = acts + r * 4 * dim;
+    float* dg = d_gates + r * 4 * dim;
+    train_backward_row(a, a + dim, a + 2 * dim, a + 3 * dim, cell_raw + r * dim, tanh_cell + r * dim, previous + r * dim,
+                       d_hidden + r * dim, dc + r * dim, dg, dg + dim, dg + 2 * dim, dg + 3 * dim, dim, limit,
+                       previous_limit);
   }
 }

@@ -23,7 +23,8 @@ extern "C" void spacy_elmo_cell_rows(
     const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
 extern "C" void spacy_elmo_clip_rows(float* x, int64_t rows, int64_t width, int64_t row_stride, float limit);
 extern "C" void spacy_elmo_train_cell_rows(float* gates, float* cell, float* cell_raw, float* tanh_cell, void* hidden,
-                                           int hidden_bf16, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
+                                           int hidden_bf16, float* scratch, int64_t rows, int64_t dim, float cell_clip,
+                                           int clip_cell);
 extern "C" void spacy_elmo_train_cell_backward_rows(const float* acts, const float* cell_raw, const float* tanh_cell,
                                                     const float* previous, int clip_previous, const float* d_hidden,
                                                     float* dc, float* d_gates, int64_t rows, int64_t dim,
@@ -294,8 +295,9 @@ void train_cells(const at::Tensor& gates, const at::Tensor& cell, const at::Tens
   const int64_t h_row = dim * (bf16 ? 2 : 4);
   const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
   at::parallel_for(0, n, cell_grain(dim), [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(bf16 ? dim : 0);  // a row of the hidden state before its rounding
     spacy_elmo_train_cell_rows(g + begin * 4 * dim, c + begin * dim, raw + begin * dim, tc + begin * dim,
-                               h + begin * h_row, bf16, end - begin, dim, clip, cell_clip.has_value());
+                               h + begin * h_row, bf16, scratch.data(), end - begin, dim, clip, cell_clip.has_value());
   });
 }
 
