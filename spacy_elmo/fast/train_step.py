@@ -130,18 +130,24 @@ class LSTMPSteps(torch.autograd.Function):
         recurrent = w_state.t() if low is None else w_state.t().to(low)
         projection = w_proj.t() if low is None else w_proj.t().to(low)
         kernels = cell_kernels(projected.device.type, dtype)
+        fused_sum = projected.is_contiguous()  # float32, or bfloat16 from an input projection under autocast
         for t, n in enumerate(sizes):
             if n == 0:
                 break
             # the running state is a buffer of its own, not a view of ``out``: MKL's sums can
             # depend on where an operand starts in memory, and the reference's state is new each step
+            first = product = None
             if low is None:
                 gates = torch.addmm(projected[t, :n], h[:n], recurrent, out=acts[t, :n])
             else:
-                gates = acts[t, :n]
-                gates.copy_(projected[t, :n]).add_(torch.mm(h[:n].to(low), recurrent))
+                gates, product = acts[t, :n], torch.mm(h[:n].to(low), recurrent)
+                if kernels is not None and fused_sum:
+                    first = projected[t, :n]  # the kernels add the product as they read it
+                else:
+                    gates.copy_(projected[t, :n]).add_(product)
+                    product = None
             if kernels is not None:
-                kernels.train_cells(gates, c[:n], cells[t, :n], tanh_cells[t, :n], hidden[t, :n], cell_clip)
+                kernels.train_cells(gates, first, product, c[:n], cells[t, :n], tanh_cells[t, :n], hidden[t, :n], cell_clip)
             else:
                 _cells_forward(gates, c[:n], cells[t, :n], tanh_cells[t, :n], hidden[t, :n], cell_clip)
             if low is None:
@@ -198,19 +204,20 @@ def _backward(ctx, d_out, d_h, d_c):
         if low is not None:
             d_raw_out[t, :n] = d_raw
         d_hidden = torch.mm(d_raw_out[t, :n], weights[1])
-        d_gate = d_gates[t, :n] if low is None else gate_step[:n]
-        if kernels is not None:
+        if kernels is not None:  # they read a bfloat16 d_hidden and write bfloat16 gradients themselves
             previous = first_cell[:n] if t == 0 else cells[t - 1, :n]
             kernels.train_cells_backward(acts[t, :n], cells[t, :n], tanh_cells[t, :n], previous, t > 0,
-                                         d_hidden.to(dtype), dc[:n], d_gate, cell_clip)
+                                         d_hidden, dc[:n], d_gates[t, :n], cell_clip)
         else:
+            d_gate = d_gates[t, :n] if low is None else gate_step[:n]
             previous_cell = first_cell[:n] if t == 0 else _clipped(cells[t - 1, :n], cell_clip)
             _backward_step((acts[t, :n], cells[t, :n], tanh_cells[t, :n]), previous_cell, d_hidden, dc[:n], d_gate,
                            cell_clip)
+            if low is not None:
+                d_gates[t, :n] = d_gate
         if low is None:
-            torch.mm(d_gate, weights[0], out=dh[:n])
+            torch.mm(d_gates[t, :n], weights[0], out=dh[:n])
         else:
-            d_gates[t, :n] = d_gate
             dh[:n] = torch.mm(d_gates[t, :n], weights[0])
     # each step's input state: h0, then the step before's output (rows past a step's end meet
     # that step's zero gradient rows)

@@ -222,8 +222,15 @@ def test_the_kernel_ops_refuse_rows_of_the_wrong_shape():
     ops = lstm_grad.cell_kernels("cpu", torch.float32)
     gates, cell = torch.zeros(3, 16), torch.zeros(3, 4)
     with pytest.raises(RuntimeError, match="train_cells"):
-        ops.train_cells(gates, cell, torch.zeros(3, 4), torch.zeros(3, 5), torch.zeros(3, 4), None)
+        ops.train_cells(gates, None, None, cell, torch.zeros(3, 4), torch.zeros(3, 5), torch.zeros(3, 4), None)
     with pytest.raises(RuntimeError, match="train_cells"):
-        ops.train_cells(gates, cell, torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 4, dtype=torch.float64), None)
+        ops.train_cells(gates, None, None, cell, torch.zeros(3, 4), torch.zeros(3, 4),
+                        torch.zeros(3, 4, dtype=torch.float64), None)
+    with pytest.raises(RuntimeError, match="train_cells"):  # a product comes with what it is added to
+        ops.train_cells(gates, None, torch.zeros(3, 16, dtype=torch.bfloat16), cell, cell.clone(), cell.clone(),
+                        cell.clone(), None)
+    with pytest.raises(RuntimeError, match="train_cells"):  # and is not added into itself
+        ops.train_cells(gates, gates, torch.zeros(3, 16, dtype=torch.bfloat16), cell, cell.clone(), cell.clone(),
+                        cell.clone(), None)
     with pytest.raises(RuntimeError, match="train_cells"):
         ops.train_cells_backward(gates, cell, cell, cell, True, cell, torch.zeros(4, 3).t(), gates, 3.0)

@@ -113,6 +113,27 @@ void round_row(const float* __restrict x, uint16_t* __restrict y, int64_t dim) {
   for (int64_t k = 0; k < dim; ++k) y[k] = to_bf16(x[k]);
 }
 
+inline float from_bf16(uint16_t x) {
+  const uint32_t bits = static_cast<uint32_t>(x) << 16;
+  float y;
+  std::memcpy(&y, &bits, sizeof y);
+  return y;
+}
+
+void widen_row(const uint16_t* __restrict x, float* __restrict y, int64_t dim) {
+  for (int64_t k = 0; k < dim; ++k) y[k] = from_bf16(x[k]);
+}
+
+// y = x + bfloat16 a, a row
+void sum_row(const float* __restrict x, const uint16_t* __restrict a, float* __restrict y, int64_t width) {
+  for (int64_t k = 0; k < width; ++k) y[k] = x[k] + from_bf16(a[k]);
+}
+
+// y = bfloat16 x + bfloat16 a, a row, summed in float
+void sum_row_bf16(const uint16_t* __restrict x, const uint16_t* __restrict a, float* __restrict y, int64_t width) {
+  for (int64_t k = 0; k < width; ++k) y[k] = from_bf16(x[k]) + from_bf16(a[k]);
+}
+
 // One row of its backward (spacy_elmo_train_cell_backward_rows says what each array holds).
 void train_backward_row(const float* __restrict i_, const float* __restrict j_, const float* __restrict f_,
                         const float* __restrict o_, const float* __restrict raw, const float* __restrict tc,
@@ -134,17 +155,24 @@ void train_backward_row(const float* __restrict i_, const float* __restrict j_, 
 
 }  // namespace
 
-// The training step's forward for rows of one timestep (spacy_elmo/fast/train_step.py), in place:
-// gates (4 * dim a row, before their activations) become sigmoid(i), tanh(j), sigmoid(f), sigmoid(o);
-// cell holds the running (clipped) cell and gets the new one; cell_raw the new cell before its clip;
-// tanh_cell the tanh of the clipped cell; hidden (float, or bfloat16 where hidden_bf16, then through
-// scratch: dim floats) o * tanh_cell. Rows are contiguous, dim apart (4 * dim for gates).
-extern "C" void spacy_elmo_train_cell_rows(float* gates, float* cell, float* cell_raw, float* tanh_cell, void* hidden,
-                                           int hidden_bf16, float* scratch, int64_t rows, int64_t dim, float cell_clip,
-                                           int clip_cell) {
+// The training step's forward for rows of one timestep (spacy_elmo/fast/train_step.py). gates (4 * dim
+// a row) hold the gates before their activations, or where product is given (bfloat16, a product
+// run in bfloat16) get first (float, or bfloat16 where first_bf16) + product, summed in float; they end as sigmoid(i), tanh(j), sigmoid(f), sigmoid(o). cell
+// holds the running (clipped) cell and gets the new one; cell_raw the new cell before its clip;
+// tanh_cell the tanh of the clipped cell; hidden (float, or bfloat16 where hidden_bf16) o * tanh_cell.
+// Rows are contiguous, dim apart (4 * dim for gates, first and product); scratch holds dim floats.
+extern "C" void spacy_elmo_train_cell_rows(float* gates, const void* first, int first_bf16, const uint16_t* product,
+                                           float* cell,
+                                           float* cell_raw, float* tanh_cell, void* hidden, int hidden_bf16,
+                                           float* scratch, int64_t rows, int64_t dim, float cell_clip, int clip_cell) {
   const float limit = clip_cell ? cell_clip : std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     float* g = gates + r * 4 * dim;
+    if (product != nullptr && first_bf16) {
+      sum_row_bf16(static_cast<const uint16_t*>(first) + r * 4 * dim, product + r * 4 * dim, g, 4 * dim);
+    } else if (product != nullptr) {
+      sum_row(static_cast<const float*>(first) + r * 4 * dim, product + r * 4 * dim, g, 4 * dim);
+    }
     float* h = hidden_bf16 ? scratch : static_cast<float*>(hidden) + r * dim;
     train_row(g, g + dim, g + 2 * dim, g + 3 * dim, cell + r * dim, cell_raw + r * dim, tanh_cell + r * dim, h, dim,
               limit);
@@ -154,20 +182,27 @@ extern "C" void spacy_elmo_train_cell_rows(float* gates, float* cell, float* cel
 
 // Its backward for the same rows (train_step.py::_backward_step): from the step's activations, its
 // cell before the clip, the tanh of its clipped cell, the cell it started from (clipped here where
-// clip_previous: a step's output cell, not the initial state), the gradient of the hidden state and
-// of the clipped cell (dc), writes the gradient of the gates before their activations and turns dc
-// into the gradient of the cell the step started from.
+// clip_previous: a step's output cell, not the initial state), the gradient of the hidden state
+// (float, or bfloat16 where d_hidden_bf16) and of the clipped cell (dc), writes the gradient of the
+// gates before their activations (float, or bfloat16 where d_gates_bf16) and turns dc into the
+// gradient of the cell the step started from. scratch holds 5 * dim floats.
 extern "C" void spacy_elmo_train_cell_backward_rows(const float* acts, const float* cell_raw, const float* tanh_cell,
-                                                    const float* previous, int clip_previous, const float* d_hidden,
-                                                    float* dc, float* d_gates, int64_t rows, int64_t dim,
-                                                    float cell_clip, int clip_cell) {
+                                                    const float* previous, int clip_previous, const void* d_hidden,
+                                                    int d_hidden_bf16, float* dc, void* d_gates, int d_gates_bf16,
+                                                    float* scratch, int64_t rows, int64_t dim, float cell_clip,
+                                                    int clip_cell) {
   const float limit = clip_cell ? cell_clip : std::numeric_limits<float>::infinity();
   const float previous_limit = clip_previous ? limit : std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     const float* a = acts + r * 4 * dim;
-    float* dg = d_gates + r * 4 * dim;
+    const float* dh = static_cast<const float*>(d_hidden) + r * dim;
+    if (d_hidden_bf16) {
+      widen_row(static_cast<const uint16_t*>(d_hidden) + r * dim, scratch + 4 * dim, dim);
+      dh = scratch + 4 * dim;
+    }
+    float* dg = d_gates_bf16 ? scratch : static_cast<float*>(d_gates) + r * 4 * dim;
     train_backward_row(a, a + dim, a + 2 * dim, a + 3 * dim, cell_raw + r * dim, tanh_cell + r * dim, previous + r * dim,
-                       d_hidden + r * dim, dc + r * dim, dg, dg + dim, dg + 2 * dim, dg + 3 * dim, dim, limit,
-                       previous_limit);
+                       dh, dc + r * dim, dg, dg + dim, dg + 2 * dim, dg + 3 * dim, dim, limit, previous_limit);
+    if (d_gates_bf16) round_row(scratch, static_cast<uint16_t*>(d_gates) + r * 4 * dim, 4 * dim);
   }
 }

@@ -22,13 +22,15 @@
 extern "C" void spacy_elmo_cell_rows(
     const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
 extern "C" void spacy_elmo_clip_rows(float* x, int64_t rows, int64_t width, int64_t row_stride, float limit);
-extern "C" void spacy_elmo_train_cell_rows(float* gates, float* cell, float* cell_raw, float* tanh_cell, void* hidden,
-                                           int hidden_bf16, float* scratch, int64_t rows, int64_t dim, float cell_clip,
-                                           int clip_cell);
+extern "C" void spacy_elmo_train_cell_rows(float* gates, const void* first, int first_bf16, const uint16_t* product,
+                                           float* cell,
+                                           float* cell_raw, float* tanh_cell, void* hidden, int hidden_bf16,
+                                           float* scratch, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
 extern "C" void spacy_elmo_train_cell_backward_rows(const float* acts, const float* cell_raw, const float* tanh_cell,
-                                                    const float* previous, int clip_previous, const float* d_hidden,
-                                                    float* dc, float* d_gates, int64_t rows, int64_t dim,
-                                                    float cell_clip, int clip_cell);
+                                                    const float* previous, int clip_previous, const void* d_hidden,
+                                                    int d_hidden_bf16, float* dc, void* d_gates, int d_gates_bf16,
+                                                    float* scratch, int64_t rows, int64_t dim, float cell_clip,
+                                                    int clip_cell);
 extern "C" const char* spacy_elmo_variant();
 extern "C" const char* spacy_elmo_ops_namespace();
 extern "C" const char* spacy_elmo_instruction_sets();
@@ -268,24 +270,41 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
 
 bool int8_native() { return spacy_elmo_int8_native() != 0; }
 
-// rows of a timestep as the training step's cell kernels take them: (n, width), contiguous
+// rows of a timestep as the training step's cell kernels take them: (n, width), contiguous, float32
+// (or bfloat16 where allowed)
 void check_rows(const at::Tensor& x, int64_t n, int64_t width, const char* name, bool bf16_allowed = false) {
   const bool dtype_ok = x.scalar_type() == at::kFloat || (bf16_allowed && x.scalar_type() == at::kBFloat16);
   TORCH_CHECK(dtype_ok && x.dim() == 2 && x.size(0) == n && x.size(1) == width && x.is_contiguous(),
-              "train_cells: ", name, " must be contiguous (", n, ", ", width, ") float32 rows");
+              "train_cells: ", name, " must be contiguous (", n, ", ", width, ") float32 rows",
+              bf16_allowed ? " (or bfloat16)" : "");
 }
 
 int64_t cell_grain(int64_t dim) { return std::max<int64_t>(1, 32768 / (4 * dim + 1)); }
 
-// The training step's elementwise forward for one timestep's running rows (cell_math.cpp).
-void train_cells(const at::Tensor& gates, const at::Tensor& cell, const at::Tensor& cell_raw, const at::Tensor& tanh_cell,
-                 const at::Tensor& hidden, std::optional<double> cell_clip) {
+// The training step's elementwise forward for one timestep's running rows (cell_math.cpp): the gates
+// are gates as they are, or first + product (a product run in bfloat16) where product is given.
+void train_cells(const at::Tensor& gates, const std::optional<at::Tensor>& first, const std::optional<at::Tensor>& product,
+                 const at::Tensor& cell, const at::Tensor& cell_raw, const at::Tensor& tanh_cell, const at::Tensor& hidden,
+                 std::optional<double> cell_clip) {
   const int64_t n = cell.size(0), dim = cell.dim() == 2 ? cell.size(1) : 0;
   check_rows(gates, n, 4 * dim, "gates");
   check_rows(cell, n, dim, "cell");
   check_rows(cell_raw, n, dim, "cell_raw");
   check_rows(tanh_cell, n, dim, "tanh_cell");
   check_rows(hidden, n, dim, "hidden", true);
+  TORCH_CHECK(first.has_value() == product.has_value(), "train_cells: first and product come together");
+  const char* first_rows = nullptr;
+  const uint16_t* product_rows = nullptr;
+  bool first_bf16 = false;
+  if (product) {
+    check_rows(*first, n, 4 * dim, "first", true);
+    first_bf16 = first->scalar_type() == at::kBFloat16;
+    check_rows(*product, n, 4 * dim, "product", true);
+    TORCH_CHECK(product->scalar_type() == at::kBFloat16, "train_cells: product must be bfloat16");
+    TORCH_CHECK(first->data_ptr() != gates.data_ptr(), "train_cells: first must not be gates");
+    first_rows = static_cast<const char*>(first->data_ptr());
+    product_rows = reinterpret_cast<const uint16_t*>(product->data_ptr());
+  }
   const bool bf16 = hidden.scalar_type() == at::kBFloat16;
   float* g = gates.data_ptr<float>();
   float* c = cell.data_ptr<float>();
@@ -295,9 +314,12 @@ void train_cells(const at::Tensor& gates, const at::Tensor& cell, const at::Tens
   const int64_t h_row = dim * (bf16 ? 2 : 4);
   const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
   at::parallel_for(0, n, cell_grain(dim), [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(bf16 ? dim : 0);  // a row of the hidden state before its rounding
-    spacy_elmo_train_cell_rows(g + begin * 4 * dim, c + begin * dim, raw + begin * dim, tc + begin * dim,
-                               h + begin * h_row, bf16, scratch.data(), end - begin, dim, clip, cell_clip.has_value());
+    std::vector<float> scratch(dim);
+    spacy_elmo_train_cell_rows(g + begin * 4 * dim,
+                               first_rows ? first_rows + begin * 4 * dim * (first_bf16 ? 2 : 4) : nullptr, first_bf16,
+                               product_rows ? product_rows + begin * 4 * dim : nullptr, c + begin * dim,
+                               raw + begin * dim, tc + begin * dim, h + begin * h_row, bf16, scratch.data(),
+                               end - begin, dim, clip, cell_clip.has_value());
   });
 }
 
@@ -310,21 +332,25 @@ void train_cells_backward(const at::Tensor& acts, const at::Tensor& cell_raw, co
   check_rows(cell_raw, n, dim, "cell_raw");
   check_rows(tanh_cell, n, dim, "tanh_cell");
   check_rows(previous, n, dim, "previous");
-  check_rows(d_hidden, n, dim, "d_hidden");
+  check_rows(d_hidden, n, dim, "d_hidden", true);
   check_rows(dc, n, dim, "dc");
-  check_rows(d_gates, n, 4 * dim, "d_gates");
+  check_rows(d_gates, n, 4 * dim, "d_gates", true);
+  const bool dh_bf16 = d_hidden.scalar_type() == at::kBFloat16, dg_bf16 = d_gates.scalar_type() == at::kBFloat16;
   const float* a = acts.data_ptr<float>();
   const float* raw = cell_raw.data_ptr<float>();
   const float* tc = tanh_cell.data_ptr<float>();
   const float* prev = previous.data_ptr<float>();
-  const float* dh = d_hidden.data_ptr<float>();
+  const char* dh = static_cast<const char*>(d_hidden.data_ptr());
   float* dc_ = dc.data_ptr<float>();
-  float* dg = d_gates.data_ptr<float>();
+  char* dg = static_cast<char*>(d_gates.data_ptr());
+  const int64_t dh_row = dim * (dh_bf16 ? 2 : 4), dg_row = 4 * dim * (dg_bf16 ? 2 : 4);
   const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
   at::parallel_for(0, n, cell_grain(dim), [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(5 * dim);
     spacy_elmo_train_cell_backward_rows(a + begin * 4 * dim, raw + begin * dim, tc + begin * dim, prev + begin * dim,
-                                        clip_previous, dh + begin * dim, dc_ + begin * dim, dg + begin * 4 * dim,
-                                        end - begin, dim, clip, cell_clip.has_value());
+                                        clip_previous, dh + begin * dh_row, dh_bf16, dc_ + begin * dim,
+                                        dg + begin * dg_row, dg_bf16, scratch.data(), end - begin, dim, clip,
+                                        cell_clip.has_value());
   });
 }
 
@@ -345,8 +371,8 @@ void define_ops(torch::Library& m) {
   m.def("int8_rows(Tensor x, Tensor packed, Tensor offsets, Tensor scales, Tensor? bias, Tensor? add, Tensor(a!) out) -> ()");
   m.impl("int8_rows", c10::DispatchKey::CPU, TORCH_FN(int8_rows));
   m.def("int8_native() -> bool", TORCH_FN(int8_native));
-  m.def("train_cells(Tensor(a!) gates, Tensor(b!) cell, Tensor(c!) cell_raw, Tensor(d!) tanh_cell, Tensor(e!) hidden, "
-        "float? cell_clip) -> ()");
+  m.def("train_cells(Tensor(a!) gates, Tensor? first, Tensor? product, Tensor(b!) cell, Tensor(c!) cell_raw, "
+        "Tensor(d!) tanh_cell, Tensor(e!) hidden, float? cell_clip) -> ()");
   m.impl("train_cells", c10::DispatchKey::CPU, TORCH_FN(train_cells));
   m.def("train_cells_backward(Tensor acts, Tensor cell_raw, Tensor tanh_cell, Tensor previous, bool clip_previous, "
         "Tensor d_hidden, Tensor(a!) dc, Tensor(b!) d_gates, float? cell_clip) -> ()");
