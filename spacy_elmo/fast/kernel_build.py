@@ -50,7 +50,7 @@ def library_name(variant: Variant) -> str:
     key = hashlib.sha256()
     for name in SOURCES:
         key.update((CSRC / name).read_bytes())
-    flags = [*variant.flags, *(f for extra in PLAIN_SOURCES.values() for f in extra), *glue_flags()]
+    flags = [*variant.flags, *(f for extra in PLAIN_SOURCES.values() for f in extra), *glue_flags(), *openmp_flags()]
     parts = [torch.__version__, sys.platform, platform.machine(), compiler_version(), variant.name, " ".join(flags)]
     if "-march=native" in variant.flags:
         parts.append(_cpu_identity())
@@ -62,6 +62,23 @@ def library_name(variant: Variant) -> str:
 def glue_flags() -> Tuple[str, ...]:
     """The torch glue's target flags: the most portable variant's, so any variant may link it."""
     return variants()[0].flags
+
+
+def openmp_flags() -> Tuple[str, ...]:
+    """``("-fopenmp",)`` where the glue's ``at::parallel_for`` may split a timestep's rows between
+    torch's threads: on Linux, with GCC, in a process whose torch runs GNU's OpenMP (``libgomp``,
+    whose ``libgomp.so.1`` the library then shares with torch: one runtime, one pool of threads).
+    Elsewhere ``()``: the pragma is then left out and the rows run on the calling thread (a second
+    OpenMP runtime beside torch's would contend with it for the cores)."""
+    if sys.platform != "linux" or not torch.backends.openmp.is_available():
+        return ()
+    if "Free Software Foundation" not in compiler_version():
+        return ()
+    try:
+        maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    return ("-fopenmp",) if "libgomp" in maps else ()
 
 
 def build(targets: Dict[Variant, Path], *, force: bool = False) -> Dict[str, str]:
@@ -188,7 +205,7 @@ def compile_command(compiler_path: str, source: str, flags: Sequence[str], obj: 
     """The compiler call for one source: the glue with torch's headers, the arithmetic with its own
     flags, hidden symbols and the variant's name."""
     if source == GLUE:
-        extra = [f"-I{p}" for p in torch_include_paths()]
+        extra = [f"-I{p}" for p in torch_include_paths()] + list(openmp_flags())
     else:
         extra = [*PLAIN_SOURCES[source], "-fvisibility=hidden", f"-DSPACY_ELMO_VARIANT={variant}"]
     return [compiler_path, *_common_flags(), *flags, *extra, "-c", str(CSRC / source), "-o", str(obj)]
@@ -204,7 +221,7 @@ def build_commands(compiler_path: str, work: Path, library: Path, variant: Varia
         commands.append(compile_command(compiler_path, name, variant.flags, obj, variant.name))
         objects.append(str(obj))
     libs = [str(TORCH_ROOT / "lib")]
-    link = [compiler_path, "-shared", *objects, str(glue), "-o", str(library), *(f"-L{p}" for p in libs)]
+    link = [compiler_path, "-shared", *openmp_flags(), *objects, str(glue), "-o", str(library), *(f"-L{p}" for p in libs)]
     link += [*(f"-Wl,-rpath,{p}" for p in libs), "-lc10", "-ltorch_cpu"]
     commands.append(link + ["-lm"])
     return commands
