@@ -57,7 +57,15 @@ def downstream_config(task: str, model: Optional[str] = None) -> str:
     filled = text.replace(UNSET_MODEL, f"elmo = {json.dumps(name)}")
     if Config().from_str(filled, interpolate=False)["paths"]["elmo"] != name:
         raise RuntimeError(f"the installed {task}-elmo.cfg's '{UNSET_MODEL}' is not [paths] elmo")
-    return _header(task, name) + filled
+    return _header(task, name) + _body(filled)
+
+
+def _body(text: str) -> str:
+    """The config without the installed file's leading comments, which speak of the checkout's
+    ``configs/`` and of a ``DIR`` the written config has already set (``_header`` says what applies)."""
+    lines = text.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), len(lines))
+    return "\n" + "".join(lines[first:])
 
 
 def _is_known_source(name: str) -> bool:
@@ -99,5 +107,8 @@ def _header(task: str, name: str) -> str:
             f"# threads = 0 gives its calls up to {threads_for(shape)} torch thread(s) on this machine",
             "#   (one per 2 million weights an LSTM step reads, at most the cores the load leaves free)",
         ]
-    lines.append("# train: python -m spacy train CONFIG --paths.train train.spacy --paths.dev dev.spacy --output OUT")
+    lines += [
+        "# feature-based: the biLM is frozen; fine-tune it with --components.elmo.model.trainable true",
+        "# train: python -m spacy train CONFIG --paths.train train.spacy --paths.dev dev.spacy --output OUT",
+    ]
     return "\n".join(lines) + "\n"

@@ -31,6 +31,9 @@ def test_it_writes_the_installed_config_with_the_named_bilm_and_its_size(task):
     # the header gives the original's 12 KB a token and the threads the rule gives it here
     assert "12 KB a token (3 layers x 1024 x 4 bytes)" in result.output
     assert f"gives its calls up to {threads_for(known_shape('original'))} torch thread(s)" in result.output
+    # its comments speak of what the written file is, not of the checkout's configs/ or of an unset DIR
+    assert "configs/" not in result.output and "DIR" not in result.output and "shipped English biLM" not in result.output
+    assert "--components.elmo.model.trainable true" in result.output
     # the checkout's configs/ are the installed ones
     assert (CONFIGS / f"{task}-elmo.cfg").read_text(encoding="utf-8") == config_text(task)
 
