@@ -18,11 +18,20 @@ are that part's only:
     python -m lab.campaign.campaign_curve results/campaign-wide/pretrain \
         RUN/part1-finetune-report.json RUN/part2-finetune-report.json --names wide third third ...
 
+A part that was stopped without writing its report (its process killed) is given as its folder's
+metrics file with the steps it covered, ``RUN/metrics.jsonl@START-END``: its tokens are then the
+logged rates times the seconds between their records (the first record's interval taken at the
+part's mean seconds a step), an estimate where the reports count:
+
+    python -m lab.campaign.campaign_curve RUN/part1-finetune-report.json RUN/metrics.jsonl@96-600 \
+        RUN/part3-finetune-report.json --names fourth fourth fourth ...
+
 The perplexities are comparable across stretches only where they were measured on the same dev
 text (the records name each stretch's dev file through the runs' own provenance, not here).
 """
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -31,10 +40,16 @@ from spacy_elmo.records.plots import pyplot
 from spacy_elmo.records.provenance import data_record, mark_start, portable_args, portable_path, provenance
 
 REPORTS = ("finetune-report.json", "pretrain-report.json")
+# a part without a report: its folder's metrics file and the steps it covered
+FROM_METRICS = re.compile(r"^(?P<metrics>.*metrics\.jsonl)@(?P<start>\d+)-(?P<end>\d+)$")
 
 
 def read_stretch(path: Path) -> Dict[str, Any]:
-    """A run folder's (or one report file's) evaluations and totals (steps, tokens, seconds)."""
+    """A run folder's (or one report file's, or one part's from its metrics) evaluations and totals
+    (steps, tokens, seconds)."""
+    spec = FROM_METRICS.match(str(path))
+    if spec is not None:
+        return read_part_from_metrics(Path(spec["metrics"]), int(spec["start"]), int(spec["end"]))
     if path.is_file():
         folder, report = path.parent, path
     else:
@@ -50,6 +65,31 @@ def read_stretch(path: Path) -> Dict[str, Any]:
             raise SystemExit(f"{report}: no positive {key!r}: the run did not finish a step")
     return {"folder": folder, "report": report, "evals": [r for r in records if r.get("kind") == "eval"], "totals": totals,
             "before": totals.get("before"), "start_step": totals.get("start_step")}
+
+
+def read_part_from_metrics(metrics: Path, start: int, end: int) -> Dict[str, Any]:
+    """A part without a report, from its metrics: steps ``start``-``end``, its tokens and seconds
+    estimated from the training records' rates and the seconds between them."""
+    if not metrics.is_file():
+        raise SystemExit(f"{metrics}: no such metrics file")
+    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+    train = [r for r in records if r.get("kind") == "train" and start < r.get("step", 0) <= end
+             and isinstance(r.get("tokens_per_s"), (int, float)) and isinstance(r.get("time"), (int, float))]
+    if len(train) < 2 or train[-1]["step"] != end:
+        raise SystemExit(f"{metrics}: steps {start}-{end} need two or more training records with rates and times, "
+                         f"the last at step {end}")
+    tokens = seconds = 0.0
+    for before, after in zip(train, train[1:]):
+        interval = after["time"] - before["time"]
+        tokens += after["tokens_per_s"] * interval
+        seconds += interval
+    per_step = seconds / (end - train[0]["step"])
+    first = (train[0]["step"] - start) * per_step  # from the part's start to its first record
+    tokens += train[0]["tokens_per_s"] * first
+    seconds += first
+    totals = {"steps": end, "start_step": start, "tokens": round(tokens), "seconds": seconds}
+    return {"folder": metrics.parent, "report": metrics, "evals": [r for r in records if r.get("kind") == "eval"],
+            "totals": totals, "before": None, "start_step": start}
 
 
 def start_steps(stretches: List[Dict[str, Any]], names: Sequence[str]) -> List[int]:

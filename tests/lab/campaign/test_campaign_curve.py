@@ -67,3 +67,22 @@ def test_a_resumed_runs_parts_each_cover_their_own_steps(tmp_path):
     part2.write_text(json.dumps({"steps": 300, "tokens": 1_000_000, "seconds": 1800}), encoding="utf-8")
     with pytest.raises(SystemExit, match="in the order they ran"):
         campaign_curve.main([str(part2), str(part1), "--names", "third", "third", "--records", str(out)])
+
+
+def test_a_part_stopped_without_a_report_is_read_from_its_metrics(tmp_path):
+    run = _stretch(tmp_path / "run", [(100, 90.0, 88.0), (200, 80.0, 88.5)], steps=100, tokens=500_000, seconds=1000)
+    (run / "finetune-report.json").rename(run / "part1-finetune-report.json")
+    # the second part, steps 100-200, killed: its records every 50 steps at 1,000 tokens/s, 100 s apart
+    rows = [{"kind": "train", "step": step, "loss": 4.0, "tokens_per_s": 1000.0, "time": 5000.0 + 2 * (step - 150)}
+            for step in (150, 200)]
+    with (run / "metrics.jsonl").open("a", encoding="utf-8") as metrics:
+        metrics.write("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "curve.json"
+    assert campaign_curve.main([str(run / "part1-finetune-report.json"), f"{run / 'metrics.jsonl'}@100-200",
+                                "--names", "s", "s", "--records", str(out)]) == 0
+    record = json.loads(out.read_text(encoding="utf-8"))
+    # 100 s between its records at 1,000 tokens/s, and its first 50 steps at the same 2 s a step
+    assert record["stretches"][1]["tokens"] == 200_000 and record["stretches"][1]["seconds"] == 200.0
+    assert [(p["step"], p["tokens"]) for p in record["points"]] == [(100, 500_000), (200, 700_000)]
+    with pytest.raises(SystemExit, match="two or more training records"):
+        campaign_curve.main([f"{run / 'metrics.jsonl'}@100-250", "--records", str(out)])
