@@ -71,6 +71,8 @@ def needs_label(data: Dict[str, Any], isa: Optional[str] = None) -> str:
         cache = "no char cache (every call encodes its tokens, as the peer does)"
     elif "softmax_samples" in data:  # a training step: no cache, every token encoded with its gradient
         cache, loop = "no char cache (training encodes every token)", "the one-node training loop"
+        if compiled and any("x_torch_cells_median" in row for row in data.get("rows", ())):
+            loop += ", its cells compiled (C++ compiler)"  # the benchmark knows the cells' kernels from then on
     else:
         cache = f"char cache warm ({data['sentences']['count']} sentences, each round again)"
     load = ((data.get("load_average") or {}).get("before") or (data.get("memory") or {}).get("before", {}).get("load_average")
