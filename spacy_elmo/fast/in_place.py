@@ -4,16 +4,37 @@
 preallocated time-major buffers: each timestep is one recurrent product written into the gates
 buffer, a few in-place elementwise ops (``cell_step_in_place``, ``cell_step``'s math in the same
 order, so bitwise equal) and the projection. The same loop steps D layers of one shape (the two
-directions, see lockstep.py) with batched products on their paired weights.
+directions, see lockstep.py) with batched products on their paired weights. Where the loop may
+move at float32 rounding (``fused``: the reduced precisions' and the Python fallback's loops), the
+cells of all running rows run in one call of the kernel library (``lstm_cells``: the arithmetic of
+the compiled float32 loop, exp and tanh within about 1 ulp) instead of about ten torch operations.
 """
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from ..bilm.lstm import LSTMPLayer, State, clip
-from . import bf16_rows, int8_rows, prepacked
+from . import bf16_rows, int8_rows, kernel_library, prepacked
 from .prepacked import PairPacks
+from .switches import ThreadSwitch
+
+_TORCH_CELLS = ThreadSwitch()
+
+
+def torch_cells():
+    """Within this block (this thread), the fused in-place loop runs its cells in torch operations,
+    not in the kernel library (for comparisons and benchmarks)."""
+    return _TORCH_CELLS.on()
+
+
+def cell_kernels(projected: torch.Tensor) -> Optional[Any]:
+    """The kernel library's ops where they run the fused loop's cells: float32 on the CPU, the
+    library available, not within ``torch_cells``; else None."""
+    if projected.device.type != "cpu" or projected.dtype != torch.float32 or _TORCH_CELLS.active:
+        return None
+    ops = kernel_library.library()
+    return ops if ops is not None and hasattr(ops, "lstm_cells") else None
 
 
 def run_in_place(
@@ -67,6 +88,7 @@ def run_in_place(
     h = h0
     views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     fused = fused and projected.device.type == "cpu"
+    kernels = cell_kernels(projected) if fused and c.is_contiguous() else None
     two, one = projected.new_tensor(2.0), projected.new_tensor(1.0)
     out_steps = out.unbind(0)  # views made once: indexing costs microseconds a step
     if packed:
@@ -82,7 +104,11 @@ def run_in_place(
         gates, cell, buffers = views[n]
         step_input = step_inputs[t] if packed else projected[:, t, :n]
         recurrent(step_input, h if n == batch else h[:, :n], gates)
-        hidden, _ = cell_step_in_place(gates, cell, dim, layer.cell_clip, buffers, fused=fused)
+        if kernels is not None:  # the cells of all running rows, both directions, in one call
+            hidden = buffers.product
+            kernels.lstm_cells(gates, c, hidden, layer.cell_clip)
+        else:
+            hidden, _ = cell_step_in_place(gates, cell, dim, layer.cell_clip, buffers, fused=fused)
         h = out_steps[t]
         h_new = h if n == batch else h[:, :n]
         project(hidden, h_new)

@@ -27,39 +27,32 @@ within about 1 ulp of torch's, so float32 outputs and gradients agree with the o
 rounding; float64 (the tests' exact comparisons), other devices, or no kernel library take the
 same arithmetic in torch operations (``torch_cells()`` forces that: the benchmark's A/B).
 """
-import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from ..bilm.lstm import State
 from . import kernel_library
+from .switches import ThreadSwitch
 
 # autocast dtypes whose products the node runs itself, per device type
 LOW_PRECISION = {"cpu": (torch.bfloat16,)}
 
 
-_TORCH_CELLS = threading.local()
+_TORCH_CELLS = ThreadSwitch()
 
 
-@contextmanager
-def torch_cells() -> Iterator[None]:
+def torch_cells():
     """Within this block (this thread), the node's elementwise work runs in torch operations, as
     without the kernel library."""
-    before = getattr(_TORCH_CELLS, "on", False)
-    _TORCH_CELLS.on = True
-    try:
-        yield
-    finally:
-        _TORCH_CELLS.on = before
+    return _TORCH_CELLS.on()
 
 
 def cell_kernels(device_type: str, dtype: torch.dtype) -> Optional[Any]:
     """The kernel library's ops where they run this layer's elementwise work (float32 on the CPU,
     the library available, not within ``torch_cells``), else None."""
-    if device_type != "cpu" or dtype != torch.float32 or getattr(_TORCH_CELLS, "on", False):
+    if device_type != "cpu" or dtype != torch.float32 or _TORCH_CELLS.active:
         return None
     ops = kernel_library.library()
     return ops if ops is not None and hasattr(ops, "train_cells") else None

@@ -61,3 +61,33 @@ def test_fused_cell_step_close_to_the_reference_step():
     got_hidden, got_cell = cell_step_in_place(in_gates, in_cell, 32, 3.0, buffers, fused=True)
     torch.testing.assert_close(got_hidden, hidden, atol=1e-6, rtol=0)
     torch.testing.assert_close(got_cell, new_cell, atol=1e-6, rtol=0)
+
+
+def test_the_fused_loops_cells_in_the_kernel_library_match_torch_operations():
+    from spacy_elmo.fast import in_place
+
+    torch.manual_seed(3)
+    layers = [LSTMPLayer(8, 32, 6, cell_clip=0.6, proj_clip=0.5) for _ in range(2)]
+    batch_sizes = [4, 4, 3, 2, 2, 1]
+    projected = torch.randn(2, sum(batch_sizes), 4 * 32) * 2
+    states = [(torch.randn(4, 6), torch.randn(4, 32)) for _ in layers]
+    paired = (torch.stack([layer.state_linearity.weight.t() for layer in layers]),
+              torch.stack([layer.projection.weight.t() for layer in layers]))
+    if in_place.cell_kernels(projected) is None:
+        import pytest
+
+        pytest.skip("no kernel library here: the fused loop's cells run in torch operations")
+    with torch.no_grad():
+        got, got_finals = in_place.run_in_place(layers, projected, batch_sizes, states, paired, packed=True, fused=True)
+        with in_place.torch_cells():
+            assert in_place.cell_kernels(projected) is None
+            want, want_finals = in_place.run_in_place(layers, projected, batch_sizes, states, paired, packed=True, fused=True)
+        exact, _ = in_place.run_in_place(layers, projected, batch_sizes, states, paired, packed=True, fused=False)
+    torch.testing.assert_close(got, want, atol=2e-6, rtol=0)
+    torch.testing.assert_close(got, exact, atol=2e-6, rtol=0)
+    for (h, c), (wh, wc) in zip(got_finals, want_finals):
+        torch.testing.assert_close(h, wh, atol=2e-6, rtol=0)
+        torch.testing.assert_close(c, wc, atol=2e-6, rtol=0)
+    assert got[5, :, 1:].abs().max() == 0  # zero past each row's end
+    # the kernels ran: their tanh is not torch's 2 * sigmoid(2x) - 1, so the last bits differ
+    assert not torch.equal(got, want)

@@ -270,6 +270,31 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
 
 bool int8_native() { return spacy_elmo_int8_native() != 0; }
 
+// One timestep's cells for the in-place loop of the reduced precisions (spacy_elmo/fast/in_place.py):
+// gates (D, n, 4 * dim) of the running rows; cell (D, B, dim), its first n rows of each direction
+// updated; hidden (D, n, dim) written. The arithmetic of lstmp_steps' own loop (cell_math.cpp).
+void lstm_cells(const at::Tensor& gates, const at::Tensor& cell, const at::Tensor& hidden, std::optional<double> cell_clip) {
+  TORCH_CHECK(gates.dim() == 3 && cell.dim() == 3 && hidden.dim() == 3, "lstm_cells: (D, rows, width) tensors");
+  const int64_t n_dir = gates.size(0), n = gates.size(1), dim = cell.size(2), batch = cell.size(1);
+  TORCH_CHECK(gates.scalar_type() == at::kFloat && cell.scalar_type() == at::kFloat && hidden.scalar_type() == at::kFloat &&
+                  gates.is_contiguous() && cell.is_contiguous() && hidden.is_contiguous(),
+              "lstm_cells: contiguous float32 gates, cells and hidden states");
+  TORCH_CHECK(gates.size(2) == 4 * dim && cell.size(0) == n_dir && hidden.size(0) == n_dir && hidden.size(1) == n &&
+                  hidden.size(2) == dim && n <= batch,
+              "lstm_cells: gates (D, n, 4 * dim), cell (D, B >= n, dim), hidden (D, n, dim)");
+  const float* g = gates.data_ptr<float>();
+  float* c = cell.data_ptr<float>();
+  float* h = hidden.data_ptr<float>();
+  const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
+  at::parallel_for(0, n_dir * n, std::max<int64_t>(1, 32768 / (dim + 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t d = row / n, r = row % n;
+      spacy_elmo_cell_rows(g + row * 4 * dim, c + (d * batch + r) * dim, h + row * dim, 1, dim, clip,
+                           cell_clip.has_value());
+    }
+  });
+}
+
 // rows of a timestep as the training step's cell kernels take them: (n, width), contiguous, float32
 // (or bfloat16 where allowed)
 void check_rows(const at::Tensor& x, int64_t n, int64_t width, const char* name, bool bf16_allowed = false) {
@@ -377,6 +402,8 @@ void define_ops(torch::Library& m) {
   m.def("train_cells_backward(Tensor acts, Tensor cell_raw, Tensor tanh_cell, Tensor previous, bool clip_previous, "
         "Tensor d_hidden, Tensor(a!) dc, Tensor(b!) d_gates, float? cell_clip) -> ()");
   m.impl("train_cells_backward", c10::DispatchKey::CPU, TORCH_FN(train_cells_backward));
+  m.def("lstm_cells(Tensor gates, Tensor(a!) cell, Tensor(b!) hidden, float? cell_clip) -> ()");
+  m.impl("lstm_cells", c10::DispatchKey::CPU, TORCH_FN(lstm_cells));
   m.def("variant() -> str", TORCH_FN(variant));
   m.def("instruction_sets() -> str", TORCH_FN(instruction_sets));
 }
