@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.fast import compiled, dispatch
+from spacy_elmo.fast import compiled, dispatch, in_place
 from spacy_elmo.fast.lockstep import paired_weights
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.fast.precision import cpu_has_bf16
@@ -118,6 +118,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--cache-size", type=int, default=20000, help="char-CNN cache entries (0: none)")
     parser.add_argument("--modes", nargs="*", default=None, choices=FAST_MODES, help="default: fp16 int8, and bf16 "
                         "where the CPU has bf16 arithmetic")
+    parser.add_argument("--torch-cells", action="store_true",
+                        help="also time each of --modes with its in-place loop's cells in torch operations (MODE_torch_cells)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--quick", action="store_true", help="tiny model, few sentences: a smoke run")
@@ -208,7 +210,14 @@ def shape_models(plain: BiLM, vocab, args) -> Tuple[Dict[str, Callable], BiLM]:
         twin = copy.deepcopy(optimized, memo={id(p): p for p in optimized.parameters()})
         optimize_for_inference(twin, precision=mode, char_cache_size=args.cache_size, vocab=vocab or None)
         models[mode] = (lambda m: lambda ids, lengths: m(ids, lengths).layers)(twin)
+        if args.torch_cells:  # the same mode with its loop's cells in torch operations
+            models[f"{mode}_torch_cells"] = (lambda m: lambda ids, lengths: torch_cells_forward(m, ids, lengths))(twin)
     return models, optimized
+
+
+def torch_cells_forward(bilm: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    with in_place.torch_cells():
+        return bilm(ids, lengths).layers
 
 
 def python_step_forward(bilm: BiLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
