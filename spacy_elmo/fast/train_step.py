@@ -6,9 +6,9 @@ and zero-fills a full-size gradient per step, ``cat``/``pad`` copy the states, a
 weight gradients are small products of their own. ``LSTMPSteps`` runs the same forward without a
 graph, saves what the backward needs in time-major buffers, and walks back through the steps
 with a few products and elementwise ops each; the weight gradients are then one product each
-over all timesteps. In float32 and float64 the forward computes exactly what the reference loop
-(``LSTMPLayer.steps``) computes, in the same order; gradients agree with autograd's to rounding
-(``tests/fast/test_train_step.py``).
+over all timesteps. In float64, and in float32 with its cells in torch operations (below), the
+forward computes exactly what the reference loop (``LSTMPLayer.steps``) computes, in the same
+order; gradients agree with autograd's to rounding (``tests/fast/test_train_step.py``).
 
 Under CPU autocast to bfloat16 (``[training] autocast = "bf16"``) the same node runs its matrix
 products in bfloat16 (``low``): the operands are rounded to bfloat16 and oneDNN sums them in
