@@ -26,7 +26,7 @@ from typing import Dict, List, Optional
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from spacy_elmo.fast import compiled, dispatch
+from spacy_elmo.fast import compiled, dispatch, in_place
 from spacy_elmo.fast import optimize_for_inference
 from spacy_elmo.records.provenance import data_record, mark_start, provenance
 
@@ -66,8 +66,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             optimize_for_inference(bilm, char_cache_size=20000, vocab=vocab or None)
             report["shapes"][shape] = profile_shape(bilm, sentences, args.repeats)
             report["shapes"][shape]["loop"] = "compiled" if compiled.compiled_step() is not None else "Python"
-            if compiled.compiled_step() is not None:  # the same model with the timestep loop in Python
-                with dispatch.python_step():
+            if compiled.compiled_step() is not None:  # the same model with the timestep loop in Python, op by op
+                with dispatch.python_step(), in_place.torch_cells():
                     report.setdefault("python_step", {})[shape] = profile_shape(bilm, sentences, args.repeats)
                 report["python_step"][shape]["loop"] = "Python"
     text = markdown(report)
