@@ -19,7 +19,6 @@ ON_THE_CPU = {
     ("bilm/softmax.py", "sample", "rand"): (1, "the sampler draws on the CPU's seeded generator, the same ids on any device"),
     ("bilm/softmax.py", "sample", "full"): (1, "the sampler draws on the CPU's seeded generator, the same ids on any device"),
     ("bilm/softmax.py", "sample", "arange"): (1, "the sampler draws on the CPU's seeded generator, the same ids on any device"),
-    ("fast/in_place.py", "final_hidden", "zeros"): (1, "counts steps from CPU batch sizes; the rows are moved to out.device"),
     ("fast/int8_rows.py", "pack", "zeros"): (1, "int8 runs on the CPU only (Precision.cpu_only)"),
     ("fast/payoff.py", "step_products", "randn"): (3, "times CPU kernels only: check_pass returns before off the CPU"),
     ("fast/payoff.py", "step_products", "empty"): (2, "times CPU kernels only: check_pass returns before off the CPU"),

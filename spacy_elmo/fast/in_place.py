@@ -85,6 +85,7 @@ def run_in_place(
     gates_buffer = projected.new_empty(n_dir * batch * 4 * dim)
     hidden_buffer = projected.new_empty(n_dir * batch * dim)
     recurrent, project = _step_products(layer, paired, projected, n_dir * batch * 4 * dim, row_weights, int8, onednn, low_packs)
+    low = _low_cells(paired, projected, low_packs, row_weights, n_dir * batch * dim) if fused else None
     h = h0
     views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     fused = fused and projected.device.type == "cpu"
@@ -103,6 +104,12 @@ def run_in_place(
             views[n] = (g, c[:, :n], InPlaceStep(*parts, hidden_buffer[: n_dir * n * dim].view(n_dir, n, dim), two, one))
         gates, cell, buffers = views[n]
         step_input = step_inputs[t] if packed else projected[:, t, :n]
+        h_new = out_steps[t] if n == batch else out_steps[t][:, :n]
+        if low is not None and n > low.few:  # bfloat16 products, their cast and add within the cells
+            low.step(step_input, h if n == batch else h[:, :n], c, h_new, layer.cell_clip)
+            clip(h_new, layer.proj_clip, in_place=True)
+            h = out_steps[t]
+            continue
         recurrent(step_input, h if n == batch else h[:, :n], gates)
         if kernels is not None:  # the cells of all running rows, both directions, in one call
             hidden = buffers.product
@@ -110,7 +117,6 @@ def run_in_place(
         else:
             hidden, _ = cell_step_in_place(gates, cell, dim, layer.cell_clip, buffers, fused=fused)
         h = out_steps[t]
-        h_new = h if n == batch else h[:, :n]
         project(hidden, h_new)
         clip(h_new, layer.proj_clip, in_place=True)
     finals = [(final_hidden(out[:, d], h0[d], batch_sizes), c[d]) for d in range(n_dir)]
@@ -118,6 +124,55 @@ def run_in_place(
 
 
 StepProduct = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
+
+
+class LowCells:
+    """The timesteps of more than ``few`` rows with bfloat16 weights, in three calls a direction: the
+    recurrent product in bfloat16; the kernel library's ``lstm_cells_sum``, which runs ``lstm_cells``'
+    arithmetic on the step's input plus that bfloat16 product (summed in float32 as it reads them,
+    no gates stored) and writes the hidden state in bfloat16; the projection of that hidden state.
+    Op by op the product was cast into the gates, the input added and the hidden state cast: the same
+    float32 sums of the same terms, in three more passes over the step's buffers.
+    """
+
+    def __init__(self, ops: Any, paired: Tuple[torch.Tensor, torch.Tensor], low_packs, few: int, numel: int,
+                 like: torch.Tensor) -> None:
+        self.ops, self.paired, self.low_packs, self.few = ops, paired, low_packs, few
+        self.hidden = like.new_empty(numel, dtype=paired[0].dtype)
+
+    def step(self, p: torch.Tensor, h: torch.Tensor, c: torch.Tensor, dest: torch.Tensor,
+             cell_clip: Optional[float]) -> None:
+        """One timestep of the n running rows: ``p`` (D, n, 4 * dim) their input products, ``h`` (D, n,
+        proj) their hidden states, ``c`` (D, B, dim) the cells (the first n rows updated), ``dest``
+        (D, n, proj) gets the new hidden states before their clip."""
+        n_dir, n = p.shape[0], p.shape[1]
+        low_dtype = self.paired[0].dtype
+        hidden = self.hidden[: n_dir * n * c.shape[2]].view(n_dir, n, c.shape[2])
+        if self.low_packs is not None:
+            products = [prepacked.product(h[d].to(low_dtype), pack) for d, (pack, _) in enumerate(self.low_packs)]
+        else:
+            products = torch.bmm(h.to(low_dtype), self.paired[0]).unbind(0)
+        for d in range(n_dir):
+            self.ops.lstm_cells_sum(p[d], products[d], c[d, :n], hidden[d], cell_clip)
+        if self.low_packs is not None:
+            for d, (_, pack) in enumerate(self.low_packs):
+                dest[d].copy_(prepacked.product(hidden[d], pack))
+        else:
+            dest.copy_(torch.bmm(hidden, self.paired[1]))
+
+
+def _low_cells(paired, projected: torch.Tensor, low_packs, row_weights, numel: int) -> Optional[LowCells]:
+    """``LowCells`` where the weights are bfloat16 copies (``paired``), on the CPU, with the kernel
+    library's ``lstm_cells_sum`` (not within ``torch_cells``); else None: the step runs op by op."""
+    if paired is None or paired[0].dtype == projected.dtype or projected.dtype != torch.float32:
+        return None
+    if projected.device.type != "cpu" or _TORCH_CELLS.active:
+        return None
+    ops = kernel_library.library()
+    if ops is None or not hasattr(ops, "lstm_cells_sum"):
+        return None
+    few = bf16_rows.ROWS if row_weights is not None else 0
+    return LowCells(ops, paired, low_packs, few, numel, projected)
 
 
 def _step_products(
@@ -262,9 +317,10 @@ def cell_step_in_place(
 def final_hidden(out: torch.Tensor, h0: torch.Tensor, batch_sizes: Sequence[int]) -> torch.Tensor:
     """Each row's output at its own last timestep (time-major ``out``), or its initial h if it never ran."""
     batch = h0.shape[0]
-    steps_run = torch.zeros(batch, dtype=torch.long)
-    for n in batch_sizes:
-        steps_run[:n] += 1
+    # row r ran at every timestep with more than r rows: one op, not one per timestep; counted on the
+    # CPU beside the CPU batch sizes, the rows then moved to out.device
+    sizes = torch.as_tensor(list(batch_sizes), dtype=torch.long, device="cpu")
+    steps_run = (sizes[:, None] > torch.arange(batch, device="cpu")).sum(0)
     final = h0.clone()
     rows = torch.nonzero(steps_run > 0).flatten()
     if len(rows):

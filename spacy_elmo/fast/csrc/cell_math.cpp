@@ -134,6 +134,21 @@ void sum_row_bf16(const uint16_t* __restrict x, const uint16_t* __restrict a, fl
   for (int64_t k = 0; k < width; ++k) y[k] = from_bf16(x[k]) + from_bf16(a[k]);
 }
 
+// One row of the reduced precisions' inference cells (spacy_elmo_cell_rows_sum): cell_row's math on
+// the gates first + product (bfloat16), summed in float and never stored.
+void cell_row_sum(const float* __restrict first, const uint16_t* __restrict product, float* __restrict c_,
+                  float* __restrict h_, int64_t dim, float limit) {
+  for (int64_t k = 0; k < dim; ++k) {
+    const float i = first[k] + from_bf16(product[k]), j = first[dim + k] + from_bf16(product[dim + k]);
+    const float f = first[2 * dim + k] + from_bf16(product[2 * dim + k]);
+    const float o = first[3 * dim + k] + from_bf16(product[3 * dim + k]);
+    float c = sigmoid(f) * c_[k] + sigmoid(i) * tanh_near_ulp(j);
+    c = std::min(std::max(c, -limit), limit);
+    c_[k] = c;
+    h_[k] = sigmoid(o) * tanh_near_ulp(c);
+  }
+}
+
 // One row of its backward (spacy_elmo_train_cell_backward_rows says what each array holds).
 void train_backward_row(const float* __restrict i_, const float* __restrict j_, const float* __restrict f_,
                         const float* __restrict o_, const float* __restrict raw, const float* __restrict tc,
@@ -154,6 +169,21 @@ void train_backward_row(const float* __restrict i_, const float* __restrict j_, 
 }
 
 }  // namespace
+
+// The cells of rows of one timestep where the recurrent product ran in bfloat16 (spacy_elmo/fast/
+// in_place.py): the gates are first (float, 4 * dim a row) + product (bfloat16), summed in float;
+// cell (dim a row) holds the running cell and gets the new one; hidden (float, or bfloat16 where
+// hidden_bf16, rounded to nearest even) gets the hidden state before the projection. scratch holds dim floats.
+extern "C" void spacy_elmo_cell_rows_sum(const float* first, const uint16_t* product, float* cell, void* hidden,
+                                         int hidden_bf16, float* scratch, int64_t rows, int64_t dim, float cell_clip,
+                                         int clip_cell) {
+  const float limit = clip_cell ? cell_clip : std::numeric_limits<float>::max();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* h = hidden_bf16 ? scratch : static_cast<float*>(hidden) + r * dim;
+    cell_row_sum(first + r * 4 * dim, product + r * 4 * dim, cell + r * dim, h, dim, limit);
+    if (hidden_bf16) round_row(scratch, static_cast<uint16_t*>(hidden) + r * dim, dim);
+  }
+}
 
 // The training step's forward for rows of one timestep (spacy_elmo/fast/train_step.py). gates (4 * dim
 // a row) hold the gates before their activations, or where product is given (bfloat16, a product

@@ -21,6 +21,9 @@
 
 extern "C" void spacy_elmo_cell_rows(
     const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim, float cell_clip, int clip_cell);
+extern "C" void spacy_elmo_cell_rows_sum(const float* first, const uint16_t* product, float* cell, void* hidden,
+                                         int hidden_bf16, float* scratch, int64_t rows, int64_t dim, float cell_clip,
+                                         int clip_cell);
 extern "C" void spacy_elmo_clip_rows(float* x, int64_t rows, int64_t width, int64_t row_stride, float limit);
 extern "C" void spacy_elmo_train_cell_rows(float* gates, const void* first, int first_bf16, const uint16_t* product,
                                            float* cell,
@@ -243,12 +246,14 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
   at::Tensor x_scales = at::empty({n_dir * rows}, x.options());
   uint8_t* qp = q.data_ptr<uint8_t>();
   float* sx = x_scales.data_ptr<float>();
-  for (int64_t d = 0; d < n_dir; ++d) {
-    for (int64_t r = 0; r < rows; ++r) {
-      sx[d * rows + r] = spacy_elmo_int8_quantize(x.data_ptr<float>() + d * x.stride(0) + r * x.stride(1), width,
-                                                  padded, qp + (d * rows + r) * padded);
+  const float* xp = x.data_ptr<float>();
+  // each row on its own: split between threads (a row's scale and levels do not depend on the split)
+  at::parallel_for(0, n_dir * rows, std::max<int64_t>(1, 16384 / (width + 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t d = i / rows, r = i % rows;
+      sx[i] = spacy_elmo_int8_quantize(xp + d * x.stride(0) + r * x.stride(1), width, padded, qp + i * padded);
     }
-  }
+  });
   const auto* w = packed.data_ptr<int8_t>();
   const int32_t* off = offsets.data_ptr<int32_t>();
   const float* ws = scales.data_ptr<float>();
@@ -295,12 +300,40 @@ void lstm_cells(const at::Tensor& gates, const at::Tensor& cell, const at::Tenso
   });
 }
 
+void check_rows(const at::Tensor& x, int64_t n, int64_t width, const char* name, bool bf16_allowed);
+
+// One direction's cells of a timestep whose recurrent product ran in bfloat16 (in_place.py's LowCells):
+// first (n, 4 * dim) float32 (the step's input products), product (n, 4 * dim) bfloat16, cell (n, dim)
+// updated, hidden (n, dim) float32 or bfloat16 written; rows contiguous. The arithmetic of lstm_cells
+// on the gates first + product, summed in float (cell_math.cpp).
+void lstm_cells_sum(const at::Tensor& first, const at::Tensor& product, const at::Tensor& cell, const at::Tensor& hidden,
+                    std::optional<double> cell_clip) {
+  const int64_t n = cell.size(0), dim = cell.dim() == 2 ? cell.size(1) : 0;
+  check_rows(first, n, 4 * dim, "lstm_cells_sum: first", false);
+  check_rows(product, n, 4 * dim, "lstm_cells_sum: product", true);
+  check_rows(cell, n, dim, "lstm_cells_sum: cell", false);
+  check_rows(hidden, n, dim, "lstm_cells_sum: hidden", true);
+  TORCH_CHECK(product.scalar_type() == at::kBFloat16, "lstm_cells_sum: product must be bfloat16");
+  const bool bf16 = hidden.scalar_type() == at::kBFloat16;
+  const float* f = first.data_ptr<float>();
+  const auto* p = reinterpret_cast<const uint16_t*>(product.data_ptr());
+  float* c = cell.data_ptr<float>();
+  char* h = static_cast<char*>(hidden.data_ptr());
+  const int64_t h_row = dim * (bf16 ? 2 : 4);
+  const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
+  at::parallel_for(0, n, std::max<int64_t>(1, 32768 / (dim + 1)), [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(dim);
+    spacy_elmo_cell_rows_sum(f + begin * 4 * dim, p + begin * 4 * dim, c + begin * dim, h + begin * h_row, bf16,
+                             scratch.data(), end - begin, dim, clip, cell_clip.has_value());
+  });
+}
+
 // rows of a timestep as the training step's cell kernels take them: (n, width), contiguous, float32
 // (or bfloat16 where allowed)
-void check_rows(const at::Tensor& x, int64_t n, int64_t width, const char* name, bool bf16_allowed = false) {
+void check_rows(const at::Tensor& x, int64_t n, int64_t width, const char* name, bool bf16_allowed) {
   const bool dtype_ok = x.scalar_type() == at::kFloat || (bf16_allowed && x.scalar_type() == at::kBFloat16);
   TORCH_CHECK(dtype_ok && x.dim() == 2 && x.size(0) == n && x.size(1) == width && x.is_contiguous(),
-              "train_cells: ", name, " must be contiguous (", n, ", ", width, ") float32 rows",
+              name, " must be contiguous (", n, ", ", width, ") float32 rows",
               bf16_allowed ? " (or bfloat16)" : "");
 }
 
@@ -312,19 +345,19 @@ void train_cells(const at::Tensor& gates, const std::optional<at::Tensor>& first
                  const at::Tensor& cell, const at::Tensor& cell_raw, const at::Tensor& tanh_cell, const at::Tensor& hidden,
                  std::optional<double> cell_clip) {
   const int64_t n = cell.size(0), dim = cell.dim() == 2 ? cell.size(1) : 0;
-  check_rows(gates, n, 4 * dim, "gates");
-  check_rows(cell, n, dim, "cell");
-  check_rows(cell_raw, n, dim, "cell_raw");
-  check_rows(tanh_cell, n, dim, "tanh_cell");
-  check_rows(hidden, n, dim, "hidden", true);
+  check_rows(gates, n, 4 * dim, "train_cells: gates", false);
+  check_rows(cell, n, dim, "train_cells: cell", false);
+  check_rows(cell_raw, n, dim, "train_cells: cell_raw", false);
+  check_rows(tanh_cell, n, dim, "train_cells: tanh_cell", false);
+  check_rows(hidden, n, dim, "train_cells: hidden", true);
   TORCH_CHECK(first.has_value() == product.has_value(), "train_cells: first and product come together");
   const char* first_rows = nullptr;
   const uint16_t* product_rows = nullptr;
   bool first_bf16 = false;
   if (product) {
-    check_rows(*first, n, 4 * dim, "first", true);
+    check_rows(*first, n, 4 * dim, "train_cells: first", true);
     first_bf16 = first->scalar_type() == at::kBFloat16;
-    check_rows(*product, n, 4 * dim, "product", true);
+    check_rows(*product, n, 4 * dim, "train_cells: product", true);
     TORCH_CHECK(product->scalar_type() == at::kBFloat16, "train_cells: product must be bfloat16");
     TORCH_CHECK(first->data_ptr() != gates.data_ptr(), "train_cells: first must not be gates");
     first_rows = static_cast<const char*>(first->data_ptr());
@@ -353,13 +386,13 @@ void train_cells_backward(const at::Tensor& acts, const at::Tensor& cell_raw, co
                           const at::Tensor& previous, bool clip_previous, const at::Tensor& d_hidden, const at::Tensor& dc,
                           const at::Tensor& d_gates, std::optional<double> cell_clip) {
   const int64_t n = dc.size(0), dim = dc.dim() == 2 ? dc.size(1) : 0;
-  check_rows(acts, n, 4 * dim, "acts");
-  check_rows(cell_raw, n, dim, "cell_raw");
-  check_rows(tanh_cell, n, dim, "tanh_cell");
-  check_rows(previous, n, dim, "previous");
-  check_rows(d_hidden, n, dim, "d_hidden", true);
-  check_rows(dc, n, dim, "dc");
-  check_rows(d_gates, n, 4 * dim, "d_gates", true);
+  check_rows(acts, n, 4 * dim, "train_cells_backward: acts", false);
+  check_rows(cell_raw, n, dim, "train_cells_backward: cell_raw", false);
+  check_rows(tanh_cell, n, dim, "train_cells_backward: tanh_cell", false);
+  check_rows(previous, n, dim, "train_cells_backward: previous", false);
+  check_rows(d_hidden, n, dim, "train_cells_backward: d_hidden", true);
+  check_rows(dc, n, dim, "train_cells_backward: dc", false);
+  check_rows(d_gates, n, 4 * dim, "train_cells_backward: d_gates", true);
   const bool dh_bf16 = d_hidden.scalar_type() == at::kBFloat16, dg_bf16 = d_gates.scalar_type() == at::kBFloat16;
   const float* a = acts.data_ptr<float>();
   const float* raw = cell_raw.data_ptr<float>();
@@ -402,6 +435,8 @@ void define_ops(torch::Library& m) {
   m.def("train_cells_backward(Tensor acts, Tensor cell_raw, Tensor tanh_cell, Tensor previous, bool clip_previous, "
         "Tensor d_hidden, Tensor(a!) dc, Tensor(b!) d_gates, float? cell_clip) -> ()");
   m.impl("train_cells_backward", c10::DispatchKey::CPU, TORCH_FN(train_cells_backward));
+  m.def("lstm_cells_sum(Tensor first, Tensor product, Tensor(a!) cell, Tensor(b!) hidden, float? cell_clip) -> ()");
+  m.impl("lstm_cells_sum", c10::DispatchKey::CPU, TORCH_FN(lstm_cells_sum));
   m.def("lstm_cells(Tensor gates, Tensor(a!) cell, Tensor(b!) hidden, float? cell_clip) -> ()");
   m.impl("lstm_cells", c10::DispatchKey::CPU, TORCH_FN(lstm_cells));
   m.def("variant() -> str", TORCH_FN(variant));
