@@ -12,7 +12,16 @@ batch. Interleaved by revision in short processes (12 steps each, the heap still
 longer run (a one-off reading) page faults fell from 120,000-160,000 a step to under 2,000.
 The process keeps its peak memory until it exits, which is what a training run does anyway.
 ``pretrain`` and ``finetune`` call it; ``SPACY_ELMO_MALLOC=0`` leaves the allocator alone.
+
+``keep_made_kernels`` does the same for oneDNN's kernels. oneDNN makes (JIT-compiles) a kernel for
+each shape of a convolution or bf16 product and keeps the last 1,024 it made. A training batch has
+its own counts of distinct tokens and of running rows at each timestep, so a step meets hundreds of
+shapes and the default cache holds too few of them to keep a step's kernels until the next
+(bench/bench_fresh_batches.py measures fresh batches with each capacity). It takes effect where it
+runs before oneDNN's first kernel: the command line sets it before any command runs, and
+``pretrain`` and ``finetune`` call it again.
 """
+
 import ctypes
 import os
 import sys
@@ -35,3 +44,14 @@ def keep_freed_memory() -> bool:
     mallopt.restype = ctypes.c_int
     # no block from mmap (a failed heap extension still falls back to it), no trimming below 2 GB free
     return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+PRIMITIVE_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+KEPT_KERNELS = 8192
+
+
+def keep_made_kernels() -> str:
+    """Have oneDNN keep up to ``KEPT_KERNELS`` kernels it made (its ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``)
+    unless the environment names another number; RETURNS the capacity the environment now names.
+    Read by oneDNN once, when it makes its first kernel: later calls change nothing."""
+    return os.environ.setdefault(PRIMITIVE_CACHE, str(KEPT_KERNELS))

@@ -15,13 +15,15 @@ from .corpus import Corpus, CorpusStats, check_usable, split_long
 from .perplexity import oov_rate_checked, oov_warning
 from .distributed import DistInfo, barrier, init_distributed
 from .loop import CHECKPOINTS
-from .memory import keep_freed_memory
+from .memory import keep_freed_memory, keep_made_kernels
 
 
 def setup_process(config: LMConfig, device: str) -> Tuple[torch.device, DistInfo]:
     """Threads, device, process group and seeds (identical on all ranks, so the initial weights are);
-    freed memory kept for reuse (``memory.py``); a warning where bf16 autocast would run emulated."""
+    freed memory and made kernels kept for reuse (``memory.py``); a warning where bf16 autocast would
+    run emulated."""
     keep_freed_memory()
+    keep_made_kernels()
     check_autocast_device(config.training.autocast, torch.device(device))
     warn_if_bf16_is_emulated(config.training.autocast, torch.device(device))
     if config.threads > 0:

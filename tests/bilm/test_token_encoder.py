@@ -112,3 +112,47 @@ def test_unique_rows_agrees_with_torch_unique(shape):
     distinct, inverse = unique_rows(rows)
     assert torch.equal(distinct[inverse], rows) and inverse.dtype == torch.long
     assert len(distinct) == len(set(map(tuple, rows.tolist())))  # each distinct row once
+
+
+def test_bucket_rounds_up_to_eight_sizes_an_octave():
+    from spacy_elmo.bilm.token_encoder import bucket
+
+    assert [bucket(n) for n in (0, 1, 7, 8)] == [0, 1, 7, 8]
+    sizes = {bucket(n) for n in range(1025, 2049)}  # one octave
+    assert len(sizes) == 8 and max(sizes) == 2048
+    for n in range(1, 5000):
+        assert n <= bucket(n) <= n + n // 8 and bucket(bucket(n)) == bucket(n)
+
+
+def _distinct_words(count):
+    words = [("w" * (1 + k % 17)) + str(k) for k in range(count)]  # many spans, many rows each
+    return torch.from_numpy(batch_char_ids([words])[0])[0]
+
+
+def test_under_autograd_rows_are_padded_to_buckets_with_the_same_values_and_gradients(monkeypatch):
+    from spacy_elmo.bilm import token_encoder as te
+
+    bilm = random_bilm(seed=22)
+    encoder = bilm.token_encoder
+    rows = _distinct_words(75)
+    seen = []
+    hook = encoder.convolutions[0].register_forward_hook(lambda m, args, out: seen.append(args[0].shape[0]))
+    results = {}
+    for on in (False, True):
+        monkeypatch.setattr(te, "BUCKET_ROWS", on)
+        encoder.zero_grad()
+        seen.clear()
+        out = encoder.encode_rows(rows)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results[on] = (out.detach(), [p.grad.clone() for p in encoder.parameters() if p.grad is not None], list(seen))
+    hook.remove()
+    (plain, plain_grads, plain_rows), (padded, padded_grads, padded_rows) = results[False], results[True]
+    assert padded.shape == plain.shape == (rows.shape[0], bilm.config.projection_dim)
+    torch.testing.assert_close(padded, plain, atol=1e-6, rtol=0)
+    for got, want in zip(padded_grads, plain_grads):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert all(n == te.bucket(n) for n in padded_rows)  # every convolution ran on a bucket's rows
+    assert sum(padded_rows) > sum(plain_rows) and padded_rows != plain_rows
+    with torch.no_grad():  # inference keeps its exact rows: the reference, bit for bit
+        seen.clear()
+        assert torch.equal(encoder.encode_rows(rows), plain)

@@ -39,3 +39,19 @@ def test_freed_blocks_are_reused_without_page_faults():
     assert not off  # the environment switch leaves the allocator alone
     # five fresh 64 MB blocks fault in about 16,000 pages each; reused ones hardly any
     assert faults_default > 5 * 10_000 and faults_kept < faults_default / 4
+
+
+def test_kept_kernels_are_named_for_onednn_unless_the_environment_names_a_number(monkeypatch):
+    from spacy_elmo.cli import main as cli_main
+    from spacy_elmo.training.memory import KEPT_KERNELS, PRIMITIVE_CACHE, keep_made_kernels
+
+    monkeypatch.delenv(PRIMITIVE_CACHE, raising=False)
+    assert keep_made_kernels() == str(KEPT_KERNELS) == os.environ[PRIMITIVE_CACHE]
+    monkeypatch.setenv(PRIMITIVE_CACHE, "100")
+    assert keep_made_kernels() == "100" == os.environ[PRIMITIVE_CACHE]
+    # the command line names it before any command runs
+    monkeypatch.delenv(PRIMITIVE_CACHE)
+    ran = []
+    monkeypatch.setattr(cli_main, "app", lambda: ran.append(os.environ.get(PRIMITIVE_CACHE)))
+    cli_main.main()
+    assert ran == [str(KEPT_KERNELS)]

@@ -1,0 +1,23 @@
+"""Smoke test of the fresh-batches benchmark on a tiny model: each variant in its own process, with
+its own oneDNN cache capacity and row buckets, its ratio to the default cache."""
+import json
+
+from bench import bench_fresh_batches
+from lab.records.check import check_record
+from spacy_elmo.training.memory import KEPT_KERNELS
+
+
+def test_each_variant_runs_in_its_own_process_with_its_cache_and_buckets(tmp_path):
+    out = tmp_path / "fresh.json"
+    report = bench_fresh_batches.main(["--quick", "--json", str(out)])
+    rows = {r["variant"]: r for r in report["rows"]}
+    assert set(rows) == {"default cache", "kept kernels", "kept kernels + buckets"}
+    assert rows["default cache"]["x_default_median"] == 1.0
+    assert all(r["tokens_per_s_median"] > 0 and r["peak_rss_mb_max"] > 0 for r in rows.values())
+    # each child read the capacity its variant names from its own environment
+    assert [run["cache_capacity"] for run in report["runs"]["default cache"]] == ["1024"]
+    assert [run["cache_capacity"] for run in report["runs"]["kept kernels"]] == [str(KEPT_KERNELS)]
+    assert rows["kept kernels + buckets"]["row_buckets"] and not rows["kept kernels"]["row_buckets"]
+    assert json.loads(out.read_text())["rows"] == report["rows"]
+    assert "x default cache" in out.with_suffix(".md").read_text()
+    assert check_record(report) == []
