@@ -14,15 +14,18 @@ Each child process here builds the config's shape with random weights (torch see
 batches from ``--text`` with training's own planner, warms up on ``--warmup`` batches and then times
 ``--groups`` groups of ``--per-group`` further batches, none repeated. Variants:
 
+- ``torch cells, default cache``: the step as it was before its cells ran in the kernel library
+  (``train_step.torch_cells``), oneDNN's 1,024 kept kernels, exact row counts;
 - ``default cache``: oneDNN's 1,024 kept kernels, exact row counts (``BUCKET_ROWS`` off);
 - ``kept kernels``: ``training.memory.KEPT_KERNELS`` kept, exact row counts;
 - ``kept kernels + buckets``: both, as ``pretrain`` and ``finetune`` run now.
 
 The variants alternate, the order rotated each round (the machines are shared VMs whose speed
 drifts); the report gives each variant's tokens/s (median and range over its groups and rounds), its
-ratio to ``default cache`` round by round, and each child's peak resident memory.
+ratio to ``default cache`` and to ``torch cells, default cache`` round by round, and each child's peak resident memory.
 """
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -43,7 +46,13 @@ from spacy_elmo.training.memory import KEPT_KERNELS, PRIMITIVE_CACHE
 from .bench_bilm import machine_info
 from .workloads import bench_command
 
-VARIANTS = {"default cache": (1024, False), "kept kernels": (KEPT_KERNELS, False), "kept kernels + buckets": (KEPT_KERNELS, True)}
+# name: (oneDNN's cache capacity, row buckets, the training cells in torch operations)
+VARIANTS = {
+    "torch cells, default cache": (1024, False, True),
+    "default cache": (1024, False, False),
+    "kept kernels": (KEPT_KERNELS, False, False),
+    "kept kernels + buckets": (KEPT_KERNELS, True, False),
+}
 
 
 def child(args: argparse.Namespace) -> Dict:
@@ -58,7 +67,10 @@ def child(args: argparse.Namespace) -> Dict:
 
     from .bench_pretrain_step import SHAPES, model_shape, read_sentences, train_step
 
+    from spacy_elmo.fast import train_step as train_step_module
+
     token_encoder.BUCKET_ROWS = VARIANTS[args.child][1]
+    cells = train_step_module.torch_cells() if VARIANTS[args.child][2] else contextlib.nullcontext()
     torch.set_num_threads(args.threads)
     keep_freed_memory()
     config, n_samples, _ = model_shape(args)
@@ -79,15 +91,16 @@ def child(args: argparse.Namespace) -> Dict:
     batches = list(itertools.islice(planned, needed))
     if len(batches) < needed:
         raise SystemExit(f"--text makes {len(batches)} batches, {needed} are needed: give a longer text")
-    for batch in batches[: args.warmup]:
-        train_step(lm, optimizer, batch, args.precision)
     rates = []
-    for g in range(args.groups):
-        group = batches[args.warmup + g * args.per_group : args.warmup + (g + 1) * args.per_group]
-        start = time.perf_counter()
-        for batch in group:
+    with cells:
+        for batch in batches[: args.warmup]:
             train_step(lm, optimizer, batch, args.precision)
-        rates.append(sum(b.n_targets for b in group) / (time.perf_counter() - start))
+        for g in range(args.groups):
+            group = batches[args.warmup + g * args.per_group : args.warmup + (g + 1) * args.per_group]
+            start = time.perf_counter()
+            for batch in group:
+                train_step(lm, optimizer, batch, args.precision)
+            rates.append(sum(b.n_targets for b in group) / (time.perf_counter() - start))
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"variant": args.child, "tokens_per_s": rates, "peak_rss_mb": peak_kb / 1024, "vocab": len(vocab),
             "cache_capacity": os.environ.get(PRIMITIVE_CACHE)}
@@ -121,12 +134,14 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     rows = []
     for name in names:
         rates = [r for run in runs[name] for r in run["tokens_per_s"]]
-        ratios = [statistics.median(run["tokens_per_s"]) / statistics.median(b["tokens_per_s"]) for run, b in zip(runs[name], runs[base])]
-        rows.append({"variant": name, "cache_capacity": VARIANTS[name][0], "row_buckets": VARIANTS[name][1],
-                     "tokens_per_s_median": statistics.median(rates), "tokens_per_s_min": min(rates),
-                     "tokens_per_s_max": max(rates), "x_default_median": statistics.median(ratios),
-                     "x_default_min": min(ratios), "x_default_max": max(ratios),
-                     "peak_rss_mb_max": max(run["peak_rss_mb"] for run in runs[name])})
+        row = {"variant": name, "cache_capacity": VARIANTS[name][0], "row_buckets": VARIANTS[name][1],
+               "torch_cells": VARIANTS[name][2], "tokens_per_s_median": statistics.median(rates),
+               "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
+               "peak_rss_mb_max": max(run["peak_rss_mb"] for run in runs[name])}
+        for key, other in (("x_default", base), ("x_torch_cells", "torch cells, default cache")):
+            ratios = [statistics.median(run["tokens_per_s"]) / statistics.median(b["tokens_per_s"]) for run, b in zip(runs[name], runs[other])]
+            row.update({f"{key}_median": statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)})
+        rows.append(row)
     report = {
         "command": command,
         "provenance": provenance(model=None, model_note="random weights (torch seed 0) of the shape of the [model] section of the config",
@@ -150,13 +165,14 @@ def markdown(report: Dict) -> str:
         f"{report['precision']}, {report['machine']['threads']} threads; each child process warms up on "
         f"{report['warmup']} batches, then times {report['groups']} groups of {report['per_group']} batches never "
         f"seen before; {report['rounds']} interleaved rounds.", "",
-        "| variant | kept kernels | row buckets | tokens/s (median) | range | x default cache (median) | range | peak memory (MB) |",
-        "|---|---:|---|---:|---|---:|---|---:|",
+        "| variant | kept kernels | row buckets | tokens/s (median) | range | x default cache (median) | range | x torch cells (median) | range | peak memory (MB) |",
+        "|---|---:|---|---:|---|---:|---|---:|---|---:|",
     ]
     for r in report["rows"]:
         lines.append(f"| {r['variant']} | {r['cache_capacity']} | {'yes' if r['row_buckets'] else 'no'} | "
                      f"{r['tokens_per_s_median']:.0f} | {r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f} | "
-                     f"{r['x_default_median']:.2f} | {r['x_default_min']:.2f}-{r['x_default_max']:.2f} | {r['peak_rss_mb_max']:.0f} |")
+                     f"{r['x_default_median']:.2f} | {r['x_default_min']:.2f}-{r['x_default_max']:.2f} | "
+                     f"{r['x_torch_cells_median']:.2f} | {r['x_torch_cells_min']:.2f}-{r['x_torch_cells_max']:.2f} | {r['peak_rss_mb_max']:.0f} |")
     return "\n".join(lines) + "\n"
 
 

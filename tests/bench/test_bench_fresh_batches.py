@@ -11,8 +11,9 @@ def test_each_variant_runs_in_its_own_process_with_its_cache_and_buckets(tmp_pat
     out = tmp_path / "fresh.json"
     report = bench_fresh_batches.main(["--quick", "--json", str(out)])
     rows = {r["variant"]: r for r in report["rows"]}
-    assert set(rows) == {"default cache", "kept kernels", "kept kernels + buckets"}
-    assert rows["default cache"]["x_default_median"] == 1.0
+    assert set(rows) == {"torch cells, default cache", "default cache", "kept kernels", "kept kernels + buckets"}
+    assert rows["default cache"]["x_default_median"] == 1.0 and rows["torch cells, default cache"]["x_torch_cells_median"] == 1.0
+    assert rows["torch cells, default cache"]["torch_cells"] and not rows["default cache"]["torch_cells"]
     assert all(r["tokens_per_s_median"] > 0 and r["peak_rss_mb_max"] > 0 for r in rows.values())
     # each child read the capacity its variant names from its own environment
     assert [run["cache_capacity"] for run in report["runs"]["default cache"]] == ["1024"]
