@@ -65,7 +65,7 @@ def child(args: argparse.Namespace) -> Dict:
     from spacy_elmo.training.memory import keep_freed_memory
     from spacy_elmo.training.vocab import Vocab
 
-    from .bench_pretrain_step import SHAPES, model_shape, read_sentences, train_step
+    from .bench_pretrain_step import model_shape, read_sentences, train_step
 
     from spacy_elmo.fast import train_step as train_step_module
 
@@ -73,9 +73,8 @@ def child(args: argparse.Namespace) -> Dict:
     cells = train_step_module.torch_cells() if VARIANTS[args.child][2] else contextlib.nullcontext()
     torch.set_num_threads(args.threads)
     keep_freed_memory()
-    config, n_samples, _ = model_shape(args)
-    if args.quick:
-        config = SHAPES["tiny"]
+    config, n_samples, caps = model_shape(args)
+    sentences_cap, tokens_cap = caps[0]
     sentences = read_sentences(args.text, quick=args.quick)
     if args.quick:  # enough of the quick run's sentences for a few batches
         sentences = sentences * 200
@@ -86,7 +85,7 @@ def child(args: argparse.Namespace) -> Dict:
     lm.train()
     optimizer = torch.optim.Adam(lm.parameters(), lr=1e-4)
     needed = args.warmup + args.groups * args.per_group
-    planned = sentence_batches(iter(sentences), vocab, seed=0, epoch=0, batch_size=256, max_batch_tokens=6144,
+    planned = sentence_batches(iter(sentences), vocab, seed=0, epoch=0, batch_size=sentences_cap, max_batch_tokens=tokens_cap,
                                buffer_size=20000, max_chars=config.max_characters_per_token)
     batches = list(itertools.islice(planned, needed))
     if len(batches) < needed:
@@ -181,6 +180,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--config", default="configs/bilm-small.cfg")
     parser.add_argument("--shape", default=None)
     parser.add_argument("--text", default=None, help="whitespace-tokenized text, a sentence a line (long: no batch repeats)")
+    parser.add_argument("--batches", default="256:6144", help="SENTENCES:TOKENS caps of a batch (the stretch's)")
     parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=10)

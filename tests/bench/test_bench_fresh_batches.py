@@ -22,3 +22,10 @@ def test_each_variant_runs_in_its_own_process_with_its_cache_and_buckets(tmp_pat
     assert json.loads(out.read_text())["rows"] == report["rows"]
     assert "x default cache" in out.with_suffix(".md").read_text()
     assert check_record(report) == []
+
+
+def test_a_full_run_reads_the_configs_shape_and_the_stretchs_batch_caps():
+    from bench.bench_pretrain_step import model_shape
+
+    config, samples, caps = model_shape(bench_fresh_batches.parse_args([]))
+    assert caps == [(256, 6144)] and config.dim == 512 and samples > 0  # configs/bilm-small.cfg: en_small
