@@ -1,5 +1,5 @@
-"""Training steps on batches never seen before, as a real run meets them: oneDNN's kept kernels and
-the token encoder's row buckets, each variant in its own process, interleaved.
+"""Training steps on batches never seen before, as a real run meets them: oneDNN's kept kernels,
+each variant in its own process, interleaved.
 
     python -m bench.bench_fresh_batches --text corpus/full/pretrain/train/train-01.txt \\
         --json results/bench/CPU/fresh-batches.json
@@ -15,10 +15,13 @@ batches from ``--text`` with training's own planner, warms up on ``--warmup`` ba
 ``--groups`` groups of ``--per-group`` further batches, none repeated. Variants:
 
 - ``torch cells, default cache``: the step as it was before its cells ran in the kernel library
-  (``train_step.torch_cells``), oneDNN's 1,024 kept kernels, exact row counts;
-- ``default cache``: oneDNN's 1,024 kept kernels, exact row counts (``BUCKET_ROWS`` off);
-- ``kept kernels``: ``training.memory.KEPT_KERNELS`` kept, exact row counts;
-- ``kept kernels + buckets``: both, as ``pretrain`` and ``finetune`` run now.
+  (``train_step.torch_cells``), oneDNN's 1,024 kept kernels;
+- ``default cache``: oneDNN's 1,024 kept kernels;
+- ``kept kernels``: ``training.memory.KEPT_KERNELS`` kept, as ``pretrain`` and ``finetune`` run.
+
+(A fourth variant once padded the token encoder's rows to 8 sizes an octave, so that fewer shapes
+would need kernels; with the kernels kept it was slower than exact rows, 1.06x against 1.10x the
+default cache in one run: results/bench/amd-f25-m17/fresh-batches.json, whose commit has it.)
 
 The variants alternate, the order rotated each round (the machines are shared VMs whose speed
 drifts); the report gives each variant's tokens/s (median and range over its groups and rounds), its
@@ -46,19 +49,17 @@ from spacy_elmo.training.memory import KEPT_KERNELS, PRIMITIVE_CACHE
 from .bench_bilm import machine_info
 from .workloads import bench_command
 
-# name: (oneDNN's cache capacity, row buckets, the training cells in torch operations)
+# name: (oneDNN's cache capacity, the training cells in torch operations)
 VARIANTS = {
-    "torch cells, default cache": (1024, False, True),
-    "default cache": (1024, False, False),
-    "kept kernels": (KEPT_KERNELS, False, False),
-    "kept kernels + buckets": (KEPT_KERNELS, True, False),
+    "torch cells, default cache": (1024, True),
+    "default cache": (1024, False),
+    "kept kernels": (KEPT_KERNELS, False),
 }
 
 
 def child(args: argparse.Namespace) -> Dict:
     """One variant's timings (run in a process of its own, its cache capacity in its environment)."""
     from spacy_elmo.bilm import BiLM
-    from spacy_elmo.bilm import token_encoder
     from spacy_elmo.bilm.softmax import WordSoftmax
     from spacy_elmo.training.batches import sentence_batches
     from spacy_elmo.training.lm import LanguageModel, init_for_training
@@ -69,8 +70,7 @@ def child(args: argparse.Namespace) -> Dict:
 
     from spacy_elmo.fast import train_step as train_step_module
 
-    token_encoder.BUCKET_ROWS = VARIANTS[args.child][1]
-    cells = train_step_module.torch_cells() if VARIANTS[args.child][2] else contextlib.nullcontext()
+    cells = train_step_module.torch_cells() if VARIANTS[args.child][1] else contextlib.nullcontext()
     torch.set_num_threads(args.threads)
     keep_freed_memory()
     config, n_samples, caps = model_shape(args)
@@ -133,8 +133,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     rows = []
     for name in names:
         rates = [r for run in runs[name] for r in run["tokens_per_s"]]
-        row = {"variant": name, "cache_capacity": VARIANTS[name][0], "row_buckets": VARIANTS[name][1],
-               "torch_cells": VARIANTS[name][2], "tokens_per_s_median": statistics.median(rates),
+        row = {"variant": name, "cache_capacity": VARIANTS[name][0],
+               "torch_cells": VARIANTS[name][1], "tokens_per_s_median": statistics.median(rates),
                "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
                "peak_rss_mb_max": max(run["peak_rss_mb"] for run in runs[name])}
         for key, other in (("x_default", base), ("x_torch_cells", "torch cells, default cache")):
@@ -164,11 +164,11 @@ def markdown(report: Dict) -> str:
         f"{report['precision']}, {report['machine']['threads']} threads; each child process warms up on "
         f"{report['warmup']} batches, then times {report['groups']} groups of {report['per_group']} batches never "
         f"seen before; {report['rounds']} interleaved rounds.", "",
-        "| variant | kept kernels | row buckets | tokens/s (median) | range | x default cache (median) | range | x torch cells (median) | range | peak memory (MB) |",
-        "|---|---:|---|---:|---|---:|---|---:|---|---:|",
+        "| variant | kept kernels | tokens/s (median) | range | x default cache (median) | range | x torch cells (median) | range | peak memory (MB) |",
+        "|---|---:|---:|---|---:|---|---:|---|---:|",
     ]
     for r in report["rows"]:
-        lines.append(f"| {r['variant']} | {r['cache_capacity']} | {'yes' if r['row_buckets'] else 'no'} | "
+        lines.append(f"| {r['variant']} | {r['cache_capacity']} | "
                      f"{r['tokens_per_s_median']:.0f} | {r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f} | "
                      f"{r['x_default_median']:.2f} | {r['x_default_min']:.2f}-{r['x_default_max']:.2f} | "
                      f"{r['x_torch_cells_median']:.2f} | {r['x_torch_cells_min']:.2f}-{r['x_torch_cells_max']:.2f} | {r['peak_rss_mb_max']:.0f} |")

@@ -28,20 +28,6 @@ from .highway import Highway
 SPAN_STEP = 4
 # Convolution outputs held at once (rows x filters x positions), to bound memory on large batches.
 MAX_CONV_ELEMENTS = 1 << 23
-# Under autograd (training), the rows of each convolution and of the highways are padded to one of
-# 8 sizes an octave (``bucket``): every batch has other counts of distinct tokens and of tokens of
-# each span, and oneDNN makes its kernels anew for every new shape (a fresh batch's step spent 6-8%
-# of its time on that, bench/bench_pretrain_step.py --fresh). At most 1/8 more rows, whose outputs
-# are dropped (no gradient reaches them); inference keeps its exact row counts, as the reference.
-BUCKET_ROWS = True
-
-
-def bucket(rows: int) -> int:
-    """``rows`` rounded up to one of 8 sizes an octave (at most 1/8 more); up to 8 rows as they are."""
-    if rows <= 8:
-        return rows
-    step = 1 << (rows.bit_length() - 4)
-    return -(-rows // step) * step
 
 
 class CharCNNEncoder(nn.Module):
@@ -104,21 +90,10 @@ class CharCNNEncoder(nn.Module):
 
     def encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """Encode every row of ``rows`` (N, row width): (N, projection_dim), no deduplication or cache."""
-        n_rows = rows.shape[0]
-        padded = self._padded_rows(n_rows)
-        if padded > n_rows:  # copies of the first row, dropped below
-            rows = torch.cat([rows, rows[:1].expand(padded - n_rows, -1)])
         features = self.highway(self._pool(rows[:, self.first_char :]))
         if self.word_embedding is not None:
             features = torch.cat([self.word_embedding(rows[:, 0]), features], dim=-1)
-        return self.projection(features)[:n_rows]
-
-    def _padded_rows(self, rows: int) -> int:
-        """The rows a product or convolution of ``rows`` rows runs on: ``bucket(rows)`` under autograd
-        (see BUCKET_ROWS), else ``rows``."""
-        if not BUCKET_ROWS or rows == 0 or not torch.is_grad_enabled() or not self.projection.weight.requires_grad:
-            return rows
-        return bucket(rows)
+        return self.projection(features)
 
     def _pool(self, rows: torch.Tensor) -> torch.Tensor:
         """Max-pooled, activated convolution features (N, n_filters), over each row's needed span only."""
@@ -131,11 +106,8 @@ class CharCNNEncoder(nn.Module):
             chunk = max(1, MAX_CONV_ELEMENTS // (self.config.n_filters * span))
             for start in range(0, len(index), chunk):
                 part = index[start : start + chunk]
-                count = len(part)
-                padded = min(self._padded_rows(count), chunk)
-                taken = torch.cat([part, part[:1].expand(padded - count)]) if padded > count else part
-                embedded = self.char_embedding(rows[taken, :span]).transpose(1, 2)  # (n, emb, span)
-                pooled = [self._activation(_max_over_positions(conv(embedded)))[:count] for conv in self.convolutions]
+                embedded = self.char_embedding(rows[part, :span]).transpose(1, 2)  # (n, emb, span)
+                pooled = [self._activation(_max_over_positions(conv(embedded))) for conv in self.convolutions]
                 pieces.append(torch.cat(pooled, dim=-1))
                 indices.append(part)
         if len(pieces) == 1:
