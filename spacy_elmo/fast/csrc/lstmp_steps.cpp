@@ -201,7 +201,7 @@ void bf16_rows(const at::Tensor& x, const at::Tensor& packed, const std::optiona
   float* y = out.data_ptr<float>();
   const float* plus = add ? add->data_ptr<float>() : nullptr;
   // the blocks of all directions split between threads (two cores: one direction each)
-  at::parallel_for(0, n_dir * blocks, 8, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, n_dir * blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end;) {
       const int64_t d = i / blocks, first = i % blocks, last = std::min(blocks, first + (end - i));
       spacy_elmo_bf16_rows(w + d * blocks * n_pairs * 128, p + d * rows * n_pairs, rows, n_pairs, out_features, first,
@@ -261,7 +261,7 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
   float* y = out.data_ptr<float>();
   const float* plus = add ? add->data_ptr<float>() : nullptr;
   // the blocks of all directions split between threads (two cores: one direction each)
-  at::parallel_for(0, n_dir * blocks, 8, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, n_dir * blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end;) {
       const int64_t d = i / blocks, first = i % blocks, last = std::min(blocks, first + (end - i));
       spacy_elmo_int8_rows(w + d * blocks * n_quads * 256, off + d * out_features, ws + d * out_features,
