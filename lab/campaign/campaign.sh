@@ -12,6 +12,10 @@
 #   lab/campaign/campaign.sh downstream           # UPOS and NER at 1% of train, the fine-tuned biLM against the
 #                                            # shipped one ($SHIPPED), seeds $SEEDS (default 0 1 2); the plain
 #                                            # runs the gains are over are $PLAIN's (metrics folder or records file)
+#   lab/campaign/campaign.sh probes               # the fine-tuned biLM's default mix chosen on WiC train, then its layer
+#                                            # probes (UPOS, Senseval-2 1-NN, WiC test), WiC dev and Senseval-2 alone
+#   lab/campaign/campaign.sh textcat              # movie-review sentiment at 1% and 10% of train with the fine-tuned biLM
+#   FRACTIONS="1 10" lab/campaign/campaign.sh downstream   # downstream at each fraction (default 1)
 #   lab/campaign/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
 #
 # Checkpoints live in $RUN (untracked; set RUN to keep them outside the checkout). Each stretch ends on its own (--max-time) with
@@ -77,19 +81,39 @@ case "${1:-}" in
     ;;
   downstream)
     seeds=${SEEDS:-0 1 2}
-    for seed in $seeds; do
-      for model in shipped continued; do
-        elmo=$( [ "$model" = shipped ] && echo "${SHIPPED:-spacy_elmo/models/en_small}" || echo "$RUN/finetune-ewt/model-best" )
-        python -m lab.campaign.run_experiment --corpus "${DOWNSTREAM:-corpus/downstream-full}" --elmo "$elmo" \
-          --output "$RUN/downstream/$model-s$seed" --elmo-cache-mb 2048 --tasks upos ner --fractions 1 \
-          --settings elmo --training.max_steps 2000 --training.eval_frequency 200 --system.seed "$seed"
+    for fraction in ${FRACTIONS:-1}; do
+      # the folders of 1% keep their earlier names (continued-s0); other fractions carry theirs (continued10-s0)
+      tag=$( [ "$fraction" = 1 ] || echo "$fraction" )
+      for seed in $seeds; do
+        for model in shipped continued; do
+          elmo=$( [ "$model" = shipped ] && echo "${SHIPPED:-spacy_elmo/models/en_small}" || echo "$RUN/finetune-ewt/model-best" )
+          python -m lab.campaign.run_experiment --corpus "${DOWNSTREAM:-corpus/downstream-full}" --elmo "$elmo" \
+            --output "$RUN/downstream/$model$tag-s$seed" --elmo-cache-mb 2048 --tasks upos ner --fractions "$fraction" \
+            --settings elmo --training.max_steps 2000 --training.eval_frequency 200 --system.seed "$seed"
+        done
       done
+      folders() { for seed in $seeds; do printf '%s,' "$RUN/downstream/$1$tag-s$seed/metrics"; done | sed 's/,$//'; }
+      python -m lab.campaign.report_results --seeds "shipped=$(folders shipped)" "continued=$(folders continued)" \
+        --plain "${PLAIN:-results/en_small/0.6.0/full-metrics.json}" --table "$RUN/downstream-${fraction}pct.md" \
+        --plot "$RUN/downstream-${fraction}pct.png" --records "$RUN/downstream-${fraction}pct-metrics.json" \
+        --title "UPOS and NER at ${fraction}% of train, seeds $seeds"
     done
-    folders() { for seed in $seeds; do printf '%s,' "$RUN/downstream/$1-s$seed/metrics"; done | sed 's/,$//'; }
-    python -m lab.campaign.report_results --seeds "shipped=$(folders shipped)" "continued=$(folders continued)" \
-      --plain "${PLAIN:-results/en_small/0.6.0/full-metrics.json}" --table "$RUN/downstream-1pct.md" \
-      --plot "$RUN/downstream-1pct.png" --records "$RUN/downstream-1pct-metrics.json" \
-      --title "UPOS and NER at 1% of train, seeds $seeds"
+    ;;
+  probes)
+    model="$RUN/finetune-ewt/model-best"
+    # the default mix first (written into the model's vectors.json): the probes' "default mix" rows read it
+    python -m lab.release.sense_vectors --model "$model" --wic "$DATASETS/wic" --output "$RUN/sense-vectors.json" --write
+    python -m spacy_elmo probe --model "$model" --data-dir "$DATASETS" --output "$RUN/probe"
+    python -m spacy_elmo probe --model "$model" --data-dir "$DATASETS" --task wic \
+      --eval "$DATASETS/wic/dev/dev.data.txt" --output "$RUN/probe-wic-dev"
+    python -m spacy_elmo probe --model "$model" --data-dir "$DATASETS" --task wsd --output "$RUN/senseval2"
+    ;;
+  textcat)
+    python -m lab.campaign.run_experiment --corpus "${DOWNSTREAM:-corpus/downstream-full}" --tasks textcat \
+      --fractions 1 10 --settings elmo --elmo "$RUN/finetune-ewt/model-best" --output "$RUN/textcat" \
+      --elmo-cache-mb 2048 --training.max_steps 2000 --training.eval_frequency 200
+    python -m lab.campaign.report_results "$RUN/textcat/metrics" --table "$RUN/textcat.md" --plot "$RUN/textcat.png" \
+      --records "$RUN/textcat-metrics.json" --title "Movie-review sentiment (polarity v2.0), 1% and 10% of train"
     ;;
   results)
     out=${2:?results DIR}
@@ -101,12 +125,13 @@ case "${1:-}" in
       [ -f "$RUN/$stage/model-best/config.json" ] && cp "$RUN/$stage/model-best/config.json" "$out/$stage/model-best-config.json"
     done
     cp "$RUN"/eval-*.json "$out/" 2>/dev/null || true
-    for f in downstream-1pct.md downstream-1pct.png downstream-1pct-metrics.json curve.png curve.json; do
+    for f in downstream-{1,10}pct.md downstream-{1,10}pct.png downstream-{1,10}pct-metrics.json curve.png curve.json \
+             sense-vectors.json textcat.md textcat.png textcat-metrics.json; do
       [ -f "$RUN/$f" ] && cp "$RUN/$f" "$out/"
     done
     cp "$CORPUS/ATTRIBUTION.md" "$out/corpus-ATTRIBUTION.md"
     [ -f "$CORPUS/mix-stats.json" ] && cp "$CORPUS/mix-stats.json" "$out/corpus-mix-stats.json"
-    for d in probe probe-wic-dev neighbors; do
+    for d in probe probe-wic-dev senseval2 neighbors; do
       if [ -d "$RUN/$d" ]; then mkdir -p "$out/$d"; cp "$RUN/$d"/*.json "$RUN/$d"/*.md "$RUN/$d"/*.png "$out/$d/" 2>/dev/null || true; fi
     done
     true
