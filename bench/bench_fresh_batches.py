@@ -47,7 +47,7 @@ from spacy_elmo.records.provenance import data_record, mark_start, provenance
 from spacy_elmo.training.memory import KEPT_KERNELS, PRIMITIVE_CACHE
 
 from .bench_bilm import machine_info
-from .workloads import bench_command
+from .workloads import bench_command, write_report
 
 # name: (oneDNN's cache capacity, the training cells in torch operations)
 VARIANTS = {
@@ -150,11 +150,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         "warmup": args.warmup, "groups": args.groups, "per_group": args.per_group, "vocab": runs[base][0]["vocab"],
         "rows": rows, "runs": runs,
     }
-    print(markdown(report))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
-        Path(args.json).with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    text = markdown(report)
+    print(text)
+    write_report(report, text, args.json, str(Path(args.json).with_suffix(".md")) if args.json else None)
     return report
 
 
