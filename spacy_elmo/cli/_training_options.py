@@ -39,9 +39,14 @@ def parse_duration(value: Optional[str]) -> Optional[float]:
 def load_config(ctx: typer.Context, config_path: Path):
     """The training config at ``config_path`` with the command line's overrides.
 
-    RETURNS (LMConfig): the config; a bad file or override is reported as a bad parameter.
+    RETURNS (LMConfig): the config; a bad file or override is reported as a bad parameter. The first
+    thing ``pretrain`` and ``finetune`` do, so it also names oneDNN's kept kernels
+    (``training.memory.keep_made_kernels``) before anything makes one.
     """
     from ..training.config import load_lm_config
+    from ..training.memory import keep_made_kernels
+
+    keep_made_kernels()
 
     try:
         return load_lm_config(config_path, parse_config_overrides(ctx.args))

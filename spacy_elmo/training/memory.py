@@ -18,8 +18,9 @@ each shape of a convolution or bf16 product and keeps the last 1,024 it made. A 
 its own counts of distinct tokens and of running rows at each timestep, so a step meets hundreds of
 shapes and the default cache holds too few of them to keep a step's kernels until the next
 (bench/bench_fresh_batches.py measures fresh batches with each capacity). It takes effect where it
-runs before oneDNN's first kernel: the command line sets it before any command runs, and
-``pretrain`` and ``finetune`` call it again.
+runs before oneDNN's first kernel: ``pretrain`` and ``finetune`` set it as they start (reading
+their config), and ``setup_process`` once more. Other commands (``serve``, ``embed-corpus``) keep
+oneDNN's default, which bounds a long-running process's memory.
 """
 
 import ctypes

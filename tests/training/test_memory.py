@@ -42,16 +42,18 @@ def test_freed_blocks_are_reused_without_page_faults():
 
 
 def test_kept_kernels_are_named_for_onednn_unless_the_environment_names_a_number(monkeypatch):
-    from spacy_elmo.cli import main as cli_main
+    import types
+    from pathlib import Path
+
+    from spacy_elmo.cli._training_options import load_config
     from spacy_elmo.training.memory import KEPT_KERNELS, PRIMITIVE_CACHE, keep_made_kernels
 
     monkeypatch.delenv(PRIMITIVE_CACHE, raising=False)
     assert keep_made_kernels() == str(KEPT_KERNELS) == os.environ[PRIMITIVE_CACHE]
     monkeypatch.setenv(PRIMITIVE_CACHE, "100")
     assert keep_made_kernels() == "100" == os.environ[PRIMITIVE_CACHE]
-    # the command line names it before any command runs
+    # pretrain and finetune name it as they read their config, before anything makes a kernel
     monkeypatch.delenv(PRIMITIVE_CACHE)
-    ran = []
-    monkeypatch.setattr(cli_main, "app", lambda: ran.append(os.environ.get(PRIMITIVE_CACHE)))
-    cli_main.main()
-    assert ran == [str(KEPT_KERNELS)]
+    ctx = types.SimpleNamespace(args=[])
+    load_config(ctx, Path(__file__).resolve().parents[2] / "configs" / "bilm-small.cfg")
+    assert os.environ[PRIMITIVE_CACHE] == str(KEPT_KERNELS)
