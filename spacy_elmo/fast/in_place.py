@@ -171,8 +171,13 @@ def _low_cells(paired, projected: torch.Tensor, low_packs, row_weights, numel: i
     ops = kernel_library.library()
     if ops is None or not hasattr(ops, "lstm_cells_sum"):
         return None
-    few = bf16_rows.ROWS if row_weights is not None else 0
-    return LowCells(ops, paired, low_packs, few, numel, projected)
+    return LowCells(ops, paired, low_packs, _few_rows(row_weights), numel, projected)
+
+
+def _few_rows(row_weights) -> int:
+    """The most running rows whose bfloat16 products take ``bf16_rows``' kernel: its ``ROWS`` where its
+    packed weights are at hand, else none."""
+    return bf16_rows.ROWS if row_weights is not None else 0
 
 
 def _step_products(
@@ -216,9 +221,8 @@ def _step_products(
 
     elif paired is not None and paired[0].dtype != projected.dtype:  # bfloat16 weights: cast each step
         state_weights, projection_weights = paired
-        low = projected.new_empty(gates_numel, dtype=state_weights.dtype)
-
-        few = bf16_rows.ROWS if row_weights is not None else 0
+        low: List[torch.Tensor] = []  # the products' buffer, made at first use (LowCells may take every step)
+        few = _few_rows(row_weights)
 
         def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
             if gates.shape[1] <= few:
@@ -228,7 +232,9 @@ def _step_products(
                 for d, (state_pack, _) in enumerate(low_packs):
                     gates[d].copy_(prepacked.product(h[d].to(state_weights.dtype), state_pack)).add_(p[d])
                 return
-            product = torch.bmm(h.to(state_weights.dtype), state_weights, out=low[: gates.numel()].view(gates.shape))
+            if not low:
+                low.append(projected.new_empty(gates_numel, dtype=state_weights.dtype))
+            product = torch.bmm(h.to(state_weights.dtype), state_weights, out=low[0][: gates.numel()].view(gates.shape))
             gates.copy_(product).add_(p)  # a quarter faster than one add of mixed types
 
         def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
