@@ -16,6 +16,8 @@
 #                                            # probes (UPOS, Senseval-2 1-NN, WiC test), WiC dev and Senseval-2 alone
 #   lab/campaign/campaign.sh textcat              # movie-review sentiment at 1% and 10% of train with the fine-tuned biLM
 #   FRACTIONS="1 10" lab/campaign/campaign.sh downstream   # downstream at each fraction (default 1)
+#   MODELS=continued SHIPPED_RUNS='DIR/downstream-{pct}pct-metrics.json#NAME' ...downstream   # the shipped
+#                                            # model's runs taken from an earlier report instead of run again
 #   lab/campaign/campaign.sh results DIR          # copy metrics, curves, reports and evaluations into DIR
 #
 # Checkpoints live in $RUN (untracked; set RUN to keep them outside the checkout). Each stretch ends on its own (--max-time) with
@@ -85,7 +87,7 @@ case "${1:-}" in
       # the folders of 1% keep their earlier names (continued-s0); other fractions carry theirs (continued10-s0)
       tag=$( [ "$fraction" = 1 ] || echo "$fraction" )
       for seed in $seeds; do
-        for model in shipped continued; do
+        for model in ${MODELS:-shipped continued}; do
           elmo=$( [ "$model" = shipped ] && echo "${SHIPPED:-spacy_elmo/models/en_small}" || echo "$RUN/finetune-ewt/model-best" )
           python -m lab.campaign.run_experiment --corpus "${DOWNSTREAM:-corpus/downstream-full}" --elmo "$elmo" \
             --output "$RUN/downstream/$model$tag-s$seed" --elmo-cache-mb 2048 --tasks upos ner --fractions "$fraction" \
@@ -93,8 +95,12 @@ case "${1:-}" in
         done
       done
       folders() { for seed in $seeds; do printf '%s,' "$RUN/downstream/$1$tag-s$seed/metrics"; done | sed 's/,$//'; }
-      python -m lab.campaign.report_results --seeds "shipped=$(folders shipped)" "continued=$(folders continued)" \
-        --plain "${PLAIN:-results/en_small/0.6.0/full-metrics.json}" --table "$RUN/downstream-${fraction}pct.md" \
+      # SHIPPED_RUNS (with MODELS=continued): the shipped model's runs kept by an earlier report, on the same
+      # data and seeds, as FILE#NAME with {pct} for the fraction; PLAIN may carry {pct} too
+      shipped=$( [ -n "${SHIPPED_RUNS:-}" ] && echo "${SHIPPED_RUNS//\{pct\}/$fraction}" || folders shipped )
+      plain=${PLAIN:-results/en_small/0.6.0/full-metrics.json}
+      python -m lab.campaign.report_results --seeds "shipped=$shipped" "continued=$(folders continued)" \
+        --plain "${plain//\{pct\}/$fraction}" --table "$RUN/downstream-${fraction}pct.md" \
         --plot "$RUN/downstream-${fraction}pct.png" --records "$RUN/downstream-${fraction}pct-metrics.json" \
         --title "UPOS and NER at ${fraction}% of train, seeds $seeds"
     done
