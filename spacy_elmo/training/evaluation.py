@@ -105,7 +105,6 @@ def evaluate_corpus(
         raise ValueError(f"{input}: every line held bytes that are not UTF-8 (the first: {stats.first_undecodable}), "
                          "so no word was read; convert the text to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
     rate = oov_rate_checked(perplexity.n_oov, perplexity.n_words, what=input)
-    warning = oov_warning(rate, what=input)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
     record = perplexity.to_dict()
     record.update({
@@ -120,6 +119,7 @@ def evaluate_corpus(
         "corpus": stats.to_dict(),
         "provenance": provenance(model=model_record(model, options=options, weights=weights), data=data_record(corpus.files)),
     })
+    warning = oov_warning(rate, what=record["data"])  # the text as the record names it: no machine path
     if warning:
         record["warnings"] = [warning]
     return Evaluation(perplexity, stats, record)
