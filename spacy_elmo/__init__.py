@@ -2,7 +2,7 @@
 from .bilm import BiLM, BiLMConfig, ScalarMix
 from .io import ModelFileError, export_allennlp, load_bilm, save_bilm
 
-__version__ = "0.9.0"
+__version__ = "0.10.0"
 
 __all__ = [
     "BiLM",
