@@ -98,17 +98,34 @@ def test_unknown_vectors_choice_is_refused(tiny_bilm):
         create_pipeline(tiny_bilm, config={"vectors": "mean"})
 
 
-def test_the_shipped_model_tells_the_readme_senses_apart():
-    """docs/probes.md's example, the README's two sentences and one more of each sense: with the
-    defaults both same-sense similarities are above every cross-sense one."""
+def test_the_shipped_model_gives_its_release_records_sense_example():
+    """docs/probes.md's example, the README's two sentences and one more of each sense, through the
+    component with the defaults: every pair's similarity is the one the release record the shipped
+    vectors.json names holds (the record the model card and docs/probes.md quote, senses apart or not)."""
+    import json
+    from pathlib import Path
+
+    import spacy_elmo
+
+    shipped = Path(spacy_elmo.__file__).parent / "models" / "en_small"
+    setting = json.loads((shipped / "vectors.json").read_text(encoding="utf-8"))
+    record = Path(__file__).resolve().parents[1] / setting["provenance"]["record"]
+    example = json.loads(record.read_text(encoding="utf-8"))["sense_example"]
+    assert [(s["sense"], s["text"]) for s in example["sentences"]] == [tuple(x) for x in SENSE_EXAMPLE]
+    assert json.loads(record.read_text(encoding="utf-8"))["chosen"]["layer_weights"] == setting["layer_weights"]
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"set_vector_hooks": True})
     banks = [next(t for t in doc if t.text == "bank") for doc in nlp.pipe([text for _, text in SENSE_EXAMPLE])]
     assert nlp.get_pipe("elmo").vector_setting is not None  # the shipped model's vectors.json is what ran
-    same = [a.similarity(b) for i, a in enumerate(banks) for b in banks[i + 1 :] if _sense(a) == _sense(b)]
-    cross = [a.similarity(b) for i, a in enumerate(banks) for b in banks[i + 1 :] if _sense(a) != _sense(b)]
-    assert len(same) == 2 and len(cross) == 4
-    assert min(same) > max(cross), (same, cross)
+    pairs = example["after"]["pairs"]
+    assert len(pairs) == 6
+    for pair in pairs:
+        a, b = banks[pair["first"]], banks[pair["second"]]
+        assert pair["same_sense"] == (_sense(a) == _sense(b))
+        assert a.similarity(b) == pytest.approx(pair["similarity"], abs=1e-3), pair
+    same = [p["similarity"] for p in pairs if p["same_sense"]]
+    cross = [p["similarity"] for p in pairs if not p["same_sense"]]
+    assert example["after"]["senses_apart"] == (min(same) > max(cross))
 
 
 def _sense(token) -> str:
