@@ -69,7 +69,11 @@ def test_the_shipped_setting_is_the_one_its_record_chose():
     assert setting.weights_sha256 == record["provenance"]["model"]["weights_sha256"]
     np.testing.assert_allclose(setting.layer_weights, record["chosen"]["layer_weights"], atol=1e-4)
     assert (setting.layer_means is not None) == record["chosen"]["means_taken_off"]
-    assert record["sense_example"]["after"]["senses_apart"]
+    after = record["sense_example"]["after"]  # what the docs quote: apart or not, as the pairs say
+    same = [p["similarity"] for p in after["pairs"] if p["same_sense"]]
+    cross = [p["similarity"] for p in after["pairs"] if not p["same_sense"]]
+    assert after["senses_apart"] == (min(same) > max(cross))
+    assert (after["lowest_same_sense"], after["highest_cross_sense"]) == (min(same), max(cross))
     assert [s["text"] for s in record["sense_example"]["sentences"]] == [text for _, text in SENSE_EXAMPLE]
 
 
