@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 from .reading import read_record
+from .releases import CANDIDATE, PREVIOUS, SHIPPED
 
 # each release's evaluation folder (the continued/pretrained and the fine-tuned model's eval-*.json)
 EVALUATED: Sequence[Tuple[str, str]] = (
-    ("0.10.0", "results/campaign-fourth/candidate"), ("0.9.0", "results/campaign-third/after-part4"), ("0.8.0", "results/campaign-third"),
+    (SHIPPED, CANDIDATE), ("0.9.0", "results/campaign-third/after-part4"), ("0.8.0", "results/campaign-third"),
     ("0.7.0", "results/campaign-wide-replay"), ("0.6.0", "results/campaign/0.6.0"), ("0.5.0", "results/campaign/0.5.0"),
     ("0.4.0", "results/campaign/0.4.0"), ("0.3.0", "results/campaign/0.3.0"), ("0.2.0", "results/campaign/0.2.0"),
 )
@@ -19,10 +20,10 @@ TEXTS: Sequence[Tuple[str, str]] = (
     ("UD EWT dev raw text (chose the fine-tuned model)", "domain_ewt-dev"),
     ("campaign pretraining dev (chose 0.6.0's pretrained model)", "pretrain_dev"),
 )
-PROBED = ("0.10.0", "0.9.0")
+PROBED = (SHIPPED, PREVIOUS)
 # each release's downstream reports (1% and 10% of train): the gains of the newest model of each
 DOWNSTREAM: Sequence[Tuple[str, str]] = (
-    ("0.10.0", "results/campaign-fourth/candidate"), ("0.9.0", "results/campaign-third/after-part4"), ("0.8.0", "results/campaign-third"),
+    (SHIPPED, CANDIDATE), ("0.9.0", "results/campaign-third/after-part4"), ("0.8.0", "results/campaign-third"),
     ("0.7.0", "results/campaign-wide-replay"),
 )
 # the training stages whose run wrote a report: (stage, report)
@@ -38,7 +39,7 @@ STAGES: Sequence[Tuple[str, str]] = (
     ("continue, stretch 3, part 4", "results/campaign-third/pretrain/part4-finetune-report.json"),
     ("fine-tune (0.9.0)", "results/campaign-third/after-part4/finetune-ewt/finetune-report.json"),
     ("continue, stretch 4, part 1 (bf16)", "results/campaign-fourth/stretch/part1-finetune-report.json"),
-    ("fine-tune (0.10.0)", "results/campaign-fourth/candidate/finetune-ewt/finetune-report.json"),
+    (f"fine-tune ({SHIPPED})", f"{CANDIDATE}/finetune-ewt/finetune-report.json"),
 )
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from .reading import read_record
+from .releases import RELEASE
 
-NEIGHBORS = "results/en_small/0.10.0/neighbors"
+NEIGHBORS = f"{RELEASE}/neighbors"
 QUERIES = ("play-sport", "play-theatre", "bank-money", "bank-river")
 
 
@@ -72,7 +73,7 @@ def parity_table(root: Path) -> str:
 def bank_pairs_table(root: Path) -> str:
     """RETURNS (str): the cosine of each pair of the README's "bank" sentences, with the mean of the
     layers and with the shipped model's default vectors (``sense_example`` of its sense-vectors record)."""
-    example = read_record(root, "results/en_small/0.10.0/sense-vectors.json")["sense_example"]
+    example = read_record(root, f"{RELEASE}/sense-vectors.json")["sense_example"]
     texts = [s["text"] for s in example["sentences"]]
     lines = ['| pair of "bank"s | before (`vectors = "plain"`) | the default |', "|---|---:|---:|"]
     for before, after in zip(example["before"]["pairs"], example["after"]["pairs"]):
@@ -106,7 +107,7 @@ def report_table(root: Path, path: str) -> str:
     return "\n".join(lines) + f"\n\n([{Path(path).name}](../{path}))\n"
 
 
-CHANGE = "results/en_small/0.10.0/semantic-change.json"
+CHANGE = f"{RELEASE}/semantic-change.json"
 
 
 def _spread(cell: Dict[str, Any]) -> str:

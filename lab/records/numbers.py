@@ -23,14 +23,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from .card import TABLES as CARD
 from .doc_tables import TABLES as DOCS
 from .reading import read_record
+from .releases import CANDIDATE, RELEASE, SHIPPED
 from .speed_guide import TABLES as GUIDE
 from .speed_guide import cpu_label, needs_label, repeats
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "results/bench"
-CAMPAIGN = "results/campaign-fourth/candidate"
-# the shipped release the README describes
-RELEASE = "results/en_small/0.10.0"
+# the shipped release the README describes, and the run that made it
+CAMPAIGN = CANDIDATE
 _BLOCK = re.compile(r"(<!-- numbers:(?P<name>[\w-]+)(?::(?P<arg>[\w./-]+))? -->\n)(?P<body>.*?)(<!-- /numbers:(?P=name) -->)", re.S)
 
 
@@ -206,9 +206,9 @@ SPEED: Sequence[SpeedRow] = (
              lambda d: _against_peer(d, "batch", "ours bf16"), "AVX512-BF16", RANDOM),
     SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER,
              lambda d: _against_peer(d, "one sentence", "ours int8"), "AVX512-VNNI", RANDOM),
-    SpeedRow("batch of 64 sentences, fp32, the shipped en_small 0.10.0", f"{RELEASE}/bilm-shipped.json",
+    SpeedRow(f"batch of 64 sentences, fp32, the shipped en_small {SHIPPED}", f"{RELEASE}/bilm-shipped.json",
              lambda d: _median_batch(d, "shipped"), "AVX-512"),
-    SpeedRow("batch of 64 sentences, `precision=\"int8\"`, the shipped en_small 0.10.0", f"{RELEASE}/bilm-shipped.json",
+    SpeedRow(f"batch of 64 sentences, `precision=\"int8\"`, the shipped en_small {SHIPPED}", f"{RELEASE}/bilm-shipped.json",
              lambda d: _median_batch(d, "shipped", mode="int8", against="ours_opt"), "AVX512-VNNI"),
     SpeedRow("pretraining step (biLM, softmax, backward, Adam), `[training] autocast = \"bf16\"`, `original`'s shape",
              f"{BENCH}/amd-f25-m17/pretrain-step-full-ab-train-cells.json", lambda d: _training_step(d, "bf16"), "AVX512-BF16",

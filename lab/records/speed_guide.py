@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from .reading import read_record
+from .releases import PREVIOUS, PREVIOUS_RELEASE, RELEASE, SHIPPED
 
 BENCH = "results/bench"
-SHIPPED_RECORD = "results/en_small/0.10.0/bilm-shipped.json"
-PREVIOUS_RECORD = "results/en_small/0.9.0/bilm-shipped.json"
+SHIPPED_RECORD = f"{RELEASE}/bilm-shipped.json"
+PREVIOUS_RECORD = f"{PREVIOUS_RELEASE}/bilm-shipped.json"
 # the CPUs the records ran on, by the folder of their records (spacy_elmo.records.machine.cpu_folder;
 # docs/speed.md says how records written before provenance gave a family and model were assigned)
 CPUS = {
@@ -23,8 +24,8 @@ RECORD_CPUS = {SHIPPED_RECORD: "amd-f25-m17", PREVIOUS_RECORD: "amd-f25-m17"}
 VENDOR_NAMES = {"amd": "AMD", "intel": "Intel"}
 # (model, record, shape): every model size on every CPU a bench_bilm record timed
 CHOICES: Sequence[Tuple[str, str, str]] = (
-    ("en_small 0.10.0", SHIPPED_RECORD, "shipped"),
-    ("en_small 0.9.0", PREVIOUS_RECORD, "shipped"),
+    (f"en_small {SHIPPED}", SHIPPED_RECORD, "shipped"),
+    (f"en_small {PREVIOUS}", PREVIOUS_RECORD, "shipped"),
     ("en_small 0.3.0", f"{BENCH}/intel-f6-model-unrecorded/bilm-shipped.json", "shipped"),
     ("en_small (release not recorded)", f"{BENCH}/cpu-unrecorded/bilm-shipped.json", "shipped"),
     ("`small` (random weights)", f"{BENCH}/amd-f25-m17/bilm.json", "small"),
