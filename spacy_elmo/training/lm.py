@@ -7,6 +7,7 @@ from torch import nn
 from ..bilm import BiLM, BiLMState
 from ..bilm.softmax import WordSoftmax
 from ..fast import attach
+from ..fast.dropout import dropout
 from .batches import NO_TARGET, LMBatch
 
 
@@ -37,7 +38,7 @@ class LanguageModel(nn.Module):
     def _drop_input(self, module: nn.Module, args: tuple) -> tuple:
         if not (self.training and self.dropout > 0):
             return args
-        return (nn.functional.dropout(args[0], self.dropout, training=True), *args[1:])
+        return (dropout(args[0], self.dropout), *args[1:])
 
     def forward(
         self,
@@ -56,7 +57,7 @@ class LanguageModel(nn.Module):
         out = self.bilm(char_ids, lengths, initial_state=initial_state)
         top = out.layers[-1]
         if self.training and self.dropout > 0:
-            top = nn.functional.dropout(top, self.dropout, training=True)
+            top = dropout(top, self.dropout)
         width = self.bilm.config.projection_dim
         result: Dict[str, object] = {"state": _detach(out.state)}
         for name, hidden, targets in (

@@ -34,6 +34,8 @@ extern "C" void spacy_elmo_train_cell_backward_rows(const float* acts, const flo
                                                     int d_hidden_bf16, float* dc, void* d_gates, int d_gates_bf16,
                                                     float* scratch, int64_t rows, int64_t dim, float cell_clip,
                                                     int clip_cell);
+extern "C" void spacy_elmo_dropout_rows(const void* x, void* y, int bf16, int64_t first, int64_t count, uint64_t seed,
+                                        uint32_t threshold, float scale);
 extern "C" const char* spacy_elmo_variant();
 extern "C" const char* spacy_elmo_ops_namespace();
 extern "C" const char* spacy_elmo_instruction_sets();
@@ -412,6 +414,28 @@ void train_cells_backward(const at::Tensor& acts, const at::Tensor& cell_raw, co
   });
 }
 
+// Training's dropout (dropout.cpp): out = x * scale where the hash of (element, seed) falls below
+// threshold, else 0, for contiguous float32 or bfloat16 x (out may be x). The mask depends on the
+// element's index and the seed only, so the threads' split changes nothing.
+void dropout(const at::Tensor& x, const at::Tensor& out, int64_t seed, int64_t threshold, double scale) {
+  TORCH_CHECK(x.device().is_cpu() && out.device().is_cpu(), "dropout: CPU tensors");
+  TORCH_CHECK(x.scalar_type() == out.scalar_type() &&
+                  (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16),
+              "dropout: float32 or bfloat16 x and out of the same dtype");
+  TORCH_CHECK(x.is_contiguous() && out.is_contiguous() && x.numel() == out.numel(),
+              "dropout: contiguous x and out of the same size");
+  TORCH_CHECK(threshold >= 0 && threshold <= 0xffffffffLL, "dropout: threshold within 0..2^32-1");
+  const bool bf16 = x.scalar_type() == at::kBFloat16;
+  const void* in = x.data_ptr();
+  void* dest = out.data_ptr();
+  const uint64_t key = static_cast<uint64_t>(seed);
+  const uint32_t below = static_cast<uint32_t>(threshold);
+  const float factor = static_cast<float>(scale);
+  at::parallel_for(0, x.numel(), 32768, [&](int64_t begin, int64_t end) {
+    spacy_elmo_dropout_rows(in, dest, bf16, begin, end - begin, key, below, factor);
+  });
+}
+
 std::string variant() { return spacy_elmo_variant(); }
 
 std::string instruction_sets() { return spacy_elmo_instruction_sets(); }
@@ -439,6 +463,8 @@ void define_ops(torch::Library& m) {
   m.impl("lstm_cells_sum", c10::DispatchKey::CPU, TORCH_FN(lstm_cells_sum));
   m.def("lstm_cells(Tensor gates, Tensor(a!) cell, Tensor(b!) hidden, float? cell_clip) -> ()");
   m.impl("lstm_cells", c10::DispatchKey::CPU, TORCH_FN(lstm_cells));
+  m.def("dropout(Tensor x, Tensor(a!) out, int seed, int threshold, float scale) -> ()");
+  m.impl("dropout", c10::DispatchKey::CPU, TORCH_FN(dropout));
   m.def("variant() -> str", TORCH_FN(variant));
   m.def("instruction_sets() -> str", TORCH_FN(instruction_sets));
 }
