@@ -90,6 +90,7 @@ def run_in_place(
     views: Dict[int, Tuple[torch.Tensor, torch.Tensor, InPlaceStep]] = {}  # per number of running rows: the step's buffers
     fused = fused and projected.device.type == "cpu"
     kernels = cell_kernels(projected) if fused and c.is_contiguous() else None
+    unit_cells = _unit_cells(int8) if kernels is not None else None
     two, one = projected.new_tensor(2.0), projected.new_tensor(1.0)
     out_steps = out.unbind(0)  # views made once: indexing costs microseconds a step
     if packed:
@@ -109,6 +110,13 @@ def run_in_place(
             low.step(step_input, h if n == batch else h[:, :n], c, h_new, layer.cell_clip)
             clip(h_new, layer.proj_clip, in_place=True)
             h = out_steps[t]
+            continue
+        if unit_cells is not None:  # int8: the recurrent product and the cells in one call
+            hidden = buffers.product
+            unit_cells(h if n == batch else h[:, :n], step_input, c, hidden, layer.cell_clip)
+            h = out_steps[t]
+            project(hidden, h_new)
+            clip(h_new, layer.proj_clip, in_place=True)
             continue
         recurrent(step_input, h if n == batch else h[:, :n], gates)
         if kernels is not None:  # the cells of all running rows, both directions, in one call
@@ -174,6 +182,15 @@ def _low_cells(paired, projected: torch.Tensor, low_packs, row_weights, numel: i
     return LowCells(ops, paired, low_packs, _few_rows(row_weights), numel, projected)
 
 
+def _unit_cells(int8) -> Optional[Callable[..., None]]:
+    """With int8 recurrent weights packed by unit (``int8_rows.pack_cells``), a timestep's product and
+    cells in one call: ``step(h, p, c, hidden, cell_clip)``; else None."""
+    if int8 is None or not int8[0][0].by_unit:
+        return None
+    weights, bias = int8[0]
+    return lambda h, p, c, hidden, cell_clip: int8_rows.cells(h, weights, bias, p, c, hidden, cell_clip)
+
+
 def _few_rows(row_weights) -> int:
     """The most running rows whose bfloat16 products take ``bf16_rows``' kernel: its ``ROWS`` where its
     packed weights are at hand, else none."""
@@ -213,8 +230,14 @@ def _step_products(
     elif int8 is not None:
         (state_weights, state_bias), (projection_weights, projection_bias) = int8
 
+        order = int8_rows.unit_order(layer.dim) if state_weights.by_unit else None
+
         def recurrent(p: torch.Tensor, h: torch.Tensor, gates: torch.Tensor) -> None:
-            int8_rows.product(h, state_weights, gates, bias=state_bias, add=p)
+            if order is None:
+                int8_rows.product(h, state_weights, gates, bias=state_bias, add=p)
+            else:  # weights packed by unit (cells in torch operations): the same sums, put back in gate order
+                gates[..., order] = int8_rows.product(h, state_weights, torch.empty_like(gates), bias=state_bias,
+                                                      add=p[..., order].contiguous())
 
         def project(hidden: torch.Tensor, dest: torch.Tensor) -> None:
             int8_rows.product(hidden, projection_weights, dest, bias=projection_bias)

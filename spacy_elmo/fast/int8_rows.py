@@ -12,6 +12,13 @@ per weights version (``pack``) in one pass, four AVX512-VNNI ``vpdpbusd`` per 25
 ``avx512_vnni`` and ``avx512_bf16`` variants (``kernel_variants.py``; a portable loop in the others), any number of rows
 (four at a time share each line). ``reference`` is the
 same math in torch: the definition the kernel is held to, bit for bit (tests/fast/test_int8_rows.py).
+
+``cells`` runs a timestep's recurrent product and its cells in one call: the weights packed by unit
+(``pack_cells``: each block of 64 outputs the four gates of 16 units), so that a block's sums give
+whole units, whose gates (the product, its bias and the step's input products) go straight into
+``lstm_cells``' arithmetic in a 64-float tile. The gates are never written out nor read back: the
+same values as ``product`` then ``lstm_cells``, bit for bit, without two passes over a (D, n, 4 * dim)
+buffer a timestep.
 """
 from typing import NamedTuple, Optional
 
@@ -21,6 +28,7 @@ from . import kernel_library
 
 BLOCK = 64  # outputs per packed block (csrc/int8_rows.cpp)
 GROUP = 4  # inputs per vpdpbusd lane
+UNITS = BLOCK // 4  # units a block of weights packed by unit holds (their four gates each)
 
 
 class Int8Weights(NamedTuple):
@@ -30,12 +38,19 @@ class Int8Weights(NamedTuple):
     offsets: torch.Tensor  # (D, out) int32: 128 x each output's weight sum (the kernel's unsigned shift)
     scales: torch.Tensor  # (D, out) float32
     width: int  # inputs (in)
+    by_unit: bool = False  # outputs in ``unit_order`` (``pack_cells``), for ``cells``
 
 
 def rows_op():
     """The kernel library's ``int8_rows`` op (of the variant in use) where it is available, else None."""
     ops = kernel_library.library()
     return None if ops is None else ops.int8_rows
+
+
+def cells_op():
+    """The kernel library's ``int8_cells`` op (of the variant in use) where it is available, else None."""
+    ops = kernel_library.library()
+    return getattr(ops, "int8_cells", None) if ops is not None else None
 
 
 def native() -> bool:
@@ -94,6 +109,47 @@ def product(
         raise RuntimeError("the compiled library is not available: check rows_op() first")
     op(x, weights.packed, weights.offsets, weights.scales, bias, add, out)
     return out
+
+
+def unit_order(dim: int) -> torch.Tensor:
+    """The gates' outputs (4 * dim, in the order [i, j, f, o] of ``dim`` units each) in the order
+    ``pack_cells`` packs them: block b the four gates of units [16b, 16b + 16), gate g of unit 16b + u
+    at place 64b + 16g + u. RETURNS (Tensor): for each place, the output it holds."""
+    if dim % UNITS:
+        raise ValueError(f"weights packed by unit need a multiple of {UNITS} units, not {dim}")
+    blocks = torch.arange(dim // UNITS)[:, None, None] * UNITS
+    gates = torch.arange(4)[None, :, None] * dim
+    units = torch.arange(UNITS)[None, None, :]
+    return (blocks + gates + units).flatten()
+
+
+def pack_cells(weights: torch.Tensor, bias: Optional[torch.Tensor]):
+    """Recurrent weights (D, 4 * dim, in) and their bias (D, 4 * dim) or None, their outputs in
+    ``unit_order`` and packed for ``cells``.
+
+    RETURNS (Tuple[Int8Weights, Optional[Tensor]]): the packed weights and the bias in that order.
+    """
+    order = unit_order(weights.shape[1] // 4)
+    packed = pack(weights.detach()[:, order])._replace(by_unit=True)
+    return packed, None if bias is None else bias.detach().float()[:, order].contiguous()
+
+
+def cells(
+    x: torch.Tensor, weights: Int8Weights, bias: Optional[torch.Tensor], add: torch.Tensor, cell: torch.Tensor,
+    hidden: torch.Tensor, cell_clip: Optional[float],
+) -> torch.Tensor:
+    """A timestep of running rows: gates ``x[d] @ W[d].T + bias[d] + add[d]`` in int8 (``product``'s
+    math) on weights from ``pack_cells``, then their cells, as ``lstm_cells`` computes them. x (D, n,
+    in), add (D, n, 4 * dim) and hidden (D, n, dim, written) float32 with contiguous rows; cell (D, B,
+    dim) contiguous, its first n rows of each direction updated.
+
+    RETURNS (Tensor): ``hidden``.
+    """
+    op = cells_op()
+    if op is None:
+        raise RuntimeError("the compiled library is not available: check cells_op() first")
+    op(x, weights.packed, weights.offsets, weights.scales, bias, add, cell, hidden, cell_clip)
+    return hidden
 
 
 def quantize_rows(x: torch.Tensor):

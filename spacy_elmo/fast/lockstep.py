@@ -150,13 +150,13 @@ def run_lockstep(
                     projected[d].copy_(prepacked.product(gather_running(xs[d], rows, times), packs.inputs[d], packs.input_biases[d]))
         elif k == 0 and first_inputs is not None:
             table, slots = first_inputs
-            distinct = _input_products(table.expand(2, *table.shape), paired[0], quantized)
-            distinct.add_(bias)
+            distinct = _workspace(forward, 2 * table.shape[0] * gates, xs[0], "distinct").view(2, table.shape[0], gates)
+            _input_products(table.expand(2, *table.shape), paired[0], quantized, bias, out=distinct)
             for d in range(2):
                 torch.index_select(distinct[d], 0, gather_running(slots[d], rows, times), out=projected[d])
         else:
-            _input_products(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], quantized, out=projected)
-            projected.add_(bias)
+            _input_products(torch.stack([gather_running(x, rows, times) for x in xs]), paired[0], quantized, bias,
+                            out=projected)
         pair_states = [states[0][k], states[1][k]]
         if not precision.reduced and use_compiled:  # the loop in C++ (dispatch checked compiled.usable)
             out, finals = compiled.run_pair_compiled(pair, projected, batch_sizes, pair_states, paired[1:], packs)
@@ -237,21 +237,31 @@ def _bf16_copies(pair: Tuple[LSTMPLayer, LSTMPLayer], paired: PairedWeights) -> 
 def int8_weights(pair: Tuple[LSTMPLayer, LSTMPLayer]) -> Tuple[Tuple[int8_rows.Int8Weights, Optional[torch.Tensor]], ...]:
     """Each linear map of a layer pair (in LINEARS order) as both directions' weights packed for
     ``int8_rows`` with their (2, out) biases (or None): each direction's weights quantized as its
-    own int8 layer quantizes them, so the pair computes what the layers would. Made once per
-    weights version and kept on the pair's first layer."""
+    own int8 layer quantizes them, so the pair computes what the layers would. The recurrent weights
+    are packed by unit (``int8_rows.pack_cells``, their bias in that order) where ``int8_rows.cells``
+    runs them. Made once per weights version and kept on the pair's first layer."""
     owner = pair[0]
     groups = [[getattr(layer, name) for layer in pair] for name in LINEARS]
     key = tensors_version(*(t for group in groups for linear in group for t in (linear.weight, linear.bias)))
     cached = getattr(owner, "_int8_paired", None)
     if cached is None or cached[0] != key:
-        packed = tuple(
-            (int8_rows.pack(torch.stack([linear.weight.detach() for linear in group])),
-             None if group[0].bias is None else torch.stack([linear.bias.detach() for linear in group]).float())
-            for group in groups
-        )
-        cached = (key, packed)
+        packed = []
+        for name, group in zip(LINEARS, groups):
+            weights = torch.stack([linear.weight.detach() for linear in group])
+            bias = None if group[0].bias is None else torch.stack([linear.bias.detach() for linear in group]).float()
+            if name == "state_linearity" and _by_unit(pair[0], weights):
+                packed.append(int8_rows.pack_cells(weights, bias))
+            else:
+                packed.append((int8_rows.pack(weights), bias))
+        cached = (key, tuple(packed))
         owner._int8_paired = cached
     return cached[1]
+
+
+def _by_unit(layer: LSTMPLayer, weights: torch.Tensor) -> bool:
+    """Whether the recurrent weights are packed by unit for ``int8_rows.cells`` (the timestep's product
+    and cells in one call): its op is built, on the CPU, and the cells come in whole blocks."""
+    return weights.device.type == "cpu" and layer.dim % int8_rows.UNITS == 0 and int8_rows.cells_op() is not None
 
 
 def forget_bf16_weights(module: nn.Module) -> None:
@@ -261,14 +271,16 @@ def forget_bf16_weights(module: nn.Module) -> None:
     module.__dict__.pop("_int8_paired", None)
 
 
-def _input_products(x: torch.Tensor, weights: torch.Tensor, quantized, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """(2, n, in) inputs times a pair's input weights: ``_bmm``, or with ``quantized`` (the pair's
-    ``int8_weights`` entry for them) the int8 product, its bias left for the caller to add (the
-    kernel adds it the same way, after the product, so the sum is the same)."""
+def _input_products(x: torch.Tensor, weights: torch.Tensor, quantized, bias: torch.Tensor,
+                    out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """(2, n, in) inputs times a pair's input weights plus their (2, 1, out) bias: ``_bmm`` then the
+    bias, or with ``quantized`` (the pair's ``int8_weights`` entry for them) the int8 product with the
+    bias added in the kernel (after the product, as the separate add did: the same sums, one pass
+    fewer over a (2, n, 4 * dim) buffer)."""
     if quantized is None:
-        return _bmm(x, weights, out=out)
+        return _bmm(x, weights, out=out).add_(bias)
     target = out if out is not None else x.new_empty(2, x.shape[1], weights.shape[-1])
-    return int8_rows.product(x, quantized[0][0], target)
+    return int8_rows.product(x, quantized[0][0], target, bias=bias[:, 0].float().contiguous())
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -302,20 +314,22 @@ def gather_running(x: torch.Tensor, rows: torch.Tensor, times: torch.Tensor) -> 
     return x[rows, times]
 
 
-def _workspace(owner: nn.Module, numel: int, like: torch.Tensor) -> torch.Tensor:
+def _workspace(owner: nn.Module, numel: int, like: torch.Tensor, slot: str = "inputs") -> torch.Tensor:
     """A flat buffer of ``numel`` elements of ``like``'s dtype and device, reused between calls.
 
     The input projections of a batch are large (the full model: 128 KiB per running position, about
     215 MiB for 64 sentences of 20-30 tokens). Allocated afresh, the operating system maps and zeroes
     every page of it again at first touch, which took a third as long as the product itself.
-    The largest buffer seen is kept per thread while ``owner`` lives.
+    The largest buffer seen is kept per thread and ``slot`` while ``owner`` lives (``"inputs"``: the
+    running positions' projections; ``"distinct"``: the first layer's, one row per distinct token).
     """
     spaces = getattr(_WORKSPACES, "by_owner", None)
     if spaces is None:
         spaces = _WORKSPACES.by_owner = weakref.WeakKeyDictionary()
-    buffer = spaces.get(owner)
+    slots = spaces.setdefault(owner, {})
+    buffer = slots.get(slot)
     if buffer is None or buffer.numel() < numel or buffer.dtype != like.dtype or buffer.device != like.device:
-        spaces.pop(owner, None)  # freed before the larger one is allocated
+        slots.pop(slot, None)  # freed before the larger one is allocated
         buffer = like.new_empty(numel)
-        spaces[owner] = buffer
+        slots[slot] = buffer
     return buffer[:numel]

@@ -110,3 +110,67 @@ def test_the_pair_in_lockstep_computes_what_each_directions_int8_layers_compute(
     assert paths == ["lockstep_int8"]  # both directions' products in one call each
     monkeypatch.setattr(dispatch, "runs_in_lockstep", lambda pairs, precision: False)  # one direction after the other
     assert torch.equal(layers(fast).layers, in_lockstep) and paths[-1] is None
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 32, 16), (2, 5, 70, 48), (1, 9, 128, 32), (2, 64, 96, 64)])
+@pytest.mark.parametrize("cell_clip", [3.0, None])
+def test_the_step_in_one_call_equals_the_product_then_the_cells_bit_for_bit(kernel, shape, cell_clip):
+    n_dir, rows, width, dim = shape
+    torch.manual_seed(5)
+    weights = torch.randn(n_dir, 4 * dim, width) * 0.1
+    bias = torch.randn(n_dir, 4 * dim)
+    x, add = torch.randn(n_dir, rows, width), torch.randn(n_dir, rows + 3, 4 * dim)[:, :rows]  # rows of a larger buffer
+    cell = torch.randn(n_dir, rows + 2, dim) * 2  # rows past n stay as they are
+    ops = kernel_library.library()
+    gates = int8_rows.product(x, int8_rows.pack(weights), torch.empty(n_dir, rows, 4 * dim), bias=bias, add=add)
+    expected_cell, expected_hidden = cell.clone(), torch.empty(n_dir, rows, dim)
+    ops.lstm_cells(gates, expected_cell, expected_hidden, cell_clip)
+    packed, unit_bias = int8_rows.pack_cells(weights, bias)
+    assert packed.by_unit
+    hidden = torch.full((n_dir, rows, dim), 7.0)
+    int8_rows.cells(x, packed, unit_bias, add, cell, hidden, cell_clip)
+    assert torch.equal(hidden, expected_hidden)
+    assert torch.equal(cell, expected_cell)
+
+
+def test_packing_by_unit_puts_each_units_four_gates_in_its_block(kernel):
+    dim = 32
+    order = int8_rows.unit_order(dim)
+    assert sorted(order.tolist()) == list(range(4 * dim))
+    assert order[:4].tolist() == [0, 1, 2, 3] and order[16:18].tolist() == [dim, dim + 1]  # gate j of unit 0 next
+    assert order[64].item() == 16  # the second block starts at unit 16
+    weights = torch.randn(2, 4 * dim, 40)
+    packed, bias = int8_rows.pack_cells(weights, torch.arange(4 * dim).float().expand(2, -1))
+    assert torch.equal(int8_rows.unpack(packed), int8_rows.unpack(int8_rows.pack(weights))[:, order])
+    assert torch.equal(bias[0], order.float())
+    with pytest.raises(ValueError, match="multiple of 16"):
+        int8_rows.unit_order(40)
+
+
+def test_the_step_in_one_call_refuses_shapes_it_cannot_run(kernel):
+    packed, bias = int8_rows.pack_cells(torch.randn(1, 64, 8), None)
+    x, add, cell, hidden = torch.randn(1, 2, 8), torch.randn(1, 2, 64), torch.zeros(1, 2, 16), torch.zeros(1, 2, 16)
+    int8_rows.cells(x, packed, bias, add, cell, hidden, None)  # the shapes it takes
+    with pytest.raises(RuntimeError, match="16 units a block"):
+        int8_rows.cells(x, packed, bias, torch.randn(1, 2, 60), cell, hidden, None)
+    with pytest.raises(RuntimeError, match="cell"):
+        int8_rows.cells(x, packed, bias, add, torch.zeros(1, 1, 16), hidden, None)  # fewer cells than rows
+    with pytest.raises(RuntimeError, match="contiguous rows"):
+        int8_rows.cells(torch.randn(1, 8, 2).transpose(1, 2), packed, bias, add, cell, hidden, None)
+
+
+def test_the_int8_loop_takes_the_step_in_one_call_and_computes_what_product_and_cells_do(kernel, monkeypatch):
+    from spacy_elmo.fast import lockstep
+
+    bilm = random_bilm(seed=6, dim=64, projection_dim=32)
+    fast = optimize_for_inference(bilm, precision="int8")
+    calls = []
+    original = int8_rows.cells
+    monkeypatch.setattr(int8_rows, "cells", lambda *a, **k: calls.append(a[0].shape[1]) or original(*a, **k))
+    one_call = layers(fast).layers
+    assert calls and max(calls) > 1
+    for layer in list(fast.forward_lstm.layers) + list(fast.backward_lstm.layers):
+        lockstep.forget_bf16_weights(layer)
+    monkeypatch.setattr(lockstep, "_by_unit", lambda layer, weights: False)  # the gates written, then the cells
+    calls.clear()
+    assert torch.equal(layers(fast).layers, one_call) and not calls

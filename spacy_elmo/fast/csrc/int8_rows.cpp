@@ -68,6 +68,10 @@ void block_sums(const int8_t* __restrict w, const uint8_t* __restrict q, int64_t
 
 }  // namespace
 
+// cell_math.cpp: the cells of rows of gates [i, j, f, o] (4 * dim each)
+extern "C" void spacy_elmo_cell_rows(const float* gates, float* cell, float* hidden, int64_t rows, int64_t dim,
+                                     float cell_clip, int clip_cell);
+
 extern "C" int spacy_elmo_int8_native() {
 #ifdef SPACY_ELMO_VPDPBUSD
   return 1;
@@ -121,6 +125,53 @@ extern "C" void spacy_elmo_int8_rows(const int8_t* packed, const int32_t* offset
           if (bias) value += bias[begin + o];
           dest[o] = plus ? value + plus[o] : value;
         }
+      }
+    }
+  }
+}
+
+// A timestep's recurrent product and its cells at once, for recurrent weights packed with their outputs
+// interleaved by unit (int8_rows.py::pack_cells): block b holds the four gates of units [16b, 16b + 16),
+// gate g of unit 16b + u at the block's output 16g + u. For each of ``rows`` quantized rows, blocks
+// [first, last): the gates as spacy_elmo_int8_rows computes them, z = float(sum - offsets[o]) * x_scale *
+// w_scales[o] (+ bias[o]) + add[g * dim + unit] (add: the row's input products, in the gates' own order),
+// then the cells of those 16 units with lstm_cells' arithmetic (spacy_elmo_cell_rows): the row's cell
+// (at cell + r * cell_stride) updated, its hidden state (at hidden + r * hidden_stride) written. The
+// gates are never stored: each block's stay in a 64-float tile.
+extern "C" void spacy_elmo_int8_cells(const int8_t* packed, const int32_t* offsets, const float* w_scales,
+                                      const float* bias, const uint8_t* q, int64_t q_stride, const float* x_scales,
+                                      int64_t rows, int64_t n_quads, int64_t dim, int64_t first, int64_t last,
+                                      const float* add, int64_t add_stride, float* cell, int64_t cell_stride,
+                                      float* hidden, int64_t hidden_stride, float cell_clip, int clip_cell) {
+  constexpr int64_t kUnits = kBlock / 4;
+  int32_t sums[kRows * kBlock];
+  float gates[kBlock];
+  for (int64_t b = first; b < last; ++b) {
+    const int8_t* w = packed + b * n_quads * 4 * kBlock;
+    const int64_t begin = b * kBlock, unit = b * kUnits;
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const int64_t n = std::min<int64_t>(kRows, rows - r0);
+      const uint8_t* qr = q + r0 * q_stride;
+      switch (n) {
+        case 4: block_sums<4>(w, qr, q_stride, n_quads, sums); break;
+        case 3: block_sums<3>(w, qr, q_stride, n_quads, sums); break;
+        case 2: block_sums<2>(w, qr, q_stride, n_quads, sums); break;
+        default: block_sums<1>(w, qr, q_stride, n_quads, sums); break;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = r0 + i;
+        const float sx = x_scales[r];
+        const float* plus = add + r * add_stride + unit;
+        for (int64_t g = 0; g < 4; ++g) {
+          for (int64_t u = 0; u < kUnits; ++u) {
+            const int64_t o = g * kUnits + u;
+            float value = static_cast<float>(sums[i * kBlock + o] - offsets[begin + o]) * sx * w_scales[begin + o];
+            if (bias) value += bias[begin + o];
+            gates[o] = value + plus[g * dim + u];
+          }
+        }
+        spacy_elmo_cell_rows(gates, cell + r * cell_stride + unit, hidden + r * hidden_stride + unit, 1, kUnits,
+                             cell_clip, clip_cell);
       }
     }
   }

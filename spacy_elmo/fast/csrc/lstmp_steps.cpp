@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern "C" void spacy_elmo_cell_rows(
@@ -34,6 +35,11 @@ extern "C" void spacy_elmo_train_cell_backward_rows(const float* acts, const flo
                                                     int d_hidden_bf16, float* dc, void* d_gates, int d_gates_bf16,
                                                     float* scratch, int64_t rows, int64_t dim, float cell_clip,
                                                     int clip_cell);
+extern "C" void spacy_elmo_int8_cells(const int8_t* packed, const int32_t* offsets, const float* w_scales,
+                                      const float* bias, const uint8_t* q, int64_t q_stride, const float* x_scales,
+                                      int64_t rows, int64_t n_quads, int64_t dim, int64_t first, int64_t last,
+                                      const float* add, int64_t add_stride, float* cell, int64_t cell_stride,
+                                      float* hidden, int64_t hidden_stride, float cell_clip, int clip_cell);
 extern "C" void spacy_elmo_dropout_rows(const void* x, void* y, int bf16, int64_t first, int64_t count, uint64_t seed,
                                         uint32_t threshold, float scale);
 extern "C" const char* spacy_elmo_variant();
@@ -216,6 +222,25 @@ void bf16_rows(const at::Tensor& x, const at::Tensor& packed, const std::optiona
 
 bool bf16_native() { return spacy_elmo_bf16_native() != 0; }
 
+// Each row of x (D, n, width) quantized on its own (int8_rows.cpp), zero-padded to ``padded`` levels:
+// the levels (D * n * padded) and the scales (D * n), the rows split between threads (a row's scale and
+// levels do not depend on the split).
+std::pair<at::Tensor, at::Tensor> quantized_rows(const at::Tensor& x, int64_t padded) {
+  const int64_t n_dir = x.size(0), rows = x.size(1), width = x.size(2);
+  at::Tensor q = at::empty({n_dir * rows * padded}, x.options().dtype(at::kByte));
+  at::Tensor x_scales = at::empty({n_dir * rows}, x.options());
+  uint8_t* qp = q.data_ptr<uint8_t>();
+  float* sx = x_scales.data_ptr<float>();
+  const float* xp = x.data_ptr<float>();
+  at::parallel_for(0, n_dir * rows, std::max<int64_t>(1, 16384 / (width + 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t d = i / rows, r = i % rows;
+      sx[i] = spacy_elmo_int8_quantize(xp + d * x.stride(0) + r * x.stride(1), width, padded, qp + i * padded);
+    }
+  });
+  return {q, x_scales};
+}
+
 // out[d] = int8 product of x[d] (each row quantized on its own) with D weight matrices packed by
 // spacy_elmo/fast/int8_rows.py::pack as (D, blocks, groups of 4 inputs, 256) int8, their per-output
 // offsets (D, out) int32 and scales (D, out) float32 (csrc/int8_rows.cpp); (+ bias[d]) (+ add[d]).
@@ -244,18 +269,9 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
               "int8_rows: (D, out) float32 bias");
   if (rows == 0) return;
   const int64_t padded = 4 * n_quads;
-  at::Tensor q = at::empty({n_dir * rows * padded}, x.options().dtype(at::kByte));
-  at::Tensor x_scales = at::empty({n_dir * rows}, x.options());
-  uint8_t* qp = q.data_ptr<uint8_t>();
-  float* sx = x_scales.data_ptr<float>();
-  const float* xp = x.data_ptr<float>();
-  // each row on its own: split between threads (a row's scale and levels do not depend on the split)
-  at::parallel_for(0, n_dir * rows, std::max<int64_t>(1, 16384 / (width + 1)), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t d = i / rows, r = i % rows;
-      sx[i] = spacy_elmo_int8_quantize(xp + d * x.stride(0) + r * x.stride(1), width, padded, qp + i * padded);
-    }
-  });
+  const auto [q, x_scales] = quantized_rows(x, padded);
+  const uint8_t* qp = q.data_ptr<uint8_t>();
+  const float* sx = x_scales.data_ptr<float>();
   const auto* w = packed.data_ptr<int8_t>();
   const int32_t* off = offsets.data_ptr<int32_t>();
   const float* ws = scales.data_ptr<float>();
@@ -276,6 +292,61 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
 }
 
 bool int8_native() { return spacy_elmo_int8_native() != 0; }
+
+// A timestep of the int8 in-place loop in one call (int8_rows.cpp's spacy_elmo_int8_cells): the recurrent
+// product of x (D, n, P) with weights packed by unit (int8_rows.py::pack_cells: (D, blocks, groups, 256),
+// 16 units a block) plus bias (D, 4 * dim) and add (D, n, 4 * dim, the step's input products), then the
+// cells: cell (D, B, dim), its first n rows of each direction updated, hidden (D, n, dim) written.
+// The gates and cells equal int8_rows' product followed by lstm_cells, bit for bit.
+void int8_cells(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& offsets, const at::Tensor& scales,
+                const std::optional<at::Tensor>& bias, const at::Tensor& add, const at::Tensor& cell,
+                const at::Tensor& hidden, std::optional<double> cell_clip) {
+  TORCH_CHECK(packed.device().is_cpu() && packed.scalar_type() == at::kChar && packed.is_contiguous() &&
+                  packed.dim() == 4 && packed.size(3) == 256,
+              "int8_cells: packed (D, blocks, groups, 256) int8 weights");
+  const int64_t n_dir = packed.size(0), blocks = packed.size(1), n_quads = packed.size(2);
+  for (const at::Tensor* t : {&x, &add, &hidden}) {
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->dim() == 3 && t->size(0) == n_dir &&
+                    t->size(1) == x.size(1) && t->stride(2) == 1,
+                "int8_cells: (D, n, width) float32 CPU x, add and hidden with contiguous rows");
+  }
+  const int64_t rows = x.size(1), width = x.size(2), dim = hidden.size(2);
+  TORCH_CHECK(cell.device().is_cpu() && cell.scalar_type() == at::kFloat && cell.is_contiguous() && cell.dim() == 3 &&
+                  cell.size(0) == n_dir && cell.size(1) >= rows && cell.size(2) == dim,
+              "int8_cells: contiguous float32 cell (D, B >= n, dim)");
+  TORCH_CHECK(16 * blocks == dim && (width + 3) / 4 == n_quads && add.size(2) == 4 * dim,
+              "int8_cells: weights of 16 units a block for dim units, of x's width, and add (D, n, 4 * dim)");
+  TORCH_CHECK(offsets.scalar_type() == at::kInt && scales.scalar_type() == at::kFloat && offsets.is_contiguous() &&
+                  scales.is_contiguous() && offsets.numel() == n_dir * 4 * dim && scales.numel() == n_dir * 4 * dim,
+              "int8_cells: (D, 4 * dim) int32 offsets and float32 scales");
+  TORCH_CHECK(!bias || (bias->scalar_type() == at::kFloat && bias->is_contiguous() && bias->numel() == n_dir * 4 * dim),
+              "int8_cells: (D, 4 * dim) float32 bias");
+  if (rows == 0) return;
+  const int64_t padded = 4 * n_quads;
+  const auto [q, x_scales] = quantized_rows(x, padded);
+  const uint8_t* qp = q.data_ptr<uint8_t>();
+  const float* sx = x_scales.data_ptr<float>();
+  const auto* w = packed.data_ptr<int8_t>();
+  const int32_t* off = offsets.data_ptr<int32_t>();
+  const float* ws = scales.data_ptr<float>();
+  const float* b = bias ? bias->data_ptr<float>() : nullptr;
+  const float* plus = add.data_ptr<float>();
+  float* c = cell.data_ptr<float>();
+  float* h = hidden.data_ptr<float>();
+  const float clip = cell_clip ? static_cast<float>(*cell_clip) : 0.0f;
+  const int64_t width_out = 4 * dim, batch = cell.size(1);
+  // the blocks (16 units each) of all directions split between threads
+  at::parallel_for(0, n_dir * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end;) {
+      const int64_t d = i / blocks, first = i % blocks, last = std::min(blocks, first + (end - i));
+      spacy_elmo_int8_cells(w + d * blocks * n_quads * 256, off + d * width_out, ws + d * width_out,
+                            b ? b + d * width_out : nullptr, qp + d * rows * padded, padded, sx + d * rows, rows,
+                            n_quads, dim, first, last, plus + d * add.stride(0), add.stride(1), c + d * batch * dim,
+                            dim, h + d * hidden.stride(0), hidden.stride(1), clip, cell_clip.has_value());
+      i += last - first;
+    }
+  });
+}
 
 // One timestep's cells for the in-place loop of the reduced precisions (spacy_elmo/fast/in_place.py):
 // gates (D, n, 4 * dim) of the running rows; cell (D, B, dim), its first n rows of each direction
@@ -453,6 +524,9 @@ void define_ops(torch::Library& m) {
   m.def("int8_rows(Tensor x, Tensor packed, Tensor offsets, Tensor scales, Tensor? bias, Tensor? add, Tensor(a!) out) -> ()");
   m.impl("int8_rows", c10::DispatchKey::CPU, TORCH_FN(int8_rows));
   m.def("int8_native() -> bool", TORCH_FN(int8_native));
+  m.def("int8_cells(Tensor x, Tensor packed, Tensor offsets, Tensor scales, Tensor? bias, Tensor add, Tensor(a!) cell, "
+        "Tensor(b!) hidden, float? cell_clip) -> ()");
+  m.impl("int8_cells", c10::DispatchKey::CPU, TORCH_FN(int8_cells));
   m.def("train_cells(Tensor(a!) gates, Tensor? first, Tensor? product, Tensor(b!) cell, Tensor(c!) cell_raw, "
         "Tensor(d!) tanh_cell, Tensor(e!) hidden, float? cell_clip) -> ()");
   m.impl("train_cells", c10::DispatchKey::CPU, TORCH_FN(train_cells));
