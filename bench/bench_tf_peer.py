@@ -32,7 +32,11 @@ this machine has (``bench/hardware.py``: torch's and oneDNN's), the best route c
 bfloat16 (torch's ``linear``) and in int8 (``int8_rows``' kernel, GOP/s); the model's mix at those
 rates gives the fp32, bf16 and int8 product rates,
 against which our effective GFLOP/s (the FLOPs the optimized path does, ``workloads.work_done``, over
-the time) is the roofline ratio.
+the time) is the roofline ratio. The rates are measured again after every round's runs, and each
+round's runs are put against that round's rates: a shared machine's rates move between minutes as
+much as its runs do, and a ratio of two readings minutes apart moved with them (the record gives
+the median round's ratio and the range; ``rates`` holds each rate's median over the rounds,
+``rates_rounds`` every round's).
 
 The memory roof of one sentence at a time: a call reads every weight of the model at least once,
 and each further timestep the recurrent and cell-projection weights of every layer and direction
@@ -42,7 +46,8 @@ the best of a few passes of the read-only kernel, a sum, over a float32 buffer f
 last-level cache, at the same threads), those bytes give the most tokens/s any implementation
 reading its weights in that dtype can reach; the copy kernel's rate, which counts its writes as
 STREAM does and so understates what a reader gets, is kept beside it (``copy_*``, ``of_copy_roof``); the record gives ours and TensorFlow's against it, and what three times TensorFlow's
-rate would need. For int8 every weight counts one byte (its convolutions and token projection stay
+rate would need. The read rate is measured after every round too (the best of a few passes each time),
+and each round's one-sentence runs are put against that round's roof. For int8 every weight counts one byte (its convolutions and token projection stay
 float32: a few percent of the bytes of a call, none of a timestep's). Defaults take about 10 minutes on a 2-core EPYC.
 """
 import argparse
@@ -113,12 +118,20 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                 "one sentence": {**{name: ours(model, ones) for name, model in models.items()},
                                  TENSORFLOW: lambda: peer.run([f"one {k}" for k in range(len(ones))])},
             }
-            seconds = interleaved(runs, args.rounds)
-        report["rates"] = product_rates(config, batch, args.quick)
+            rate_rounds: List[Dict] = []
+            read_rounds: List[Dict] = []
+
+            def machine_rates() -> None:  # after every kept round: the rates its runs are put against
+                rate_rounds.append(product_rates(config, batch, args.quick))
+                read_rounds.append(read_rates(args.threads, args.quick))
+
+            seconds = interleaved(runs, args.rounds, machine_rates)
+        report["rates"] = median_rates(rate_rounds)
+        report["rates_rounds"] = [{k: v for k, v in rates.items() if k != "shapes"} for rates in rate_rounds]
     tokens = {"batch": report["sentences"]["batch_tokens"], "one sentence": report["sentences"]["one_at_a_time_tokens"]}
     report["results"] = summarize(seconds, tokens)
-    report["roofline"] = roofline(config, [batch], seconds["batch"], report["rates"])
-    report["memory_roof"] = memory_roof(config, singles, report["results"]["one sentence"], args.threads, args.quick)
+    report["roofline"] = roofline(config, [batch], seconds["batch"], rate_rounds)
+    report["memory_roof"] = memory_roof(config, singles, seconds["one sentence"], read_rounds)
     report["config"] = config.to_options()
     return finish_random_shape_report(report, args, started, markdown)
 
@@ -191,9 +204,11 @@ def peer_difference(model: BiLM, batch: Tuple[torch.Tensor, torch.Tensor], their
     return float(max(np.abs(layers[:, b, 1 : n - 1] - theirs[:, b, : n - 2]).max() for b, n in enumerate(lengths.tolist())))
 
 
-def interleaved(runs: Dict[str, Dict[str, Callable[[], float]]], rounds: int) -> Dict[str, Dict[str, List[float]]]:
+def interleaved(runs: Dict[str, Dict[str, Callable[[], float]]], rounds: int,
+                after_round: Optional[Callable[[], None]] = None) -> Dict[str, Dict[str, List[float]]]:
     """Every mode on every workload once a round (a warm-up round first, not kept), the modes' order
-    rotated between rounds. RETURNS per workload and mode the rounds' seconds."""
+    rotated between rounds; ``after_round`` called after each kept round's runs.
+    RETURNS per workload and mode the rounds' seconds."""
     seconds: Dict[str, Dict[str, List[float]]] = {w: {m: [] for m in modes} for w, modes in runs.items()}
     for r in range(-1, rounds):
         for workload, modes in runs.items():
@@ -203,6 +218,8 @@ def interleaved(runs: Dict[str, Dict[str, Callable[[], float]]], rounds: int) ->
                 took = modes[name]()
                 if r >= 0:
                     seconds[workload][name].append(took)
+        if r >= 0 and after_round is not None:
+            after_round()
         print(f"round {r + 1}/{rounds}" if r >= 0 else "warm-up done", file=sys.stderr, flush=True)
     return seconds
 
@@ -265,19 +282,37 @@ def product_rates(config: BiLMConfig, batch: Tuple[torch.Tensor, torch.Tensor], 
     return result
 
 
-def roofline(config: BiLMConfig, runs, seconds: Dict[str, List[float]], rates: Dict) -> Dict:
+def median_rates(rounds: Sequence[Dict]) -> Dict:
+    """Each product rate's median over the rounds' measurements (and each shape's, route by route)."""
+    keys = [k for k in rounds[0] if k != "shapes"]
+    result: Dict = {k: statistics.median(r[k] for r in rounds) for k in keys}
+    result["shapes"] = {
+        shape: {route: statistics.median(r["shapes"][shape][route] for r in rounds) for route in entry}
+        for shape, entry in rounds[0]["shapes"].items()
+    }
+    return result
+
+
+def _rate_key(name: str) -> str:
+    return "bf16_gflop_per_s" if "bf16" in name else "int8_gop_per_s" if "int8" in name else "fp32_gflop_per_s"
+
+
+def roofline(config: BiLMConfig, runs, seconds: Dict[str, List[float]], rate_rounds: Sequence[Dict]) -> Dict:
     """Our effective GFLOP/s on the batch (the FLOPs the optimized path does over the median time, and
-    the nominal count: every position through the whole model) against the product rates."""
+    the nominal count: every position through the whole model) against the product rates: each
+    round's time against the rates measured after it (``rate_rounds``, one a round), the median
+    round's ratio and the range."""
     work = work_done(config, runs)
     result = {"flops_done": work["done_flops"], "flops_nominal": work["nominal_flops"],
               "flops_per_position": flops_per_position(config)["total"]}
     for name, times in seconds.items():
-        if name == TENSORFLOW:
+        if name == TENSORFLOW or _rate_key(name) not in rate_rounds[0]:
             continue
         effective = work["done_flops"] / statistics.median(times) / 1e9
-        product = (rates["bf16_gflop_per_s"] if "bf16" in name else rates["int8_gop_per_s"] if "int8" in name
-                   else rates["fp32_gflop_per_s"])
-        result[name] = {"effective_gflop_per_s": effective, "of_product_rate": effective / product,
+        ratios = sorted(work["done_flops"] / t / 1e9 / rates[_rate_key(name)] for t, rates in zip(times, rate_rounds))
+        result[name] = {"effective_gflop_per_s": effective, "of_product_rate": statistics.median(ratios),
+                        "of_product_rate_min": ratios[0], "of_product_rate_max": ratios[-1],
+                        "product_rate": statistics.median(rates[_rate_key(name)] for rates in rate_rounds),
                         "nominal_gflop_per_s": work["nominal_flops"] / statistics.median(times) / 1e9}
     return result
 
@@ -293,29 +328,48 @@ def weight_bytes(config: BiLMConfig, positions: int, itemsize: int) -> int:
     return itemsize * (every + step * max(positions - 1, 0))
 
 
-def memory_roof(config: BiLMConfig, singles: Sequence[Sequence[str]], results: Dict, threads: int, quick: bool) -> Dict:
+def read_rates(threads: int, quick: bool) -> Dict:
+    """The read-only and copy kernels' rates now (``bench/bandwidth.py``: float32 buffers of 4 x the
+    last-level cache, at ``threads``, the best of a few passes each)."""
+    elements = default_array_bytes(cache_sizes()) // 4
+    return {kernel: measure(kernel, elements, threads=threads, repeats=2 if quick else 3, dtype="float32")
+            for kernel in ("read", "copy")}
+
+
+def memory_roof(config: BiLMConfig, singles: Sequence[Sequence[str]], seconds: Dict[str, List[float]],
+                read_rounds: Sequence[Dict]) -> Dict:
     """One sentence at a time against the rate this machine reads memory (see the module's docstring):
-    the roof by the read-only kernel, and beside it, for reference, the copy kernel's."""
-    elements = default_array_bytes(cache_sizes()) // 4  # float32 buffers of 4 x the last-level cache
-    kernels = {kernel: measure(kernel, elements, threads=threads, repeats=2 if quick else 5, dtype="float32")
-               for kernel in ("read", "copy")}
+    each round's tokens/s against the roof of the read rate measured after it (``read_rounds``, one a
+    round: ``read_rates``), the median round's ratio and the range; beside it, for reference, the copy
+    kernel's. The roofs given are at the rounds' median rates."""
     tokens = sum(len(s) for s in singles)
     positions = [len(s) + 2 for s in singles]  # the boundary tokens run through the LSTMs too
     roof: Dict = {"roof_kernel": "read", "step_weight_mb": {}, "modes": {}}
-    for kernel, measured in kernels.items():
-        roof[f"{kernel}_gb_per_s"] = measured["gb_per_s_best"]
-        roof[kernel] = {k: measured[k] for k in ("kernel", "threads", "array_bytes", "bytes_per_pass", "gb_per_s_median", "check")}
+    for kernel in ("read", "copy"):
+        rates = sorted(r[kernel]["gb_per_s_best"] for r in read_rounds)
+        roof[f"{kernel}_gb_per_s"] = statistics.median(rates)
+        roof[f"{kernel}_gb_per_s_min"], roof[f"{kernel}_gb_per_s_max"] = rates[0], rates[-1]
+        first = read_rounds[0][kernel]
+        roof[kernel] = {k: first[k] for k in ("kernel", "threads", "array_bytes", "bytes_per_pass", "check")}
+        roof[kernel]["check"] = all(r[kernel]["check"] for r in read_rounds)
+    read_bytes = {}
     for dtype, itemsize in (("fp32", 4), ("bf16", 2), ("int8", 1)):
-        read = sum(weight_bytes(config, n, itemsize) for n in positions)
-        roof[f"roof_tokens_per_s_{dtype}"] = tokens / (read / (roof["read_gb_per_s"] * 1e9))
-        roof[f"copy_roof_tokens_per_s_{dtype}"] = tokens / (read / (roof["copy_gb_per_s"] * 1e9))
+        read_bytes[dtype] = sum(weight_bytes(config, n, itemsize) for n in positions)
+        roof[f"roof_tokens_per_s_{dtype}"] = tokens / (read_bytes[dtype] / (roof["read_gb_per_s"] * 1e9))
+        roof[f"copy_roof_tokens_per_s_{dtype}"] = tokens / (read_bytes[dtype] / (roof["copy_gb_per_s"] * 1e9))
         roof["step_weight_mb"][dtype] = (weight_bytes(config, 3, itemsize) - weight_bytes(config, 2, itemsize)) / 1e6
-    for name, entry in results.items():
+    for name, times in seconds.items():
         dtype = "bf16" if "bf16" in name else "int8" if "int8" in name else "fp32"
-        roof["modes"][name] = {"of_roof": entry["tokens_per_s"] / roof[f"roof_tokens_per_s_{dtype}"],
-                               "of_copy_roof": entry["tokens_per_s"] / roof[f"copy_roof_tokens_per_s_{dtype}"]}
-    if TENSORFLOW in results:
-        roof["three_times_tensorflow_of_fp32_roof"] = 3 * results[TENSORFLOW]["tokens_per_s"] / roof["roof_tokens_per_s_fp32"]
+        entry: Dict = {}
+        for kernel, key in (("read", "of_roof"), ("copy", "of_copy_roof")):
+            # a round's tokens/s over its roof: the bytes it must read at the rate read after it
+            ratios = sorted(tokens / t / (tokens / (read_bytes[dtype] / (r[kernel]["gb_per_s_best"] * 1e9)))
+                            for t, r in zip(times, read_rounds))
+            entry.update({key: statistics.median(ratios), f"{key}_min": ratios[0], f"{key}_max": ratios[-1]})
+        roof["modes"][name] = entry
+    if TENSORFLOW in seconds:
+        rates = [tokens / t for t in seconds[TENSORFLOW]]
+        roof["three_times_tensorflow_of_fp32_roof"] = 3 * statistics.median(rates) / roof["roof_tokens_per_s_fp32"]
     return roof
 
 
@@ -335,21 +389,27 @@ def markdown(report: Dict) -> str:
             lines.append(f"| {workload} | {name} | {entry['tokens_per_s']:,.1f} ({entry['tokens_per_s_min']:,.1f}-"
                          f"{entry['tokens_per_s_max']:,.1f}) | {ratio} |")
     rates, roof = report["rates"], report["roofline"]
-    lines += ["", f"Product rates on the model's batch shapes: fp32 {rates['fp32_gflop_per_s']:.1f} GFLOP/s (best route "
+    lines += ["", f"Product rates on the model's batch shapes (median of the rounds): fp32 {rates['fp32_gflop_per_s']:.1f} GFLOP/s (best route "
               f"per shape), bf16 {rates['bf16_gflop_per_s']:.1f} GFLOP/s"
               + (f", int8 {rates['int8_gop_per_s']:.1f} GOP/s (int8_rows' kernel)." if "int8_gop_per_s" in rates else ".")]
     for name, entry in roof.items():
         if isinstance(entry, dict):
+            spread = (f" (rounds {100 * entry['of_product_rate_min']:.0f}-{100 * entry['of_product_rate_max']:.0f}%)"
+                      if "of_product_rate_min" in entry else "")
             lines.append(f"- {name}, batch: {entry['effective_gflop_per_s']:.1f} GFLOP/s effective, "
-                         f"{100 * entry['of_product_rate']:.0f}% of the product rate.")
+                         f"{100 * entry['of_product_rate']:.0f}% of the product rate{spread}.")
     roof = report.get("memory_roof")
     if roof:
         lines += ["", f"One sentence at a time against memory: {roof['step_weight_mb']['fp32']:.0f} MB of fp32 weights a timestep; "
-                  f"read-only rate {roof['read_gb_per_s']:.1f} GB/s (copy, for reference: {roof['copy_gb_per_s']:.1f}); "
+                  f"read-only rate {roof['read_gb_per_s']:.1f} GB/s"
+                  + (f" (rounds {roof['read_gb_per_s_min']:.1f}-{roof['read_gb_per_s_max']:.1f})" if "read_gb_per_s_min" in roof else "")
+                  + f" (copy, for reference: {roof['copy_gb_per_s']:.1f}); "
                   f"roof {roof['roof_tokens_per_s_fp32']:,.1f} tokens/s in fp32, {roof['roof_tokens_per_s_bf16']:,.1f} in bf16, "
                   f"{roof['roof_tokens_per_s_int8']:,.1f} in int8."]
         for name, entry in roof["modes"].items():
-            lines.append(f"- {name}: {100 * entry['of_roof']:.0f}% of its dtype's roof ({100 * entry['of_copy_roof']:.0f}% of the copy kernel's).")
+            spread = (f" (rounds {100 * entry['of_roof_min']:.0f}-{100 * entry['of_roof_max']:.0f}%)" if "of_roof_min" in entry else "")
+            lines.append(f"- {name}: {100 * entry['of_roof']:.0f}% of its dtype's roof{spread} "
+                         f"({100 * entry['of_copy_roof']:.0f}% of the copy kernel's).")
         if "three_times_tensorflow_of_fp32_roof" in roof:
             lines.append(f"- three times TensorFlow's rate: {100 * roof['three_times_tensorflow_of_fp32_roof']:.0f}% of the fp32 roof.")
     routes = report["provenance"]["fp32_routes"]["chosen"]
