@@ -22,7 +22,9 @@ Each timestep's elementwise work, forward (the gates' activations, the cell, its
 the hidden state, rounded to bfloat16 where the products read it so) and backward (the clip's
 mask, the four gates' gradients through their activations, the cell's), runs as one loop a step
 in the kernel library (``train_cells`` and ``train_cells_backward``, ``csrc/cell_math.cpp``) for
-float32 weights on the CPU, instead of about ten torch operations each way. Its exp and tanh are
+float32 weights on the CPU, instead of about ten torch operations each way (adding the step's input
+projections to its recurrent product as they read it, where ``addmm`` copied them into the gates
+first). Its exp and tanh are
 within about 1 ulp of torch's, so float32 outputs and gradients agree with the op-by-op loop to
 rounding; float64 (the tests' exact comparisons), other devices, or no kernel library take the
 same arithmetic in torch operations (``torch_cells()`` forces that: the benchmark's A/B).
@@ -130,7 +132,9 @@ class LSTMPSteps(torch.autograd.Function):
             # the running state is a buffer of its own, not a view of ``out``: MKL's sums can
             # depend on where an operand starts in memory, and the reference's state is new each step
             first = product = None
-            if low is None:
+            if low is None and kernels is not None and fused_sum:  # the kernels add the input products
+                gates, first = torch.mm(h[:n], recurrent, out=acts[t, :n]), projected[t, :n]
+            elif low is None:
                 gates = torch.addmm(projected[t, :n], h[:n], recurrent, out=acts[t, :n])
             else:
                 gates, product = acts[t, :n], torch.mm(h[:n].to(low), recurrent)

@@ -234,3 +234,23 @@ def test_the_kernel_ops_refuse_rows_of_the_wrong_shape():
                         cell.clone(), None)
     with pytest.raises(RuntimeError, match="train_cells"):
         ops.train_cells_backward(gates, cell, cell, cell, True, cell, torch.zeros(4, 3).t(), gates, 3.0)
+
+
+def test_a_float32_products_input_projections_are_added_in_the_kernel_as_a_separate_add_would():
+    """fp32: the recurrent product goes into the gates and the kernel adds the input projections as it
+    reads them (``first`` without ``product``), as adding them first and passing the sums does."""
+    _cells_or_skip()
+    ops = lstm_grad.cell_kernels("cpu", torch.float32)
+    torch.manual_seed(9)
+    n, dim = 5, 24
+    product, first, start = torch.randn(n, 4 * dim), torch.randn(n, 4 * dim), torch.randn(n, dim)
+    outputs = []
+    for gates, added in ((product.clone(), first), (product + first, None)):
+        cell, raw, tanh_cell, hidden = start.clone(), torch.empty(n, dim), torch.empty(n, dim), torch.empty(n, dim)
+        ops.train_cells(gates, added, None, cell, raw, tanh_cell, hidden, 3.0)
+        outputs.append((gates, cell, raw, tanh_cell, hidden))
+    for got, want in zip(*outputs):
+        assert torch.equal(got, want)
+    with pytest.raises(RuntimeError, match="first must not be gates"):
+        ops.train_cells(product, product, None, start.clone(), torch.empty(n, dim), torch.empty(n, dim),
+                        torch.empty(n, dim), 3.0)

@@ -129,6 +129,11 @@ void sum_row(const float* __restrict x, const uint16_t* __restrict a, float* __r
   for (int64_t k = 0; k < width; ++k) y[k] = x[k] + from_bf16(a[k]);
 }
 
+// y += x, a row of floats
+void add_row(const float* __restrict x, float* __restrict y, int64_t width) {
+  for (int64_t k = 0; k < width; ++k) y[k] += x[k];
+}
+
 // y = bfloat16 x + bfloat16 a, a row, summed in float
 void sum_row_bf16(const uint16_t* __restrict x, const uint16_t* __restrict a, float* __restrict y, int64_t width) {
   for (int64_t k = 0; k < width; ++k) y[k] = from_bf16(x[k]) + from_bf16(a[k]);
@@ -202,6 +207,8 @@ extern "C" void spacy_elmo_train_cell_rows(float* gates, const void* first, int 
       sum_row_bf16(static_cast<const uint16_t*>(first) + r * 4 * dim, product + r * 4 * dim, g, 4 * dim);
     } else if (product != nullptr) {
       sum_row(static_cast<const float*>(first) + r * 4 * dim, product + r * 4 * dim, g, 4 * dim);
+    } else if (first != nullptr) {  // a float32 product in gates: the input products added to it
+      add_row(static_cast<const float*>(first) + r * 4 * dim, g, 4 * dim);
     }
     float* h = hidden_bf16 ? scratch : static_cast<float*>(hidden) + r * dim;
     train_row(g, g + dim, g + 2 * dim, g + 3 * dim, cell + r * dim, cell_raw + r * dim, tanh_cell + r * dim, h, dim,

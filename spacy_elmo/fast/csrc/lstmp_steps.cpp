@@ -413,7 +413,8 @@ void check_rows(const at::Tensor& x, int64_t n, int64_t width, const char* name,
 int64_t cell_grain(int64_t dim) { return std::max<int64_t>(1, 32768 / (4 * dim + 1)); }
 
 // The training step's elementwise forward for one timestep's running rows (cell_math.cpp): the gates
-// are gates as they are, or first + product (a product run in bfloat16) where product is given.
+// are gates as they are, first + product (a product run in bfloat16) where product is given, or
+// gates + first (a float32 product in gates, first float32) where first comes alone.
 void train_cells(const at::Tensor& gates, const std::optional<at::Tensor>& first, const std::optional<at::Tensor>& product,
                  const at::Tensor& cell, const at::Tensor& cell_raw, const at::Tensor& tanh_cell, const at::Tensor& hidden,
                  std::optional<double> cell_clip) {
@@ -423,10 +424,15 @@ void train_cells(const at::Tensor& gates, const std::optional<at::Tensor>& first
   check_rows(cell_raw, n, dim, "train_cells: cell_raw", false);
   check_rows(tanh_cell, n, dim, "train_cells: tanh_cell", false);
   check_rows(hidden, n, dim, "train_cells: hidden", true);
-  TORCH_CHECK(first.has_value() == product.has_value(), "train_cells: first and product come together");
+  TORCH_CHECK(first.has_value() || !product.has_value(), "train_cells: a product comes with first");
   const char* first_rows = nullptr;
   const uint16_t* product_rows = nullptr;
   bool first_bf16 = false;
+  if (first && !product) {  // gates hold a float32 product: first (float32) is added to it
+    check_rows(*first, n, 4 * dim, "train_cells: first", false);
+    TORCH_CHECK(first->data_ptr() != gates.data_ptr(), "train_cells: first must not be gates");
+    first_rows = static_cast<const char*>(first->data_ptr());
+  }
   if (product) {
     check_rows(*first, n, 4 * dim, "train_cells: first", true);
     first_bf16 = first->scalar_type() == at::kBFloat16;
