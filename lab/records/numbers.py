@@ -193,7 +193,8 @@ def _training_step(data: Dict[str, Any], precision: str, loop: str = "steps") ->
 
 
 RANDOM = "random weights of `original`'s shape"
-TF_PEER = f"{BENCH}/amd-f25-m17/tf-peer-summed-cells.json"
+TF_PEER = f"{BENCH}/amd-f25-m17/tf-peer-rounds.json"
+TF_PEER_SUMMED = f"{BENCH}/amd-f25-m17/tf-peer-summed-cells.json"
 TF_PEER_BEFORE = f"{BENCH}/amd-f25-m17/tf-peer.json"
 # one current row per workload and precision, from runs on an idle machine; each names its CPU, whose
 # ratios are its own (a Zen 5 gives other ratios against TensorFlow than this Zen 4)
@@ -204,6 +205,8 @@ SPEED: Sequence[SpeedRow] = (
              lambda d: _against_peer(d, "one sentence", "ours fp32"), "AVX-512", RANDOM),
     SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER,
              lambda d: _against_peer(d, "batch", "ours bf16"), "AVX512-BF16", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"int8\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER,
+             lambda d: _against_peer(d, "batch", "ours int8"), "AVX512-VNNI", RANDOM),
     SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER,
              lambda d: _against_peer(d, "one sentence", "ours int8"), "AVX512-VNNI", RANDOM),
     SpeedRow(f"batch of 64 sentences, fp32, the shipped en_small {SHIPPED}", f"{RELEASE}/bilm-shipped.json",
@@ -216,6 +219,15 @@ SPEED: Sequence[SpeedRow] = (
 )
 # rows the README gave before: runs on a busy machine, or a workload and precision a newer idle run measures
 SPEED_HISTORY: Sequence[SpeedRow] = (
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER_SUMMED,
+             lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512", RANDOM),
+    SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER_SUMMED,
+             lambda d: _against_peer(d, "one sentence", "ours fp32"), "AVX-512", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape, beside TensorFlow's fp32 in the same run",
+             TF_PEER_SUMMED, lambda d: _against_peer(d, "batch", "ours bf16"), "AVX512-BF16", RANDOM),
+    SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape, beside TensorFlow's fp32 in the same run, "
+             "before int8's timestep ran its product and cells in one call", TF_PEER_SUMMED,
+             lambda d: _against_peer(d, "one sentence", "ours int8"), "AVX512-VNNI", RANDOM),
     SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER_BEFORE,
              lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512", RANDOM),
     SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER_BEFORE,
