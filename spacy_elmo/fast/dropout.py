@@ -3,7 +3,7 @@
 hashing each element's index with a seed drawn from torch's generator.
 
 torch's CPU dropout draws a Bernoulli variable per element from its Mersenne Twister, one element at
-a time (docs/pretraining.md has what that cost en_small's training step). The hash (``csrc/dropout.cpp``) is vectorized and split between
+a time (docs/pretraining.md has what that cost en_small's training step). The hash (``csrc/cell_math.cpp``) is vectorized and split between
 threads, and its mask depends on the index and the seed alone: the backward pass hashes the same
 indices again rather than keeping the mask, and the threads' split, the dtype (float32 or bfloat16)
 and the machine change nothing. ``torch.manual_seed`` still makes a run repeat, since the seed comes

@@ -1,7 +1,7 @@
 """Compiling the kernel library's variants (``kernel_variants.py``) with the system's C++ compiler.
 
-A library is the kernels' arithmetic (``csrc/cell_math.cpp``, ``bf16_rows.cpp``, ``int8_rows.cpp``,
-``dropout.cpp`` and ``variant.cpp``, which names the variant and the ops' namespace), compiled with the variant's
+A library is the kernels' arithmetic (``csrc/cell_math.cpp``, ``bf16_rows.cpp``, ``int8_rows.cpp``
+and ``variant.cpp``, which names the variant and the ops' namespace), compiled with the variant's
 flags, linked with the torch glue (``csrc/lstmp_steps.cpp``: the ops' registration and the timestep
 loop's calls of torch's products, no arithmetic of its own). The glue takes most of a build's time
 (about 18 s of 22 on two cores) and is the same code for every variant, so it is compiled once per
@@ -39,7 +39,7 @@ GLUE = "lstmp_steps.cpp"
 # vectorize its loop (no errno to set, no floating-point exceptions to keep) and change no result;
 # int8_rows takes no fused multiply-adds: its scaling must round as int8_rows.py's does.
 PLAIN_SOURCES = {"variant.cpp": [], "cell_math.cpp": ["-fno-math-errno", "-fno-trapping-math"], "bf16_rows.cpp": [],
-                 "int8_rows.cpp": ["-ffp-contract=off"], "dropout.cpp": []}
+                 "int8_rows.cpp": ["-ffp-contract=off"]}
 SOURCES = (*PLAIN_SOURCES, GLUE)
 
 

@@ -66,6 +66,29 @@ void block_sums(const int8_t* __restrict w, const uint8_t* __restrict q, int64_t
 #endif
 }
 
+// For blocks [first, last) of packed weights and every row of q (row r at q + r * q_stride): the
+// block's 64 sums of each row, given to ``each(block, row, sums)``; rows share each line of weights
+// kRows at a time.
+template <typename Each>
+void for_block_rows(const int8_t* packed, const uint8_t* q, int64_t q_stride, int64_t rows, int64_t n_quads,
+                    int64_t first, int64_t last, Each each) {
+  int32_t sums[kRows * kBlock];
+  for (int64_t b = first; b < last; ++b) {
+    const int8_t* w = packed + b * n_quads * 4 * kBlock;
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const int64_t n = std::min<int64_t>(kRows, rows - r0);
+      const uint8_t* qr = q + r0 * q_stride;
+      switch (n) {
+        case 4: block_sums<4>(w, qr, q_stride, n_quads, sums); break;
+        case 3: block_sums<3>(w, qr, q_stride, n_quads, sums); break;
+        case 2: block_sums<2>(w, qr, q_stride, n_quads, sums); break;
+        default: block_sums<1>(w, qr, q_stride, n_quads, sums); break;
+      }
+      for (int64_t i = 0; i < n; ++i) each(b, r0 + i, sums + i * kBlock);
+    }
+  }
+}
+
 }  // namespace
 
 // cell_math.cpp: the cells of rows of gates [i, j, f, o] (4 * dim each)
@@ -101,33 +124,18 @@ extern "C" void spacy_elmo_int8_rows(const int8_t* packed, const int32_t* offset
                                      const float* bias, const uint8_t* q, int64_t q_stride, const float* x_scales,
                                      int64_t rows, int64_t n_quads, int64_t out_features, int64_t first, int64_t last,
                                      float* y, int64_t y_stride, const float* add, int64_t add_stride) {
-  int32_t sums[kRows * kBlock];
-  for (int64_t b = first; b < last; ++b) {
-    const int8_t* w = packed + b * n_quads * 4 * kBlock;
+  for_block_rows(packed, q, q_stride, rows, n_quads, first, last, [&](int64_t b, int64_t r, const int32_t* sums) {
     const int64_t begin = b * kBlock;
     const int64_t count = std::min(kBlock, out_features - begin);
-    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-      const int64_t n = std::min<int64_t>(kRows, rows - r0);
-      const uint8_t* qr = q + r0 * q_stride;
-      switch (n) {
-        case 4: block_sums<4>(w, qr, q_stride, n_quads, sums); break;
-        case 3: block_sums<3>(w, qr, q_stride, n_quads, sums); break;
-        case 2: block_sums<2>(w, qr, q_stride, n_quads, sums); break;
-        default: block_sums<1>(w, qr, q_stride, n_quads, sums); break;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t r = r0 + i;
-        const float sx = x_scales[r];
-        float* dest = y + r * y_stride + begin;
-        const float* plus = add ? add + r * add_stride + begin : nullptr;
-        for (int64_t o = 0; o < count; ++o) {
-          float value = static_cast<float>(sums[i * kBlock + o] - offsets[begin + o]) * sx * w_scales[begin + o];
-          if (bias) value += bias[begin + o];
-          dest[o] = plus ? value + plus[o] : value;
-        }
-      }
+    const float sx = x_scales[r];
+    float* dest = y + r * y_stride + begin;
+    const float* plus = add ? add + r * add_stride + begin : nullptr;
+    for (int64_t o = 0; o < count; ++o) {
+      float value = static_cast<float>(sums[o] - offsets[begin + o]) * sx * w_scales[begin + o];
+      if (bias) value += bias[begin + o];
+      dest[o] = plus ? value + plus[o] : value;
     }
-  }
+  });
 }
 
 // A timestep's recurrent product and its cells at once, for recurrent weights packed with their outputs
@@ -144,35 +152,20 @@ extern "C" void spacy_elmo_int8_cells(const int8_t* packed, const int32_t* offse
                                       const float* add, int64_t add_stride, float* cell, int64_t cell_stride,
                                       float* hidden, int64_t hidden_stride, float cell_clip, int clip_cell) {
   constexpr int64_t kUnits = kBlock / 4;
-  int32_t sums[kRows * kBlock];
   float gates[kBlock];
-  for (int64_t b = first; b < last; ++b) {
-    const int8_t* w = packed + b * n_quads * 4 * kBlock;
+  for_block_rows(packed, q, q_stride, rows, n_quads, first, last, [&](int64_t b, int64_t r, const int32_t* sums) {
     const int64_t begin = b * kBlock, unit = b * kUnits;
-    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-      const int64_t n = std::min<int64_t>(kRows, rows - r0);
-      const uint8_t* qr = q + r0 * q_stride;
-      switch (n) {
-        case 4: block_sums<4>(w, qr, q_stride, n_quads, sums); break;
-        case 3: block_sums<3>(w, qr, q_stride, n_quads, sums); break;
-        case 2: block_sums<2>(w, qr, q_stride, n_quads, sums); break;
-        default: block_sums<1>(w, qr, q_stride, n_quads, sums); break;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t r = r0 + i;
-        const float sx = x_scales[r];
-        const float* plus = add + r * add_stride + unit;
-        for (int64_t g = 0; g < 4; ++g) {
-          for (int64_t u = 0; u < kUnits; ++u) {
-            const int64_t o = g * kUnits + u;
-            float value = static_cast<float>(sums[i * kBlock + o] - offsets[begin + o]) * sx * w_scales[begin + o];
-            if (bias) value += bias[begin + o];
-            gates[o] = value + plus[g * dim + u];
-          }
-        }
-        spacy_elmo_cell_rows(gates, cell + r * cell_stride + unit, hidden + r * hidden_stride + unit, 1, kUnits,
-                             cell_clip, clip_cell);
+    const float sx = x_scales[r];
+    const float* plus = add + r * add_stride + unit;
+    for (int64_t g = 0; g < 4; ++g) {
+      for (int64_t u = 0; u < kUnits; ++u) {
+        const int64_t o = g * kUnits + u;
+        float value = static_cast<float>(sums[o] - offsets[begin + o]) * sx * w_scales[begin + o];
+        if (bias) value += bias[begin + o];
+        gates[o] = value + plus[g * dim + u];
       }
     }
-  }
+    spacy_elmo_cell_rows(gates, cell + r * cell_stride + unit, hidden + r * hidden_stride + unit, 1, kUnits, cell_clip,
+                         clip_cell);
+  });
 }

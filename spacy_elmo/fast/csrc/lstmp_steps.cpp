@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -241,6 +242,37 @@ std::pair<at::Tensor, at::Tensor> quantized_rows(const at::Tensor& x, int64_t pa
   return {q, x_scales};
 }
 
+// What both int8 ops read besides their rows: the packed weights' per-output offsets, scales and
+// bias, checked for ``out_features`` outputs a direction, and x quantized row by row.
+struct Int8Operands {
+  at::Tensor q, x_scales;  // kept alive while the pointers are read
+  int64_t padded = 0;
+  const int8_t* w = nullptr;
+  const int32_t* off = nullptr;
+  const float* ws = nullptr;
+  const float* b = nullptr;
+};
+
+Int8Operands int8_operands(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& offsets,
+                           const at::Tensor& scales, const std::optional<at::Tensor>& bias, int64_t out_features,
+                           const char* name) {
+  const int64_t n_dir = packed.size(0);
+  TORCH_CHECK(offsets.scalar_type() == at::kInt && scales.scalar_type() == at::kFloat && offsets.is_contiguous() &&
+                  scales.is_contiguous() && offsets.numel() == n_dir * out_features &&
+                  scales.numel() == n_dir * out_features,
+              name, ": (D, out) int32 offsets and float32 scales");
+  TORCH_CHECK(!bias || (bias->scalar_type() == at::kFloat && bias->is_contiguous() && bias->numel() == n_dir * out_features),
+              name, ": (D, out) float32 bias");
+  Int8Operands operands;
+  operands.padded = 4 * packed.size(2);
+  if (x.size(1) > 0) std::tie(operands.q, operands.x_scales) = quantized_rows(x, operands.padded);
+  operands.w = packed.data_ptr<int8_t>();
+  operands.off = offsets.data_ptr<int32_t>();
+  operands.ws = scales.data_ptr<float>();
+  operands.b = bias ? bias->data_ptr<float>() : nullptr;
+  return operands;
+}
+
 // out[d] = int8 product of x[d] (each row quantized on its own) with D weight matrices packed by
 // spacy_elmo/fast/int8_rows.py::pack as (D, blocks, groups of 4 inputs, 256) int8, their per-output
 // offsets (D, out) int32 and scales (D, out) float32 (csrc/int8_rows.cpp); (+ bias[d]) (+ add[d]).
@@ -261,21 +293,15 @@ void int8_rows(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
   const int64_t rows = x.size(1), width = x.size(2), out_features = out.size(2);
   TORCH_CHECK((width + 3) / 4 == n_quads && (out_features + 63) / 64 == blocks && (!add || add->size(2) == out_features),
               "int8_rows: widths do not match the packed weights");
-  TORCH_CHECK(offsets.scalar_type() == at::kInt && scales.scalar_type() == at::kFloat && offsets.is_contiguous() &&
-                  scales.is_contiguous() && offsets.numel() == n_dir * out_features &&
-                  scales.numel() == n_dir * out_features,
-              "int8_rows: (D, out) int32 offsets and float32 scales");
-  TORCH_CHECK(!bias || (bias->scalar_type() == at::kFloat && bias->is_contiguous() && bias->numel() == n_dir * out_features),
-              "int8_rows: (D, out) float32 bias");
+  const Int8Operands in = int8_operands(x, packed, offsets, scales, bias, out_features, "int8_rows");
   if (rows == 0) return;
-  const int64_t padded = 4 * n_quads;
-  const auto [q, x_scales] = quantized_rows(x, padded);
-  const uint8_t* qp = q.data_ptr<uint8_t>();
-  const float* sx = x_scales.data_ptr<float>();
-  const auto* w = packed.data_ptr<int8_t>();
-  const int32_t* off = offsets.data_ptr<int32_t>();
-  const float* ws = scales.data_ptr<float>();
-  const float* b = bias ? bias->data_ptr<float>() : nullptr;
+  const int64_t padded = in.padded;
+  const uint8_t* qp = in.q.data_ptr<uint8_t>();
+  const float* sx = in.x_scales.data_ptr<float>();
+  const int8_t* w = in.w;
+  const int32_t* off = in.off;
+  const float* ws = in.ws;
+  const float* b = in.b;
   float* y = out.data_ptr<float>();
   const float* plus = add ? add->data_ptr<float>() : nullptr;
   // the blocks of all directions split between threads (two cores: one direction each)
@@ -316,20 +342,8 @@ void int8_cells(const at::Tensor& x, const at::Tensor& packed, const at::Tensor&
               "int8_cells: contiguous float32 cell (D, B >= n, dim)");
   TORCH_CHECK(16 * blocks == dim && (width + 3) / 4 == n_quads && add.size(2) == 4 * dim,
               "int8_cells: weights of 16 units a block for dim units, of x's width, and add (D, n, 4 * dim)");
-  TORCH_CHECK(offsets.scalar_type() == at::kInt && scales.scalar_type() == at::kFloat && offsets.is_contiguous() &&
-                  scales.is_contiguous() && offsets.numel() == n_dir * 4 * dim && scales.numel() == n_dir * 4 * dim,
-              "int8_cells: (D, 4 * dim) int32 offsets and float32 scales");
-  TORCH_CHECK(!bias || (bias->scalar_type() == at::kFloat && bias->is_contiguous() && bias->numel() == n_dir * 4 * dim),
-              "int8_cells: (D, 4 * dim) float32 bias");
+  const Int8Operands in = int8_operands(x, packed, offsets, scales, bias, 4 * dim, "int8_cells");
   if (rows == 0) return;
-  const int64_t padded = 4 * n_quads;
-  const auto [q, x_scales] = quantized_rows(x, padded);
-  const uint8_t* qp = q.data_ptr<uint8_t>();
-  const float* sx = x_scales.data_ptr<float>();
-  const auto* w = packed.data_ptr<int8_t>();
-  const int32_t* off = offsets.data_ptr<int32_t>();
-  const float* ws = scales.data_ptr<float>();
-  const float* b = bias ? bias->data_ptr<float>() : nullptr;
   const float* plus = add.data_ptr<float>();
   float* c = cell.data_ptr<float>();
   float* h = hidden.data_ptr<float>();
@@ -339,8 +353,9 @@ void int8_cells(const at::Tensor& x, const at::Tensor& packed, const at::Tensor&
   at::parallel_for(0, n_dir * blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end;) {
       const int64_t d = i / blocks, first = i % blocks, last = std::min(blocks, first + (end - i));
-      spacy_elmo_int8_cells(w + d * blocks * n_quads * 256, off + d * width_out, ws + d * width_out,
-                            b ? b + d * width_out : nullptr, qp + d * rows * padded, padded, sx + d * rows, rows,
+      spacy_elmo_int8_cells(in.w + d * blocks * n_quads * 256, in.off + d * width_out, in.ws + d * width_out,
+                            in.b ? in.b + d * width_out : nullptr, in.q.data_ptr<uint8_t>() + d * rows * in.padded,
+                            in.padded, in.x_scales.data_ptr<float>() + d * rows, rows,
                             n_quads, dim, first, last, plus + d * add.stride(0), add.stride(1), c + d * batch * dim,
                             dim, h + d * hidden.stride(0), hidden.stride(1), clip, cell_clip.has_value());
       i += last - first;
@@ -491,7 +506,7 @@ void train_cells_backward(const at::Tensor& acts, const at::Tensor& cell_raw, co
   });
 }
 
-// Training's dropout (dropout.cpp): out = x * scale where the hash of (element, seed) falls below
+// Training's dropout (cell_math.cpp): out = x * scale where the hash of (element, seed) falls below
 // threshold, else 0, for contiguous float32 or bfloat16 x (out may be x). The mask depends on the
 // element's index and the seed only, so the threads' split changes nothing.
 void dropout(const at::Tensor& x, const at::Tensor& out, int64_t seed, int64_t threshold, double scale) {
