@@ -48,7 +48,7 @@ reading its weights in that dtype can reach; the copy kernel's rate, which count
 STREAM does and so understates what a reader gets, is kept beside it (``copy_*``, ``of_copy_roof``); the record gives ours and TensorFlow's against it, and what three times TensorFlow's
 rate would need. The read rate is measured after every round too (the best of a few passes each time),
 and each round's one-sentence runs are put against that round's roof. For int8 every weight counts one byte (its convolutions and token projection stay
-float32: a few percent of the bytes of a call, none of a timestep's). Defaults take about 10 minutes on a 2-core EPYC.
+float32: a few percent of the bytes of a call, none of a timestep's). Defaults take about 4 minutes on a 2-core EPYC.
 """
 import argparse
 import copy
