@@ -11,7 +11,7 @@ from .char_vocab import CharVocabulary
 from .chars import batch_char_ids
 from .config import BiLMConfig
 from .lstm import LSTMPStack, State
-from .token_encoder import CharCNNEncoder
+from .token_encoder import CharCNNEncoder, take_rows
 from .vector_setting import VectorSetting
 
 # (forward states, backward states), one (h, c) per layer, rows in input order
@@ -164,7 +164,7 @@ class BiLM(nn.Module):
             distinct, inverse = self.token_encoder.encode_distinct(char_ids[mask_dev])
         else:
             distinct, inverse = self.runner.encode_tokens(self.token_encoder, char_ids[mask_dev])
-        encoded_valid = distinct[inverse]
+        encoded_valid = take_rows(distinct, inverse)
         tokens = encoded_valid.new_zeros(batch, steps, self.config.projection_dim)
         tokens = tokens.masked_scatter(mask_dev[..., None], encoded_valid)
         order = torch.argsort(lengths, descending=True, stable=True)

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from .token_encoder import take_rows
+
 # vocabulary rows per chunk of the full softmax: 8,192 rows x 4,096 tokens of float32 logits is 128 MiB
 DEFAULT_CHUNK_SIZE = 8192
 
@@ -121,7 +123,7 @@ class WordSoftmax(nn.Module):
 
     def target_logits(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The logit of each target alone. hidden (N, P), targets (N,). RETURNS (N,) float32."""
-        return ((hidden * self.weight[targets]).sum(-1) + self.bias[targets]).float()
+        return ((hidden * take_rows(self.weight, targets)).sum(-1) + take_rows(self.bias, targets)).float()
 
     def log_normalizer(self, hidden: torch.Tensor) -> torch.Tensor:
         """``logsumexp`` of every word's logit, accumulated over vocabulary chunks of ``chunk_size``
@@ -182,9 +184,9 @@ class WordSoftmax(nn.Module):
         candidates = candidates.to(hidden.device)
         log_q_true = torch.log(self.sampler.expected_count(targets.cpu(), tries)).to(hidden.device)
         log_q_sampled = torch.log(self.sampler.expected_count(candidates.cpu(), tries)).to(hidden.device)
-        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets] - log_q_true.to(hidden.dtype)
-        sampled_bias = self.bias[candidates] - log_q_sampled.to(self.bias.dtype)
-        sampled_logits = torch.addmm(sampled_bias, hidden, self.weight[candidates].t())
+        true_logits = (hidden * take_rows(self.weight, targets)).sum(-1) + take_rows(self.bias, targets) - log_q_true.to(hidden.dtype)
+        sampled_bias = take_rows(self.bias, candidates) - log_q_sampled.to(self.bias.dtype)
+        sampled_logits = torch.addmm(sampled_bias, hidden, take_rows(self.weight, candidates).t())
         # A sampled candidate equal to the target would count the right answer as a negative.
         rows, columns = accidental_hits(candidates, targets, self.n_classes)
         with torch.no_grad():  # the product's backward does not read its output

@@ -30,6 +30,15 @@ SPAN_STEP = 4
 MAX_CONV_ELEMENTS = 1 << 23
 
 
+
+def take_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` for a LongTensor ``index`` of any shape: rows of ``table`` (R, ...) gathered
+    by ``index_select``, whose backward sums a row's repeated gradients in a fixed order on any
+    number of threads (advanced indexing's backward, ``index_put_`` with accumulation, sums them
+    in whatever order the threads reach them, so a seeded run at two threads did not repeat).
+    RETURNS (Tensor): (*index.shape, ...)."""
+    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
+
 class CharCNNEncoder(nn.Module):
     """Encode each token's character ids into a vector of width ``projection_dim``.
 
@@ -66,7 +75,7 @@ class CharCNNEncoder(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (LongTensor): (..., max_chars). RETURNS (Tensor): (..., projection_dim)."""
         encoded, inverse = self.encode_distinct(char_ids)
-        return encoded[inverse]
+        return take_rows(encoded, inverse)
 
     def encode_distinct(
         self, char_ids: torch.Tensor, encode_rows: Optional[Callable[[torch.Tensor], torch.Tensor]] = None

@@ -113,3 +113,24 @@ def test_unique_rows_agrees_with_torch_unique(shape):
     assert torch.equal(distinct[inverse], rows) and inverse.dtype == torch.long
     assert len(distinct) == len(set(map(tuple, rows.tolist())))  # each distinct row once
 
+
+
+def test_rows_gathered_by_a_repeating_index_sum_their_gradients_in_one_order_on_two_threads():
+    """take_rows: table[index]'s values, and a gradient that repeats bit for bit at two threads (advanced
+    indexing's backward summed a row's repeats in the threads' order: a seeded run did not repeat)."""
+    from spacy_elmo.bilm.token_encoder import take_rows
+
+    torch.set_num_threads(2)
+    gen = torch.Generator().manual_seed(0)
+    table = torch.randn(300, 64, generator=gen)
+    index = torch.randint(0, 40, (50, 400), generator=gen)  # every row many times over
+    upstream = torch.randn(50, 400, 64, generator=gen)
+    assert torch.equal(take_rows(table, index), table[index])
+    grads = []
+    for _ in range(6):
+        leaf = table.clone().requires_grad_()
+        (take_rows(leaf, index) * upstream).sum().backward()
+        grads.append(leaf.grad)
+    assert all(torch.equal(grads[0], g) for g in grads[1:])
+    torch.testing.assert_close(grads[0], torch.zeros_like(table).index_put_((index.reshape(-1),), upstream.reshape(-1, 64),
+                                                                             accumulate=True), atol=1e-4, rtol=1e-4)
