@@ -16,7 +16,8 @@ DEVICE = typer.Option("cpu", "--device", help="torch device: cpu, cuda")
 
 def max_time_option(examples: str):
     """The --max-time option, its help showing ``examples`` of the syntax ``parse_duration`` reads."""
-    return typer.Option(None, "--max-time", help=f"time limit of this run, e.g. {examples}")
+    return typer.Option(None, "--max-time", help=f"time limit of setting up and training, e.g. {examples}; the last held-out "
+                        "evaluation and the scores after training come on top")
 
 
 def parse_duration(value: Optional[str]) -> Optional[float]:

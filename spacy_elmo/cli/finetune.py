@@ -54,6 +54,6 @@ def finetune_cli(
         typer.echo(f"general held-out perplexity{over} {general['before'][key]:.2f} -> {general['after'][key]:.2f} "
                    f"({general['ratio']:.2f}x)")
     summary = result.summary
-    typer.echo(f"{summary.steps} steps, {summary.tokens} tokens ({summary.tokens_per_second:.0f} tokens/s); stopped by {summary.stopped_by}")
+    typer.echo(f"{summary.steps} steps, {summary.tokens} tokens ({summary.tokens_per_second:.0f} tokens/s); stopped by {summary.stop_text}")
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)  # as a shell reports a command Ctrl-C stopped

@@ -31,7 +31,7 @@ def pretrain_cli(
     best_text = f"; best held-out ppl {best['ppl']:.2f} at step {best['step']}" if best and "ppl" in best else ""
     typer.echo(
         f"{summary.steps} steps, {summary.tokens} tokens in {summary.seconds:.0f}s "
-        f"({summary.tokens_per_second:.0f} tokens/s){best_text}; stopped by {summary.stopped_by}"
+        f"({summary.tokens_per_second:.0f} tokens/s){best_text}; stopped by {summary.stop_text}"
     )
     if summary.stopped_by == "interrupted":  # Ctrl-C: its checkpoint is written, --resume continues
         raise typer.Exit(130)

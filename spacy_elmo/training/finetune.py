@@ -295,9 +295,11 @@ def finetune(
             output=output, info=info, dev_segments=dev, resume=resume, max_time=remaining, extra=extra,
             stream=stream, steps_per_epoch=None, probe=config.probe,
         )
-        after = summary.best_dev
+        interrupted = summary.stopped_by == "interrupted"
+        # the scores after come when the run ends: an interrupted run's best so far may be an earlier run's
+        after = None if interrupted else summary.best_dev
         result = FinetuneResult(before=before, after=after, summary=summary, new_softmax=new_softmax)
-        if summary.stopped_by == "interrupted":
+        if interrupted:
             # Ctrl-C: stop now; the scores after and the report come when a --resume run ends
             log(f"interrupted at step {summary.steps}: its checkpoint and model-last are written; run the same "
                 "command with --resume to continue from there")

@@ -58,6 +58,15 @@ class RunSummary:
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def stop_text(self) -> str:
+        """What stopped the run, as the commands say it ("stopped by Ctrl-C", "stopped by max_time")."""
+        return stop_words(self.stopped_by)
+
+
+def stop_words(stopped_by: str) -> str:
+    return "Ctrl-C" if stopped_by == "interrupted" else stopped_by
+
 
 def epoch_batches(
     corpus: Corpus, vocab: Vocab, *, settings: TrainingSettings, corpus_settings: CorpusSettings, seed: int,
@@ -342,7 +351,7 @@ class _Run:
                 save_lm(lm, self.vocab, self.output / "model-best", extra={**self.extra, "step": state.step})
             records = self.metrics.read() if self.metrics else []
             plot_learning_curve(records, self.output / "learning-curve.png")
-            self.progress.message(f"stopped by {stop} at step {state.step}; models in {self.output}")
+            self.progress.message(f"stopped by {stop_words(stop)} at step {state.step}; models in {self.output}")
         barrier(info)
         total_tokens = all_reduce_sum(info, torch.tensor([state.run_tokens], dtype=torch.float64, device=self.device))
         # tokens and seconds are this invocation's: the steps from start_step to steps

@@ -323,6 +323,8 @@ def test_ctrl_c_stops_a_finetune_after_its_step_with_a_checkpoint_that_resume_co
     finally:
         signal.signal(signal.SIGINT, previous)
     assert result.summary.stopped_by == "interrupted" and result.summary.steps == 3
+    assert result.after is None  # the scores after come when a resumed run ends, not the best so far
+    assert result.summary.stop_text == "Ctrl-C"
     assert any("interrupted at step 3" in line and "--resume" in line for line in pressed.lines)
     assert latest_checkpoint(tmp_path / "ft" / "checkpoints").step == 3
     assert (tmp_path / "ft" / "model-last").is_dir() and not (tmp_path / "ft" / "finetune-report.json").exists()
