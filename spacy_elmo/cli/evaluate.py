@@ -28,6 +28,11 @@ def evaluate_cli(
     lang: Optional[str] = typer.Option(
         None, "--lang", help="the text's language, for --tokenizer auto (default: the model's, where it records one)"
     ),
+    sentences: str = typer.Option(
+        "auto", "--sentences", help="how lines become sentences, as [corpus] sentences in training: 'auto' (raw text "
+        "wrapped across lines is joined and split by spaCy's sentencizer, as finetune reads it; else each line a "
+        "sentence), 'lines', 'sentencizer' or a trained pipeline's name"
+    ),
     input_format: str = typer.Option("auto", "--input-format", help="auto (by suffix), txt, jsonl or spacy"),
     max_sentence_tokens: Optional[int] = typer.Option(
         None, "--max-sentence-tokens", min=1, help="cut longer lines (default: as trained; a published model's are not cut)"
@@ -47,7 +52,8 @@ def evaluate_cli(
 ) -> None:
     """Exact held-out perplexity of a biLM with its own softmax (forward, backward, geometric mean).
 
-    Every line is scored as a sentence <S> .. </S> with the full softmax (normalized over vocabulary
+    Every sentence (a line, or for raw text wrapped across lines each sentence of its joined
+    paragraphs, as training reads it) is scored as <S> .. </S> with the full softmax (normalized over vocabulary
     chunks, so a published 793,471-word softmax needs no (tokens x words) matrix); words outside the
     softmax's vocabulary count as <UNK> (the OOV rate is reported: perplexities over different
     vocabularies do not compare). A text wholly outside the vocabulary gets no perplexity; 10% OOV or more, a warning. Raw
@@ -58,7 +64,7 @@ def evaluate_cli(
         evaluation = evaluate_corpus(
             input, model=model, options=options, weights=weights, tokenizer=tokenizer, input_format=input_format,
             max_sentence_tokens=max_sentence_tokens, max_segments=max_segments, batch_size=batch_size,
-            carry_state=carry_state, chunk_size=chunk_size, strict_utf8=strict_utf8, lang=lang,
+            carry_state=carry_state, chunk_size=chunk_size, strict_utf8=strict_utf8, lang=lang, sentences=sentences,
         )
     except (FileNotFoundError, ValueError) as err:  # a damaged file, no softmax, nothing to score
         raise typer.BadParameter(str(err)) from err

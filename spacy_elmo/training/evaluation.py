@@ -69,10 +69,14 @@ def evaluate_corpus(
     chunk_size: Optional[int] = None,
     strict_utf8: bool = False,
     lang: Optional[str] = None,
+    sentences: str = "auto",
 ) -> Evaluation:
     """Exact held-out perplexity of a model with its own softmax on text files.
 
-    input (str): files, folders, globs (comma-separated), one sentence a line.
+    input (str): files, folders, globs (comma-separated).
+    sentences (str): how lines become sentences, as ``[corpus] sentences`` in training: "auto" (raw
+        text wrapped across lines joined and split by spaCy's sentencizer, else each line a
+        sentence), "lines", "sentencizer" or a trained pipeline's name.
     model, options, weights: the model, as ``load_lm`` takes it.
     tokenizer (str): "auto" (whitespace for pre-tokenized text, else the spaCy tokenizer of the
         model's language, or of ``lang``), "whitespace" or a spaCy language code.
@@ -89,7 +93,8 @@ def evaluate_corpus(
     source = locate_bilm(model, options=options, weights=weights)
     trained = source.training_record()
     language = lang or source.language or (trained or {}).get("lang")
-    corpus = Corpus(input, fmt=input_format, tokenizer=tokenizer, lang=language, strict_utf8=strict_utf8)
+    corpus = Corpus(input, fmt=input_format, tokenizer=tokenizer, lang=language, sentences=sentences,
+                    strict_utf8=strict_utf8)
     lm = load_lm(model, options=options, weights=weights, chunk_size=chunk_size)
     if max_sentence_tokens is None:
         max_sentence_tokens = UNCUT if trained is None else trained_segment_length(trained)

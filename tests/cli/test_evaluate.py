@@ -206,3 +206,21 @@ def test_evaluate_tokenizes_raw_text_with_spacy_and_says_so(tmp_path):
     assert "spaCy's 'en' tokenizer: the text reads as raw" in _said(result)
     result = _evaluate("--model", str(model), "--input", str(raw), "--tokenizer", "whitespace", "--output", str(record))
     assert json.loads(record.read_text())["oov_rate"] == pytest.approx(2 / 6)  # "Hello," and "bird." are not words
+
+
+def test_evaluate_reads_raw_text_wrapped_across_lines_as_finetune_does(tmp_path):
+    """Wrapped raw text: its lines joined and split into sentences (as training's [corpus] sentences
+    auto reads it), not each fragment of a line scored as a sentence; --sentences lines keeps lines."""
+    model = write_published_head(tmp_path / "pub", words=["the", "cat", "sees", "a", "bird", "and", "dog", "."])
+    wrapped = tmp_path / "wrapped.txt"
+    wrapped.write_text("The cat sees a bird and\na dog. The dog sees\nthe cat and a bird.\n" * 6, encoding="utf-8")
+    record = tmp_path / "out.json"
+    result = _evaluate("--model", str(model), "--input", str(wrapped), "--lang", "en", "--output", str(record))
+    assert result.exit_code == 0, result.output
+    joined = json.loads(record.read_text())
+    assert "wrapped lines" in joined["tokenizer_note"] and "sentencizer" in joined["tokenizer_note"]
+    assert joined["corpus"]["segments"] == 12  # two sentences a paragraph of three lines
+    result = _evaluate("--model", str(model), "--input", str(wrapped), "--lang", "en", "--sentences", "lines",
+                       "--output", str(record))
+    assert result.exit_code == 0, result.output
+    assert json.loads(record.read_text())["corpus"]["segments"] == 18  # each line scored as a sentence
