@@ -174,3 +174,26 @@ def test_the_int8_loop_takes_the_step_in_one_call_and_computes_what_product_and_
     monkeypatch.setattr(lockstep, "_by_unit", lambda layer, weights: False)  # the gates written, then the cells
     calls.clear()
     assert torch.equal(layers(fast).layers, one_call) and not calls
+
+
+def test_cells_in_torch_over_weights_packed_by_unit_put_the_sums_back_in_gate_order(kernel, monkeypatch):
+    """``in_place.torch_cells`` over the by-unit packing: the same int8 sums, put back in gate order for
+    the cells in torch operations, give what the fused step gives to the cells' rounding."""
+    from spacy_elmo.fast import in_place, lockstep
+
+    bilm = random_bilm(seed=7, dim=64, projection_dim=32)
+    fast = optimize_for_inference(bilm, precision="int8")
+    fused = layers(fast).layers
+    calls = []
+    original = int8_rows.cells
+    monkeypatch.setattr(int8_rows, "cells", lambda *a, **k: calls.append(1) or original(*a, **k))
+    with in_place.torch_cells():
+        in_torch = layers(fast).layers
+    assert not calls  # the cells ran in torch operations
+    assert lockstep.int8_weights((fast.forward_lstm.layers[0], fast.backward_lstm.layers[0]))[1][0].by_unit
+    assert (in_torch - fused).abs().max() < 1e-5
+    # put back in the wrong order, the gates would give other vectors entirely
+    monkeypatch.setattr(int8_rows, "unit_order", lambda dim: torch.arange(4 * dim))
+    with in_place.torch_cells():
+        scrambled = layers(fast).layers
+    assert (scrambled - fused).abs().max() > 1e-2
