@@ -19,6 +19,8 @@ ON_THE_CPU = {
     ("bilm/softmax.py", "sample", "rand"): (1, "the sampler draws on the CPU's seeded generator, the same ids on any device"),
     ("bilm/softmax.py", "sample", "full"): (1, "the sampler draws on the CPU's seeded generator, the same ids on any device"),
     ("bilm/softmax.py", "sample", "arange"): (1, "the sampler draws on the CPU's seeded generator, the same ids on any device"),
+    ("fast/train_payoff.py", "step_products", "randn"): (6, "operands of the CPU products timed (choose times CPUs only)"),
+    ("fast/train_payoff.py", "step_products", "empty"): (4, "their outputs, on the CPU with them"),
     ("fast/dropout.py", "dropout", "randint"): (1, "the seed: one number from torch's CPU generator, which manual_seed sets"),
     ("fast/int8_rows.py", "pack", "zeros"): (1, "int8 runs on the CPU only (Precision.cpu_only)"),
     ("fast/int8_rows.py", "unit_order", "arange"): (3, "int8 runs on the CPU only (Precision.cpu_only)"),

@@ -196,8 +196,9 @@ RANDOM = "random weights of `original`'s shape"
 TF_PEER = f"{BENCH}/amd-f25-m17/tf-peer-rounds.json"
 TF_PEER_SUMMED = f"{BENCH}/amd-f25-m17/tf-peer-summed-cells.json"
 TF_PEER_BEFORE = f"{BENCH}/amd-f25-m17/tf-peer.json"
-# one current row per workload and precision, from runs on an idle machine; each names its CPU, whose
-# ratios are its own (a Zen 5 gives other ratios against TensorFlow than this Zen 4)
+TF_PEER_INTEL = f"{BENCH}/intel-f6-m207/tf-peer-rounds.json"
+# one current row per workload, precision and CPU, from runs on an idle machine; each names its CPU, whose
+# ratios are its own (a Zen 5 gives other ratios against TensorFlow than this Zen 4, an Intel Xeon others again)
 SPEED: Sequence[SpeedRow] = (
     SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER,
              lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512", RANDOM),
@@ -209,6 +210,14 @@ SPEED: Sequence[SpeedRow] = (
              lambda d: _against_peer(d, "batch", "ours int8"), "AVX512-VNNI", RANDOM),
     SpeedRow("one sentence at a time, `precision=\"int8\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER,
              lambda d: _against_peer(d, "one sentence", "ours int8"), "AVX512-VNNI", RANDOM),
+    SpeedRow("batch of 64 sentences, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER_INTEL,
+             lambda d: _against_peer(d, "batch", "ours fp32"), "AVX-512", RANDOM),
+    SpeedRow("one sentence at a time, fp32, `original`'s shape, beside TensorFlow in the same run", TF_PEER_INTEL,
+             lambda d: _against_peer(d, "one sentence", "ours fp32"), "AVX-512", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"bf16\"`, `original`'s shape, beside TensorFlow's fp32 in the same run "
+             "(slower than fp32 on this CPU)", TF_PEER_INTEL, lambda d: _against_peer(d, "batch", "ours bf16"), "AVX512-BF16", RANDOM),
+    SpeedRow("batch of 64 sentences, `precision=\"int8\"`, `original`'s shape, beside TensorFlow's fp32 in the same run", TF_PEER_INTEL,
+             lambda d: _against_peer(d, "batch", "ours int8"), "AVX512-VNNI", RANDOM),
     SpeedRow(f"batch of 64 sentences, fp32, the shipped en_small {SHIPPED}", f"{RELEASE}/bilm-shipped.json",
              lambda d: _median_batch(d, "shipped"), "AVX-512"),
     SpeedRow(f"batch of 64 sentences, `precision=\"int8\"`, the shipped en_small {SHIPPED}", f"{RELEASE}/bilm-shipped.json",

@@ -17,6 +17,7 @@ CPUS = {
     "amd-f25-m17": "AMD EPYC family 25 model 17 (Zen 4)",
     "amd-f25-model-unrecorded": "AMD EPYC family 25 without AVX-512 (model not recorded)",
     "intel-f6-model-unrecorded": "Intel Xeon family 6 with AMX (model not recorded)",
+    "intel-f6-m207": "Intel Xeon family 6 model 207 (AVX512-BF16, no AMX shown; 260 MiB L3)",
     "cpu-unrecorded": "AVX2, no AVX-512 (CPU not recorded)",
 }
 # records outside a CPU's folder (a release's), by the folder of the CPU they ran on

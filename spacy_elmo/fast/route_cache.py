@@ -1,4 +1,5 @@
-"""The fp32 routes chosen on this machine, kept across processes (``payoff.choose_routes``).
+"""The fp32 routes chosen on this machine, kept across processes (``payoff.choose_routes``), and
+beside them fine-tuning's training precision (``train_payoff.choose``: ``read_entry``/``write_entry``).
 
 Timing the two routes takes seconds for the full published model, and when they run close, two
 processes that each measure can choose differently, so that the same text gets vectors that differ
@@ -21,7 +22,7 @@ import os
 import platform
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -64,8 +65,7 @@ def cpu_model() -> str:
 
 def read(key: str) -> Optional[Tuple[prepacked.Routes, Dict[str, Any]]]:
     """The routes kept for ``key`` and what was measured for them, or None (then measure)."""
-    entries = _entries()
-    entry = entries.get(key) if entries is not None else None
+    entry = read_entry(key, lambda entry: True)
     if entry is None:
         return None
     try:
@@ -82,15 +82,34 @@ def read(key: str) -> Optional[Tuple[prepacked.Routes, Dict[str, Any]]]:
 
 def write(key: str, routes: prepacked.Routes, measured: Dict[str, Any]) -> None:
     """Keep the choice for ``key`` (other entries stay); a folder that cannot be written: a warning."""
+    write_entry(key, {"routes": routes._asdict(), "measured": measured}, what="the fp32 route choice")
+
+
+def read_entry(key: str, valid: Callable[[Dict[str, Any]], bool]) -> Optional[Dict[str, Any]]:
+    """The entry kept for ``key`` where ``valid`` takes it, else None (then measure; an entry it
+    refuses is measured over, with a warning)."""
+    entries = _entries()
+    entry = entries.get(key) if entries is not None else None
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not valid(entry):
+        _warn(f"{path()} has an entry for this machine that this version does not read; measuring again and replacing it")
+        return None
+    return entry
+
+
+def write_entry(key: str, entry: Dict[str, Any], *, what: str) -> None:
+    """Keep ``entry`` for ``key`` (other entries stay); a folder that cannot be written: a warning
+    naming ``what`` was chosen."""
     entries = _entries() or {}
-    entries[key] = {"routes": routes._asdict(), "measured": measured}
+    entries[key] = entry
     target = path()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         document = {"format": FORMAT, "entries": entries}
         write_atomic(target, (json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
     except (OSError, ValueError) as error:
-        _warn(f"could not keep the fp32 route choice in {target} ({error}); it holds for this process only")
+        _warn(f"could not keep {what} in {target} ({error}); it holds for this process only")
 
 
 def _entries() -> Optional[Dict[str, Any]]:

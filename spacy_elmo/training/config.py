@@ -74,6 +74,7 @@ class TrainingSettings:
     lr_schedule: str = "constant"
     # "off", "bf16": the forward pass under CPU/GPU autocast to bfloat16 (weights, optimizer and
     # loss stay fp32); a CPU without bf16 arithmetic emulates it, slower than fp32, and the run warns
+    # (as it does where bf16's training products, timed once per machine, run slower than fp32's)
     # (setup.py); or "fp16": autocast to float16 on a GPU, with a gradient scaler (float16's range is
     # too narrow for small gradients). Formerly "precision" ("fp32" or "bf16"), read with a DeprecationWarning.
     autocast: str = "off"
@@ -125,8 +126,9 @@ class FinetuneSettings:
         overrides) sets ``training.optimizer``, ``training.learning_rate``, ``training.warmup_steps``
         or ``training.lr_schedule``; ``recipe = "training"`` takes [training]'s as they are.
     autocast (str): the recipe's precision: "auto" (bf16 autocast where the device has bf16
-        arithmetic, ``fast.precision.BF16.pays_on``: a CPU with AVX512-BF16 or AMX, a GPU; else
-        "off"), or one of [training]'s ("off", "bf16", "fp16"); ``training.autocast`` on the command
+        arithmetic, ``fast.precision.BF16.pays_on``: a CPU with AVX512-BF16 or AMX, a GPU, and on a
+        CPU where the training products run faster in bf16 than in float32, ``fast.train_payoff``;
+        else "off"), or one of [training]'s ("off", "bf16", "fp16"); ``training.autocast`` on the command
         line takes precedence.
     warmup_steps, warmup_learning_rate: a new softmax (a start without one) trained alone first.
     general (Optional[str]): general held-out text scored before and after ("shipped": the

@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 
+from ..fast import train_payoff
 from ..fast.precision import BF16
 from ..files import file_sha256, write_atomic
 from ..bilm.softmax import DEFAULT_CHUNK_SIZE, WordSoftmax
@@ -56,7 +57,7 @@ from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity, oov_rate_checked, oov_warning
 from .setup import (
     check_autocast_device, check_held_out, check_output, check_time_left, config_corpus, dev_reader, has_checkpoints, logger, make_output, segment_reader,
-    setup_process, train_corpus, warn_if_bf16_is_emulated,
+    setup_process, train_corpus, warn_if_bf16_is_emulated, warn_if_bf16_is_slower,
 )
 from .vocab import VOCAB_NAME, Vocab
 from .vocab_growth import domain_words, grow_vocabulary
@@ -96,12 +97,16 @@ class FinetuneResult:
     domain_after: Optional[Dict[str, Any]] = None
 
 
-def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu") -> Tuple[TrainingSettings, str]:
+def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu",
+                    shape: Optional[Tuple[int, int]] = None) -> Tuple[TrainingSettings, str]:
     """The [training] settings fine-tuning trains with: [training]'s, with the optimizer, learning
     rate, warm-up, schedule and precision of [finetune]'s recipe (unless ``recipe = "training"``),
     save those the command line or the caller's overrides set (``LMConfig.overridden``).
 
-    device: where the run trains: ``autocast = "auto"`` is bf16 where it has bf16 arithmetic.
+    device: where the run trains. shape: the biLM's LSTM (cells, projection): with it, ``autocast =
+    "auto"`` is bf16 where the training products run faster in bf16 than in float32 on this machine
+    (``fast.train_payoff.choose``: timed once per machine and kept); without it, bf16 wherever the
+    device has bf16 arithmetic.
     RETURNS (Tuple[TrainingSettings, str]): the settings and a line saying what the recipe is.
     """
     settings, recipe = config.training, config.finetune
@@ -109,15 +114,12 @@ def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu") 
     precision_note = ""
     if recipe.recipe == "finetune":
         autocast = recipe.autocast
-        if autocast == "auto":
-            autocast = "bf16" if BF16.pays_on(torch.device(device)) else "off"
-            precision_note = (" (auto: this device has bf16 arithmetic)" if autocast == "bf16"
-                              else " (auto: this device has no bf16 arithmetic)")
+        if autocast == "auto" and "autocast" not in given:
+            choice = _auto_precision(torch.device(device), shape, min(settings.batch_size, train_payoff.ROWS))
+            autocast, precision_note = choice.autocast, f" ({choice.note()})"
         ours = {"optimizer": recipe.optimizer, "learning_rate": recipe.learning_rate,
                 "warmup_steps": recipe.lr_warmup_steps, "lr_schedule": recipe.lr_schedule, "autocast": autocast}
         settings = replace(settings, **{key: value for key, value in ours.items() if key not in given})
-        if "autocast" in given:
-            precision_note = ""
         source = "[finetune]'s recipe" + (f", with --training.{', --training.'.join(given)} as given" if given else "")
     else:
         source = "[training]'s settings ([finetune] recipe = \"training\")"
@@ -125,6 +127,13 @@ def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu") 
     line = (f"fine-tuning recipe: {settings.optimizer}, learning rate {settings.learning_rate:g}, linear warm-up over "
             f"{settings.warmup_steps} steps, then {settings.lr_schedule}; {precision}{precision_note} ({source})")
     return settings, line
+
+
+def _auto_precision(device: torch.device, shape: Optional[Tuple[int, int]], rows: int) -> train_payoff.Choice:
+    """``autocast = "auto"``: timed on the biLM's shape where it is known, else by the device's arithmetic."""
+    if shape is None:
+        return train_payoff.Choice("bf16" if BF16.pays_on(device) else "off", train_payoff.ASSUMED, {})
+    return train_payoff.choose(shape[0], shape[1], rows, device)
 
 
 def _chosen_text(choice: Optional[str], shipped: Dict[str, Path], language: Optional[str], what: str,
@@ -208,11 +217,16 @@ def finetune(
             model, options=options, weights=weights, what="finetune", with_source=True,
         )
         language = start_language(source, source.training_record())
-        settings, recipe_line = finetune_recipe(config, torch_device)
+        # one process times the products; the processes of a distributed run all take the device's rule
+        shape = None if info.enabled else (bilm.config.dim, bilm.config.projection_dim)
+        settings, recipe_line = finetune_recipe(config, torch_device, shape)
         log(recipe_line)
         if settings.autocast != config.training.autocast:  # the recipe's precision, checked as [training]'s was
             check_autocast_device(settings.autocast, torch_device)
             warn_if_bf16_is_emulated(settings.autocast, torch_device)
+        if "training.autocast" in config.overridden or config.finetune.recipe != "finetune":  # asked for, not chosen
+            warn_if_bf16_is_slower(settings.autocast, torch_device, (bilm.config.dim, bilm.config.projection_dim),
+                                   settings.batch_size, info)
         corpus = train_corpus(config, lang=language, log=log)
         dev = dev_reader(config, lang=language, log=log)
         general_path, general_line = general_text(config, language)

@@ -12,7 +12,9 @@ from .corpus import Corpus
 from .distributed import DistInfo, restarted_by_torchrun, shutdown
 from .lm import LanguageModel, init_for_training
 from .loop import RunSummary, train_lm
-from .setup import check_held_out, check_output, dev_reader, logger, make_output, setup_process, train_corpus
+from .setup import (
+    check_held_out, check_output, dev_reader, logger, make_output, setup_process, train_corpus, warn_if_bf16_is_slower,
+)
 from .vocab import Vocab
 
 
@@ -56,6 +58,8 @@ def pretrain(
     output = Path(output)
     torch_device, info = setup_process(config, device)
     try:
+        warn_if_bf16_is_slower(config.training.autocast, torch_device, (config.model.dim, config.model.projection_dim),
+                               config.training.batch_size, info)
         resume = resume or restarted_by_torchrun(info, torch_device)
         check_output(output, resume=resume)
         log = logger(info, stream)

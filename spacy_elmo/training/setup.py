@@ -9,6 +9,7 @@ from typing import Callable, Iterable, List, Optional, Tuple
 import numpy as np
 import torch
 
+from ..fast import train_payoff
 from ..fast.precision import BF16
 from .config import LMConfig
 from .corpus import Corpus, CorpusStats, check_usable, split_long
@@ -59,6 +60,25 @@ def warn_if_bf16_is_emulated(autocast: str, device: torch.device) -> None:
             'training.autocast "bf16" needs a CPU with bf16 arithmetic (AVX512-BF16 or AMX), which '
             'this one lacks: torch emulates it, several times slower than fp32; set training.autocast = "off" '
             "to train faster here",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def warn_if_bf16_is_slower(autocast: str, device: torch.device, shape: Tuple[int, int], rows: int, info: DistInfo) -> None:
+    """Warn where ``training.autocast = "bf16"`` (asked for) trains slower than float32 would on this
+    machine (``fast.train_payoff.choose``, timed once per machine on the LSTM's shape (cells,
+    projection) at ``rows`` rows); training keeps bf16, as asked. One process of a distributed run
+    times nothing (the processes would each measure)."""
+    if autocast != "bf16" or device.type != "cpu" or info.enabled or not BF16.pays_on(device):
+        return
+    choice = train_payoff.choose(shape[0], shape[1], min(rows, train_payoff.ROWS), device)
+    if choice.autocast == "off":
+        warnings.warn(
+            f'training.autocast "bf16" is slower than float32 here: the training products ran at '
+            f'{choice.speed():.2f}x float32 in bf16 (median of {len(choice.measured["fp32_us"])} rounds, '
+            f'{choice.measured["rows"]} rows, timed on this machine: {train_payoff.route_cache.path()}); '
+            'set training.autocast = "off" to train faster here',
             RuntimeWarning,
             stacklevel=3,
         )

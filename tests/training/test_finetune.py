@@ -1,6 +1,8 @@
 import hashlib
 import json
 
+import warnings
+
 import pytest
 import torch
 
@@ -169,6 +171,52 @@ def test_the_recipes_precision_is_bf16_where_the_cpu_has_bf16_arithmetic(monkeyp
     given = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {"training.autocast": "off"})
     settings, line = finetune_recipe(given, "cpu")
     assert settings.autocast == "off" and "--training.autocast as given" in line and "auto:" not in line
+
+
+@pytest.mark.parametrize("bf16_factor, expected", [(1.5, "off"), (0.6, "bf16")])
+def test_the_recipes_auto_precision_is_timed_on_the_models_shape(monkeypatch, tmp_path, bf16_factor, expected):
+    """Given the biLM's shape, "auto" trains in bf16 only where its training products run faster in
+    bf16 here (timed once, then kept); the log line says what was timed."""
+    from spacy_elmo.fast import precision, train_payoff
+    from spacy_elmo.training.finetune import finetune_recipe
+
+    monkeypatch.setenv("SPACY_ELMO_KERNELS", str(tmp_path / "kernels"))
+    monkeypatch.delenv(train_payoff.ENV, raising=False)
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    timed = []
+    monkeypatch.setattr(train_payoff, "time_products",
+                        lambda *shape: timed.append(shape) or ([100.0] * 7, [100.0 * bf16_factor] * 7))
+    small = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {})
+    settings, line = finetune_recipe(small, "cpu", (512, 128))
+    assert settings.autocast == expected and timed == [(512, 128, small.training.batch_size)]
+    assert f"auto: the training products ran {1 / bf16_factor:.2f}x float32 in bf16 (timed here" in line
+    settings, line = finetune_recipe(small, "cpu", (512, 128))
+    assert settings.autocast == expected and len(timed) == 1 and "timed on this machine before" in line
+    # asked for on the command line: not timed for the choice, and bf16 warned of where it is slower
+    given = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {"training.autocast": "bf16"})
+    settings, line = finetune_recipe(given, "cpu", (512, 128))
+    assert settings.autocast == "bf16" and "auto:" not in line and len(timed) == 1
+
+
+def test_bf16_asked_for_where_it_trains_slower_is_warned_of_and_kept(monkeypatch, tmp_path):
+    from spacy_elmo.fast import precision, train_payoff
+    from spacy_elmo.training.distributed import DistInfo
+    from spacy_elmo.training.setup import warn_if_bf16_is_slower
+
+    monkeypatch.setenv("SPACY_ELMO_KERNELS", str(tmp_path / "kernels"))
+    monkeypatch.delenv(train_payoff.ENV, raising=False)
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    factor = {"bf16": 1.5}
+    monkeypatch.setattr(train_payoff, "time_products", lambda *shape: ([100.0] * 7, [100.0 * factor["bf16"]] * 7))
+    cpu = torch.device("cpu")
+    with pytest.warns(RuntimeWarning, match=r'"bf16" is slower than float32 here: the training products ran at 0.67x'):
+        warn_if_bf16_is_slower("bf16", cpu, (64, 32), 512, DistInfo())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_bf16_is_slower("off", cpu, (64, 32), 512, DistInfo())
+        warn_if_bf16_is_slower("bf16", cpu, (64, 32), 512, DistInfo(rank=0, world_size=2))  # not timed per process
+        factor["bf16"] = 0.5
+        warn_if_bf16_is_slower("bf16", cpu, (128, 32), 512, DistInfo())
 
 
 def _new_words_domain(tmp_path, n, name):

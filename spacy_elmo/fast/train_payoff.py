@@ -1,0 +1,146 @@
+"""Whether bf16 autocast pays for training here: the training step's products timed in fp32 and in
+bf16 on the run's shape, once per machine.
+
+Training under CPU autocast to bfloat16 runs the LSTM's products in bfloat16 (``train_step.py``:
+oneDNN's kernels, the operands rounded to bfloat16 and summed in float32). On CPUs with AVX512-BF16
+and AMD's kernels that is the faster step (en_small's pretraining step: 1.6x float32 on an AMD EPYC
+family 25, docs/pretraining.md), but having bf16 instructions does not make it so: on an Intel Xeon
+(family 6 model 207) whose virtual machine shows AVX512-BF16 and no AMX, oneDNN's bfloat16 products
+ran at 0.6x its float32 ones and the whole step at 0.71x float32
+(``results/bench/intel-f6-m207/pretrain-step.json``). So fine-tuning's ``autocast = "auto"`` asks
+``choose`` rather than the CPU's flags alone.
+
+What is timed: one timestep of one LSTM layer as the training node runs it (``train_step.LSTMPSteps``),
+forward (the recurrent product into the gates, the cell's projection) and backward (the hidden
+state's gradient through the projection, the gates' gradient through the recurrent weights), for
+``rows`` running rows, in float32 and in bfloat16 (the operands cast as the node casts them), in
+``ROUNDS`` rounds, each timing both (which goes first alternates). bf16 is chosen unless it is
+slower than float32 in the median of the rounds' ratios and at best both (``payoff.slower`` with no
+margin: when the two run close, either costs the same). What it costs: the products ``2 x ROUNDS x
+REPEATS`` times on random operands of the model's shape (milliseconds at en_small's, about a second at the
+published model's), once per machine: the choice is kept in the kernel folder's ``routes.json``
+(``route_cache``, keyed by the CPU, torch, the threads and the shape), so every run on the machine,
+a resumed one included, trains in the same precision. ``SPACY_ELMO_PRECISION_CHECK=0`` skips the
+measurement: "auto" is then bf16 wherever the CPU has bf16 arithmetic.
+"""
+import os
+import statistics
+import time
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
+
+import torch
+
+from . import route_cache
+from .payoff import ENV, slower
+from .precision import BF16
+
+ROUNDS = 7
+ROWS = 256  # the most rows timed: a batch's sentences, the rows of its first timesteps, capped here
+REPEATS = 3  # each round times the products this many times over (a timing of one en_small step is tens of microseconds)
+METHOD = f"training products fp32 against bf16, {ROUNDS} interleaved rounds of {REPEATS}"
+MEASURED = "measured"  # ``Choice.how`` when timed in this process
+KEPT = "kept"  # when read from the kernel folder
+ASSUMED = "assumed"  # when not timed (no bf16 arithmetic, not a CPU, or the check switched off)
+
+
+class Choice(NamedTuple):
+    """What fine-tuning's "auto" trains in and why.
+
+    autocast (str): "bf16" or "off". how (str): ``MEASURED``, ``KEPT`` or ``ASSUMED``. measured: the
+    rounds' microseconds ({"fp32_us": [...], "bf16_us": [...], "rows": n}) where timed, else {}.
+    """
+
+    autocast: str
+    how: str
+    measured: Dict[str, Any]
+
+    def speed(self) -> Optional[float]:
+        """bf16's speed against float32 in the median round (above 1: faster), where timed."""
+        if not self.measured:
+            return None
+        return statistics.median(f / b for f, b in zip(self.measured["fp32_us"], self.measured["bf16_us"]))
+
+    def note(self) -> str:
+        """The log's words for the choice."""
+        if self.how == ASSUMED:
+            return ("auto: this device has bf16 arithmetic" if self.autocast == "bf16"
+                    else "auto: this device has no bf16 arithmetic")
+        timed = "timed here" if self.how == MEASURED else "timed on this machine before"
+        return (f"auto: the training products ran {self.speed():.2f}x float32 in bf16 "
+                f"({timed}: {route_cache.path()}; SPACY_ELMO_PRECISION_CHECK=0 takes bf16 wherever the CPU has it)")
+
+
+def choose(dim: int, projection_dim: int, rows: int, device: torch.device) -> Choice:
+    """The precision fine-tuning's ``autocast = "auto"`` trains in on ``device`` for LSTM layers of
+    cells ``dim`` and projections ``projection_dim``, ``rows`` sentences a batch (module docstring)."""
+    if not BF16.pays_on(device):
+        return Choice("off", ASSUMED, {})
+    if device.type != "cpu" or os.environ.get(ENV, "1") == "0":
+        return Choice("bf16", ASSUMED, {})
+    key = route_cache.machine_key((torch.get_num_threads(), dim, projection_dim, rows), METHOD)
+    kept = route_cache.read_entry(key, _valid)
+    if kept is not None:
+        return Choice(kept["autocast"], KEPT, kept["measured"])
+    fp32_us, bf16_us = time_products(dim, projection_dim, rows)
+    autocast = "off" if slower(fp32_us, bf16_us, margin=1.0) else "bf16"
+    measured = {"fp32_us": fp32_us, "bf16_us": bf16_us, "rows": rows}
+    route_cache.write_entry(key, {"autocast": autocast, "measured": measured}, what="the training precision")
+    return Choice(autocast, MEASURED, measured)
+
+
+def _valid(entry: Dict[str, Any]) -> bool:
+    measured = entry.get("measured")
+    return (entry.get("autocast") in ("bf16", "off") and isinstance(measured, dict)
+            and all(isinstance(measured.get(name), list) and measured[name] for name in ("fp32_us", "bf16_us")))
+
+
+def time_products(dim: int, projection_dim: int, rows: int) -> tuple:
+    """One training timestep's four products (module docstring) in float32 and in bfloat16, ``ROUNDS``
+    rounds of ``REPEATS``. RETURNS (Tuple[List[float], List[float]]): each round's microseconds, fp32 first."""
+    runs = {"fp32": step_products(dim, projection_dim, rows, None),
+            "bf16": step_products(dim, projection_dim, rows, torch.bfloat16)}
+    times: Dict[str, List[float]] = {name: [] for name in runs}
+    with torch.no_grad():
+        for run in runs.values():
+            run()  # warm-up: oneDNN makes its kernels at the first call of a shape
+        for r in range(ROUNDS):
+            for name in (("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32")):
+                start = time.perf_counter()
+                for _ in range(REPEATS):
+                    runs[name]()
+                times[name].append((time.perf_counter() - start) * 1e6 / REPEATS)
+    return times["fp32"], times["bf16"]
+
+
+def step_products(dim: int, projection_dim: int, rows: int, low: Optional[torch.dtype]) -> Callable[[], None]:
+    """One timestep's products of the training node for ``rows`` rows, in float32 (``low`` None) or with
+    the operands cast to ``low`` as ``LSTMPSteps`` casts them (the weights once a pass, outside)."""
+    generator = torch.Generator().manual_seed(0)
+    w_state = torch.randn(4 * dim, projection_dim, generator=generator) * 0.05
+    w_proj = torch.randn(projection_dim, dim, generator=generator) * 0.05
+    h = torch.randn(rows, projection_dim, generator=generator)
+    hidden = torch.randn(rows, dim, generator=generator)
+    d_raw = torch.randn(rows, projection_dim, generator=generator)
+    d_gates = torch.randn(rows, 4 * dim, generator=generator)
+    if low is None:
+        recurrent, projection = w_state.t(), w_proj.t()
+        gates, out = torch.empty(rows, 4 * dim), torch.empty(rows, projection_dim)
+        d_hidden, dh = torch.empty(rows, dim), torch.empty(rows, projection_dim)
+
+        def run() -> None:
+            torch.mm(h, recurrent, out=gates)
+            torch.mm(hidden, projection, out=out)
+            torch.mm(d_raw, w_proj, out=d_hidden)
+            torch.mm(d_gates, w_state, out=dh)
+
+        return run
+    recurrent, projection = w_state.t().to(low), w_proj.t().to(low)
+    weights = (w_state.to(low), w_proj.to(low))
+
+    def run_low() -> None:
+        torch.mm(h.to(low), recurrent)
+        torch.mm(hidden.to(low), projection)
+        torch.mm(d_raw.to(low), weights[1])
+        torch.mm(d_gates.to(low), weights[0])
+
+    return run_low
