@@ -98,9 +98,9 @@ def read_entry(key: str, valid: Callable[[Dict[str, Any]], bool]) -> Optional[Di
     return entry
 
 
-def write_entry(key: str, entry: Dict[str, Any], *, what: str) -> None:
+def write_entry(key: str, entry: Dict[str, Any], *, what: str) -> bool:
     """Keep ``entry`` for ``key`` (other entries stay); a folder that cannot be written: a warning
-    naming ``what`` was chosen."""
+    naming ``what`` was chosen. RETURNS (bool): whether it was kept."""
     entries = _entries() or {}
     entries[key] = entry
     target = path()
@@ -110,6 +110,8 @@ def write_entry(key: str, entry: Dict[str, Any], *, what: str) -> None:
         write_atomic(target, (json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
     except (OSError, ValueError) as error:
         _warn(f"could not keep {what} in {target} ({error}); it holds for this process only")
+        return False
+    return True
 
 
 def _entries() -> Optional[Dict[str, Any]]:
@@ -120,7 +122,7 @@ def _entries() -> Optional[Dict[str, Any]]:
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as error:
-        _warn(f"could not read the fp32 route choices in {target} ({error}); measuring again")
+        _warn(f"could not read the choices kept in {target} ({error}); measuring again")
         return None
     try:
         document = json.loads(text, parse_constant=_refuse_constant)
@@ -128,7 +130,7 @@ def _entries() -> Optional[Dict[str, Any]]:
         _warn(f"{target} is not valid JSON ({error}); measuring again and rewriting it")
         return None
     if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("entries"), dict):
-        _warn(f"{target} is not a route choice file of format {FORMAT}; measuring again and rewriting it")
+        _warn(f"{target} is not a choice file of format {FORMAT}; measuring again and rewriting it")
         return None
     return document["entries"]
 

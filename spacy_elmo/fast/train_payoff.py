@@ -17,12 +17,16 @@ state's gradient through the projection, the gates' gradient through the recurre
 ``ROUNDS`` rounds, each timing both (which goes first alternates). bf16 is chosen unless it is
 slower than float32 in the median of the rounds' ratios and at best both (``payoff.slower`` with no
 margin: when the two run close, either costs the same). What it costs: the products ``2 x ROUNDS x
-REPEATS`` times on random operands of the model's shape (milliseconds at en_small's, about a second at the
-published model's), once per machine: the choice is kept in the kernel folder's ``routes.json``
-(``route_cache``, keyed by the CPU, torch, the threads and the shape), so every run on the machine,
-a resumed one included, trains in the same precision. ``SPACY_ELMO_PRECISION_CHECK=0`` skips the
-measurement: "auto" is then bf16 wherever the CPU has bf16 arithmetic.
+REPEATS`` times on random operands of the model's shape (about 0.15 s at en_small's, about a second at
+the published model's), once per machine: the choice is kept in the kernel folder's ``routes.json``
+(``route_cache``, keyed by the CPU and its flags, torch, the libraries' instruction switches, the
+threads, the shape and the rows), so every run on the machine with those settings trains in the same
+precision (a resumed run takes the precision its checkpoints recorded: ``finetune``). An entry that
+is not one this module writes, or whose choice its own timings do not give, is timed again with a
+warning. ``SPACY_ELMO_PRECISION_CHECK=0`` skips the measurement: "auto" is then bf16 wherever the
+CPU has bf16 arithmetic, and the log says the check was off.
 """
+import math
 import os
 import statistics
 import time
@@ -38,16 +42,19 @@ ROUNDS = 7
 ROWS = 256  # the most rows timed: a batch's sentences, the rows of its first timesteps, capped here
 REPEATS = 3  # each round times the products this many times over (a timing of one en_small step is tens of microseconds)
 METHOD = f"training products fp32 against bf16, {ROUNDS} interleaved rounds of {REPEATS}"
-MEASURED = "measured"  # ``Choice.how`` when timed in this process
+MEASURED = "measured"  # ``Choice.how`` when timed in this process (and kept)
+UNKEPT = "unkept"  # timed in this process, but the kernel folder could not keep it
 KEPT = "kept"  # when read from the kernel folder
-ASSUMED = "assumed"  # when not timed (no bf16 arithmetic, not a CPU, or the check switched off)
+ASSUMED = "assumed"  # when not timed: no bf16 arithmetic, or not a CPU
+SWITCHED_OFF = "switched off"  # not timed: SPACY_ELMO_PRECISION_CHECK=0
 
 
 class Choice(NamedTuple):
     """What fine-tuning's "auto" trains in and why.
 
-    autocast (str): "bf16" or "off". how (str): ``MEASURED``, ``KEPT`` or ``ASSUMED``. measured: the
-    rounds' microseconds ({"fp32_us": [...], "bf16_us": [...], "rows": n}) where timed, else {}.
+    autocast (str): "bf16" or "off". how (str): ``MEASURED``, ``UNKEPT``, ``KEPT``, ``ASSUMED`` or
+    ``SWITCHED_OFF``. measured: the rounds' microseconds ({"fp32_us": [...], "bf16_us": [...], "rows": n})
+    where timed, else {}.
     """
 
     autocast: str
@@ -65,9 +72,11 @@ class Choice(NamedTuple):
         if self.how == ASSUMED:
             return ("auto: this device has bf16 arithmetic" if self.autocast == "bf16"
                     else "auto: this device has no bf16 arithmetic")
-        timed = "timed here" if self.how == MEASURED else "timed on this machine before"
-        return (f"auto: the training products ran {self.speed():.2f}x float32 in bf16 "
-                f"({timed}: {route_cache.path()}; SPACY_ELMO_PRECISION_CHECK=0 takes bf16 wherever the CPU has it)")
+        if self.how == SWITCHED_OFF:
+            return f"auto: this CPU has bf16 arithmetic; not timed, {ENV}=0"
+        timed = {MEASURED: f"timed now, kept in {route_cache.path()}", UNKEPT: "timed now, not kept",
+                 KEPT: f"as timed before, {route_cache.path()}"}[self.how]
+        return f"auto: bf16's training products ran at {self.speed():.2f}x float32's here; {timed}"
 
 
 def choose(dim: int, projection_dim: int, rows: int, device: torch.device) -> Choice:
@@ -75,23 +84,41 @@ def choose(dim: int, projection_dim: int, rows: int, device: torch.device) -> Ch
     cells ``dim`` and projections ``projection_dim``, ``rows`` sentences a batch (module docstring)."""
     if not BF16.pays_on(device):
         return Choice("off", ASSUMED, {})
-    if device.type != "cpu" or os.environ.get(ENV, "1") == "0":
+    if device.type != "cpu":
         return Choice("bf16", ASSUMED, {})
+    if os.environ.get(ENV, "1") == "0":
+        return Choice("bf16", SWITCHED_OFF, {})
     key = route_cache.machine_key((torch.get_num_threads(), dim, projection_dim, rows), METHOD)
     kept = route_cache.read_entry(key, _valid)
     if kept is not None:
         return Choice(kept["autocast"], KEPT, kept["measured"])
     fp32_us, bf16_us = time_products(dim, projection_dim, rows)
-    autocast = "off" if slower(fp32_us, bf16_us, margin=1.0) else "bf16"
     measured = {"fp32_us": fp32_us, "bf16_us": bf16_us, "rows": rows}
-    route_cache.write_entry(key, {"autocast": autocast, "measured": measured}, what="the training precision")
-    return Choice(autocast, MEASURED, measured)
+    autocast = _decide(measured)
+    written = route_cache.write_entry(key, {"autocast": autocast, "measured": measured}, what="the training precision")
+    return Choice(autocast, MEASURED if written else UNKEPT, measured)
+
+
+def _decide(measured: Dict[str, Any]) -> str:
+    """bf16 unless its rounds say it is the slower (module docstring)."""
+    return "off" if slower(measured["fp32_us"], measured["bf16_us"], margin=1.0) else "bf16"
 
 
 def _valid(entry: Dict[str, Any]) -> bool:
+    """A kept entry is read only where it is one this module writes: two lists of as many positive
+    timings, the rows they ran, and the choice those timings give (an entry that says otherwise is
+    not trusted: timed again)."""
     measured = entry.get("measured")
-    return (entry.get("autocast") in ("bf16", "off") and isinstance(measured, dict)
-            and all(isinstance(measured.get(name), list) and measured[name] for name in ("fp32_us", "bf16_us")))
+    if not isinstance(measured, dict) or entry.get("autocast") not in ("bf16", "off"):
+        return False
+    rounds = [measured.get(name) for name in ("fp32_us", "bf16_us")]
+    if not all(isinstance(times, list) and times and len(times) == len(rounds[0]) for times in rounds):
+        return False
+    numbers = [t for times in rounds for t in times]
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 for t in numbers):
+        return False
+    rows = measured.get("rows")
+    return isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 and _decide(measured) == entry["autocast"]
 
 
 def time_products(dim: int, projection_dim: int, rows: int) -> tuple:

@@ -176,6 +176,19 @@ def _write_checkpoint(
     os.replace(tmp, final)
 
 
+def newest_extra(directory: Path) -> Dict[str, Any]:
+    """The ``extra`` of the newest checkpoint in ``directory`` whose state reads (what the run recorded of
+    itself, its tensors not read), or {} where there is none."""
+    for path in reversed(list_checkpoints(directory)):
+        try:
+            state = json.loads((path / STATE_NAME).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(state, dict) and state.get("format") == FORMAT and isinstance(state.get("extra"), dict):
+            return state["extra"]
+    return {}
+
+
 def list_checkpoints(directory: Path) -> List[Path]:
     """Checkpoint directories, oldest first."""
     if not directory.is_dir():

@@ -47,12 +47,13 @@ from ..bilm.softmax import DEFAULT_CHUNK_SIZE, WordSoftmax
 from ..io.loading import PathLike
 from ..io.native import WEIGHTS_NAME
 from ..records.provenance import data_record, model_record, provenance
-from .config import RECIPE_KEYS, LMConfig, TrainingSettings
+from .checkpoints import newest_extra
+from .config import AUTOCASTS, RECIPE_KEYS, LMConfig, TrainingSettings
 from .corpus import Corpus, ReplayCorpus, check_usable, resolve_paths, split_long
 from .counting import prepare_vocab
 from .distributed import DistInfo, barrier, shutdown
 from .lm import LanguageModel
-from .loop import RunSummary, train_lm
+from .loop import CHECKPOINTS, RunSummary, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity, oov_rate_checked, oov_warning
 from .setup import (
@@ -98,7 +99,7 @@ class FinetuneResult:
 
 
 def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu",
-                    shape: Optional[Tuple[int, int]] = None) -> Tuple[TrainingSettings, str]:
+                    shape: Optional[Tuple[int, int]] = None, resumed: Optional[str] = None) -> Tuple[TrainingSettings, str]:
     """The [training] settings fine-tuning trains with: [training]'s, with the optimizer, learning
     rate, warm-up, schedule and precision of [finetune]'s recipe (unless ``recipe = "training"``),
     save those the command line or the caller's overrides set (``LMConfig.overridden``).
@@ -106,7 +107,8 @@ def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu",
     device: where the run trains. shape: the biLM's LSTM (cells, projection): with it, ``autocast =
     "auto"`` is bf16 where the training products run faster in bf16 than in float32 on this machine
     (``fast.train_payoff.choose``: timed once per machine and kept); without it, bf16 wherever the
-    device has bf16 arithmetic.
+    device has bf16 arithmetic. resumed: the precision the checkpoints of a run being resumed recorded
+    (``[training] autocast``'s word): "auto" takes it, so that the run goes on as it began.
     RETURNS (Tuple[TrainingSettings, str]): the settings and a line saying what the recipe is.
     """
     settings, recipe = config.training, config.finetune
@@ -114,7 +116,9 @@ def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu",
     precision_note = ""
     if recipe.recipe == "finetune":
         autocast = recipe.autocast
-        if autocast == "auto" and "autocast" not in given:
+        if autocast == "auto" and "autocast" not in given and resumed is not None:
+            autocast, precision_note = resumed, " (auto: as the run being resumed began, its checkpoints say)"
+        elif autocast == "auto" and "autocast" not in given:
             choice = _auto_precision(torch.device(device), shape, min(settings.batch_size, train_payoff.ROWS))
             autocast, precision_note = choice.autocast, f" ({choice.note()})"
         ours = {"optimizer": recipe.optimizer, "learning_rate": recipe.learning_rate,
@@ -127,6 +131,19 @@ def finetune_recipe(config: LMConfig, device: Union[str, torch.device] = "cpu",
     line = (f"fine-tuning recipe: {settings.optimizer}, learning rate {settings.learning_rate:g}, linear warm-up over "
             f"{settings.warmup_steps} steps, then {settings.lr_schedule}; {precision}{precision_note} ({source})")
     return settings, line
+
+
+def _auto_chose(config: LMConfig) -> bool:
+    """Whether the run's precision is [finetune]'s "auto", not a word the user gave."""
+    return (config.finetune.recipe == "finetune" and config.finetune.autocast == "auto"
+            and "training.autocast" not in config.overridden)
+
+
+def _resumed_autocast(output: Path) -> Optional[str]:
+    """The precision the newest checkpoint in ``output`` recorded (its ``finetune_recipe``), if any."""
+    recorded = newest_extra(output / CHECKPOINTS).get("finetune_recipe")
+    autocast = recorded.get("autocast") if isinstance(recorded, dict) else None
+    return autocast if autocast in AUTOCASTS else None
 
 
 def _auto_precision(device: torch.device, shape: Optional[Tuple[int, int]], rows: int) -> train_payoff.Choice:
@@ -219,12 +236,12 @@ def finetune(
         language = start_language(source, source.training_record())
         # one process times the products; the processes of a distributed run all take the device's rule
         shape = None if info.enabled else (bilm.config.dim, bilm.config.projection_dim)
-        settings, recipe_line = finetune_recipe(config, torch_device, shape)
+        settings, recipe_line = finetune_recipe(config, torch_device, shape, _resumed_autocast(output) if resume else None)
         log(recipe_line)
         if settings.autocast != config.training.autocast:  # the recipe's precision, checked as [training]'s was
             check_autocast_device(settings.autocast, torch_device)
             warn_if_bf16_is_emulated(settings.autocast, torch_device)
-        if "training.autocast" in config.overridden or config.finetune.recipe != "finetune":  # asked for, not chosen
+        if not _auto_chose(config):  # bf16 asked for (the command line, [finetune] or [training]): kept, warned of
             warn_if_bf16_is_slower(settings.autocast, torch_device, (bilm.config.dim, bilm.config.projection_dim),
                                    settings.batch_size, info)
         corpus = train_corpus(config, lang=language, log=log)

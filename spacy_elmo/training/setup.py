@@ -66,7 +66,7 @@ def warn_if_bf16_is_emulated(autocast: str, device: torch.device) -> None:
 
 
 def warn_if_bf16_is_slower(autocast: str, device: torch.device, shape: Tuple[int, int], rows: int, info: DistInfo) -> None:
-    """Warn where ``training.autocast = "bf16"`` (asked for) trains slower than float32 would on this
+    """Warn where bf16 autocast asked for (``training.autocast``, or ``[finetune] autocast``) trains slower than float32 would on this
     machine (``fast.train_payoff.choose``, timed once per machine on the LSTM's shape (cells,
     projection) at ``rows`` rows); training keeps bf16, as asked. One process of a distributed run
     times nothing (the processes would each measure)."""
@@ -75,10 +75,10 @@ def warn_if_bf16_is_slower(autocast: str, device: torch.device, shape: Tuple[int
     choice = train_payoff.choose(shape[0], shape[1], min(rows, train_payoff.ROWS), device)
     if choice.autocast == "off":
         warnings.warn(
-            f'training.autocast "bf16" is slower than float32 here: the training products ran at '
-            f'{choice.speed():.2f}x float32 in bf16 (median of {len(choice.measured["fp32_us"])} rounds, '
-            f'{choice.measured["rows"]} rows, timed on this machine: {train_payoff.route_cache.path()}); '
-            'set training.autocast = "off" to train faster here',
+            f'bf16 autocast, as asked, is slower than float32 here: bf16\'s training products ran at '
+            f'{choice.speed():.2f}x float32\'s (median of {len(choice.measured["fp32_us"])} rounds at '
+            f'{choice.measured["rows"]} rows, timed on this machine); --training.autocast off (or, to fine-tune, '
+            '[finetune] autocast = "auto") trains faster here',
             RuntimeWarning,
             stacklevel=3,
         )

@@ -36,7 +36,7 @@ def test_auto_takes_bf16_unless_its_products_run_slower_here(timed, factor, expe
     choice = train_payoff.choose(64, 32, 16, CPU)
     assert choice.autocast == expected and choice.how == train_payoff.MEASURED
     assert choice.speed() == pytest.approx(1 / factor)
-    assert f"{1 / factor:.2f}x float32 in bf16" in choice.note()
+    assert f"bf16's training products ran at {1 / factor:.2f}x float32's here; timed now" in choice.note()
 
 
 def test_the_choice_is_timed_once_per_machine_and_shape_and_kept(timed):
@@ -51,15 +51,37 @@ def test_the_choice_is_timed_once_per_machine_and_shape_and_kept(timed):
     assert sorted(e["autocast"] for e in entries.values()) == ["bf16", "off"]
 
 
-def test_an_unreadable_kept_choice_is_timed_again_with_a_warning(timed):
-    train_payoff.choose(64, 32, 16, CPU)
+DAMAGED = {
+    "an unknown precision": lambda e: e.update(autocast="fp8"),
+    "a choice its timings do not give": lambda e: e.update(autocast="bf16"),
+    "timings that are not numbers": lambda e: e["measured"].update(fp32_us=["a"] * 7),
+    "a zero timing": lambda e: e["measured"]["bf16_us"].__setitem__(0, 0.0),
+    "timings of unequal rounds": lambda e: e["measured"]["bf16_us"].pop(),
+    "no rows": lambda e: e["measured"].pop("rows"),
+    "no timings": lambda e: e.pop("measured"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED))
+def test_a_kept_choice_this_version_does_not_write_is_timed_again_with_a_warning(timed, damage):
+    assert train_payoff.choose(64, 32, 16, CPU).autocast == "off"
     document = json.loads(route_cache.path().read_text())
     for entry in document["entries"].values():
-        entry["autocast"] = "fp8"
+        DAMAGED[damage](entry)
     route_cache.path().write_text(json.dumps(document))
     with pytest.warns(RuntimeWarning, match="does not read"):
-        assert train_payoff.choose(64, 32, 16, CPU).how == train_payoff.MEASURED
-    assert len(timed["calls"]) == 2
+        choice = train_payoff.choose(64, 32, 16, CPU)
+    assert (choice.autocast, choice.how) == ("off", train_payoff.MEASURED) and len(timed["calls"]) == 2
+    assert train_payoff.choose(64, 32, 16, CPU).how == train_payoff.KEPT  # rewritten whole
+
+
+def test_a_folder_that_cannot_keep_the_choice_says_so_and_the_choice_holds(timed, monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("SPACY_ELMO_KERNELS", str(blocker / "kernels"))
+    with pytest.warns(RuntimeWarning, match="could not keep the training precision"):
+        choice = train_payoff.choose(64, 32, 16, CPU)
+    assert (choice.autocast, choice.how) == ("off", train_payoff.UNKEPT) and "timed now, not kept" in choice.note()
 
 
 def test_nothing_is_timed_without_bf16_arithmetic_or_with_the_check_off(timed, monkeypatch):
@@ -68,8 +90,8 @@ def test_nothing_is_timed_without_bf16_arithmetic_or_with_the_check_off(timed, m
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
     monkeypatch.setenv(train_payoff.ENV, "0")
     choice = train_payoff.choose(64, 32, 16, CPU)
-    assert (choice.autocast, choice.how) == ("bf16", train_payoff.ASSUMED) and not timed["calls"]
-    assert "has bf16 arithmetic" in choice.note()
+    assert (choice.autocast, choice.how) == ("bf16", train_payoff.SWITCHED_OFF) and not timed["calls"]
+    assert "not timed, SPACY_ELMO_PRECISION_CHECK=0" in choice.note()
 
 
 @pytest.mark.skipif(not precision.cpu_has_bf16(), reason="this CPU has no bf16 arithmetic")

@@ -189,9 +189,12 @@ def test_the_recipes_auto_precision_is_timed_on_the_models_shape(monkeypatch, tm
     small = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {})
     settings, line = finetune_recipe(small, "cpu", (512, 128))
     assert settings.autocast == expected and timed == [(512, 128, small.training.batch_size)]
-    assert f"auto: the training products ran {1 / bf16_factor:.2f}x float32 in bf16 (timed here" in line
+    assert f"auto: bf16's training products ran at {1 / bf16_factor:.2f}x float32's here; timed now, kept in" in line
     settings, line = finetune_recipe(small, "cpu", (512, 128))
-    assert settings.autocast == expected and len(timed) == 1 and "timed on this machine before" in line
+    assert settings.autocast == expected and len(timed) == 1 and "; as timed before," in line
+    # a resumed run goes on in the precision its checkpoints recorded, whatever the timing says now
+    settings, line = finetune_recipe(small, "cpu", (512, 128), resumed="bf16")
+    assert settings.autocast == "bf16" and "as the run being resumed began" in line and len(timed) == 1
     # asked for on the command line: not timed for the choice, and bf16 warned of where it is slower
     given = load_lm_config(TINY_CFG.parent / "bilm-small.cfg", {"training.autocast": "bf16"})
     settings, line = finetune_recipe(given, "cpu", (512, 128))
@@ -209,7 +212,7 @@ def test_bf16_asked_for_where_it_trains_slower_is_warned_of_and_kept(monkeypatch
     factor = {"bf16": 1.5}
     monkeypatch.setattr(train_payoff, "time_products", lambda *shape: ([100.0] * 7, [100.0 * factor["bf16"]] * 7))
     cpu = torch.device("cpu")
-    with pytest.warns(RuntimeWarning, match=r'"bf16" is slower than float32 here: the training products ran at 0.67x'):
+    with pytest.warns(RuntimeWarning, match=r"bf16 autocast, as asked, is slower than float32 here: bf16's training products ran at 0.67x"):
         warn_if_bf16_is_slower("bf16", cpu, (64, 32), 512, DistInfo())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -217,6 +220,14 @@ def test_bf16_asked_for_where_it_trains_slower_is_warned_of_and_kept(monkeypatch
         warn_if_bf16_is_slower("bf16", cpu, (64, 32), 512, DistInfo(rank=0, world_size=2))  # not timed per process
         factor["bf16"] = 0.5
         warn_if_bf16_is_slower("bf16", cpu, (128, 32), 512, DistInfo())
+    # asked for in [finetune] or on the command line, not chosen by "auto": finetune warns as pretrain does
+    from spacy_elmo.training.finetune import _auto_chose
+
+    small = TINY_CFG.parent / "bilm-small.cfg"
+    assert _auto_chose(load_lm_config(small, {}))
+    assert not _auto_chose(load_lm_config(small, {"finetune.autocast": "bf16"}))
+    assert not _auto_chose(load_lm_config(small, {"training.autocast": "bf16"}))
+    assert not _auto_chose(load_lm_config(small, {"finetune.recipe": "training"}))
 
 
 def _new_words_domain(tmp_path, n, name):
@@ -383,6 +394,35 @@ def test_ctrl_c_stops_a_finetune_after_its_step_with_a_checkpoint_that_resume_co
     assert "holds no checkpoint yet" not in said.getvalue()
     assert again.summary.start_step == 3 and again.summary.steps == 8 and again.summary.stopped_by == "max_steps"
     assert (tmp_path / "ft" / "finetune-report.json").is_file()
+
+
+def test_a_resumed_finetune_goes_on_in_the_precision_its_checkpoints_recorded(lm_corpus, tmp_path, monkeypatch):
+    """"auto" decides once: a resumed run takes the precision the run began in, whatever the timing
+    would say now (another thread count, the check switched off, a kernel folder it cannot keep)."""
+    import io
+
+    from spacy_elmo.fast import train_payoff
+    from spacy_elmo.training.checkpoints import newest_extra
+
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=2), tmp_path / "pre", stream=io.StringIO())
+    timed = []
+
+    def choice(autocast):
+        return lambda *args: timed.append(args) or train_payoff.Choice(autocast, train_payoff.MEASURED,
+                                                                       {"fp32_us": [1.0], "bf16_us": [2.0], "rows": 8})
+
+    monkeypatch.setattr(train_payoff, "choose", choice("off"))
+    config = tiny_config(train, dev, finetune__autocast="auto", training__max_steps=2, training__checkpoint_frequency=1)
+    finetune(config, tmp_path / "ft", model=tmp_path / "pre" / "model-last", stream=io.StringIO())
+    assert newest_extra(tmp_path / "ft" / "checkpoints")["finetune_recipe"]["autocast"] == "off" and len(timed) == 1
+    monkeypatch.setattr(train_payoff, "choose", choice("bf16"))  # the timing would now take bf16
+    said = io.StringIO()
+    more = tiny_config(train, dev, finetune__autocast="auto", training__max_steps=3, training__checkpoint_frequency=1)
+    again = finetune(more, tmp_path / "ft", model=tmp_path / "pre" / "model-last", resume=True, stream=said)
+    assert "float32 (auto: as the run being resumed began, its checkpoints say)" in said.getvalue()
+    assert again.summary.start_step == 2 and len(timed) == 1
+    assert newest_extra(tmp_path / "ft" / "checkpoints")["finetune_recipe"]["autocast"] == "off"
 
 
 def test_resume_without_a_checkpoint_says_the_finetune_starts_from_the_beginning(lm_corpus, tmp_path):
