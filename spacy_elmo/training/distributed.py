@@ -68,6 +68,15 @@ def all_reduce_sum(info: DistInfo, values: torch.Tensor) -> torch.Tensor:
     return values
 
 
+def from_main(info: DistInfo, value: int, device: torch.device) -> int:
+    """The main process's ``value`` (a small int: a choice it made alone) on every rank."""
+    if not info.enabled:
+        return value
+    held = torch.tensor([value], device=device)
+    dist.broadcast(held, src=0)
+    return int(held.item())
+
+
 def stop_flags(info: DistInfo, out_of_data: bool, out_of_time: bool, device: torch.device) -> Tuple[bool, bool]:
     """Whether any rank ran out of data or of time, in one collective per step.
 

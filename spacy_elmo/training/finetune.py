@@ -51,7 +51,7 @@ from .checkpoints import newest_extra
 from .config import AUTOCASTS, RECIPE_KEYS, LMConfig, TrainingSettings
 from .corpus import Corpus, ReplayCorpus, check_usable, resolve_paths, split_long
 from .counting import prepare_vocab
-from .distributed import DistInfo, barrier, shutdown
+from .distributed import DistInfo, barrier, from_main, shutdown
 from .lm import LanguageModel
 from .loop import CHECKPOINTS, RunSummary, train_lm
 from .model_dir import load_lm_parts
@@ -234,9 +234,11 @@ def finetune(
             model, options=options, weights=weights, what="finetune", with_source=True,
         )
         language = start_language(source, source.training_record())
-        # one process times the products; the processes of a distributed run all take the device's rule
-        shape = None if info.enabled else (bilm.config.dim, bilm.config.projection_dim)
+        # the main process times the products (the others take the device's rule), then its choice is every process's
+        shape = (bilm.config.dim, bilm.config.projection_dim) if info.is_main else None
         settings, recipe_line = finetune_recipe(config, torch_device, shape, _resumed_autocast(output) if resume else None)
+        if info.enabled and _auto_chose(config):
+            settings = replace(settings, autocast=AUTOCASTS[from_main(info, AUTOCASTS.index(settings.autocast), torch_device)])
         log(recipe_line)
         if settings.autocast != config.training.autocast:  # the recipe's precision, checked as [training]'s was
             check_autocast_device(settings.autocast, torch_device)

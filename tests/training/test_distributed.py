@@ -50,3 +50,21 @@ def test_two_process_torchrun_ends_with_identical_weights(lm_corpus, tmp_path):
     # each rank's RNG (dropout masks, softmax samples) is its own and saved for an exact resume
     rng = load_file(str(out / "checkpoints" / "step-00000012" / "training.safetensors"))
     assert not torch.equal(rng["rng.torch.r0"], rng["rng.torch.r1"])
+
+
+@pytest.mark.slow
+def test_a_distributed_finetune_trains_every_process_in_the_precision_the_main_process_chose(lm_corpus, tmp_path):
+    import io
+
+    from spacy_elmo.training.pretrain import pretrain
+
+    from .conftest import tiny_config
+
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=2), tmp_path / "pre", stream=io.StringIO())
+    command = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+               "tests.training.ddp_finetune_worker", str(train), str(dev), str(tmp_path / "pre" / "model-last"), str(tmp_path / "ft")]
+    result = subprocess.run(command, env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    # rank 1 alone would have taken bf16 by the device's rule; it takes the main process's timed choice
+    assert "rank 0: trains in autocast off" in result.stdout and "rank 1: trains in autocast off" in result.stdout, result.stdout
