@@ -52,14 +52,19 @@ SWITCHED_OFF = "switched off"  # not timed: SPACY_ELMO_PRECISION_CHECK=0
 class Choice(NamedTuple):
     """What fine-tuning's "auto" trains in and why.
 
-    autocast (str): "bf16" or "off". how (str): ``MEASURED``, ``UNKEPT``, ``KEPT``, ``ASSUMED`` or
-    ``SWITCHED_OFF``. measured: the rounds' microseconds ({"fp32_us": [...], "bf16_us": [...], "rows": n})
+    bf16 (bool): whether to train under bf16 autocast (``autocast``: the word for it). how (str):
+    ``MEASURED``, ``UNKEPT``, ``KEPT``, ``ASSUMED`` or ``SWITCHED_OFF``. measured: the rounds' microseconds ({"fp32_us": [...], "bf16_us": [...], "rows": n})
     where timed, else {}.
     """
 
-    autocast: str
+    bf16: bool
     how: str
     measured: Dict[str, Any]
+
+    @property
+    def autocast(self) -> str:
+        """``[training] autocast``'s word for the choice: "bf16" or "off"."""
+        return "bf16" if self.bf16 else "off"
 
     def speed(self) -> Optional[float]:
         """bf16's speed against float32 in the median round (above 1: faster), where timed."""
@@ -70,8 +75,7 @@ class Choice(NamedTuple):
     def note(self) -> str:
         """The log's words for the choice."""
         if self.how == ASSUMED:
-            return ("auto: this device has bf16 arithmetic" if self.autocast == "bf16"
-                    else "auto: this device has no bf16 arithmetic")
+            return "auto: this device has bf16 arithmetic" if self.bf16 else "auto: this device has no bf16 arithmetic"
         if self.how == SWITCHED_OFF:
             return f"auto: this CPU has bf16 arithmetic; not timed, {ENV}=0"
         timed = {MEASURED: f"timed now, kept in {route_cache.path()}", UNKEPT: "timed now, not kept",
@@ -83,25 +87,25 @@ def choose(dim: int, projection_dim: int, rows: int, device: torch.device) -> Ch
     """The precision fine-tuning's ``autocast = "auto"`` trains in on ``device`` for LSTM layers of
     cells ``dim`` and projections ``projection_dim``, ``rows`` sentences a batch (module docstring)."""
     if not BF16.pays_on(device):
-        return Choice("off", ASSUMED, {})
+        return Choice(False, ASSUMED, {})
     if device.type != "cpu":
-        return Choice("bf16", ASSUMED, {})
+        return Choice(True, ASSUMED, {})
     if os.environ.get(ENV, "1") == "0":
-        return Choice("bf16", SWITCHED_OFF, {})
+        return Choice(True, SWITCHED_OFF, {})
     key = route_cache.machine_key((torch.get_num_threads(), dim, projection_dim, rows), METHOD)
     kept = route_cache.read_entry(key, _valid)
     if kept is not None:
-        return Choice(kept["autocast"], KEPT, kept["measured"])
+        return Choice(kept["bf16"], KEPT, kept["measured"])
     fp32_us, bf16_us = time_products(dim, projection_dim, rows)
     measured = {"fp32_us": fp32_us, "bf16_us": bf16_us, "rows": rows}
-    autocast = _decide(measured)
-    written = route_cache.write_entry(key, {"autocast": autocast, "measured": measured}, what="the training precision")
-    return Choice(autocast, MEASURED if written else UNKEPT, measured)
+    bf16 = _decide(measured)
+    written = route_cache.write_entry(key, {"bf16": bf16, "measured": measured}, what="the training precision")
+    return Choice(bf16, MEASURED if written else UNKEPT, measured)
 
 
-def _decide(measured: Dict[str, Any]) -> str:
+def _decide(measured: Dict[str, Any]) -> bool:
     """bf16 unless its rounds say it is the slower (module docstring)."""
-    return "off" if slower(measured["fp32_us"], measured["bf16_us"], margin=1.0) else "bf16"
+    return not slower(measured["fp32_us"], measured["bf16_us"], margin=1.0)
 
 
 def _valid(entry: Dict[str, Any]) -> bool:
@@ -109,7 +113,7 @@ def _valid(entry: Dict[str, Any]) -> bool:
     timings, the rows they ran, and the choice those timings give (an entry that says otherwise is
     not trusted: timed again)."""
     measured = entry.get("measured")
-    if not isinstance(measured, dict) or entry.get("autocast") not in ("bf16", "off"):
+    if not isinstance(measured, dict) or not isinstance(entry.get("bf16"), bool):
         return False
     rounds = [measured.get(name) for name in ("fp32_us", "bf16_us")]
     if not all(isinstance(times, list) and times and len(times) == len(rounds[0]) for times in rounds):
@@ -118,7 +122,7 @@ def _valid(entry: Dict[str, Any]) -> bool:
     if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 for t in numbers):
         return False
     rows = measured.get("rows")
-    return isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 and _decide(measured) == entry["autocast"]
+    return isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 and _decide(measured) == entry["bf16"]
 
 
 def time_products(dim: int, projection_dim: int, rows: int) -> tuple:

@@ -149,7 +149,7 @@ def _resumed_autocast(output: Path) -> Optional[str]:
 def _auto_precision(device: torch.device, shape: Optional[Tuple[int, int]], rows: int) -> train_payoff.Choice:
     """``autocast = "auto"``: timed on the biLM's shape where it is known, else by the device's arithmetic."""
     if shape is None:
-        return train_payoff.Choice("bf16" if BF16.pays_on(device) else "off", train_payoff.ASSUMED, {})
+        return train_payoff.Choice(BF16.pays_on(device), train_payoff.ASSUMED, {})
     return train_payoff.choose(shape[0], shape[1], rows, device)
 
 

@@ -73,7 +73,7 @@ def warn_if_bf16_is_slower(autocast: str, device: torch.device, shape: Tuple[int
     if autocast != "bf16" or device.type != "cpu" or info.enabled or not BF16.pays_on(device):
         return
     choice = train_payoff.choose(shape[0], shape[1], min(rows, train_payoff.ROWS), device)
-    if choice.autocast == "off":
+    if not choice.bf16:
         warnings.warn(
             f'bf16 autocast, as asked, is slower than float32 here: bf16\'s training products ran at '
             f'{choice.speed():.2f}x float32\'s (median of {len(choice.measured["fp32_us"])} rounds at '

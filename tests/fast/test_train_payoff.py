@@ -48,12 +48,12 @@ def test_the_choice_is_timed_once_per_machine_and_shape_and_kept(timed):
     other = train_payoff.choose(128, 32, 16, CPU)  # another shape is timed anew
     assert other.autocast == "bf16" and len(timed["calls"]) == 2
     entries = json.loads(route_cache.path().read_text())["entries"]
-    assert sorted(e["autocast"] for e in entries.values()) == ["bf16", "off"]
+    assert sorted(e["bf16"] for e in entries.values()) == [False, True]
 
 
 DAMAGED = {
-    "an unknown precision": lambda e: e.update(autocast="fp8"),
-    "a choice its timings do not give": lambda e: e.update(autocast="bf16"),
+    "not a choice": lambda e: e.update(bf16="fp8"),
+    "a choice its timings do not give": lambda e: e.update(bf16=True),
     "timings that are not numbers": lambda e: e["measured"].update(fp32_us=["a"] * 7),
     "a zero timing": lambda e: e["measured"]["bf16_us"].__setitem__(0, 0.0),
     "timings of unequal rounds": lambda e: e["measured"]["bf16_us"].pop(),
@@ -86,7 +86,7 @@ def test_a_folder_that_cannot_keep_the_choice_says_so_and_the_choice_holds(timed
 
 def test_nothing_is_timed_without_bf16_arithmetic_or_with_the_check_off(timed, monkeypatch):
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
-    assert train_payoff.choose(64, 32, 16, CPU) == train_payoff.Choice("off", train_payoff.ASSUMED, {})
+    assert train_payoff.choose(64, 32, 16, CPU) == train_payoff.Choice(False, train_payoff.ASSUMED, {})
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
     monkeypatch.setenv(train_payoff.ENV, "0")
     choice = train_payoff.choose(64, 32, 16, CPU)

@@ -409,7 +409,7 @@ def test_a_resumed_finetune_goes_on_in_the_precision_its_checkpoints_recorded(lm
     timed = []
 
     def choice(autocast):
-        return lambda *args: timed.append(args) or train_payoff.Choice(autocast, train_payoff.MEASURED,
+        return lambda *args: timed.append(args) or train_payoff.Choice(autocast == "bf16", train_payoff.MEASURED,
                                                                        {"fp32_us": [1.0], "bf16_us": [2.0], "rows": 8})
 
     monkeypatch.setattr(train_payoff, "choose", choice("off"))
