@@ -53,8 +53,8 @@ class Choice(NamedTuple):
     """What fine-tuning's "auto" trains in and why.
 
     bf16 (bool): whether to train under bf16 autocast (``autocast``: the word for it). how (str):
-    ``MEASURED``, ``UNKEPT``, ``KEPT``, ``ASSUMED`` or ``SWITCHED_OFF``. measured: the rounds' microseconds ({"fp32_us": [...], "bf16_us": [...], "rows": n})
-    where timed, else {}.
+    ``MEASURED``, ``UNKEPT``, ``KEPT``, ``ASSUMED`` or ``SWITCHED_OFF``. measured: the rounds'
+    microseconds ({"fp32_us": [...], "bf16_us": [...], "rows": n}) where timed, else {}.
     """
 
     bf16: bool
