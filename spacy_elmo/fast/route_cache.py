@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -142,7 +143,17 @@ def _refuse_constant(name: str) -> Any:
 def _warn(message: str) -> None:
     if message not in _WARNED:
         _WARNED.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warnings.warn(message, RuntimeWarning, stacklevel=_outside_the_package())
+
+
+def _outside_the_package() -> int:
+    """The stacklevel of the first caller outside this package: the warning names the user's line
+    (or the command's entry point) rather than a line of the library."""
+    package = str(Path(__file__).resolve().parent.parent)
+    frame, level = sys._getframe(2), 2
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def forget_warnings() -> None:

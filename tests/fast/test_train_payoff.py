@@ -1,6 +1,7 @@
 """Fine-tuning's "auto" precision: bf16 only where the training products run faster in it here,
 timed once per machine and kept."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,6 +74,14 @@ def test_a_kept_choice_this_version_does_not_write_is_timed_again_with_a_warning
         choice = train_payoff.choose(64, 32, 16, CPU)
     assert (choice.autocast, choice.how) == ("off", train_payoff.MEASURED) and len(timed["calls"]) == 2
     assert train_payoff.choose(64, 32, 16, CPU).how == train_payoff.KEPT  # rewritten whole
+
+
+def test_a_warning_about_the_kept_choices_names_the_callers_line_not_the_librarys(timed):
+    train_payoff.choose(64, 32, 16, CPU)
+    route_cache.path().write_text("{not json")
+    with pytest.warns(RuntimeWarning, match="not valid JSON") as caught:
+        train_payoff.choose(64, 32, 16, CPU)
+    assert [Path(w.filename).resolve() for w in caught] == [Path(__file__).resolve()]
 
 
 def test_a_folder_that_cannot_keep_the_choice_says_so_and_the_choice_holds(timed, monkeypatch, tmp_path):
