@@ -1,4 +1,5 @@
 """`dump`: write every biLM layer of every sentence in a file to HDF5, as bilm-tf's dump_bilm_embeddings."""
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -25,10 +26,12 @@ def dump_cli(
 
     Dataset "i" of OUTPUT holds sentence i's layers, shape (L+1, n_tokens, width), as
     bilm-tf's dump_bilm_embeddings wrote them; a sentence longer than 200 tokens runs in windows of
-    200, as the elmo component runs it.
+    200, as the elmo component runs it. OUTPUT.partial holds the file until every sentence is in it;
+    an interrupted run continues from it when run again.
     """
     from ..io import load_bilm
-    from ..io.layer_dump import dump_layers
+    from ..io.layer_dump import dump_layers, partial_path
+    from ..io.progress import EmbedProgress
     from ..io.text_input import TextStats, read_sentences
 
     stats = TextStats()
@@ -38,5 +41,13 @@ def dump_cli(
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err
     report(stats)
-    written = dump_layers(bilm, sentences, output, batch_size=batch_size)
+    line = EmbedProgress(sum(map(len, sentences)), f"{len(sentences):,} sentences", sys.stderr)
+    try:
+        written = dump_layers(bilm, sentences, output, batch_size=batch_size,
+                              progress=lambda done, tokens: line.reached(tokens), note=lambda text: typer.echo(text, err=True))
+    except KeyboardInterrupt:
+        typer.echo(f"\ninterrupted: {partial_path(output)} keeps the sentences complete so far, and {output} is "
+                   "as it was; run the same command again to continue", err=True)
+        raise typer.Exit(130)
+    line.close()
     typer.echo(f"Wrote {written} sentences to {output}")

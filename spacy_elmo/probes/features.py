@@ -17,6 +17,7 @@ import numpy as np
 from ..files import file_sha256, write_atomic
 from ..bilm import BiLM
 from ..io.native import bilm_to_bytes
+from ..io.progress import EmbedProgress
 
 Sentence = Tuple[str, ...]
 
@@ -98,7 +99,7 @@ class VectorCache:
     def _compute(self, todo: Dict[str, Sentence], label: str) -> None:
         items = sorted(todo.items(), key=lambda item: len(item[1]))
         total = sum(len(s) for _, s in items)
-        progress = _Progress(total, label, self.stream, quiet=self.quiet)
+        progress = EmbedProgress(total, label, self.stream, quiet=self.quiet)
         chunk = max(self.batch_size * 8, 1)
         start = time.monotonic()
         for begin in range(0, len(items), chunk):
@@ -139,48 +140,3 @@ class VectorCache:
             vectors=np.concatenate(arrays, axis=1),
         )
         write_atomic(self.directory / name, buffer.getvalue())
-
-
-class _Progress:
-    """Tokens/s and ETA of one embedding pass: in place on a terminal, else a line every 10 s."""
-
-    def __init__(self, total: int, label: str, stream: IO[str], *, quiet: bool) -> None:
-        self.total, self.label, self.stream, self.quiet = total, label, stream, quiet
-        self.done = self.shown = 0
-        self.start = self.last = time.monotonic()
-        self._tty = hasattr(stream, "isatty") and stream.isatty()
-
-    def advance(self, tokens: int) -> None:
-        self.done += tokens
-        now = time.monotonic()
-        if self.quiet or not (self._tty or now - self.last >= 10.0):
-            return
-        self.last, self.shown = now, self.done
-        self._write(self._line(now), final=False)
-
-    def close(self) -> None:
-        if not self.quiet and (self._tty or self.shown != self.done):
-            self._write(self._line(time.monotonic()), final=True)
-
-    def _line(self, now: float) -> str:
-        elapsed = max(now - self.start, 1e-9)
-        rate = self.done / elapsed
-        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        return (
-            f"embedding {self.label}: {self.done:,}/{self.total:,} tokens | {rate:,.0f} tok/s"
-            f" | elapsed {_duration(elapsed)} | ETA {_duration(eta)}"
-        )
-
-    def _write(self, text: str, *, final: bool) -> None:
-        if self._tty:
-            self.stream.write("\r\x1b[K" + text + ("\n" if final else ""))
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-
-def _duration(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return "?"
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes:02d}:{secs:02d}"

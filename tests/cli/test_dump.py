@@ -56,3 +56,36 @@ def test_dump_refuses_a_binary_file_by_name_and_reads_a_gzip_file_as_text(tmp_pa
     subprocess.run(base + ["--input", str(packed)], check=True, capture_output=True)
     with h5py.File(tmp_path / "o.hdf5", "r") as handle:
         assert [handle[k].shape for k in ("0", "1")] == [(3, 4, 32), (3, 1, 32)]
+
+
+def test_an_interrupted_dump_says_where_its_work_is_and_the_same_command_continues_it(tmp_path, tiny_paths, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli._app import app
+    from spacy_elmo.io.progress import EmbedProgress
+
+    text = tmp_path / "in.txt"
+    text.write_text("".join(f"The bank {i} held the river\n" for i in range(600)), encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    out.write_bytes(b"an earlier file")
+    args = ["dump", "--input", str(text), "--output", str(out), "--options", str(tiny_paths[0]),
+            "--weights", str(tiny_paths[1]), "--batch-size", "4"]
+    reached = EmbedProgress.reached
+    calls = []
+
+    def interrupted(self, tokens):
+        calls.append(tokens)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        reached(self, tokens)
+
+    monkeypatch.setattr(EmbedProgress, "reached", interrupted)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 130 and "run the same command again to continue" in result.output
+    assert out.read_bytes() == b"an earlier file" and (tmp_path / "out.hdf5.partial").exists()
+    monkeypatch.setattr(EmbedProgress, "reached", reached)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0 and "complete sentences of this input and weights; continuing" in result.output
+    assert "embedding 600 sentences: 3,600/3,600 tokens" in result.output
+    with h5py.File(out, "r") as handle:
+        assert len(handle) == 600 and handle["599"].shape == (3, 6, 32)
