@@ -16,8 +16,9 @@ DEVICE = typer.Option("cpu", "--device", help="torch device: cpu, cuda")
 
 def max_time_option(examples: str):
     """The --max-time option, its help showing ``examples`` of the syntax ``parse_duration`` reads."""
-    return typer.Option(None, "--max-time", help=f"time limit of setting up and training, e.g. {examples}; the last held-out "
-                        "evaluation and the scores after training come on top")
+    return typer.Option(None, "--max-time", help=f"time limit of this invocation's setting up and training, e.g. {examples}; "
+                        "the last held-out evaluation and the scores after training come on top; a run resumed with "
+                        "--resume gets the whole limit again (a stretch each, not a total)")
 
 
 def parse_duration(value: Optional[str]) -> Optional[float]:

@@ -22,6 +22,7 @@ def pretrain_cli(
     `torchrun --nproc_per_node N -m spacy_elmo pretrain ...` for distributed training; a group
     torchrun restarts (`--max-restarts`) resumes from the newest checkpoint by itself. A corpus with no
     usable line (empty, every line over the limit, unreadable) is refused before anything is written."""
+    from ..training.loop import best_at_interrupt
     from ..training.pretrain import pretrain
 
     config = load_config(ctx, config_path)
@@ -34,4 +35,5 @@ def pretrain_cli(
         f"({summary.tokens_per_second:.0f} tokens/s){best_text}; stopped by {summary.stop_text}"
     )
     if summary.stopped_by == "interrupted":  # Ctrl-C: its checkpoint is written, --resume continues
+        typer.echo("run the same command with --resume to continue" + best_at_interrupt(summary, config.dev is not None))
         raise typer.Exit(130)

@@ -13,6 +13,12 @@ for the same cores made the original's ``spacy train`` run slower than one threa
 are counted as they run then (the runnable threads of ``/proc/loadavg``, the median of a few
 readings), not by the load average: a minute's average still counts a job that has just ended,
 and a run started right after another would take one thread where the machine has two free.
+
+Nor does the rule take more threads than the user allowed (``user_cap``): ``OMP_NUM_THREADS``
+where it is set, and torch's own count as the process has it (``torch.set_num_threads``, read at
+each call outside the biLM's own). torch cannot tell a count the user set from its default, but its
+default is the physical cores (or ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``), a ceiling the rule
+keeps to as well.
 """
 import functools
 import os
@@ -76,19 +82,32 @@ def running_elsewhere(path: Path = LOADAVG, readings: int = RUNNABLE_READINGS,
     return sorted(counts)[len(counts) // 2]
 
 
+def user_cap() -> int:
+    """RETURNS (int): the most torch threads the user allows this process: ``OMP_NUM_THREADS``
+    where it holds a positive count (its first, for a nested list such as "4,2"), and torch's
+    count now (``torch.get_num_threads``: the user's ``torch.set_num_threads``, else torch's
+    default), whichever is lower; at least 1."""
+    cap = torch.get_num_threads()
+    given = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if given.isdigit() and int(given) > 0:
+        cap = min(cap, int(given))
+    return max(1, cap)
+
+
 def threads_for(config: BiLMConfig, *, cores: int = 0) -> int:
     """The threads the rule gives a biLM of this shape (see the module's docstring).
 
-    cores (int): the cores to cap at; 0: ``usable_cores()``.
+    cores (int): the cores to cap at; 0: ``usable_cores()`` within the user's cap (``user_cap``).
     RETURNS (int): at least 1.
     """
     step_weights = 5 * config.dim * config.projection_dim
-    return max(1, min(step_weights // WEIGHTS_PER_THREAD, cores or usable_cores()))
+    return max(1, min(step_weights // WEIGHTS_PER_THREAD, cores or min(usable_cores(), user_cap())))
 
 
 def resolve_threads(threads: Optional[int], config: BiLMConfig) -> Optional[int]:
     """RETURNS (Optional[int]): the threads a biLM's calls run on: ``threads``, or where it is 0 the
-    rule's count for its shape within the ``free_cores``; one in a forked worker (see
+    rule's count for its shape within the ``free_cores`` and the user's cap (``user_cap``: never
+    more than ``OMP_NUM_THREADS`` or torch's count as the user left it); one in a forked worker (see
     ``one_thread_in_forked_workers``); None (the process's setting, left alone) where ``threads``
     is None."""
     if threads is None:
@@ -97,7 +116,7 @@ def resolve_threads(threads: Optional[int], config: BiLMConfig) -> Optional[int]
         raise ValueError(f"threads must be 0 (chosen for the model) or positive, got {threads}")
     if _forked_worker:
         return 1
-    return threads or threads_for(config, cores=free_cores())
+    return threads or threads_for(config, cores=min(free_cores(), user_cap()))
 
 
 @contextmanager

@@ -85,6 +85,7 @@ class TrainingSettings:
     dropout: float = 0.1
     max_epochs: int = 10
     max_steps: int = 0
+    # seconds for one invocation (0: none), as --max-time: a run resumed with --resume gets them again
     max_time: float = 0.0
     eval_frequency: int = 500
     checkpoint_frequency: int = 500

@@ -5,7 +5,8 @@ DocBin file in memory, so memory does not grow with the corpus. Files are opened
 as every command reads text (``io.text_input``: plain, .gz, .bz2, .xz, .zst, .lz4; binary files refused; bytes
 that are not UTF-8 replaced with U+FFFD and the lines counted, or refused with ``strict_utf8``).
 Lines that are empty, too long or malformed JSON are skipped and counted in a ``CorpusStats``,
-never fatal; a corpus with no usable line at all is refused (``check_usable``, ``UnusableCorpus``).
+never fatal (a byte order mark opening a file is dropped); a corpus with no usable line at all is
+refused (``check_usable``, ``UnusableCorpus``).
 
 Tokenizing: ``tokenizer = "auto"`` reads the first lines and keeps whitespace for text that is
 already tokenized (punctuation stands apart), else splits it with the language's spaCy tokenizer
@@ -29,6 +30,8 @@ PathLike = Union[str, Path]
 Tokenizer = Callable[[str], List[str]]
 FORMATS = ("auto", "txt", "jsonl", "spacy")
 _END = object()
+# a byte order mark: at a file's start it marks the encoding, and is not read as text
+BOM = "\ufeff"
 _SUFFIX_FORMATS = {".txt": "txt", ".text": "txt", ".tokens": "txt", ".jsonl": "jsonl", ".spacy": "spacy"}
 
 
@@ -42,6 +45,8 @@ class CorpusStats:
     skipped (Counter): skipped lines by reason: "empty", "too_long", "bad_json", "no_text".
     undecodable (int): lines kept with bytes that are not UTF-8 replaced by U+FFFD.
     first_undecodable (Optional[str]): the first such line, ``FILE:LINE``.
+    tokenized (bool): whether the pass cut the lines into segments (False: read only, ``Corpus.texts``:
+        segments and tokens not counted).
     """
 
     lines: int = 0
@@ -50,6 +55,7 @@ class CorpusStats:
     skipped: Counter = field(default_factory=Counter)
     undecodable: int = 0
     first_undecodable: Optional[str] = None
+    tokenized: bool = True
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
@@ -59,15 +65,26 @@ class CorpusStats:
         return sum(self.skipped.values())
 
     def to_dict(self) -> Dict[str, object]:
-        return {"lines": self.lines, "segments": self.segments, "tokens": self.tokens, "skipped": dict(self.skipped),
-                "undecodable": self.undecodable}
+        """segments and tokens are None where the pass did not count them (``tokenized`` False)."""
+        counted = self.tokenized
+        return {"lines": self.lines, "segments": self.segments if counted else None, "tokens": self.tokens if counted else None,
+                "skipped": dict(self.skipped), "undecodable": self.undecodable, "first_undecodable": self.first_undecodable}
+
+    @classmethod
+    def from_dict(cls, saved: Dict[str, object]) -> "CorpusStats":
+        """The counts ``to_dict`` saved (a record without ``first_undecodable`` gives None)."""
+        tokenized = saved.get("segments") is not None
+        return cls(lines=saved["lines"], segments=saved["segments"] or 0, tokens=saved["tokens"] or 0,
+                   skipped=Counter(saved.get("skipped") or {}), undecodable=saved.get("undecodable", 0),
+                   first_undecodable=saved.get("first_undecodable"), tokenized=tokenized)
 
     def summary(self) -> str:
         reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
         skipped = f"; skipped {self.n_skipped} lines ({reasons})" if self.skipped else ""
         replaced = (f"; {self.undecodable} lines with bytes that are not UTF-8, replaced by U+FFFD (the first: "
                     f"{self.first_undecodable}; --strict-utf8 refuses them)") if self.undecodable else ""
-        return f"{self.segments} segments, {self.tokens} tokens from {self.lines} lines{skipped}{replaced}"
+        read = f"{self.segments} segments, {self.tokens} tokens from " if self.tokenized else ""
+        return f"{read}{self.lines} lines{skipped}{replaced}"
 
 
 def resolve_paths(spec: Union[PathLike, Sequence[PathLike]]) -> List[Path]:
@@ -209,6 +226,8 @@ def iter_texts(
             # a byte range's line numbers count from its start: the place names the range's own line
             place = f"{path.name}:{number}" if not start else f"{path.name}, line {number} after byte {start}"
             line, replaced = decode_line(raw.rstrip(b"\n").rstrip(b"\r"), place=place, strict=strict_utf8)
+            if number == 1 and not start and line.startswith(BOM):
+                line = line[1:]  # the file's byte order mark, not its text
             if replaced:
                 stats.undecodable += 1
                 stats.first_undecodable = stats.first_undecodable or place

@@ -31,6 +31,13 @@ vocabulary and softmax first (``vocab_growth``), and both texts are also scored 
 the old and new vocabularies share ("ppl_shared"), the figure that compares before and after.
 The fine-tuned model keeps the start's language (config.json's extra "lang") and its default
 vector setting (vectors.json, marked as carried over).
+
+Whatever the start, DIR's corpus-stats.json and the log say what the training text held and what
+of it was skipped (empty, over-long, malformed lines) or damaged (bytes that are not UTF-8): counted
+in the pass that counts a new vocabulary or the domain's words, else in a pass reading the lines
+alone, whose time the log gives (``_report_corpus``). Without ``[paths] dev`` the log warns at the
+start that model-best will be the last model and no domain perplexity is reported; Ctrl-C before
+any held-out evaluation leaves model-best the last model, unevaluated, and the log says so.
 """
 import json
 import time
@@ -49,11 +56,11 @@ from ..io.native import WEIGHTS_NAME
 from ..records.provenance import data_record, model_record, provenance
 from .checkpoints import newest_extra
 from .config import AUTOCASTS, RECIPE_KEYS, LMConfig, TrainingSettings
-from .corpus import Corpus, ReplayCorpus, check_usable, resolve_paths, split_long
-from .counting import prepare_vocab
+from .corpus import Corpus, CorpusStats, ReplayCorpus, check_usable, resolve_paths, split_long
+from .counting import STATS_NAME, prepare_vocab
 from .distributed import DistInfo, barrier, from_main, shutdown
 from .lm import LanguageModel
-from .loop import CHECKPOINTS, RunSummary, train_lm
+from .loop import CHECKPOINTS, RunSummary, best_at_interrupt, train_lm
 from .model_dir import load_lm_parts
 from .perplexity import evaluate_perplexity, oov_rate_checked, oov_warning
 from .setup import (
@@ -61,7 +68,7 @@ from .setup import (
     setup_process, train_corpus, warn_if_bf16_is_emulated, warn_if_bf16_is_slower,
 )
 from .vocab import VOCAB_NAME, Vocab
-from .vocab_growth import domain_words, grow_vocabulary
+from .vocab_growth import PassedOver, domain_words, grow_vocabulary
 
 # a given head of more words than this trains with the sampled softmax: its full softmax's
 # gradient would hold (tokens x words) floats
@@ -247,7 +254,8 @@ def finetune(
             warn_if_bf16_is_slower(settings.autocast, torch_device, (bilm.config.dim, bilm.config.projection_dim),
                                    settings.batch_size, info)
         corpus = train_corpus(config, lang=language, log=log)
-        dev = dev_reader(config, lang=language, log=log)
+        dev = dev_reader(config, lang=language, log=log,
+                         without="; and no domain perplexity before or after fine-tuning is reported")
         general_path, general_line = general_text(config, language)
         log(general_line)
         general = None if general_path is None else segment_reader(_general_corpus(config, general_path, language),
@@ -275,6 +283,7 @@ def finetune(
             vocab, _ = prepare_vocab(corpus, config, output, info, resume=resume, log=log)
         elif resuming:
             vocab, softmax_weights = _resumed_vocabulary(vocab, softmax_weights, output)
+            _report_corpus(corpus, output, info, log)
         elif info.is_main:
             vocab.to_disk(output)
         lm = LanguageModel(bilm, _softmax(bilm, vocab, softmax_weights, config), dropout=settings.dropout).to(torch_device)
@@ -306,6 +315,8 @@ def finetune(
                     grown_oov = check_held_out(dev, vocab, lambda line: None)
                     log(f"held-out text ([paths] dev): OOV {100 * dev_oov:.1f}% with the start's vocabulary, "
                         f"{100 * grown_oov:.1f}% with the domain words added")
+            elif not new_softmax:  # no pass counted the domain's words: the lines are read for the counts alone
+                _report_corpus(corpus, output, info, log)
             if info.is_main:
                 if before is not None:
                     before["softmax"] = "given" if not new_softmax else ("warmed up" if warmed else "untrained")
@@ -335,7 +346,7 @@ def finetune(
         if interrupted:
             # Ctrl-C: stop now; the scores after and the report come when a --resume run ends
             log(f"interrupted at step {summary.steps}: its checkpoint and model-last are written; run the same "
-                "command with --resume to continue from there")
+                "command with --resume to continue from there" + best_at_interrupt(summary, dev is not None))
             barrier(info)
             return result
         if info.is_main:
@@ -367,6 +378,34 @@ def finetune(
         shutdown(info)
 
 
+def _report_corpus(corpus: Corpus, output: Path, info: DistInfo, log, counted: Optional[CorpusStats] = None,
+                   read_by: str = "") -> None:
+    """What the training text held, with the lines skipped (empty, over-long, malformed) and those with
+    bytes that are not UTF-8: DIR's corpus-stats.json and a line in the log (rank 0).
+
+    counted (Optional[CorpusStats]): the counts of a pass that read the text already (``read_by``
+        says which); None: a resumed run's saved counts are said again, else the text is read once
+        now, lines only (not tokenized), and the log says what that pass took.
+    """
+    if not info.is_main:
+        return
+    path = output / STATS_NAME
+    if counted is None and path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        log(f"training corpus (as read when the run began, {STATS_NAME}): {CorpusStats.from_dict(saved['stats']).summary()}")
+        return
+    if counted is None:
+        started = time.monotonic()
+        counted = CorpusStats(tokenized=False)
+        for _ in corpus.texts(counted):
+            pass
+        read_by = f"a pass reading its lines, not tokenized, which took {time.monotonic() - started:.1f}s"
+    record = {"stats": counted.to_dict(), "read_by": read_by, "provenance": provenance(
+        model=None, model_note="reading a corpus reads no model", data=data_record(corpus.files))}
+    write_atomic(path, json.dumps(record, indent=2).encode("utf-8"))
+    log(f"training corpus: {counted.summary()} ({read_by}; {STATS_NAME})")
+
+
 def _check_held_out_texts(dev, general, vocab: Vocab, log) -> Optional[float]:
     """Refuse a held-out text wholly outside ``vocab``, warn of one largely outside it.
 
@@ -387,14 +426,21 @@ def _softmax(bilm, vocab: Vocab, weights: Optional[Dict[str, torch.Tensor]], con
 
 def _grown(bilm, vocab: Vocab, softmax_weights, corpus: Corpus, config: LMConfig, output: Path, info: DistInfo, log):
     """The start's vocabulary and softmax with the domain's words added (``[finetune] add_words``),
-    the vocabulary written to DIR (a resumed run reads it back).
+    the vocabulary written to DIR (a resumed run reads it back); the pass that counts the words also
+    counts what the text held (``_report_corpus``) and the words passed over as unfit (``PassedOver``).
 
     RETURNS (Tuple[Vocab, dict, Growth]).
     """
     settings = config.finetune
-    segments = split_long(corpus.segments(), config.corpus.max_sentence_tokens)
-    words = domain_words(segments, vocab, limit=settings.add_words, min_count=settings.add_min_count)
+    stats, passed_over = CorpusStats(), PassedOver()
+    segments = split_long(corpus.segments(stats), config.corpus.max_sentence_tokens)
+    words = domain_words(segments, vocab, limit=settings.add_words, min_count=settings.add_min_count,
+                         passed_over=passed_over)
+    _report_corpus(corpus, output, info, log, stats, "counted in the pass for [finetune] add_words")
+    if passed_over.total:
+        log(passed_over.summary(settings.add_min_count))
     vocab, softmax_weights, growth = grow_vocabulary(bilm, vocab, softmax_weights, words)
+    growth.passed_over = passed_over.to_dict()
     log(f"vocabulary: {len(growth.words)} domain words added (seen {settings.add_min_count}+ times; "
         f"[finetune] add_words = {settings.add_words}), {growth.old_size} -> {len(vocab)}; their softmax rows "
         f"fitted from the token encoder (R^2 {growth.fit_r2:.2f} on the known words)"

@@ -128,6 +128,16 @@ def train_lm(
     return run.finish(stop)
 
 
+def best_at_interrupt(summary: "RunSummary", has_dev: bool) -> str:
+    """What model-best is when Ctrl-C stopped the run, where no held-out evaluation chose it ("" where one did)."""
+    if summary.best_dev is not None:
+        return ""
+    if not has_dev:
+        return "; model-best is the last model (no held-out text to choose by)"
+    return "; no held-out evaluation yet: model-best is the last model, unevaluated"
+
+
+
 @contextmanager
 def stop_on_interrupt() -> Iterator[threading.Event]:
     """An event the first Ctrl-C (SIGINT) sets, so that the loop stops after its step and writes a

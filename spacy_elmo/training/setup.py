@@ -140,12 +140,20 @@ def train_corpus(config: LMConfig, *, lang: Optional[str] = None, log: Optional[
     return corpus
 
 
+# the warning a run without a held-out text logs as it starts
+NO_DEV = ("warning: no held-out text ([paths] dev, --paths.dev): model-best will be the last model, not one chosen "
+          "by held-out perplexity")
+
+
 def dev_reader(
-    config: LMConfig, *, lang: Optional[str] = None, log: Optional[Callable[[str], None]] = None,
+    config: LMConfig, *, lang: Optional[str] = None, log: Optional[Callable[[str], None]] = None, without: str = "",
 ) -> Optional[Callable[[], Iterable[List[str]]]]:
-    """A function returning a fresh stream of held-out segments (None without ``paths.dev``);
+    """A function returning a fresh stream of held-out segments (None without ``paths.dev``, which
+    ``log`` is warned of: ``NO_DEV``, then ``without``, what else the command lacks without one);
     a held-out text with no usable line is refused (``corpus.check_usable``)."""
     if config.dev is None:
+        if log is not None:
+            log(NO_DEV + without)
         return None
     return segment_reader(config_corpus(config, config.dev, lang=lang), config, what="held-out text ([paths] dev)", log=log)
 

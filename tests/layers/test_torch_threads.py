@@ -7,8 +7,9 @@ from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.config import ORIGINAL, SMALL
 from spacy_elmo.layers import ElmoBiLM
 from spacy_elmo.layers.torch_threads import (
-    free_cores, resolve_threads, running_elsewhere, threads_for, torch_threads, usable_cores,
+    free_cores, resolve_threads, running_elsewhere, threads_for, torch_threads, usable_cores, user_cap,
 )
+from spacy_elmo.layers import torch_threads as torch_threads_module
 from spacy_elmo.pipeline import create_pipeline
 
 from ..conftest import random_bilm
@@ -32,13 +33,37 @@ def test_the_rule_gives_small_biLMs_one_thread_and_the_original_five_capped_at_t
     assert threads_for(SMALL, cores=16) == 1
     assert threads_for(ORIGINAL, cores=16) == 5  # 5 x 4096 x 512 weights a step, 2 million a thread
     assert threads_for(ORIGINAL, cores=2) == 2
-    assert threads_for(ORIGINAL) == min(5, usable_cores())
-    # within the cores other jobs left free when the biLM first ran in this process
-    assert resolve_threads(0, ORIGINAL) == threads_for(ORIGINAL, cores=free_cores()) <= threads_for(ORIGINAL)
+    assert threads_for(ORIGINAL) == min(5, usable_cores(), user_cap())
+    # within the cores other jobs left free when the biLM first ran in this process, and the user's cap
+    assert resolve_threads(0, ORIGINAL) == threads_for(ORIGINAL, cores=min(free_cores(), user_cap())) <= threads_for(ORIGINAL)
     assert 1 <= free_cores() <= usable_cores() and resolve_threads(3, SMALL) == 3
     assert resolve_threads(None, ORIGINAL) is None
     with pytest.raises(ValueError, match="threads"):
         resolve_threads(-1, SMALL)
+
+
+def test_threads_0_never_takes_more_threads_than_the_user_allowed(monkeypatch):
+    """OMP_NUM_THREADS and torch's count as the user set it cap the rule, on a machine of 16 free cores."""
+    monkeypatch.setattr(torch_threads_module, "free_cores", lambda: 16)
+    monkeypatch.setattr(torch_threads_module, "usable_cores", lambda: 16)
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        torch.set_num_threads(8)
+        assert resolve_threads(0, ORIGINAL) == 5 and threads_for(ORIGINAL) == 5  # the rule's own count
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")  # exported by the user: init-config's line and the calls keep to it
+        assert resolve_threads(0, ORIGINAL) == 1 and threads_for(ORIGINAL) == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", "2,1")  # a nested list: its first count is this level's
+        assert resolve_threads(0, ORIGINAL) == 2
+        monkeypatch.setenv("OMP_NUM_THREADS", "not a count")  # nothing asked: torch's count alone caps
+        assert resolve_threads(0, ORIGINAL) == 5
+        torch.set_num_threads(3)  # the user's torch.set_num_threads
+        assert resolve_threads(0, ORIGINAL) == 3 and threads_for(ORIGINAL) == 3
+        # a count given in the config is the user's own: kept as given
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert resolve_threads(4, ORIGINAL) == 4
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_other_jobs_are_counted_as_they_run_now_not_by_the_minutes_average(tmp_path):

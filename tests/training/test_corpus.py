@@ -36,6 +36,17 @@ def test_bad_lines_are_skipped_and_counted_and_undecodable_bytes_replaced_as_eve
         list(Corpus(path, max_line_chars=100, strict_utf8=True).segments())
 
 
+def test_a_byte_order_mark_opening_a_file_is_not_read_as_text(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbfword one\r\n\xef\xbb\xbf\r\ntwo\r\n")
+    # at the file's start only: one later in the text is the text's (and a word holding it never joins a vocabulary)
+    assert list(Corpus(path).segments()) == [["word", "one"], ["\ufeff"], ["two"]]
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": "a b"}).encode("utf-8") + b"\n")
+    corpus = Corpus(jsonl)
+    assert list(corpus.segments()) == [["a", "b"]] and not corpus.stats.skipped
+
+
 def test_a_binary_file_is_refused_by_name(tmp_path):
     path = tmp_path / "program.txt"
     path.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 20)

@@ -385,6 +385,11 @@ def test_ctrl_c_stops_a_finetune_after_its_step_with_a_checkpoint_that_resume_co
     assert result.after is None  # the scores after come when a resumed run ends, not the best so far
     assert result.summary.stop_text == "Ctrl-C"
     assert any("interrupted at step 3" in line and "--resume" in line for line in pressed.lines)
+    # no held-out evaluation came before Ctrl-C: model-best is the last model, and the line says so
+    assert any("interrupted at step 3" in line and "no held-out evaluation yet: model-best is the last model, unevaluated"
+               in line for line in pressed.lines)
+    assert hashlib.sha256((tmp_path / "ft" / "model-best" / "model.safetensors").read_bytes()).digest() == hashlib.sha256(
+        (tmp_path / "ft" / "model-last" / "model.safetensors").read_bytes()).digest()
     assert latest_checkpoint(tmp_path / "ft" / "checkpoints").step == 3
     assert (tmp_path / "ft" / "model-last").is_dir() and not (tmp_path / "ft" / "finetune-report.json").exists()
     assert handler_after is signal.default_int_handler  # the loop gives Ctrl-C back to Python
@@ -435,3 +440,77 @@ def test_resume_without_a_checkpoint_says_the_finetune_starts_from_the_beginning
                       resume=True, stream=said)
     assert "holds no checkpoint yet; fine-tuning starts from the beginning" in said.getvalue()
     assert result.summary.start_step == 0 and result.summary.steps == 2
+
+
+def _messy_domain(tmp_path, name):
+    """The domain text as users have it: a byte order mark, CRLF, blank lines, an over-long line,
+    bytes that are not UTF-8 and invisible characters stuck to words; animal words new to the start."""
+    animals = ["zebra", "okapi", "quagga", "tapir", "gnu"]
+    good = [f"the {animals[i % 5]} sees the {animals[(i + 2) % 5]} .".encode("utf-8") for i in range(60)]
+    odd = ["the \u200dzebra sees the okapi\u202e .", "the caf\u00e9 sees the \U0001F600 ."]
+    lines = good[:30] + [b"", b"  "] + [b"the \xff\xfe sees the gnu ."] * 4 + [b"x " * 12000] + good[30:]
+    lines += [line.encode("utf-8") for line in odd for _ in range(4)] + [b""]
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
+    return path
+
+
+def test_finetune_from_a_model_with_its_softmax_reports_what_the_messy_text_held_and_adds_no_damaged_word(lm_corpus, tmp_path):
+    import io
+
+    train, dev = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=4), tmp_path / "pre", stream=io.StringIO())
+    start = tmp_path / "pre" / "model-last"
+    domain, domain_dev = _messy_domain(tmp_path, "messy.txt"), _new_words_domain(tmp_path, 10, "d-dev.txt")
+
+    def config(add_words):
+        return tiny_config(domain, domain_dev, training__max_steps=2, finetune__add_words=add_words, finetune__add_min_count=3,
+                           corpus__tokenizer="whitespace", corpus__sentences="lines")
+
+    said = io.StringIO()
+    finetune(config(20), tmp_path / "ft", model=start, stream=said)
+    log = said.getvalue()
+    stats = json.loads((tmp_path / "ft" / "corpus-stats.json").read_text())
+    assert stats["stats"]["skipped"] == {"empty": 3, "too_long": 1} and stats["stats"]["undecodable"] == 4
+    assert stats["stats"]["first_undecodable"] == "messy.txt:33" and stats["stats"]["lines"] == 76
+    assert stats["read_by"] == "counted in the pass for [finetune] add_words" and stats["provenance"]["data"]
+    assert ("skipped 4 lines (3 empty, 1 too_long); 4 lines with bytes that are not UTF-8, replaced by U+FFFD "
+            "(the first: messy.txt:33;") in log
+    grown = Vocab.from_disk(tmp_path / "ft" / "model-last")
+    old = Vocab.from_disk(start)
+    added = grown.tokens[len(old):]
+    assert {"zebra", "okapi", "caf\u00e9", "\U0001F600"} <= set(added)  # the text's own words, emoji and accents too
+    assert not any(unfit in word for word in grown.tokens for unfit in ("\ufffd", "\ufeff", "\u200d", "\u202e"))
+    assert "vocabulary: 3 words outside it passed over, not added (12 occurrences; 3 seen 3+ times)" in log
+    report = json.loads((tmp_path / "ft" / "finetune-report.json").read_text())
+    assert report["vocabulary"]["passed_over"]["format"]["words"] == 2
+    assert report["vocabulary"]["passed_over"]["replaced"]["examples"] == ["\\ufffd\\ufffd"]
+
+    # no domain words to count: the lines are read once for the counts, and the log says what that took
+    said = io.StringIO()
+    finetune(config(0), tmp_path / "ft0", model=start, stream=said)
+    stats = json.loads((tmp_path / "ft0" / "corpus-stats.json").read_text())
+    assert stats["stats"]["skipped"] == {"empty": 3, "too_long": 1} and stats["stats"]["segments"] is None
+    assert stats["read_by"].startswith("a pass reading its lines, not tokenized, which took ")
+    assert "training corpus: 76 lines; skipped 4 lines" in said.getvalue() and "which took" in said.getvalue()
+    # resumed, the counts of the run's start are said again, not read anew
+    said = io.StringIO()
+    finetune(tiny_config(domain, domain_dev, training__max_steps=3, corpus__tokenizer="whitespace", corpus__sentences="lines"),
+             tmp_path / "ft0", model=start, resume=True, stream=said)
+    assert "training corpus (as read when the run began, corpus-stats.json): 76 lines; skipped 4 lines" in said.getvalue()
+
+
+def test_finetune_without_a_dev_text_says_at_the_start_what_model_best_is_and_reports_no_domain_perplexity(lm_corpus, tmp_path):
+    import io
+
+    train, _ = lm_corpus
+    pretrain(tiny_config(train, training__max_steps=2), tmp_path / "pre", stream=io.StringIO())
+    said = io.StringIO()
+    result = finetune(tiny_config(train, training__max_steps=2), tmp_path / "ft", model=tmp_path / "pre" / "model-last",
+                      stream=said)
+    first = said.getvalue().splitlines()
+    warning = [line for line in first if line.startswith("warning: no held-out text")]
+    assert warning == ["warning: no held-out text ([paths] dev, --paths.dev): model-best will be the last model, not one "
+                       "chosen by held-out perplexity; and no domain perplexity before or after fine-tuning is reported"]
+    assert first.index(warning[0]) < next(i for i, line in enumerate(first) if line.startswith("training from step"))
+    assert result.before is None and result.after is None

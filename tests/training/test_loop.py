@@ -84,3 +84,11 @@ def test_float16_autocast_is_refused_off_a_gpu_with_what_to_use_instead():
         check_autocast_device("fp16", torch.device("cpu"))
     check_autocast_device("bf16", torch.device("cpu"))
     check_autocast_device("fp16", torch.device("cuda"))
+
+
+def test_what_model_best_is_at_ctrl_c_is_said_where_no_evaluation_chose_it():
+    from spacy_elmo.training.loop import RunSummary, best_at_interrupt
+
+    assert best_at_interrupt(RunSummary(stopped_by="interrupted", best_dev={"ppl": 9.0, "step": 4}), True) == ""
+    assert "unevaluated" in best_at_interrupt(RunSummary(stopped_by="interrupted"), True)
+    assert "no held-out text" in best_at_interrupt(RunSummary(stopped_by="interrupted"), False)

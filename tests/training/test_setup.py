@@ -21,6 +21,22 @@ def test_a_new_run_refuses_a_directory_with_checkpoints_but_a_resumed_one_does_n
     check_output(tmp_path / "new", resume=True)
 
 
+def test_a_run_without_a_held_out_text_is_warned_at_its_start_what_model_best_is(tmp_path):
+    from spacy_elmo.training.pretrain import pretrain
+
+    train = write_corpus(tmp_path / "train.txt", 40)
+    said = []
+    assert dev_reader(tiny_config(train), log=said.append, without="; and more") is None
+    assert said == ["warning: no held-out text ([paths] dev, --paths.dev): model-best will be the last model, not one "
+                    "chosen by held-out perplexity; and more"]
+    stream = io.StringIO()
+    pretrain(tiny_config(train, training__max_steps=1), tmp_path / "pre", stream=stream)
+    assert "warning: no held-out text ([paths] dev, --paths.dev): model-best will be the last model" in stream.getvalue()
+    said = []
+    dev_reader(tiny_config(train, write_corpus(tmp_path / "dev.txt", 5)), log=said.append)
+    assert not any("no held-out text" in line for line in said)
+
+
 def test_the_dev_reader_streams_the_same_capped_segments_every_time(tmp_path):
     train = write_corpus(tmp_path / "train.txt", 5)
     assert dev_reader(tiny_config(train)) is None
