@@ -52,7 +52,9 @@ def serve_cli(
         "one, English for the shipped biLM)"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
-    max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="longest text accepted (413 beyond)"),
+    max_chars: Optional[int] = typer.Option(
+        None, "--max-chars", min=1, help="longest text accepted (413 beyond); default: what an answer of the mixed "
+        "vector holds within --max-response-mb at 4 characters a token, at most 20000 (the start line says which)"),
     max_batch: int = typer.Option(32, "--max-batch", min=1, help="most texts run in one nlp.pipe batch, and in one "
                                   "request"),
     wait_ms: float = typer.Option(5.0, "--wait-ms", min=0.0, help="how long a batch waits for more requests"),
@@ -61,6 +63,8 @@ def serve_cli(
                                           "beyond)"),
     frozen_cache_mb: float = typer.Option(0.0, "--frozen-cache-mb", min=0.0, help="megabytes of layers the component "
                                           "keeps per segment (0: none, the server's default)"),
+    long_chars: int = typer.Option(1000, "--long-chars", min=0, help="a request whose texts hold more characters "
+                                   "together waits in the long lane, beside the short one (0: one lane)"),
     threads: int = typer.Option(1, "--threads", min=0, help="torch threads (0: torch's default; docs/export.md compares 1 "
                                 "with the default)"),
 ) -> None:
@@ -87,10 +91,12 @@ def serve_cli(
     except (ModelFileError, ValueError, FileNotFoundError) as err:
         typer.echo(f"serve: {err}", err=True)
         raise typer.Exit(code=2)
+    lanes = f"short and long (over {long_chars} characters a request)" if long_chars else "one"
     typer.echo(f"serve: {', '.join(nlp.pipe_names)} ({nlp.lang}) on http://{host}:{port}; torch threads: "
                f"{torch.get_num_threads()}{'' if threads else ' (torch default)'}; frozen cache: {frozen_cache_mb} MB; "
-               f"queue: {max_queue} texts", err=True)
-    app = make_app(nlp, max_chars=max_chars, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue,
-                   max_response_mb=max_response_mb, torch_threads=torch.get_num_threads())
+               f"queue: {max_queue} texts; lanes: {lanes}", err=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the app runs its warm-up texts now and logs the limits they give (the tokens an answer holds)
+    app = make_app(nlp, max_chars=max_chars, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue,
+                   max_response_mb=max_response_mb, long_chars=long_chars, torch_threads=torch.get_num_threads())
     uvicorn.run(app, host=host, port=port, access_log=False)  # spacy_elmo.serve logs each request, with more

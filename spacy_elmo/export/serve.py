@@ -8,11 +8,18 @@
 ``POST /embed`` with ``{"text": "..."}`` (or ``{"texts": [...]}``) answers ``{"tokens": [...], "mixed":
 ARRAY}`` (``{"results": [...]}``): ``doc._.elmo.mixed`` (n_tokens, width), and with ``"layers": true``
 ``doc._.elmo.layers`` (L+1, n_tokens, width) as well; an ARRAY is ``{"dtype", "shape", "data"}``
-(``serve_body``: base64 by default, JSON numbers or msgpack on request, gzip where accepted).
-``GET /health`` (alive: batches and texts run so far), ``GET /ready`` (503 while the queue is full),
-``GET /metrics`` (``serve_metrics``). Every 4xx and 5xx answer is ``{"error": "one line", "status":
-N, "request_id": "..."}``; a request the pipeline fails on fails alone (``serve_queue``), and a line
-is logged for each request (``spacy_elmo.serve``: its id, status, texts, tokens, bytes, latency).
+(``serve_body``: base64 by default, JSON numbers or msgpack on request, gzip where accepted). Beside
+them, what the pipeline's other components set (``tags``, ``ents``, ``cats``, ...: ``serve_body``).
+``GET /health`` (alive: batches and texts run so far, and the limits: the most tokens an answer
+holds), ``GET /ready`` (503 while the queue is full), ``GET /metrics`` (``serve_metrics``). Every 4xx
+and 5xx answer is ``{"error": "one line", "status": N, "request_id": "..."}``; a request the pipeline
+fails on fails alone, and a short request waits in a lane of its own, not behind a long text
+(``serve_queue``); a line is logged for each request (``spacy_elmo.serve``: its id, status, texts,
+tokens, bytes, latency).
+
+Before it serves, the app runs two warm-up texts through the pipeline (``serve_pipeline.warm_up``):
+they give the vectors' width, so that an answer over the response limit is refused before it is
+computed and the default longest text is one whose answer fits, and the annotations to answer with.
 
 This module needs the ``serve`` extra (fastapi, uvicorn); it takes any ``nlp`` whose Docs get
 ``doc._.elmo``.
@@ -24,16 +31,16 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional
 
-import numpy as np
-
 from .serve_body import (
     JSON,
     MSGPACK,
     EmbedRequest,
     RequestError,
     accepts_gzip,
+    answer_tokens,
     body_limit,
     check_response_size,
+    doc_annotations,
     doc_arrays,
     encode_response,
     error_body,
@@ -43,9 +50,14 @@ from .serve_body import (
     response_format,
 )
 from .serve_metrics import Metrics
-from .serve_queue import MAX_BATCH, MAX_QUEUE, WAIT_MS, Answer, Batcher
+from .serve_pipeline import Served, frozen_cache_on, warm_up
+from .serve_queue import LONG_CHARS, MAX_BATCH, MAX_QUEUE, WAIT_MS, Answer, Lanes
 
+# the longest text by default: what an answer of the mixed vector holds in the default body (JSON,
+# base64) at CHARS_PER_TOKEN characters a token, at most MAX_CHARS (English running text takes about
+# 4.8 characters a token with its space: 4 leaves room for denser text)
 MAX_CHARS = 20_000
+CHARS_PER_TOKEN = 4
 MAX_RESPONSE_MB = 8.0
 LOG = logging.getLogger("spacy_elmo.serve")
 DEFAULTS_CHANGED = ('299 spacy-elmo "since 0.10 /embed answers the mixed vector alone, its arrays base64; send '
@@ -58,17 +70,26 @@ def doc_payload(doc: Any, layers: bool = True) -> Dict[str, Any]:
     return {k: v if k == "tokens" else v.tolist() for k, v in doc_arrays(doc, layers).items()}
 
 
-def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH, wait_ms: float = WAIT_MS,
-             max_queue: int = MAX_QUEUE, max_response_mb: float = MAX_RESPONSE_MB,
-             torch_threads: Optional[int] = None):
-    """The FastAPI app serving ``nlp``; its ``state.batcher`` is the ``Batcher``, ``state.metrics`` the
-    ``Metrics``.
+def default_max_chars(tokens: Dict[str, Dict[str, int]]) -> int:
+    """The longest text by default, from ``answer_tokens``' counts: what an answer of the mixed vector
+    holds in the default body at ``CHARS_PER_TOKEN`` characters a token, at most ``MAX_CHARS``."""
+    return max(1, min(MAX_CHARS, tokens["base64"]["mixed"] * CHARS_PER_TOKEN))
 
-    max_chars (int): the longest text (413 beyond).
+
+def make_app(nlp: Any, *, max_chars: Optional[int] = None, max_batch: int = MAX_BATCH, wait_ms: float = WAIT_MS,
+             max_queue: int = MAX_QUEUE, max_response_mb: float = MAX_RESPONSE_MB, long_chars: int = LONG_CHARS,
+             torch_threads: Optional[int] = None):
+    """The FastAPI app serving ``nlp``, warmed up (``serve_pipeline.warm_up``); its ``state.batcher``
+    is the ``Lanes``, ``state.metrics`` the ``Metrics``, ``state.limits`` what ``/health`` says of
+    the limits.
+
+    max_chars (Optional[int]): the longest text (413 beyond); None: ``default_max_chars``.
     max_batch (int): most texts in one ``nlp.pipe`` batch, and in one request.
     wait_ms (float): how long a batch waits for more requests.
-    max_queue (int): most texts waiting; a request past it gets 503 and Retry-After at once.
+    max_queue (int): most texts waiting, in all lanes; a request past it gets 503 and Retry-After at once.
     max_response_mb (float): the largest response body (413 beyond, before it is encoded).
+    long_chars (int): a request whose texts hold more characters together waits in the long lane,
+        the others in the short lane; 0: one lane for all.
     torch_threads (Optional[int]): what ``/health`` reports as torch's threads (default: torch's now).
     """
     from contextlib import asynccontextmanager
@@ -79,15 +100,22 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
     from starlette.exceptions import HTTPException
     from starlette.requests import ClientDisconnect
 
-    if max_chars < 1 or max_response_mb <= 0:
-        raise ValueError(f"max_chars ({max_chars}) and max_response_mb ({max_response_mb}) must be positive")
-    metrics = Metrics(max_queue)
-    # floats a token takes: the mixed vector's width and the layers' (L+1) * width, learnt from the
-    # first answer, so that a request whose answer would pass the limit is refused before it is computed
-    widths: Dict[str, int] = {}
-    batcher = Batcher(nlp, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue, metrics=metrics)
-    limit = body_limit(max_chars, max_batch)
+    if (max_chars is not None and max_chars < 1) or max_response_mb <= 0 or long_chars < 0:
+        raise ValueError(f"max_chars ({max_chars}) and max_response_mb ({max_response_mb}) must be positive, "
+                         f"long_chars ({long_chars}) 0 or positive")
     max_bytes = int(max_response_mb * 2**20)
+    served = warm_up(nlp)
+    tokens = answer_tokens(served.width, served.n_layers, max_bytes)
+    chosen = max_chars is not None
+    max_chars = max_chars if max_chars is not None else default_max_chars(tokens)
+    metrics = Metrics(max_queue)
+    not_thread_safe = frozen_cache_on(nlp)
+    batcher = Lanes(nlp, long_chars=long_chars, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue,
+                    metrics=metrics, side_by_side=not not_thread_safe)
+    limit = body_limit(max_chars, max_batch)
+    limits = {"width": served.width, "max_chars": max_chars, "max_response_bytes": max_bytes, "answer_tokens": tokens,
+              "long_chars": long_chars, "lanes_side_by_side": batcher.side_by_side}
+    _log_limits(limits, chosen, not_thread_safe, served)
     if torch_threads is None:
         import torch
 
@@ -102,6 +130,7 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
     app = FastAPI(title="spacy-elmo", lifespan=lifespan)
     app.state.batcher = batcher
     app.state.metrics = metrics
+    app.state.limits = limits
 
     def error(status: int, message: str, request_id: str, headers: Optional[Dict[str, str]] = None) -> Response:
         return Response(error_body(status, message, request_id), status_code=status, media_type=JSON,
@@ -124,7 +153,7 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
     @app.get("/health")
     async def health() -> Dict[str, Any]:
         return {"status": "ok", "batches": metrics.batches, "texts": metrics.batched_texts,
-                "torch_threads": torch_threads}
+                "torch_threads": torch_threads, "limits": limits}
 
     @app.get("/ready")
     async def ready(request: Request) -> Response:
@@ -150,8 +179,8 @@ def make_app(nlp: Any, *, max_chars: int = MAX_CHARS, max_batch: int = MAX_BATCH
             texts = len(parsed.texts)
             fmt = response_format(request.headers.get("accept"))
             gzip_ok = accepts_gzip(request.headers.get("accept-encoding"))
-            answer = await batcher.submit(parsed.texts, _encoder(parsed, fmt, gzip_ok, max_bytes, widths),
-                                          request.is_disconnected, _size_check(nlp, parsed, fmt, max_bytes, widths))
+            answer = await batcher.submit(parsed.texts, _encoder(parsed, fmt, gzip_ok, max_bytes, served),
+                                          request.is_disconnected, _size_check(nlp, parsed, fmt, max_bytes, served))
             tokens, status = answer.tokens, 200
             response = Response(answer.body, media_type=MSGPACK if fmt == "msgpack" else JSON,
                                 headers=_answer_headers(request_id, answer, parsed))
@@ -179,14 +208,30 @@ def _request_id(request: Any) -> str:
     return given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
 
 
-def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int, widths: Dict[str, int]):
-    """Docs -> the request's Answer, run in the worker thread (``widths``: learnt from the first Doc)."""
+def _log_limits(limits: Dict[str, Any], chosen: bool, not_thread_safe: List[str], served: Served) -> None:
+    tokens = limits["answer_tokens"]
+    if not limits["long_chars"]:
+        lanes = "one lane"
+    elif limits["lanes_side_by_side"]:
+        lanes = f"a short and a long lane side by side (long: over {limits['long_chars']} characters a request)"
+    else:
+        lanes = (f"a short and a long lane taking turns: the frozen layer cache of {', '.join(not_thread_safe)} "
+                 "is on, which two threads may not share (--frozen-cache-mb 0 turns it off)")
+    LOG.info("width %d: an answer within %d bytes holds %d tokens of the mixed vector, %d with the layers (JSON, "
+             "base64; msgpack: %d and %d); texts of at most %d characters (%s); %s; annotations: %s",
+             limits["width"], limits["max_response_bytes"], tokens["base64"]["mixed"], tokens["base64"]["layers"],
+             tokens["msgpack"]["mixed"], tokens["msgpack"]["layers"], limits["max_chars"],
+             "as given" if chosen else (f"the default: what the mixed vector's answer holds at {CHARS_PER_TOKEN} "
+                                         f"characters a token, at most {MAX_CHARS}"),
+             lanes, ", ".join(served.annotations) or "none")
+
+
+def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int, served: Served):
+    """Docs -> the request's Answer, run in the worker thread: the arrays, and the annotations the
+    pipeline sets."""
 
     def encode(docs: List[Any]) -> Answer:
-        if docs and not widths:
-            n_layers, _, width = np.shape(docs[0]._.elmo.layers)
-            widths.update(mixed=width, layers=n_layers * width)
-        results = [doc_arrays(doc, parsed.layers) for doc in docs]
+        results = [{**doc_arrays(doc, parsed.layers), **doc_annotations(doc, served.annotations)} for doc in docs]
         body = encode_response(results, single=parsed.single, fmt=fmt, encoding=parsed.encoding, max_bytes=max_bytes)
         packed = maybe_gzip(body, gzip_ok)
         tokens = sum(len(doc) for doc in docs)
@@ -195,17 +240,16 @@ def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int, widt
     return encode
 
 
-def _size_check(nlp: Any, parsed: EmbedRequest, fmt: str, max_bytes: int, widths: Dict[str, int]):
+def _size_check(nlp: Any, parsed: EmbedRequest, fmt: str, max_bytes: int, served: Served):
     """Texts -> None, or 413 when their answer would pass the limit: run in the worker thread before
-    they are computed (the tokenizer is cheap, the biLM on thousands of tokens is not); nothing is
-    refused before the first answer has given the widths."""
+    they are computed (the tokenizer is cheap, the biLM on thousands of tokens is not), by the widths
+    of the warm-up."""
 
     def check(texts: List[str]) -> None:
-        if widths:
-            tokens = sum(len(nlp.make_doc(text)) for text in texts)
-            floats = widths["mixed"] + (widths["layers"] if parsed.layers else 0)
-            check_response_size(4 * floats * tokens, fmt=fmt, encoding=parsed.encoding, layers=parsed.layers,
-                                max_bytes=max_bytes)
+        tokens = sum(len(nlp.make_doc(text)) for text in texts)
+        floats = served.width * (1 + (served.n_layers if parsed.layers else 0))
+        check_response_size(4 * floats * tokens, fmt=fmt, encoding=parsed.encoding, layers=parsed.layers,
+                            max_bytes=max_bytes)
 
     return check
 

@@ -12,14 +12,21 @@ float32: in JSON ``data`` is their base64 (the default: 4/3 of the raw bytes, ex
 ``"encoding": "numbers"``, nested lists of numbers written with 9 significant digits (exact for
 float32, about three times the raw bytes); in msgpack (``Accept: application/msgpack``) ``data`` is
 the raw bytes. ``Accept-Encoding: gzip`` compresses the body. A response whose arrays would encode
-to more than the response limit is refused with 413 before it is encoded.
+to more than the response limit is refused with 413 before it is encoded (``answer_tokens``: the
+most tokens an answer holds within it).
+
+Beside the arrays, a result holds what the pipeline's other components set on its Doc, where the
+Doc has it (``doc_annotations``): ``tags``, ``pos``, ``morphs``, ``lemmas`` (a string a token),
+``heads`` (a token's head, its index in the text) and ``deps``, ``ents`` (``[start, end, label]``,
+token offsets, the end exclusive), ``sents`` (``[start, end]``) and ``cats`` (a text classifier's
+scores).
 """
 import base64
 import gzip
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence
+from typing import Any, AsyncIterator, Collection, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -34,6 +41,9 @@ BODY_FACTOR = {"msgpack": 1.0, "base64": 4 / 3, "numbers": 4.0}
 JSON_BYTES_PER_CHAR = 12
 GZIP_LEVEL = 5
 GZIP_MIN_BYTES = 1024  # below this, gzip's header costs about what it saves
+# what a pipeline's components may set on a Doc (``Doc.has_annotation``), each answered beside the
+# arrays where the Doc has it; CATS: a text classifier's ``doc.cats``
+ANNOTATIONS = ("TAG", "POS", "MORPH", "LEMMA", "DEP", "ENT_IOB", "SENT_START", "CATS")
 _LONE_SURROGATES = re.compile("[\ud800-\udfff]")
 # a body refused unread: the connection closes after the 413, else the server would go on reading
 # (and dropping) the rest of it, and the client would wait on a connection that answers nothing more
@@ -166,6 +176,59 @@ def doc_arrays(doc: Any, layers: bool) -> Dict[str, Any]:
     if layers:
         arrays["layers"] = np.asarray(elmo.layers, dtype=np.float32)
     return arrays
+
+
+def annotations_of(doc: Any) -> List[str]:
+    """The ``ANNOTATIONS`` a Doc has (a pipeline's components set them)."""
+    return [kind for kind in ANNOTATIONS if (bool(doc.cats) if kind == "CATS" else doc.has_annotation(kind))]
+
+
+def doc_annotations(doc: Any, kinds: Collection[str]) -> Dict[str, Any]:
+    """Those of ``kinds`` (``ANNOTATIONS``) the Doc has, as an answer holds them: a list a token
+    (``tags``, ``pos``, ``morphs``, ``lemmas``; ``heads``, the index of each token's head, and
+    ``deps``), ``ents`` and ``sents`` as token offsets (``[start, end, label]``, ``[start, end]``,
+    the end exclusive) and ``cats`` as the Doc's scores."""
+    found: Dict[str, Any] = {}
+    for kind in kinds:
+        if kind == "CATS":
+            if doc.cats:
+                found["cats"] = {str(label): float(score) for label, score in doc.cats.items()}
+        elif not doc.has_annotation(kind):
+            continue
+        elif kind == "TAG":
+            found["tags"] = [token.tag_ for token in doc]
+        elif kind == "POS":
+            found["pos"] = [token.pos_ for token in doc]
+        elif kind == "MORPH":
+            found["morphs"] = [str(token.morph) for token in doc]
+        elif kind == "LEMMA":
+            found["lemmas"] = [token.lemma_ for token in doc]
+        elif kind == "DEP":
+            found["heads"] = [token.head.i for token in doc]
+            found["deps"] = [token.dep_ for token in doc]
+        elif kind == "ENT_IOB":
+            found["ents"] = [[ent.start, ent.end, ent.label_] for ent in doc.ents]
+        elif kind == "SENT_START":
+            found["sents"] = [[sent.start, sent.end] for sent in doc.sents]
+    return found
+
+
+def answer_tokens(width: int, n_layers: int, max_bytes: int) -> Dict[str, Dict[str, int]]:
+    """The most tokens an answer holds within ``max_bytes`` by ``check_response_size``'s estimate,
+    per body (``base64``, ``numbers``: JSON; ``msgpack``), of the mixed vector alone (``mixed``) and
+    with the layers (``layers``): ``width`` floats a token, and ``n_layers`` (L+1) x ``width`` more
+    with the layers."""
+    tokens: Dict[str, Dict[str, int]] = {}
+    for body in ("base64", "numbers", "msgpack"):
+        tokens[body] = {}
+        for arrays, floats in (("mixed", width), ("layers", (1 + n_layers) * width)):
+            fits = int(max_bytes // (4 * floats * BODY_FACTOR[body]))
+            while int(4 * floats * (fits + 1) * BODY_FACTOR[body]) <= max_bytes:
+                fits += 1
+            while fits and int(4 * floats * fits * BODY_FACTOR[body]) > max_bytes:
+                fits -= 1
+            tokens[body][arrays] = fits
+    return tokens
 
 
 def check_response_size(value_bytes: int, *, fmt: str, encoding: str, layers: bool, max_bytes: int) -> None:

@@ -1,14 +1,17 @@
 """The served pipeline's counters, as ``GET /metrics`` gives them (Prometheus' text format, or JSON
 with ``Accept: application/json``): requests by status, texts and tokens, batches and their sizes,
 the queue, requests refused for overload, work dropped for clients that left, batches retried one
-request at a time, and latency quantiles over the most recent requests."""
+request at a time, latency quantiles over the most recent requests, and per lane (``serve_queue``)
+its queue, batches and texts."""
 from collections import Counter, deque
-from typing import Any, Deque, Dict, List
+from typing import Any, Deque, Dict, List, Optional
 
 import numpy as np
 
 LATENCY_WINDOW = 2048  # the quantiles are over this many most recent requests
 QUANTILES = (0.5, 0.95, 0.99)
+RECENT_BATCHES = 64  # Retry-After's pace is over this many most recent batches of a lane
+ONE_LANE = "all"  # the lane of a server whose requests all wait in one queue
 
 
 class Metrics:
@@ -16,7 +19,9 @@ class Metrics:
 
     def __init__(self, max_queue: int = 0) -> None:
         self.max_queue = max_queue
-        self.queue_depth = 0
+        self.lane_depth: Dict[str, int] = {}  # lane -> texts waiting in its queue
+        self.lane_batches: Counter = Counter()  # lane -> batches it ran
+        self.lane_texts: Counter = Counter()  # lane -> texts its batches ran
         self.requests: Counter = Counter()  # status -> count
         self.texts = 0
         self.tokens = 0
@@ -25,8 +30,21 @@ class Metrics:
         self.dropped_disconnected = 0
         self.batches_retried = 0
         self._latencies: Deque[float] = deque(maxlen=LATENCY_WINDOW)
-        self._batch_seconds: Deque[float] = deque(maxlen=64)
-        self._batch_texts: Deque[int] = deque(maxlen=64)
+        self._recent: Dict[str, Deque] = {}  # lane -> (texts, seconds) of its recent batches
+
+    def add_lane(self, lane: str) -> None:
+        """Count ``lane`` from now on (shown with zeros before its first batch)."""
+        self.lane_depth.setdefault(lane, 0)
+        self._recent.setdefault(lane, deque(maxlen=RECENT_BATCHES))
+
+    def lane_queued(self, lane: str, waiting: int) -> None:
+        """``lane``'s queue now holds ``waiting`` texts."""
+        self.lane_depth[lane] = waiting
+
+    @property
+    def queue_depth(self) -> int:
+        """Texts waiting, every lane's together."""
+        return sum(self.lane_depth.values())
 
     @property
     def batches(self) -> int:
@@ -36,10 +54,12 @@ class Metrics:
     def batched_texts(self) -> int:
         return sum(size * count for size, count in self.batch_sizes.items())
 
-    def batch_done(self, texts: int, seconds: float) -> None:
+    def batch_done(self, texts: int, seconds: float, lane: str = ONE_LANE) -> None:
+        self.add_lane(lane)
         self.batch_sizes[texts] += 1
-        self._batch_seconds.append(seconds)
-        self._batch_texts.append(texts)
+        self.lane_batches[lane] += 1
+        self.lane_texts[lane] += texts
+        self._recent[lane].append((texts, seconds))
 
     def request_done(self, status: int, seconds: float, texts: int, tokens: int) -> None:
         self.requests[status] += 1
@@ -48,10 +68,12 @@ class Metrics:
             self.texts += texts
             self.tokens += tokens
 
-    def seconds_per_text(self) -> float:
-        """The mean seconds a text took over the recent batches (0 before the first)."""
-        texts = sum(self._batch_texts)
-        return sum(self._batch_seconds) / texts if texts else 0.0
+    def seconds_per_text(self, lane: Optional[str] = None) -> float:
+        """The mean seconds a text took over the recent batches of ``lane`` (None: of every lane; 0
+        before the first)."""
+        recent = [batch for name, batches in self._recent.items() if lane in (None, name) for batch in batches]
+        texts = sum(n for n, _ in recent)
+        return sum(s for _, s in recent) / texts if texts else 0.0
 
     def latency_quantiles(self) -> Dict[str, float]:
         """p50, p95, p99 of the recent requests' latency in seconds (0 before the first)."""
@@ -77,6 +99,8 @@ class Metrics:
             "dropped_disconnected": self.dropped_disconnected,
             "batches_retried": self.batches_retried,
             "latency_seconds": self.latency_quantiles(),
+            "lanes": {lane: {"queue_depth": depth, "batches": self.lane_batches[lane], "texts": self.lane_texts[lane]}
+                      for lane, depth in self.lane_depth.items()},
         }
 
     def prometheus(self) -> str:
@@ -100,6 +124,12 @@ class Metrics:
                [f"elmo_dropped_disconnected_total {self.dropped_disconnected}"])
         metric("batches_retried_total", "counter", "Batches that raised and were run again one request at a time.",
                [f"elmo_batches_retried_total {self.batches_retried}"])
+        metric("lane_queue_depth", "gauge", "Texts waiting in a lane's queue.",
+               [f'elmo_lane_queue_depth{{lane="{lane}"}} {depth}' for lane, depth in self.lane_depth.items()])
+        metric("lane_batches_total", "counter", "Batches a lane ran.",
+               [f'elmo_lane_batches_total{{lane="{lane}"}} {self.lane_batches[lane]}' for lane in self.lane_depth])
+        metric("lane_texts_total", "counter", "Texts a lane's batches ran.",
+               [f'elmo_lane_texts_total{{lane="{lane}"}} {self.lane_texts[lane]}' for lane in self.lane_depth])
         quantiles = self.latency_quantiles()
         metric("request_latency_seconds", "summary", f"Latency of the last {LATENCY_WINDOW} requests at most.",
                [f'elmo_request_latency_seconds{{quantile="{q}"}} {v}' for q, v in zip(QUANTILES, quantiles.values())] + [f"elmo_request_latency_seconds_count {sum(self.requests.values())}"])

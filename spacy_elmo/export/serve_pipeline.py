@@ -1,20 +1,63 @@
 """The pipeline ``serve`` runs: a spaCy pipeline folder as it is, or a blank one with the ``elmo``
 component holding any biLM ``load_bilm`` takes; for both, the size of the component's cache of layers
-per segment (``frozen_cache_mb``).
+per segment (``frozen_cache_mb``). And what the server learns from it before it serves
+(``warm_up``): the width of its vectors, the annotations its components set, and whether two
+threads may run it at once (``frozen_cache_on``).
 
 The component comes through spaCy's registry (``nlp.add_pipe("elmo")``), so this module imports no
 part of the component itself.
 """
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
+
+import numpy as np
 
 from ..io.conversion import check_language, pipeline_language
 from ..io.loading import PIPELINE_FACTORY, locate_bilm
+from .serve_body import annotations_of
 
 PathLike = Union[str, Path]
 # A server sees few texts twice (a cache of layers per segment pays for training's epochs, not for
 # traffic) and it grew RSS by hundreds of MB over 1,000 requests: off unless asked for.
 SERVER_FROZEN_CACHE_MB = 0.0
+# the attribute of the component's model layer that holds its frozen layer cache
+# (``layers.bilm_model.CACHE_ATTR``)
+FROZEN_CACHE_ATTR = "frozen_cache"
+# run before serving: two sentences (a parser or sentence splitter shows itself), alone and then
+# batched with a short one (the biLM's layout for one sentence and for a batch is made now, in one
+# thread, not by two lanes at once on their first requests)
+WARM_UP_TEXTS = ("The boats came back to the bank of the river at noon. We sat there all morning.", "A bank.")
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the server learnt from its warm-up texts: the vectors' width, the layers' count (L+1)
+    and the ``serve_body.ANNOTATIONS`` the pipeline's components set."""
+
+    width: int
+    n_layers: int
+    annotations: List[str]
+
+
+def warm_up(nlp: Any) -> Served:
+    """Run ``WARM_UP_TEXTS`` through ``nlp`` and say what its Docs hold."""
+    doc = nlp(WARM_UP_TEXTS[0])
+    list(nlp.pipe(WARM_UP_TEXTS, batch_size=len(WARM_UP_TEXTS)))
+    n_layers, _, width = np.shape(doc._.elmo.layers)
+    return Served(width=int(width), n_layers=int(n_layers), annotations=annotations_of(doc))
+
+
+def frozen_cache_on(nlp: Any) -> List[str]:
+    """The components whose model keeps a frozen layer cache that is on (a bound of 0 is off). The
+    cache counts and stores segments without a lock: two threads must not run such a pipeline at once."""
+    names = []
+    for name, component in nlp.pipeline:
+        model = getattr(component, "model", None)
+        walk = getattr(model, "walk", None)
+        if walk is not None and any(getattr(node.attrs.get(FROZEN_CACHE_ATTR), "enabled", False) for node in walk()):
+            names.append(name)
+    return names
 
 
 def serving_pipeline(

@@ -1,12 +1,15 @@
 """A served pipeline for tests: the trained test pair in blank English, with a gate that holds the
 worker on a text starting "HOLD" until the test opens it (so a test fills the queue, or makes a
-batch, without depending on time), and a component that raises on "EXPLODE"."""
+batch, without depending on time), and a component that raises on "EXPLODE"; and the pair with a
+tagger, a parser, an entity recognizer and a text classifier trained for a few steps."""
+import functools
 import json
 import socket
 import threading
 from typing import List, Tuple
 
 from spacy.language import Language
+from spacy.training import Example
 
 from spacy_elmo.export.serve_pipeline import serving_pipeline
 
@@ -60,3 +63,51 @@ def raw_request(url: str, head: str, body: bytes = b"", *, read: bool = True) ->
     while len(rest) < length:
         rest += sock.recv(65536)
     return int(header.split()[1]), json.loads(rest[:length]), sock
+
+
+# a few sentences with tags, a parse, entities and a class each, for the trained components
+TRAINING = [
+    ("Anna sat by the river .", ["NNP", "VBD", "IN", "DT", "NN", "."], [1, 1, 1, 4, 2, 1],
+     ["nsubj", "ROOT", "prep", "det", "pobj", "punct"], [(0, 4, "PERSON")], "CALM"),
+    ("The bank in Paris closed .", ["DT", "NN", "IN", "NNP", "VBD", "."], [1, 4, 1, 2, 4, 4],
+     ["det", "nsubj", "prep", "pobj", "ROOT", "punct"], [(12, 17, "GPE")], "BUSY"),
+    ("We deposited cash at the bank .", ["PRP", "VBD", "NN", "IN", "DT", "NN", "."], [1, 1, 1, 1, 5, 3, 1],
+     ["nsubj", "ROOT", "dobj", "prep", "det", "pobj", "punct"], [], "BUSY"),
+    ("Boats came back to Paris .", ["NNS", "VBD", "RB", "IN", "NNP", "."], [1, 1, 1, 1, 3, 1],
+     ["nsubj", "ROOT", "advmod", "prep", "pobj", "punct"], [(19, 24, "GPE")], "CALM"),
+]
+TRAINED_COMPONENTS = ("tagger", "parser", "ner", "textcat")
+STEPS = 20  # the entity recognizer finds the entities it was shown by then
+
+
+@functools.lru_cache(maxsize=1)
+def trained_pipeline():
+    """The served test pair with ``TRAINED_COMPONENTS`` (each with its own tok2vec) trained for a
+    few steps on ``TRAINING``: enough that they set their annotations, not that they are right."""
+    nlp = test_pipeline()
+    for name in TRAINED_COMPONENTS:
+        # the parser learns every label, however rare (by default those seen under 30 times are one)
+        nlp.add_pipe(name, config={"min_action_freq": 1} if name == "parser" else {})
+    examples = []
+    for text, tags, heads, deps, ents, label in TRAINING:
+        words = text.split()
+        examples.append(Example.from_dict(nlp.make_doc(text), {
+            "words": words, "tags": tags, "heads": heads, "deps": deps, "entities": [list(e) for e in ents],
+            "cats": {"CALM": float(label == "CALM"), "BUSY": float(label == "BUSY")}}))
+    for name in TRAINED_COMPONENTS:
+        nlp.get_pipe(name).initialize(lambda: examples, nlp=nlp)
+    optimizer = nlp.create_optimizer()
+    for _ in range(STEPS):
+        nlp.update(examples, sgd=optimizer, exclude=["elmo"])
+    return nlp
+
+
+MEETING = threading.Barrier(2)
+
+
+@Language.component("serve_test_meet")
+def serve_test_meet(doc):
+    """Two threads' pipelines meet on a text starting "MEET": both are inside ``nlp.pipe`` at once."""
+    if doc.text.startswith("MEET"):
+        MEETING.wait(timeout=120)
+    return doc

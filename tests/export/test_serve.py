@@ -54,11 +54,16 @@ def test_serving_a_pipeline_folder_that_does_not_exist_is_a_one_line_error(tmp_p
 
 
 def _served_sentence():
-    """The trained test pair served, a 24-token sentence, and its offline mixed vector and layers."""
+    """The trained test pair served, a 24-token sentence, and its offline mixed vector and layers: from
+    a pipeline warmed up as the server's is (its char-CNN cache then holds the same values, bit for bit)."""
+    from spacy_elmo.export.serve_pipeline import warm_up
+
     from .serving import test_pipeline
 
     words = "The bank by the river , where we sat all morning long , was quiet until the boats came slowly back at noon ."
-    doc = test_pipeline()(words)
+    offline = test_pipeline()
+    warm_up(offline)
+    doc = offline(words)
     assert len(doc) == 24
     return test_pipeline(), words, doc._.elmo
 
@@ -118,7 +123,11 @@ def test_metrics_count_requests_errors_batches_and_latency():
     assert snapshot["queue_limit"] == 7 and snapshot["queue_depth"] == 0
     assert 0 < snapshot["latency_seconds"]["p50"] <= snapshot["latency_seconds"]["p99"]
     assert 'elmo_requests_total{status="422"} 1' in text_format and "elmo_queue_limit 7" in text_format
-    assert health == {"status": "ok", "batches": 1, "texts": 2, "torch_threads": 1}
+    assert {k: health[k] for k in ("status", "batches", "texts", "torch_threads")} == {
+        "status": "ok", "batches": 1, "texts": 2, "torch_threads": 1}
+    assert snapshot["lanes"] == {"short": {"queue_depth": 0, "batches": 1, "texts": 2},
+                                 "long": {"queue_depth": 0, "batches": 0, "texts": 0}}
+    assert 'elmo_lane_batches_total{lane="short"} 1' in text_format and 'elmo_lane_queue_depth{lane="long"} 0' in text_format
 
 
 def test_each_request_is_logged_with_its_id_status_tokens_and_latency(caplog):
