@@ -42,12 +42,13 @@ def dump_cli(
         raise typer.BadParameter(str(err)) from err
     report(stats)
     line = EmbedProgress(sum(map(len, sentences)), f"{len(sentences):,} sentences", sys.stderr)
+    complete = [0]
     try:
-        written = dump_layers(bilm, sentences, output, batch_size=batch_size,
-                              progress=lambda done, tokens: line.reached(tokens), note=lambda text: typer.echo(text, err=True))
+        written = dump_layers(bilm, sentences, output, batch_size=batch_size, note=lambda text: typer.echo(text, err=True),
+                              progress=lambda done, tokens: (complete.__setitem__(0, done), line.reached(tokens)))
     except KeyboardInterrupt:
-        typer.echo(f"\ninterrupted: {partial_path(output)} keeps the sentences complete so far, and {output} is "
-                   "as it was; run the same command again to continue", err=True)
+        typer.echo(f"\ninterrupted: {partial_path(output)} keeps the {complete[0]:,} sentences complete so far, and "
+                   f"{output} is as it was; run the same command again to continue", err=True)
         raise typer.Exit(130)
     line.close()
     typer.echo(f"Wrote {written} sentences to {output}")

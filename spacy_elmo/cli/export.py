@@ -59,8 +59,8 @@ def serve_cli(
                                   "request"),
     wait_ms: float = typer.Option(5.0, "--wait-ms", min=0.0, help="how long a batch waits for more requests"),
     max_queue: int = typer.Option(256, "--max-queue", min=1, help="most texts waiting; beyond, 503 with Retry-After"),
-    max_response_mb: float = typer.Option(8.0, "--max-response-mb", min=0.001, help="largest response body (413 "
-                                          "beyond)"),
+    max_response_mb: float = typer.Option(8.0, "--max-response-mb", min=0.001, help="largest share of a response "
+                                          "body its vectors may take, as encoded (413 beyond); tokens and annotations come on top"),
     frozen_cache_mb: float = typer.Option(0.0, "--frozen-cache-mb", min=0.0, help="megabytes of layers the component "
                                           "keeps per segment (0: none, the server's default)"),
     long_chars: int = typer.Option(1000, "--long-chars", min=0, help="a request whose texts hold more characters "

@@ -32,6 +32,7 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from .serve_body import (
+    ANSWER_KEYS,
     JSON,
     MSGPACK,
     EmbedRequest,
@@ -223,7 +224,7 @@ def _log_limits(limits: Dict[str, Any], chosen: bool, not_thread_safe: List[str]
              tokens["msgpack"]["mixed"], tokens["msgpack"]["layers"], limits["max_chars"],
              "as given" if chosen else (f"the default: what the mixed vector's answer holds at {CHARS_PER_TOKEN} "
                                          f"characters a token, at most {MAX_CHARS}"),
-             lanes, ", ".join(served.annotations) or "none")
+             lanes, ", ".join(ANSWER_KEYS[kind] for kind in served.annotations) or "none")
 
 
 def _encoder(parsed: EmbedRequest, fmt: str, gzip_ok: bool, max_bytes: int, served: Served):

@@ -44,6 +44,9 @@ GZIP_MIN_BYTES = 1024  # below this, gzip's header costs about what it saves
 # what a pipeline's components may set on a Doc (``Doc.has_annotation``), each answered beside the
 # arrays where the Doc has it; CATS: a text classifier's ``doc.cats``
 ANNOTATIONS = ("TAG", "POS", "MORPH", "LEMMA", "DEP", "ENT_IOB", "SENT_START", "CATS")
+# the keys an answer holds each annotation under
+ANSWER_KEYS = {"TAG": "tags", "POS": "pos", "MORPH": "morphs", "LEMMA": "lemmas", "DEP": "heads, deps",
+               "ENT_IOB": "ents", "SENT_START": "sents", "CATS": "cats"}
 _LONE_SURROGATES = re.compile("[\ud800-\udfff]")
 # a body refused unread: the connection closes after the 413, else the server would go on reading
 # (and dropping) the rest of it, and the client would wait on a connection that answers nothing more

@@ -68,7 +68,7 @@ from .setup import (
     setup_process, train_corpus, warn_if_bf16_is_emulated, warn_if_bf16_is_slower,
 )
 from .vocab import VOCAB_NAME, Vocab
-from .vocab_growth import PassedOver, domain_words, grow_vocabulary
+from .vocab_growth import PassedOver, domain_words, grow_vocabulary, shown
 
 # a given head of more words than this trains with the sampled softmax: its full softmax's
 # gradient would hold (tokens x words) floats
@@ -444,7 +444,7 @@ def _grown(bilm, vocab: Vocab, softmax_weights, corpus: Corpus, config: LMConfig
     log(f"vocabulary: {len(growth.words)} domain words added (seen {settings.add_min_count}+ times; "
         f"[finetune] add_words = {settings.add_words}), {growth.old_size} -> {len(vocab)}; their softmax rows "
         f"fitted from the token encoder (R^2 {growth.fit_r2:.2f} on the known words)"
-        + (f"; the most frequent: {', '.join(growth.words[:8])}" if growth.words else ""))
+        + (f"; the most frequent: {', '.join(map(shown, growth.words[:8]))}" if growth.words else ""))
     if info.is_main:
         vocab.to_disk(output)
     barrier(info)

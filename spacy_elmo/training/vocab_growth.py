@@ -52,7 +52,8 @@ UNFIT_REASONS = {
     "surrogate": "lone surrogates",
 }
 REPLACEMENT = "\ufffd"
-# zero-width non-joiner and joiner: text inside a word (Persian, Indic scripts, emoji sequences)
+# zero-width non-joiner and joiner: text inside a word of a script that joins (Persian, Indic scripts,
+# emoji sequences); between two Latin letters or ASCII characters, damage
 JOINERS = "\u200c\u200d"
 # tag characters: text after the black flag of an emoji subdivision flag sequence
 TAGS = range(0xE0020, 0xE0080)
@@ -90,12 +91,17 @@ def unfit_reason(word: str) -> Optional[str]:
             return "control"
         if category != "Cf":
             continue
-        if char in JOINERS and 0 < index < len(word) - 1:
-            continue
+        if char in JOINERS and 0 < index < len(word) - 1 and not (_latin(word[index - 1]) and _latin(word[index + 1])):
+            continue  # between letters of a script that joins (Arabic, Indic) or an emoji sequence
         if ord(char) in TAGS and FLAG in word[:index]:
             continue
         return "format"
     return None
+
+
+def _latin(char: str) -> bool:
+    """ASCII or a Latin letter: scripts in which a joiner inside a word is damage, not spelling."""
+    return char.isascii() or "LATIN" in unicodedata.name(char, "")
 
 
 def shown(word: str) -> str:

@@ -82,10 +82,12 @@ def test_an_interrupted_dump_says_where_its_work_is_and_the_same_command_continu
     monkeypatch.setattr(EmbedProgress, "reached", interrupted)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 130 and "run the same command again to continue" in result.output
+    said = int(result.output.split("keeps the ")[1].split(" sentences complete")[0].replace(",", ""))
+    assert 0 < said < 600
     assert out.read_bytes() == b"an earlier file" and (tmp_path / "out.hdf5.partial").exists()
     monkeypatch.setattr(EmbedProgress, "reached", reached)
     result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0 and "complete sentences of this input and weights; continuing" in result.output
+    assert result.exit_code == 0 and f"holds {said:,} complete sentences of this input and weights; continuing" in result.output
     assert "embedding 600 sentences: 3,600/3,600 tokens" in result.output
     with h5py.File(out, "r") as handle:
         assert len(handle) == 600 and handle["599"].shape == (3, 6, 32)

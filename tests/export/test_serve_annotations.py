@@ -30,11 +30,12 @@ def _expected(doc):
     }
 
 
-def test_a_trained_pipeline_answers_its_tags_parse_entities_sentences_and_cats_as_nlp_sets_them():
+def test_a_trained_pipeline_answers_its_tags_parse_entities_sentences_and_cats_as_nlp_sets_them(caplog):
     import srsly
 
     nlp = trained_pipeline()
-    app = make_app(nlp)
+    with caplog.at_level("INFO", logger="spacy_elmo.serve"):
+        app = make_app(nlp)
     with LocalServer(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         alone = [client.post("/embed", json={"text": t}).json() for t in TEXTS]
         packed = srsly.msgpack_loads(client.post("/embed", json={"texts": TEXTS, "layers": True},
@@ -52,6 +53,10 @@ def test_a_trained_pipeline_answers_its_tags_parse_entities_sentences_and_cats_a
         assert {k: answer[k] for k in _expected(doc)} == _expected(doc)
         assert np.abs(decode_array(answer["layers"]) - doc._.elmo.layers).max() <= 1e-5
     assert any(answer["ents"] for answer in alone)  # the entity recognizer found something to show
+    # the start line names the annotations by the keys the answers hold them under
+    [line] = [r.getMessage() for r in caplog.records if "; annotations: " in r.getMessage()]
+    named = set(line.split("; annotations: ")[1].replace(",", " ").split())
+    assert named - {"pos", "morphs", "lemmas"} == set(alone[0]) - {"tokens", "mixed"}
     assert len(alone[0]["sents"]) >= 1 and alone[0]["tags"] != []
 
 

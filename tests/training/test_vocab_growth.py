@@ -20,6 +20,8 @@ def test_damaged_words_have_a_reason_and_the_texts_own_words_none():
     assert {word: unfit_reason(word) for word in JUNK} == JUNK
     assert [unfit_reason(word) for word in KEPT] == [None] * len(KEPT)
     assert shown("\ufeffword") == "\\ufeffword" and shown("caf\u00e9") == "caf\u00e9"
+    # a joiner inside a word spells it only in a script that joins: between Latin letters it is damage
+    assert [unfit_reason(w) for w in ("zero\u200dwidth", "caf\u00e9\u200cbar", "top\u200d10")] == ["format"] * 3
 
 
 def test_domain_words_pass_over_damaged_words_and_count_them_by_reason():
