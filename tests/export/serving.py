@@ -2,10 +2,12 @@
 worker on a text starting "HOLD" until the test opens it (so a test fills the queue, or makes a
 batch, without depending on time), and a component that raises on "EXPLODE"; and the pair with a
 tagger, a parser, an entity recognizer and a text classifier trained for a few steps."""
+import asyncio
 import functools
 import json
 import socket
 import threading
+import time
 from typing import List, Tuple
 
 from spacy.language import Language
@@ -111,3 +113,11 @@ def serve_test_meet(doc):
     if doc.text.startswith("MEET"):
         MEETING.wait(timeout=120)
     return doc
+
+
+async def until(condition, limit=60.0):
+    """Wait for ``condition()`` (a state the server reaches, not a time); fail after ``limit`` s."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, "the server never reached the state the test waits for"
+        await asyncio.sleep(0.01)

@@ -4,7 +4,6 @@ at once get what ``nlp(text)`` gets alone; a pipeline whose frozen layer cache i
 threads may not share, has its lanes take turns."""
 import asyncio
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,18 +19,10 @@ from spacy_elmo.export.serve_body import decode_array  # noqa: E402
 from spacy_elmo.export.serve_pipeline import FROZEN_CACHE_ATTR, frozen_cache_on, serving_pipeline  # noqa: E402
 
 from ..conftest import TRAINED  # noqa: E402
-from .serving import GATE, MEETING, SEEN, test_pipeline, trained_pipeline  # noqa: E402
+from .serving import GATE, MEETING, SEEN, test_pipeline, trained_pipeline, until  # noqa: E402
 
 DEV = Path(__file__).parent.parent.parent / "sample" / "ewt" / "dev.conllu"
 LONG_CHARS = 60
-
-
-async def _until(condition, limit=60.0):
-    """Wait for ``condition()`` (a state the server reaches, not a time); fail after ``limit`` s."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, "the server never reached the state the test waits for"
-        await asyncio.sleep(0.01)
 
 
 def _long_text():
@@ -51,7 +42,7 @@ def _held_long_then_short(app, url, short, while_held):
     async def run():
         async with httpx.AsyncClient(base_url=url, timeout=120) as client:
             held = asyncio.ensure_future(client.post("/embed", json={"text": long_text}))
-            await _until(lambda: long_text in SEEN)  # its batch is in the pipeline, at the gate
+            await until(lambda: long_text in SEEN)  # its batch is in the pipeline, at the gate
             answer = asyncio.ensure_future(client.post("/embed", json={"text": short}))
             try:
                 seen = await while_held(answer, held)
@@ -68,7 +59,7 @@ def test_a_short_request_is_answered_while_a_long_text_is_still_being_computed()
     short = f"A short text {len(SEEN)} ."
 
     async def while_held(answer, held):
-        await _until(answer.done)  # with the long text still at the gate
+        await until(answer.done)  # with the long text still at the gate
         return held.done(), GATE.is_set()
 
     with LocalServer(app) as url:
@@ -87,7 +78,7 @@ def test_with_one_lane_the_short_request_waits_behind_the_long_text():
     short = f"A short text {len(SEEN)} ."
 
     async def while_held(answer, held):
-        await _until(lambda: app.state.batcher.waiting == 1)
+        await until(lambda: app.state.batcher.waiting == 1)
         # the one worker is at the gate: the short request stays queued, not computed
         return short in SEEN, answer.done(), list(app.state.batcher.lanes)
 
@@ -114,10 +105,10 @@ def test_the_lanes_share_one_bounded_queue():
     async def run(url):
         async with httpx.AsyncClient(base_url=url, timeout=120) as client:
             held = [asyncio.ensure_future(client.post("/embed", json={"text": t})) for t in (hold_short, long_text)]
-            await _until(lambda: hold_short in SEEN and long_text in SEEN)  # both workers at the gate
+            await until(lambda: hold_short in SEEN and long_text in SEEN)  # both workers at the gate
             queued = [asyncio.ensure_future(client.post("/embed", json={"text": "Queued short ."})),
                       asyncio.ensure_future(client.post("/embed", json={"text": "Queued long " + "x" * LONG_CHARS}))]
-            await _until(lambda: app.state.batcher.waiting == 2)
+            await until(lambda: app.state.batcher.waiting == 2)
             refused = await client.post("/embed", json={"text": "One too many ."})
             GATE.set()
             return refused, list(await asyncio.gather(*held, *queued))
@@ -181,7 +172,7 @@ def test_a_pipeline_whose_frozen_cache_is_on_has_its_lanes_take_turns():
 
     async def while_held(answer, held):
         short_lane = app.state.batcher.lanes["short"]
-        await _until(lambda: short_lane.waiting_for_turn == 1)  # taken, and waiting for the long lane's batch
+        await until(lambda: short_lane.waiting_for_turn == 1)  # taken, and waiting for the long lane's batch
         return short in SEEN, answer.done()
 
     with LocalServer(app) as url:

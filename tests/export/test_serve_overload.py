@@ -2,7 +2,6 @@
 the model, /ready says so, work for a client that left is never computed, and a body over the limit
 is refused from its Content-Length before it is read."""
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,7 @@ httpx = pytest.importorskip("httpx")
 
 from spacy_elmo.export.serve import LocalServer, make_app  # noqa: E402
 
-from .serving import GATE, SEEN, raw_request, test_pipeline  # noqa: E402
-
-
-async def _until(condition, limit=60.0):
-    """Wait for ``condition()`` (a state the server reaches, not a time); fail after ``limit`` s."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, "the server never reached the state the test waits for"
-        await asyncio.sleep(0.01)
+from .serving import GATE, SEEN, raw_request, test_pipeline, until  # noqa: E402
 
 
 def test_a_full_queue_answers_503_with_retry_after_while_the_model_is_busy_and_ready_says_so():
@@ -32,9 +23,9 @@ def test_a_full_queue_answers_503_with_retry_after_while_the_model_is_busy_and_r
     async def run(url):
         async with httpx.AsyncClient(base_url=url, timeout=120) as client:
             held = asyncio.ensure_future(client.post("/embed", json={"text": hold}))
-            await _until(lambda: hold in SEEN)
+            await until(lambda: hold in SEEN)
             queued = [asyncio.ensure_future(client.post("/embed", json={"text": f"Queued text {i} ."})) for i in range(2)]
-            await _until(lambda: app.state.batcher.waiting == 2)
+            await until(lambda: app.state.batcher.waiting == 2)
             refused = await client.post("/embed", json={"text": "One too many ."})
             not_ready = await client.get("/ready")
             still_busy = hold == SEEN[-1]  # the model was still on the held text when the 503 came
@@ -64,18 +55,18 @@ def test_work_for_a_client_that_left_is_dropped_before_it_is_computed():
     async def run(url):
         async with httpx.AsyncClient(base_url=url, timeout=120) as client:
             held = asyncio.ensure_future(client.post("/embed", json={"text": hold}))
-            await _until(lambda: hold in SEEN)
+            await until(lambda: hold in SEEN)
             body = ('{"text": "%s"}' % gone).encode()
             _, _, sock = raw_request(url, f"POST /embed HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
                                           f"Content-Length: {len(body)}", body, read=False)
-            await _until(lambda: app.state.batcher.waiting == 1)
+            await until(lambda: app.state.batcher.waiting == 1)
             sock.close()
             stays = asyncio.ensure_future(client.post("/embed", json={"text": "A client that stays ."}))
-            await _until(lambda: app.state.batcher.waiting == 2)
+            await until(lambda: app.state.batcher.waiting == 2)
             GATE.set()
             await held
             answer = await stays
-            await _until(lambda: app.state.metrics.dropped_disconnected == 1)
+            await until(lambda: app.state.metrics.dropped_disconnected == 1)
             return answer
 
     with LocalServer(app) as url:
@@ -92,7 +83,7 @@ def test_a_client_that_leaves_while_its_body_streams_is_counted_499_not_a_failur
                                       "Content-Length: 1000", b'{"text": "The rest never comes', read=False)
         with caplog.at_level("INFO", logger="spacy_elmo.serve"):
             sock.close()
-            asyncio.run(_until(lambda: app.state.metrics.requests[499] == 1))
+            asyncio.run(until(lambda: app.state.metrics.requests[499] == 1))
         after = httpx.post(f"{url}/embed", json={"text": "Still serving ."}, timeout=60)
     assert 500 not in app.state.metrics.requests and after.status_code == 200
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
