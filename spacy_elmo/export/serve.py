@@ -51,7 +51,7 @@ from .serve_body import (
     response_format,
 )
 from .serve_metrics import Metrics
-from .serve_pipeline import Served, frozen_cache_on, warm_up
+from .serve_pipeline import Served, warm_up
 from .serve_queue import LONG_CHARS, MAX_BATCH, MAX_QUEUE, WAIT_MS, Answer, Lanes
 
 # the longest text by default: what an answer of the mixed vector holds in the default body (JSON,
@@ -79,7 +79,7 @@ def default_max_chars(tokens: Dict[str, Dict[str, int]]) -> int:
 
 def make_app(nlp: Any, *, max_chars: Optional[int] = None, max_batch: int = MAX_BATCH, wait_ms: float = WAIT_MS,
              max_queue: int = MAX_QUEUE, max_response_mb: float = MAX_RESPONSE_MB, long_chars: int = LONG_CHARS,
-             torch_threads: Optional[int] = None):
+             torch_threads: Optional[int] = None, side_by_side: bool = True):
     """The FastAPI app serving ``nlp``, warmed up (``serve_pipeline.warm_up``); its ``state.batcher``
     is the ``Lanes``, ``state.metrics`` the ``Metrics``, ``state.limits`` what ``/health`` says of
     the limits.
@@ -92,6 +92,9 @@ def make_app(nlp: Any, *, max_chars: Optional[int] = None, max_batch: int = MAX_
     long_chars (int): a request whose texts hold more characters together waits in the long lane,
         the others in the short lane; 0: one lane for all.
     torch_threads (Optional[int]): what ``/health`` reports as torch's threads (default: torch's now).
+    side_by_side (bool): whether the two lanes may run ``nlp`` at the same time; False for a
+        pipeline holding a component of your own that is not safe from two threads (the package's
+        are), and the lanes take turns, one batch at a time.
     """
     from contextlib import asynccontextmanager
 
@@ -110,13 +113,12 @@ def make_app(nlp: Any, *, max_chars: Optional[int] = None, max_batch: int = MAX_
     chosen = max_chars is not None
     max_chars = max_chars if max_chars is not None else default_max_chars(tokens)
     metrics = Metrics(max_queue)
-    not_thread_safe = frozen_cache_on(nlp)
     batcher = Lanes(nlp, long_chars=long_chars, max_batch=max_batch, wait_ms=wait_ms, max_queue=max_queue,
-                    metrics=metrics, side_by_side=not not_thread_safe)
+                    metrics=metrics, side_by_side=side_by_side)
     limit = body_limit(max_chars, max_batch)
     limits = {"width": served.width, "max_chars": max_chars, "max_response_bytes": max_bytes, "answer_tokens": tokens,
               "long_chars": long_chars, "lanes_side_by_side": batcher.side_by_side}
-    _log_limits(limits, chosen, not_thread_safe, served)
+    _log_limits(limits, chosen, served)
     if torch_threads is None:
         import torch
 
@@ -209,15 +211,14 @@ def _request_id(request: Any) -> str:
     return given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
 
 
-def _log_limits(limits: Dict[str, Any], chosen: bool, not_thread_safe: List[str], served: Served) -> None:
+def _log_limits(limits: Dict[str, Any], chosen: bool, served: Served) -> None:
     tokens = limits["answer_tokens"]
     if not limits["long_chars"]:
         lanes = "one lane"
     elif limits["lanes_side_by_side"]:
         lanes = f"a short and a long lane side by side (long: over {limits['long_chars']} characters a request)"
     else:
-        lanes = (f"a short and a long lane taking turns: the frozen layer cache of {', '.join(not_thread_safe)} "
-                 "is on, which two threads may not share (--frozen-cache-mb 0 turns it off)")
+        lanes = "a short and a long lane taking turns, as asked (make_app's side_by_side=False)"
     LOG.info("width %d: an answer within %d bytes holds %d tokens of the mixed vector, %d with the layers (JSON, "
              "base64; msgpack: %d and %d); texts of at most %d characters (%s); %s; annotations: %s",
              limits["width"], limits["max_response_bytes"], tokens["base64"]["mixed"], tokens["base64"]["layers"],

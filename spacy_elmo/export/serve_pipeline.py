@@ -1,8 +1,7 @@
 """The pipeline ``serve`` runs: a spaCy pipeline folder as it is, or a blank one with the ``elmo``
 component holding any biLM ``load_bilm`` takes; for both, the size of the component's cache of layers
 per segment (``frozen_cache_mb``). And what the server learns from it before it serves
-(``warm_up``): the width of its vectors, the annotations its components set, and whether two
-threads may run it at once (``frozen_cache_on``).
+(``warm_up``): the width of its vectors and the annotations its components set.
 
 The component comes through spaCy's registry (``nlp.add_pipe("elmo")``), so this module imports no
 part of the component itself.
@@ -21,9 +20,6 @@ PathLike = Union[str, Path]
 # A server sees few texts twice (a cache of layers per segment pays for training's epochs, not for
 # traffic) and it grew RSS by hundreds of MB over 1,000 requests: off unless asked for.
 SERVER_FROZEN_CACHE_MB = 0.0
-# the attribute of the component's model layer that holds its frozen layer cache
-# (``layers.bilm_model.CACHE_ATTR``)
-FROZEN_CACHE_ATTR = "frozen_cache"
 # run before serving: two sentences (a parser or sentence splitter shows itself), alone and then
 # batched with a short one (the biLM's layout for one sentence and for a batch is made now, in one
 # thread, not by two lanes at once on their first requests)
@@ -46,18 +42,6 @@ def warm_up(nlp: Any) -> Served:
     list(nlp.pipe(WARM_UP_TEXTS, batch_size=len(WARM_UP_TEXTS)))
     n_layers, _, width = np.shape(doc._.elmo.layers)
     return Served(width=int(width), n_layers=int(n_layers), annotations=annotations_of(doc))
-
-
-def frozen_cache_on(nlp: Any) -> List[str]:
-    """The components whose model keeps a frozen layer cache that is on (a bound of 0 is off). The
-    cache counts and stores segments without a lock: two threads must not run such a pipeline at once."""
-    names = []
-    for name, component in nlp.pipeline:
-        model = getattr(component, "model", None)
-        walk = getattr(model, "walk", None)
-        if walk is not None and any(getattr(node.attrs.get(FROZEN_CACHE_ATTR), "enabled", False) for node in walk()):
-            names.append(name)
-    return names
 
 
 def serving_pipeline(

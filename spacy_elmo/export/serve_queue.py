@@ -10,8 +10,8 @@ clients have disconnected, and runs the rest through ``nlp.pipe`` in the lane's 
 which also encodes each response. The event loop keeps accepting requests while the biLM runs, and a
 short request is computed beside a long text's batch instead of after it: each lane runs one batch at
 a time, the two lanes the same ``nlp`` at the same time (the package's inference keeps per-thread
-buffers and locks its shared caches; a pipeline whose frozen layer cache is on, which is not safe
-from two threads, has its lanes take turns). A request that would take the queue past its bound is
+buffers and locks its shared caches; lanes asked to take turns, for a pipeline holding a component
+that is not safe from two threads, run one batch at a time). A request that would take the queue past its bound is
 refused at once (``Overloaded``).
 """
 import asyncio

@@ -22,6 +22,7 @@ displaces one that does not.
 import hashlib
 import heapq
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any, Dict, Hashable, List, Optional, Tuple
@@ -81,6 +82,9 @@ class FrozenCache:
     flat instead of filling a quarter of the machine with segments it will not see again. An
     explicit bound stores at prediction too (a text repeated at prediction).
 
+    Two threads may run the same model at once (a server's lanes): every method that reads or
+    changes the entries or the counts holds the cache's lock.
+
     bound (Optional[int]): the bound in bytes (0: no cache); None: ``AUTO_SHARE`` of the memory
         available when the cache is first used (``check``).
     """
@@ -102,6 +106,7 @@ class FrozenCache:
         self._warned = False
         self._new_share = 1.0  # moving average of the lookups that were of a new segment
         self.trained = False  # a training pass has used the cache (the automatic bound stores from then on)
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -124,7 +129,8 @@ class FrozenCache:
 
     def note_pass(self, is_train: bool) -> None:
         """Count a forward pass: a training pass lets the automatically bounded cache store."""
-        self.trained = self.trained or is_train
+        with self._lock:
+            self.trained = self.trained or is_train
 
     @property
     def n_bytes(self) -> int:
@@ -133,59 +139,67 @@ class FrozenCache:
     def __deepcopy__(self, memo: dict) -> "FrozenCache":
         return FrozenCache(self.bound)
 
+    def __reduce__(self) -> Tuple:
+        """A pickled cache starts empty, as a copy does (its lock and entries stay behind)."""
+        return (FrozenCache, (self.bound,))
+
     def clear(self) -> None:
-        self._entries.clear()
-        self._by_rank = []
-        self._counts.clear()
-        self._lookups = 0
-        self._aged = False
-        self._new_share = 1.0
-        self._module = None
-        self._state = ()
+        with self._lock:
+            self._entries.clear()
+            self._by_rank = []
+            self._counts.clear()
+            self._lookups = 0
+            self._aged = False
+            self._new_share = 1.0
+            self._module = None
+            self._state = ()
 
     def check(self, module: torch.nn.Module, state: WeightsVersion) -> None:
         """Empty the cache unless its entries were computed by this module in this state.
 
         state (WeightsVersion): ``weights_version(module)`` now (the forward pass takes it once).
         """
-        if self.bound is None and not self._entries.max_cost:
-            self._entries.max_cost = int(AUTO_SHARE * available_memory())
-        if module is not self._module or state != self._state:
-            self.clear()
-            self._module = module
-            self._state = state
+        with self._lock:
+            if self.bound is None and not self._entries.max_cost:
+                self._entries.max_cost = int(AUTO_SHARE * available_memory())
+            if module is not self._module or state != self._state:
+                self.clear()
+                self._module = module
+                self._state = state
 
     def get(self, key: Hashable) -> Optional[Any]:
         """The stored layers of a segment (the caller must copy them), or None."""
-        seen_before = self._count(key)
-        layers = self._entries.get(key)
-        if layers is None:
-            self.misses += 1
-            if seen_before and self.refused and not self._warned and self._new_share < NEW_SHARE_TO_WARN:
-                self._warn_working_set()
-            return None
-        self.hits += 1
-        return layers
+        with self._lock:
+            seen_before = self._count(key)
+            layers = self._entries.get(key)
+            if layers is None:
+                self.misses += 1
+                if seen_before and self.refused and not self._warned and self._new_share < NEW_SHARE_TO_WARN:
+                    self._warn_working_set()
+                return None
+            self.hits += 1
+            return layers
 
     def put(self, key: Hashable, layers: Any) -> None:
         """Store a copy of a segment's layers if there is room, or in place of entries that give way
         to it (``_gives_way``), the highest ranked first."""
-        cost = layers.nbytes
-        if not self.stores or key in self._entries or cost > self.max_bytes:
-            return
-        if self._layer_shape is None and layers.shape[1]:
-            self._layer_shape = (layers.shape[0], layers.shape[2], layers.itemsize)
-        rank = segment_rank(key)
-        needed = cost - (self.max_bytes - self._entries.cost)
-        if needed > 0:
-            victims = self._victims(needed, self._lookups_of(key), rank)
-            if victims is None:
-                self.refused += 1
+        with self._lock:
+            cost = layers.nbytes
+            if not self.stores or key in self._entries or cost > self.max_bytes:
                 return
-            for victim in victims:
-                self._entries.pop(victim)
-        self._entries.put(key, layers.copy(), cost)
-        heapq.heappush(self._by_rank, (-rank, key))
+            if self._layer_shape is None and layers.shape[1]:
+                self._layer_shape = (layers.shape[0], layers.shape[2], layers.itemsize)
+            rank = segment_rank(key)
+            needed = cost - (self.max_bytes - self._entries.cost)
+            if needed > 0:
+                victims = self._victims(needed, self._lookups_of(key), rank)
+                if victims is None:
+                    self.refused += 1
+                    return
+                for victim in victims:
+                    self._entries.pop(victim)
+            self._entries.put(key, layers.copy(), cost)
+            heapq.heappush(self._by_rank, (-rank, key))
 
     def _victims(self, needed: int, lookups: int, rank: int) -> Optional[List[Hashable]]:
         """The entries, highest rank first, whose bytes make ``needed`` bytes of room for a newcomer

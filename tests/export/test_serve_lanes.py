@@ -1,7 +1,7 @@
 """A short request is not held behind a long text: requests wait in a short or a long lane by their
 size, each lane with its own worker thread, both running the same pipeline; two threads running it
-at once get what ``nlp(text)`` gets alone; a pipeline whose frozen layer cache is on, which two
-threads may not share, has its lanes take turns."""
+at once get what ``nlp(text)`` gets alone, a frozen layer cache on or off; lanes asked to take turns
+do."""
 import asyncio
 import threading
 from pathlib import Path
@@ -16,7 +16,7 @@ httpx = pytest.importorskip("httpx")
 from lab.serve.load_test import conllu_texts  # noqa: E402
 from spacy_elmo.export.serve import LocalServer, make_app  # noqa: E402
 from spacy_elmo.export.serve_body import decode_array  # noqa: E402
-from spacy_elmo.export.serve_pipeline import FROZEN_CACHE_ATTR, frozen_cache_on, serving_pipeline  # noqa: E402
+from spacy_elmo.export.serve_pipeline import serving_pipeline  # noqa: E402
 
 from ..conftest import TRAINED  # noqa: E402
 from .serving import GATE, MEETING, SEEN, test_pipeline, trained_pipeline, until  # noqa: E402
@@ -157,25 +157,32 @@ def test_two_threads_running_the_pipeline_at_once_get_what_nlp_gets_alone():
             assert [t.tag_ for t in doc] == [t.tag_ for t in alone[text]]
 
 
-def test_a_pipeline_whose_frozen_cache_is_on_has_its_lanes_take_turns():
-    from spacy_elmo.layers.bilm_model import CACHE_ATTR
-
-    assert FROZEN_CACHE_ATTR == CACHE_ATTR
-    assert frozen_cache_on(test_pipeline()) == []  # the server's default: off
+def test_a_pipeline_whose_frozen_cache_is_on_runs_its_lanes_side_by_side_and_they_take_turns_when_asked():
     nlp = serving_pipeline(options=TRAINED / "options.json", weights=TRAINED / "lm_weights.hdf5", lang="en",
                            frozen_cache_mb=1)
     nlp.add_pipe("serve_test_gate", first=True)
-    assert frozen_cache_on(nlp) == ["elmo"]
-    app = make_app(nlp, long_chars=LONG_CHARS, wait_ms=0)
-    assert not app.state.batcher.side_by_side and app.state.limits["lanes_side_by_side"] is False
+    side = make_app(nlp, long_chars=LONG_CHARS, wait_ms=0)
+    assert side.state.batcher.side_by_side and side.state.limits["lanes_side_by_side"] is True
+    short = f"A short text {len(SEEN)} ."
+
+    async def answered_while_held(answer, held):
+        await until(answer.done)  # with the long text still at the gate
+        return held.done(), GATE.is_set()
+
+    with LocalServer(side) as url:
+        held, answer, (long_done, gate_open) = _held_long_then_short(side, url, short, answered_while_held)
+    assert not long_done and not gate_open and answer.status_code == 200 and held.status_code == 200
+
+    turns = make_app(nlp, long_chars=LONG_CHARS, wait_ms=0, side_by_side=False)
+    assert not turns.state.batcher.side_by_side and turns.state.limits["lanes_side_by_side"] is False
     short = f"A short text {len(SEEN)} ."
 
     async def while_held(answer, held):
-        short_lane = app.state.batcher.lanes["short"]
+        short_lane = turns.state.batcher.lanes["short"]
         await until(lambda: short_lane.waiting_for_turn == 1)  # taken, and waiting for the long lane's batch
         return short in SEEN, answer.done()
 
-    with LocalServer(app) as url:
-        held, answer, (computed, answered) = _held_long_then_short(app, url, short, while_held)
+    with LocalServer(turns) as url:
+        held, answer, (computed, answered) = _held_long_then_short(turns, url, short, while_held)
     assert not computed and not answered
     assert answer.status_code == 200 and held.status_code == 200

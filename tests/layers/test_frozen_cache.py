@@ -331,3 +331,52 @@ def test_spacy_train_runs_a_frozen_bilm_less(tmp_path, bilm_rows):
     # 40 steps over 40 training sentences and 4 evaluations of 20 dev sentences: with the cache
     # each sentence runs about once (plus loading and scoring the saved models)
     assert rows[64] < rows[0] / 2
+
+
+def test_two_threads_at_once_keep_the_cache_whole_within_its_bound(monkeypatch):
+    """A server's two lanes run the same model: lookups, stores, evictions and the counts' halving from
+    several threads at once, switching threads as often as Python allows, leave the entries within the
+    bound, each entry's bytes counted once, and every lookup answered with its own layers."""
+    import sys
+    import threading
+
+    import numpy as np
+
+    from spacy_elmo.layers import frozen_cache
+    from spacy_elmo.layers.frozen_cache import FrozenCache
+
+    monkeypatch.setattr(frozen_cache, "MIN_SAMPLE", 50)  # the counts halved every few hundred lookups
+    cache = FrozenCache(bound=40 * 3 * 4 * 4)  # forty one-token segments of 3 layers x 4 values
+    cache.note_pass(is_train=True)
+    module = torch.nn.Linear(1, 1)
+    cache.check(module, ("state",))
+    errors = []
+    LOOKUPS = 10_000
+
+    def lane(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(LOOKUPS):
+                key = (f"w{int(rng.zipf(1.3)) % 2000}",)
+                found = cache.get(key)
+                if found is not None:
+                    assert found[0, 0, 0] == hash(key) % 1000, key
+                else:
+                    cache.put(key, np.full((3, 1, 4), hash(key) % 1000, dtype=np.float32))
+        except Exception as err:  # noqa: BLE001 - any failure in a lane fails the test
+            errors.append(err)
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=lane, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert not errors, errors[:3]
+    stored = [key for _, key in cache._by_rank if key in cache._entries]
+    assert cache.n_bytes <= cache.max_bytes and cache.n_bytes == sum(cache._entries.cost_of(k) for k in set(stored))
+    assert len(set(stored)) == len(cache) and cache.hits + cache.misses == 4 * LOOKUPS
