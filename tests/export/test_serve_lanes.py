@@ -53,9 +53,9 @@ def _held_long_then_short(app, url, short, while_held):
     return asyncio.run(run())
 
 
-def test_a_short_request_is_answered_while_a_long_text_is_still_being_computed():
-    nlp = test_pipeline(gate=True)
-    app = make_app(nlp, long_chars=LONG_CHARS, wait_ms=0)
+def _short_answered_while_long_held(app):
+    """The short request's and the long text's answers, after checking that the short one was
+    answered while the long one was still held at the gate."""
     short = f"A short text {len(SEEN)} ."
 
     async def while_held(answer, held):
@@ -66,6 +66,13 @@ def test_a_short_request_is_answered_while_a_long_text_is_still_being_computed()
         held, answer, (long_done, gate_open) = _held_long_then_short(app, url, short, while_held)
     assert not long_done and not gate_open
     assert answer.status_code == 200 and held.status_code == 200
+    return short, answer
+
+
+def test_a_short_request_is_answered_while_a_long_text_is_still_being_computed():
+    nlp = test_pipeline(gate=True)
+    app = make_app(nlp, long_chars=LONG_CHARS, wait_ms=0)
+    short, answer = _short_answered_while_long_held(app)
     offline = test_pipeline()
     assert np.abs(decode_array(answer.json()["mixed"]) - offline(short)._.elmo.mixed).max() <= 1e-5
     lanes = app.state.metrics.snapshot()["lanes"]
@@ -163,15 +170,7 @@ def test_a_pipeline_whose_frozen_cache_is_on_runs_its_lanes_side_by_side_and_the
     nlp.add_pipe("serve_test_gate", first=True)
     side = make_app(nlp, long_chars=LONG_CHARS, wait_ms=0)
     assert side.state.batcher.side_by_side and side.state.limits["lanes_side_by_side"] is True
-    short = f"A short text {len(SEEN)} ."
-
-    async def answered_while_held(answer, held):
-        await until(answer.done)  # with the long text still at the gate
-        return held.done(), GATE.is_set()
-
-    with LocalServer(side) as url:
-        held, answer, (long_done, gate_open) = _held_long_then_short(side, url, short, answered_while_held)
-    assert not long_done and not gate_open and answer.status_code == 200 and held.status_code == 200
+    _short_answered_while_long_held(side)
 
     turns = make_app(nlp, long_chars=LONG_CHARS, wait_ms=0, side_by_side=False)
     assert not turns.state.batcher.side_by_side and turns.state.limits["lanes_side_by_side"] is False
